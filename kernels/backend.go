@@ -1,0 +1,154 @@
+package kernels
+
+// Backend is one implementation of every numeric op the model needs. The
+// reference (kernels/ref) is the specification; kernels/cpu is the fast CPU
+// twin; a CUDA backend will be a third. kernels/kerneltest holds the one
+// conformance suite every Backend must pass.
+//
+// Conventions, for every method:
+//   - Buffers are row-major float32 host slices; the shape of each is given
+//     next to it as [dims]. Slices may be longer than needed; only the
+//     leading elements named by the shape are read or written.
+//   - "out =" overwrites, "+=" accumulates. Activation gradients are written
+//     (=), parameter gradients are accumulated (+=), as in llm.c.
+//   - Shapes that do not fit their slices are programmer errors and panic
+//     with a message naming the op and the argument; data from outside the
+//     program is validated before it reaches a kernel.
+//   - Implementations may use several goroutines inside one call, but a call
+//     returns only when all of its work is done. A Backend value is safe for
+//     use by one goroutine at a time unless its documentation says more.
+type Backend interface {
+	// MatMul: out[M,N] (=, or += if accumulate) x[M,K] · wᵀ, w is [N,K]
+	// (torch nn.Linear layout), N = w.Rows, K = w.Cols.
+	MatMul(out, x []float32, w Mat, m int, accumulate bool)
+	// MatMulNN: out[M,K] (=, or += if accumulate) dy[M,N] · w[N,K].
+	// It is MatMul's input gradient.
+	MatMulNN(out, dy []float32, w Mat, m int, accumulate bool)
+	// MatMulTN: dw[N,K] += dy[M,N]ᵀ · x[M,K]. It is MatMul's weight
+	// gradient; dw is always float32.
+	MatMulTN(dw, dy, x []float32, m, n, k int)
+
+	// Embedding: out[T,C] = table[ids[t], :], C = table.Cols. Ids must be in
+	// [0, table.Rows).
+	Embedding(out []float32, table Mat, ids []int32)
+	// EmbeddingBackward: dtable[V,C] row ids[t] += dout[t, :].
+	EmbeddingBackward(dtable, dout []float32, ids []int32, c int)
+
+	// RMSNorm: out[R,C] = w[C] * x / sqrt(mean(x², row) + eps), per row.
+	// out may alias x. Per-head q/k norm is RMSNorm with R = T·H, C = D.
+	RMSNorm(out, x, w []float32, rows, cols int, eps float32)
+	// RMSNormBackward: dx[R,C] = ∂/∂x, dw[C] += ∂/∂w, given dout[R,C] and
+	// the forward's input x and weight w.
+	RMSNormBackward(dx, dw, dout, x, w []float32, rows, cols int, eps float32)
+
+	// RoPE rotates x[T,H,D] in place, rotate-half (NeoX / Hugging Face)
+	// convention: for i < D/2, angle = pos[t] / theta^(2i/D), and the pair
+	// (x[i], x[i+D/2]) becomes (x[i]·cos − x[i+D/2]·sin, x[i+D/2]·cos + x[i]·sin).
+	RoPE(x []float32, pos []int32, heads, headDim int, theta float64)
+	// RoPEBackward maps dy[T,H,D] to dx in place (the inverse rotation).
+	RoPEBackward(dx []float32, pos []int32, heads, headDim int, theta float64)
+
+	// Attention computes causal grouped-query attention for a batch of
+	// sequences of different lengths (see AttentionSeq); query head h uses
+	// kv head h / (heads/kvHeads). Scores are q·k·scale.
+	Attention(seqs []AttentionSeq, heads, kvHeads, headDim int, scale float32)
+	// AttentionBackward: the gradients of Attention for a batch of
+	// sequences; see AttentionGradSeq.
+	AttentionBackward(seqs []AttentionGradSeq, heads, kvHeads, headDim int, scale float32)
+
+	// SwiGLU: out[N] = silu(gate[N]) * up[N], silu(z) = z·sigmoid(z). out may
+	// alias gate or up.
+	SwiGLU(out, gate, up []float32)
+	// SwiGLUBackward: dgate[N], dup[N] = gradients given dout[N] and the
+	// forward's gate and up.
+	SwiGLUBackward(dgate, dup, dout, gate, up []float32)
+
+	// Add: dst[N] += src[N].
+	Add(dst, src []float32)
+	// Scale: x[N] *= s.
+	Scale(x []float32, s float32)
+
+	// LogSoftmaxGather: for each row r of logits[R,V], logp[r] =
+	// log_softmax(logits[r])[targets[r]]; if entropy is not nil,
+	// entropy[r] = −Σ p·log p of that row. The model calls it on chunks of
+	// rows so that a [T,V] buffer for the whole batch never exists.
+	LogSoftmaxGather(logp, entropy, logits []float32, targets []int32, rows, v int)
+	// LogSoftmaxGatherBackward: dlogits[R,V] = dlogp[r] · (onehot(targets[r]) − softmax(logits[r])).
+	// dlogits may alias logits.
+	LogSoftmaxGatherBackward(dlogits, logits []float32, targets []int32, dlogp []float32, rows, v int)
+
+	// Softmax: x[R,V] replaced by softmax per row (in place).
+	Softmax(x []float32, rows, v int)
+	// Argmax returns the first index of the largest value in x (ties go to
+	// the lower index, as torch.argmax).
+	Argmax(x []float32) int32
+	// Sample draws one token id from logits[V] under p, using u, a uniform
+	// number in [0,1), as its only randomness (so a caller that owns one
+	// seeded stream per sequence gets the same token whatever the batch
+	// layout). It returns the id and its log-probability under the
+	// distribution actually sampled from (after temperature and filtering).
+	// With p.Temperature == 0 it is Argmax with log-prob 0. scratch, if not
+	// nil and at least V long, is used instead of allocating.
+	Sample(logits []float32, p SamplingParams, u float64, scratch []float32) (id int32, logprob float32)
+
+	// AdamW updates param[N] in place from grad[N] with first and second
+	// moments m[N], v[N] (decoupled weight decay, bias correction by step,
+	// which counts from 1).
+	AdamW(param, grad, m, v []float32, p AdamWParams, step int)
+}
+
+// AttentionSeq is one sequence in a batched Attention call.
+//
+// The sequence's new tokens sit at positions Start .. Start+T−1; K and V
+// hold positions 0 .. Start+T−1 (already written, RoPE applied to K). Query
+// t attends to positions 0 .. Start+t (causal).
+type AttentionSeq struct {
+	Out []float32 // [T, H, D] written
+	Q   []float32 // [T, H, D] read
+	K   []float32 // [S, KVH, D] read, S ≥ Start+T
+	V   []float32 // [S, KVH, D] read
+	// LSE, if not nil, receives the log-sum-exp of each (t, h) row of scaled
+	// scores, [T, H]; AttentionBackward needs it.
+	LSE   []float32
+	T     int
+	Start int
+}
+
+// AttentionGradSeq is one sequence in a batched AttentionBackward call. It
+// carries the forward's inputs (Q, K, V, Out, LSE with the same Start and T)
+// and the gradient of the output; DQ is written (=), DK and DV are
+// accumulated (+=) over positions 0 .. Start+T−1.
+type AttentionGradSeq struct {
+	DOut []float32 // [T, H, D]
+	Q    []float32 // [T, H, D]
+	K    []float32 // [S, KVH, D]
+	V    []float32 // [S, KVH, D]
+	Out  []float32 // [T, H, D] the forward's output
+	LSE  []float32 // [T, H] from the forward
+	DQ   []float32 // [T, H, D] =
+	DK   []float32 // [S, KVH, D] +=
+	DV   []float32 // [S, KVH, D] +=
+	T    int
+	// Start is the position of the first query token; rows 0 .. Start−1 of
+	// K and V are context the queries attend to.
+	Start int
+}
+
+// SamplingParams selects the distribution Sample draws from. Filters apply
+// in the order Hugging Face's generate applies them: temperature, top-k,
+// top-p, min-p. A zero field disables its filter.
+type SamplingParams struct {
+	Temperature float32 // 0 = greedy
+	TopK        int     // keep the K most likely tokens; 0 = all
+	TopP        float32 // keep the smallest set with cumulative probability ≥ TopP; 0 or 1 = all
+	MinP        float32 // drop tokens with p < MinP · p_max; 0 = none
+}
+
+// AdamWParams are AdamW's hyperparameters for one update.
+type AdamWParams struct {
+	LR          float32
+	Beta1       float32
+	Beta2       float32
+	Eps         float32
+	WeightDecay float32
+}

@@ -1,0 +1,16 @@
+// Package kernels is the contract for every numeric op of the Qwen3 model:
+// the Backend interface, the weight matrix type Mat and its storage types,
+// and bf16/f16 conversions.
+//
+// Implementations live in subpackages: kernels/ref is the plain,
+// obviously-correct reference (float64 accumulation) and the specification;
+// kernels/cpu is the fast CPU version (goroutines over both cores, SIMD in Go
+// assembly with a portable fallback); kernels/kerneltest is the conformance
+// suite that takes a Backend and checks it against ref at awkward shapes,
+// with one table of justified tolerances.
+//
+// Layouts are row-major; dimensions are named B (batch), T (tokens), H
+// (query heads), KVH (kv heads), D (head dim), C (hidden), F (MLP width), V
+// (vocabulary). Activation gradients are written, parameter gradients are
+// accumulated.
+package kernels
