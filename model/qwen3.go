@@ -1,0 +1,110 @@
+// Package model is Qwen3 (Qwen3ForCausalLM) composed from kernels.Backend
+// ops: Hugging Face config and safetensors loading (memory-mapped, bf16
+// kept as bf16), a batched forward with per-sequence KV caches, continuous
+// batched generation with seeded per-sequence sampling, and teacher-forced
+// per-token log-probs. LoRA adapters (PEFT layout) sit on every projection.
+//
+// Shapes use B (batch), T (tokens), C (hidden), F (MLP width), H (query
+// heads), KVH (kv heads), D (head dim), V (vocabulary), L (layers).
+package model
+
+import (
+	"io"
+
+	"github.com/x/kernels"
+)
+
+// Model is a loaded Qwen3 checkpoint and the Backend it runs on. Its
+// weights are read-only during inference, so several goroutines may run
+// forwards concurrently, each with its own Runner (or Generate/LogProbs
+// call); attaching or training adapters must not overlap with inference.
+type Model struct {
+	Config  Config
+	Backend kernels.Backend
+	Embed   kernels.Mat // [V, C] model.embed_tokens.weight
+	Layers  []Layer     // [L]
+	Norm    []float32   // [C] model.norm.weight
+	LMHead  kernels.Mat // [V, C]; equal to Embed when Config.TieWordEmbeddings
+	DType   kernels.DType
+
+	closer io.Closer // the mapped files; nil for models built in memory
+}
+
+// Layer is one Qwen3DecoderLayer.
+type Layer struct {
+	AttnNorm []float32 // [C] input_layernorm.weight
+	Attn     Attention
+	MLPNorm  []float32 // [C] post_attention_layernorm.weight
+	MLP      MLP
+}
+
+// Attention is Qwen3Attention: q/k/v/o projections and the per-head q/k
+// RMSNorms applied before RoPE.
+type Attention struct {
+	Q     Linear    // [H·D, C]
+	K     Linear    // [KVH·D, C]
+	V     Linear    // [KVH·D, C]
+	O     Linear    // [C, H·D]
+	QNorm []float32 // [D]
+	KNorm []float32 // [D]
+}
+
+// MLP is Qwen3MLP: down(silu(gate(x)) · up(x)).
+type MLP struct {
+	Gate Linear // [F, C]
+	Up   Linear // [F, C]
+	Down Linear // [C, F]
+}
+
+// Linear is one projection y = x·Wᵀ, plus scaling·(x·Aᵀ)·Bᵀ when a LoRA
+// adapter is attached and adapters are enabled for the call.
+type Linear struct {
+	W    kernels.Mat // [Out, In]
+	LoRA *LoRA       // nil: none
+}
+
+// LoRA is a low-rank adapter on one Linear (PEFT layout).
+type LoRA struct {
+	A       []float32 // [R, In]  (lora_A.weight)
+	B       []float32 // [Out, R] (lora_B.weight)
+	R       int
+	Scaling float32 // lora_alpha/r, or lora_alpha/sqrt(r) with rsLoRA
+}
+
+// In is the width of the input, W.Cols.
+func (l *Linear) In() int { return l.W.Cols }
+
+// Out is the width of the output, W.Rows.
+func (l *Linear) Out() int { return l.W.Rows }
+
+// Linears returns pointers to the layer's seven projections in PEFT
+// target-module order (q, k, v, o, gate, up, down), with their module names.
+func (l *Layer) Linears() []NamedLinear {
+	return []NamedLinear{
+		{"self_attn.q_proj", &l.Attn.Q},
+		{"self_attn.k_proj", &l.Attn.K},
+		{"self_attn.v_proj", &l.Attn.V},
+		{"self_attn.o_proj", &l.Attn.O},
+		{"mlp.gate_proj", &l.MLP.Gate},
+		{"mlp.up_proj", &l.MLP.Up},
+		{"mlp.down_proj", &l.MLP.Down},
+	}
+}
+
+// NamedLinear is a projection with its module path inside a decoder layer
+// ("self_attn.q_proj", "mlp.down_proj", ...).
+type NamedLinear struct {
+	Name   string
+	Linear *Linear
+}
+
+// Close releases the memory-mapped weight files. The Model must not be
+// used afterwards.
+func (m *Model) Close() error {
+	if m.closer == nil {
+		return nil
+	}
+	err := m.closer.Close()
+	m.closer = nil
+	return err
+}
