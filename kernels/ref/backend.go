@@ -1,0 +1,33 @@
+// Package ref is the reference Backend: plain loops, float64 accumulation,
+// one goroutine. It is the specification every other backend is tested
+// against (see kernels/kerneltest), so every kernel here is written to be
+// obviously correct rather than fast.
+//
+// Conventions (as in kernels.Backend): buffers are row-major float32, the
+// shape of each is written next to it, activation gradients are written (=)
+// and parameter gradients accumulated (+=). Forward ops live in one file per
+// family (matmul.go, rmsnorm.go, ...); backward ops in *_backward.go.
+package ref
+
+import "fmt"
+
+// Backend is the reference implementation of kernels.Backend. The zero
+// value is ready to use; it holds no state, so one value may be used by any
+// number of goroutines at once.
+type Backend struct{}
+
+// need panics unless a buffer named arg of op holds at least want elements.
+func need(op, arg string, have, want int) {
+	if have < want {
+		panic(fmt.Sprintf("kernels/ref: %s: %s has %d elements, need %d", op, arg, have, want))
+	}
+}
+
+// needDims panics if any of the named dimensions is negative.
+func needDims(op string, dims ...int) {
+	for _, d := range dims {
+		if d < 0 {
+			panic(fmt.Sprintf("kernels/ref: %s: negative dimension in %v", op, dims))
+		}
+	}
+}

@@ -1,0 +1,52 @@
+package ref
+
+import (
+	"fmt"
+	"math"
+)
+
+// LogSoftmaxGather: logp[r] = log_softmax(logits[r])[targets[r]] for each
+// row of logits[R,V]; entropy[r] = −Σ p·log p when entropy is not nil.
+// Two passes per row in float64.
+func (Backend) LogSoftmaxGather(logp, entropy, logits []float32, targets []int32, rows, v int) {
+	const op = "LogSoftmaxGather"
+	needDims(op, rows, v)
+	need(op, "logits", len(logits), rows*v)
+	need(op, "targets", len(targets), rows)
+	need(op, "logp", len(logp), rows)
+	if entropy != nil {
+		need(op, "entropy", len(entropy), rows)
+	}
+	for r := 0; r < rows; r++ {
+		row := logits[r*v : (r+1)*v]
+		tg := targets[r]
+		if tg < 0 || int(tg) >= v {
+			panic(fmt.Sprintf("kernels/ref: %s: target %d of row %d outside [0,%d)", op, tg, r, v))
+		}
+		lse := logSumExp(row)
+		logp[r] = float32(float64(row[tg]) - lse)
+		if entropy != nil {
+			var h float64
+			for _, x := range row {
+				lp := float64(x) - lse
+				if p := math.Exp(lp); p > 0 {
+					h -= p * lp
+				}
+			}
+			entropy[r] = float32(h)
+		}
+	}
+}
+
+// logSumExp is log Σ exp(row) in float64, shifted by the row's maximum.
+func logSumExp(row []float32) float64 {
+	mx := math.Inf(-1)
+	for _, x := range row {
+		mx = math.Max(mx, float64(x))
+	}
+	var sum float64
+	for _, x := range row {
+		sum += math.Exp(float64(x) - mx)
+	}
+	return mx + math.Log(sum)
+}

@@ -1,0 +1,33 @@
+package ref
+
+import "math"
+
+// RoPE rotates x[T,H,D] in place, rotate-half convention, angle =
+// pos[t] / theta^(2i/D) computed in float64.
+func (Backend) RoPE(x []float32, pos []int32, heads, headDim int, theta float64) {
+	rope(x, pos, heads, headDim, theta, 1, "RoPE")
+}
+
+// rope rotates by sign·angle; the backward rotation uses sign = −1.
+func rope(x []float32, pos []int32, heads, headDim int, theta float64, sign float64, op string) {
+	needDims(op, heads, headDim)
+	if headDim%2 != 0 {
+		panic("kernels/ref: " + op + ": odd head dim")
+	}
+	t := len(pos)
+	need(op, "x", len(x), t*heads*headDim)
+	half := headDim / 2
+	for ti, p := range pos {
+		for i := 0; i < half; i++ {
+			angle := float64(p) / math.Pow(theta, float64(2*i)/float64(headDim))
+			sin, cos := math.Sincos(angle)
+			sin *= sign
+			for h := 0; h < heads; h++ {
+				base := (ti*heads + h) * headDim
+				a, b := float64(x[base+i]), float64(x[base+i+half])
+				x[base+i] = float32(a*cos - b*sin)
+				x[base+i+half] = float32(b*cos + a*sin)
+			}
+		}
+	}
+}

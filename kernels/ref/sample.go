@@ -1,0 +1,146 @@
+package ref
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/x/kernels"
+)
+
+// Argmax returns the first index of the largest value of x.
+func (Backend) Argmax(x []float32) int32 {
+	if len(x) == 0 {
+		panic("kernels/ref: Argmax: empty input")
+	}
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+// Sample draws a token from logits[V] under p with u ∈ [0,1) as its only
+// randomness. It is the specification of sampling; in float64 throughout:
+//
+//  1. z[i] = logits[i] / Temperature; tokens with z = −Inf are dropped.
+//  2. Top-k keeps every token with z ≥ the k-th largest z (ties at the
+//     boundary are all kept, as Hugging Face's TopKLogitsWarper does).
+//  3. Top-p: with e[i] = exp(z[i] − max z) over the kept tokens and S their
+//     sum in index order, walk the kept tokens by z descending (ties by lower
+//     index) summing e/S; a token is kept while the mass before it is < TopP
+//     (Hugging Face's TopPLogitsWarper; the most likely token always stays).
+//  4. Min-p drops tokens with e[i] < MinP (p < MinP · p_max).
+//  5. With S the sum of e over the kept tokens in index order, the sample is
+//     the first kept token, in index order, whose running sum of e exceeds
+//     u·S (the last kept token if rounding leaves none).
+//
+// The log-probability is z − max z − log S for the sampled token.
+func (b Backend) Sample(logits []float32, p kernels.SamplingParams, u float64, scratch []float32) (int32, float32) {
+	const op = "Sample"
+	v := len(logits)
+	checkSampling(op, v, p, u)
+	if p.Temperature == 0 {
+		return b.Argmax(logits), 0
+	}
+	z := make([]float64, v)
+	keep := make([]bool, v)
+	zmax := math.Inf(-1)
+	for i, l := range logits {
+		z[i] = float64(l) / float64(p.Temperature)
+		keep[i] = !math.IsInf(z[i], -1) && !math.IsNaN(z[i])
+		if keep[i] {
+			zmax = math.Max(zmax, z[i])
+		}
+	}
+	if math.IsInf(zmax, -1) {
+		panic("kernels/ref: Sample: no token has a finite logit")
+	}
+	if p.TopK > 0 && p.TopK < v {
+		var kept []float64
+		for i := range z {
+			if keep[i] {
+				kept = append(kept, z[i])
+			}
+		}
+		if p.TopK < len(kept) {
+			slices.Sort(kept)
+			kth := kept[len(kept)-p.TopK]
+			for i := range z {
+				keep[i] = keep[i] && z[i] >= kth
+			}
+		}
+	}
+	e := make([]float64, v)
+	sum := func() float64 {
+		var s float64
+		for i := range z {
+			if keep[i] {
+				e[i] = math.Exp(z[i] - zmax)
+				s += e[i]
+			}
+		}
+		return s
+	}
+	if p.TopP > 0 && p.TopP < 1 {
+		s := sum()
+		var order []int
+		for i := range z {
+			if keep[i] {
+				order = append(order, i)
+			}
+		}
+		slices.SortFunc(order, func(a, b int) int {
+			if z[a] != z[b] {
+				if z[a] > z[b] {
+					return -1
+				}
+				return 1
+			}
+			return a - b
+		})
+		var cum float64
+		for _, i := range order {
+			if cum >= float64(p.TopP) {
+				keep[i] = false
+				continue
+			}
+			cum += e[i] / s
+		}
+	}
+	if p.MinP > 0 {
+		for i := range z {
+			keep[i] = keep[i] && math.Exp(z[i]-zmax) >= float64(p.MinP)
+		}
+	}
+	s := sum()
+	target := u * s
+	pick := -1
+	var cum float64
+	for i := range z {
+		if !keep[i] {
+			continue
+		}
+		pick = i
+		cum += e[i]
+		if cum > target {
+			break
+		}
+	}
+	return int32(pick), float32(z[pick] - zmax - math.Log(s))
+}
+
+// checkSampling panics on parameters no caller should pass; user-facing
+// configuration is validated before it reaches a kernel.
+func checkSampling(op string, v int, p kernels.SamplingParams, u float64) {
+	switch {
+	case v == 0:
+		panic("kernels/ref: " + op + ": empty logits")
+	case !(p.Temperature >= 0), p.TopK < 0, !(p.TopP >= 0 && p.TopP <= 1), !(p.MinP >= 0 && p.MinP <= 1):
+		panic(fmt.Sprintf("kernels/ref: %s: invalid sampling parameters %+v", op, p))
+	case !(u >= 0 && u < 1):
+		panic(fmt.Sprintf("kernels/ref: %s: u = %v outside [0,1)", op, u))
+	}
+}

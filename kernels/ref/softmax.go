@@ -1,0 +1,24 @@
+package ref
+
+import "math"
+
+// Softmax replaces each row of x[R,V] by its softmax, in float64.
+func (Backend) Softmax(x []float32, rows, v int) {
+	const op = "Softmax"
+	needDims(op, rows, v)
+	need(op, "x", len(x), rows*v)
+	for r := 0; r < rows; r++ {
+		row := x[r*v : (r+1)*v]
+		mx := math.Inf(-1)
+		for _, a := range row {
+			mx = math.Max(mx, float64(a))
+		}
+		var sum float64
+		for _, a := range row {
+			sum += math.Exp(float64(a) - mx)
+		}
+		for i, a := range row {
+			row[i] = float32(math.Exp(float64(a)-mx) / sum)
+		}
+	}
+}
