@@ -1,0 +1,41 @@
+package ref
+
+import "fmt"
+
+// EmbeddingBackward adds dout[t, :] to row ids[t] of dtable[V,C]; repeated
+// ids accumulate. The rows of dout that land on one id are summed in
+// float64 together with dtable's value and rounded once. dtable's V is
+// len(dtable)/c.
+func (Backend) EmbeddingBackward(dtable, dout []float32, ids []int32, c int) {
+	const op = "EmbeddingBackward"
+	if c <= 0 {
+		panic(fmt.Sprintf("kernels/ref: %s: c = %d", op, c))
+	}
+	need(op, "dout", len(dout), len(ids)*c)
+	v := len(dtable) / c
+	acc := make(map[int32][]float64)
+	var order []int32
+	for t, id := range ids {
+		if id < 0 || int(id) >= v {
+			panic(fmt.Sprintf("kernels/ref: %s: ids[%d] = %d outside [0, %d)", op, t, id, v))
+		}
+		a, ok := acc[id]
+		if !ok {
+			a = make([]float64, c)
+			for j, x := range dtable[int(id)*c : int(id+1)*c] {
+				a[j] = float64(x)
+			}
+			acc[id] = a
+			order = append(order, id)
+		}
+		for j, x := range dout[t*c : (t+1)*c] {
+			a[j] += float64(x)
+		}
+	}
+	for _, id := range order {
+		row := dtable[int(id)*c : int(id+1)*c]
+		for j, x := range acc[id] {
+			row[j] = float32(x)
+		}
+	}
+}
