@@ -1,0 +1,497 @@
+package openenv
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+		"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// Server defaults.
+const (
+	DefaultMaxSessions  = 1024
+	DefaultPingInterval = 20 * time.Second
+	DefaultPingTimeout  = 20 * time.Second
+	DefaultIdleTimeout  = 30 * time.Minute
+	DefaultWriteTimeout = 10 * time.Second
+	DefaultReadLimit    = 16 << 20
+)
+
+// serverConfig holds a Server's settings; see the ServerOption functions.
+type serverConfig struct {
+	maxSessions  int
+	slotWait     time.Duration
+	pingInterval time.Duration
+	pingTimeout  time.Duration
+	idleTimeout  time.Duration
+	writeTimeout time.Duration
+	readLimit    int64
+	token        string
+	name         string
+	logger       *slog.Logger
+}
+
+// ServerOption configures a Server.
+type ServerOption func(*serverConfig)
+
+// WithMaxSessions sets how many WebSocket sessions may be open at once
+// (DefaultMaxSessions; n < 1 means 1).
+func WithMaxSessions(n int) ServerOption {
+	return func(c *serverConfig) { c.maxSessions = max(n, 1) }
+}
+
+// WithSlotWait makes a connection that finds every slot taken wait up to d
+// for one to free before it is refused with CAPACITY_REACHED (default 0:
+// refuse at once, as upstream does).
+func WithSlotWait(d time.Duration) ServerOption {
+	return func(c *serverConfig) { c.slotWait = d }
+}
+
+// WithPing sets the server's keepalive: a ping every interval, and a
+// session whose peer sends nothing (not even a pong) for interval+timeout
+// is closed, freeing its slot. interval <= 0 disables pings and the read
+// deadline (for tunnels that drop control frames).
+func WithPing(interval, timeout time.Duration) ServerOption {
+	return func(c *serverConfig) { c.pingInterval, c.pingTimeout = interval, timeout }
+}
+
+// WithIdleTimeout closes sessions with no request for d (DefaultIdleTimeout;
+// 0 disables): the client gets a SESSION_ERROR frame and a close frame,
+// the env is closed and the slot freed. A request still running is never
+// reaped.
+func WithIdleTimeout(d time.Duration) ServerOption {
+	return func(c *serverConfig) { c.idleTimeout = d }
+}
+
+// WithWriteTimeout bounds every write to a client (DefaultWriteTimeout); a
+// client that stops reading loses its session after d instead of holding a
+// goroutine and a slot forever.
+func WithWriteTimeout(d time.Duration) ServerOption {
+	return func(c *serverConfig) { c.writeTimeout = d }
+}
+
+// WithReadLimit sets the largest frame accepted (DefaultReadLimit, 16 MiB
+// as uvicorn); a bigger one closes the session with code 1009.
+func WithReadLimit(n int64) ServerOption {
+	return func(c *serverConfig) { c.readLimit = n }
+}
+
+// RequireBearerToken makes every endpoint but /health demand the header
+// "Authorization: Bearer <token>" (401 otherwise). An empty token turns
+// auth off.
+func RequireBearerToken(token string) ServerOption {
+	return func(c *serverConfig) { c.token = token }
+}
+
+// WithName names the environment in /metadata (when the factory is not a
+// Describer) and in FACTORY_ERROR frames (default "Environment").
+func WithName(name string) ServerOption {
+	return func(c *serverConfig) { c.name = name }
+}
+
+// WithLogger sets where the server logs session failures (default: discard).
+func WithLogger(l *slog.Logger) ServerOption {
+	return func(c *serverConfig) { c.logger = l }
+}
+
+// Server serves an EnvironmentFactory over the OpenEnv protocol: WS /ws
+// (one session per socket, one Environment per session), GET /health,
+// /metadata, /schema, /state and stateless POST /reset and /step. It is an
+// http.Handler; mount it at the root of an http.Server. Call Shutdown to
+// end every session: http.Server.Shutdown does not wait for WebSockets.
+type Server struct {
+	factory  EnvironmentFactory
+	cfg      serverConfig
+	upgrader websocket.Upgrader
+	mux      *http.ServeMux
+	slots    chan struct{} // one token per open session
+
+	mu       sync.Mutex
+	sessions map[*session]struct{}
+	closing  bool
+	done     chan struct{} // closed by Shutdown
+	wg       sync.WaitGroup
+}
+
+// NewServer returns a Server making one Environment per session with f.
+func NewServer(f EnvironmentFactory, opts ...ServerOption) *Server {
+	cfg := serverConfig{
+		maxSessions:  DefaultMaxSessions,
+		pingInterval: DefaultPingInterval,
+		pingTimeout:  DefaultPingTimeout,
+		idleTimeout:  DefaultIdleTimeout,
+		writeTimeout: DefaultWriteTimeout,
+		readLimit:    DefaultReadLimit,
+		name:         "Environment",
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s := &Server{
+		factory:  f,
+		cfg:      cfg,
+		slots:    make(chan struct{}, cfg.maxSessions),
+		sessions: map[*session]struct{}{},
+		done:     make(chan struct{}),
+		upgrader: websocket.Upgrader{
+			HandshakeTimeout: 10 * time.Second,
+			ReadBufferSize:   4096,
+			WriteBufferSize:  4096,
+			// Clients are programs, not browsers; the token (if any) is the
+			// access control.
+			CheckOrigin: func(*http.Request) bool { return true },
+		},
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", s.handleHealth)
+	mux.Handle("GET /metadata", s.auth(s.handleMetadata))
+	mux.Handle("GET /schema", s.auth(s.handleSchema))
+	mux.Handle("GET /state", s.auth(s.handleState))
+	mux.Handle("POST /reset", s.auth(s.handleReset))
+	mux.Handle("POST /step", s.auth(s.handleStep))
+	mux.Handle("GET /ws", s.auth(s.handleWS))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "Not Found"})
+	})
+	s.mux = mux
+	return s
+}
+
+// ServeHTTP routes a request to the endpoint it names.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// ActiveSessions reports how many WebSocket sessions hold a slot.
+func (s *Server) ActiveSessions() int { return len(s.slots) }
+
+// auth wraps h with the bearer-token check.
+func (s *Server) auth(h http.HandlerFunc) http.Handler {
+	if s.cfg.token == "" {
+		return h
+	}
+	want := []byte("Bearer " + s.cfg.token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="openenv"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"detail": "missing or invalid bearer token"})
+			return
+		}
+		h(w, r)
+	})
+}
+
+// handleWS runs one WebSocket session to its end.
+func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"detail": "server is shutting down"})
+		return
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+
+	ws, err := s.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return // the upgrader has answered with an HTTP error
+	}
+	defer ws.Close()
+	ws.SetReadLimit(s.cfg.readLimit)
+
+	// Upstream accepts the upgrade first and refuses with a frame.
+	if !s.acquireSlot() {
+		n := len(s.slots)
+		s.refuse(ws, &ServerError{Code: CodeCapacityReached,
+			Message:        fmt.Sprintf("Server at capacity: %d/%d sessions active. Cannot accept new connections.", n, s.cfg.maxSessions),
+			ActiveSessions: n, MaxSessions: s.cfg.maxSessions})
+		return
+	}
+	defer func() { <-s.slots }()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	env, err := s.factory.NewEnvironment(ctx)
+	if err != nil {
+		s.cfg.logger.Warn("openenv: factory failed", "err", err)
+		s.refuse(ws, &ServerError{Code: CodeFactoryError,
+			Message:     fmt.Sprintf("Environment factory '%s' failed to create instance: %v", s.cfg.name, err),
+			FactoryName: s.cfg.name})
+		return
+	}
+	sess := &session{srv: s, ws: ws, env: env, cancel: cancel, done: make(chan struct{})}
+	sess.touch()
+	if !s.register(sess) {
+		closeEnv(env, s.cfg.logger)
+		s.refuse(ws, &ServerError{Code: CodeSessionError, Message: "server is shutting down"})
+		return
+	}
+	defer s.unregister(sess)
+	defer closeEnv(env, s.cfg.logger)
+	sess.run(ctx)
+}
+
+// acquireSlot takes a session slot, waiting up to the slot wait if set.
+func (s *Server) acquireSlot() bool {
+	select {
+	case s.slots <- struct{}{}:
+		return true
+	default:
+	}
+	if s.cfg.slotWait <= 0 {
+		return false
+	}
+	t := time.NewTimer(s.cfg.slotWait)
+	defer t.Stop()
+	select {
+	case s.slots <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	case <-s.done:
+		return false
+	}
+}
+
+// refuse sends e as the connection's only frame and closes it with 1000.
+func (s *Server) refuse(ws *websocket.Conn, e *ServerError) {
+	deadline := time.Now().Add(s.cfg.writeTimeout)
+	_ = ws.SetWriteDeadline(deadline)
+	if err := ws.WriteMessage(websocket.TextMessage, errorFrame(e)); err != nil {
+		return
+	}
+	_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), deadline)
+	awaitPeerClose(ws, time.Second)
+}
+
+// awaitPeerClose reads (and drops) frames until the peer answers our close
+// frame or d passes, so the closing handshake completes before the socket
+// is torn down.
+func awaitPeerClose(ws *websocket.Conn, d time.Duration) {
+	_ = ws.SetReadDeadline(time.Now().Add(d))
+	for {
+		if _, _, err := ws.NextReader(); err != nil {
+			return
+		}
+	}
+}
+
+// register adds sess to the live set unless the server is shutting down.
+func (s *Server) register(sess *session) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.sessions[sess] = struct{}{}
+	return true
+}
+
+// unregister removes sess from the live set.
+func (s *Server) unregister(sess *session) {
+	s.mu.Lock()
+	delete(s.sessions, sess)
+	s.mu.Unlock()
+}
+
+// Shutdown refuses new sessions, closes every open one (close code 1001,
+// env closed) and waits until all session goroutines have returned or ctx
+// ends. It does not stop the http.Server serving s; call its Shutdown too.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.closing {
+		s.closing = true
+		close(s.done)
+	}
+	live := make([]*session, 0, len(s.sessions))
+	for sess := range s.sessions {
+		live = append(live, sess)
+	}
+	s.mu.Unlock()
+	for _, sess := range live {
+		sess.terminate(websocket.CloseGoingAway, "server shutting down", nil)
+	}
+	finished := make(chan struct{})
+	go func() { s.wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("openenv server shutdown: %w", ctx.Err())
+	}
+}
+
+// closeEnv closes env if it holds resources.
+func closeEnv(env Environment, log *slog.Logger) {
+	if c, ok := env.(io.Closer); ok {
+		if err := c.Close(); err != nil {
+			log.Warn("openenv: closing environment", "err", err)
+		}
+	}
+}
+
+// session is one WebSocket connection and its Environment.
+type session struct {
+	srv *Server
+	ws  *websocket.Conn
+	env Environment
+	// cancel ends the context of env calls when the session is torn down.
+	cancel context.CancelFunc
+
+	writeMu    sync.Mutex // data frames from run and terminate
+	lastActive atomic.Int64
+	busy       atomic.Bool
+	ended      atomic.Bool
+	done       chan struct{} // closed when run returns
+}
+
+// touch records activity now.
+func (ss *session) touch() { ss.lastActive.Store(time.Now().UnixNano()) }
+
+// run reads, handles and answers frames until the session ends. The keeper
+// goroutine (pings, idle reaper) lives exactly as long as run.
+func (ss *session) run(ctx context.Context) {
+	cfg := &ss.srv.cfg
+	var keeper sync.WaitGroup
+	keeper.Add(1)
+	go func() { defer keeper.Done(); ss.keep() }()
+	defer func() {
+		close(ss.done)
+		keeper.Wait()
+	}()
+
+	if cfg.pingInterval > 0 {
+		ss.ws.SetPongHandler(func(string) error {
+			return ss.ws.SetReadDeadline(time.Now().Add(cfg.pingInterval + cfg.pingTimeout))
+		})
+	}
+	for {
+		if cfg.pingInterval > 0 {
+			_ = ss.ws.SetReadDeadline(time.Now().Add(cfg.pingInterval + cfg.pingTimeout))
+		}
+		mt, msg, err := ss.ws.ReadMessage()
+		if err != nil || ss.ended.Load() {
+			return
+		}
+		if mt != websocket.TextMessage {
+			ss.send(errorFrame(&ServerError{Code: CodeSessionError,
+				Message: "binary frames are not supported: send JSON as text frames"}))
+			ss.closeNormal()
+			return
+		}
+		ss.busy.Store(true)
+		ss.touch()
+		rep := handleFrame(ctx, ss.env, msg)
+		ss.touch()
+		ss.busy.Store(false)
+		if rep.frame != nil {
+			if err := ss.send(rep.frame); err != nil {
+				cfg.logger.Info("openenv: write failed, ending session", "err", err)
+				return
+			}
+		}
+		if rep.closeAfter {
+			ss.closeNormal()
+			return
+		}
+	}
+}
+
+// send writes one text frame within the write timeout.
+func (ss *session) send(b []byte) error {
+	ss.writeMu.Lock()
+	defer ss.writeMu.Unlock()
+	if ss.ended.Load() {
+		return errors.New("session ended")
+	}
+	_ = ss.ws.SetWriteDeadline(time.Now().Add(ss.srv.cfg.writeTimeout))
+	return ss.ws.WriteMessage(websocket.TextMessage, b)
+}
+
+// closeNormal ends the session from run with close code 1000.
+func (ss *session) closeNormal() {
+	_ = ss.ws.WriteControl(websocket.CloseMessage,
+		websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(ss.srv.cfg.writeTimeout))
+	awaitPeerClose(ss.ws, time.Second)
+}
+
+// terminate ends the session from outside run (reaper, Shutdown): an
+// optional error frame, a close frame, then the socket is closed so that
+// run's read fails and run cleans up.
+func (ss *session) terminate(code int, reason string, e *ServerError) {
+	if !ss.ended.CompareAndSwap(false, true) {
+		return
+	}
+	ss.cancel()
+	deadline := time.Now().Add(min(ss.srv.cfg.writeTimeout, time.Second))
+	ss.writeMu.Lock()
+	if e != nil {
+		_ = ss.ws.SetWriteDeadline(deadline)
+		_ = ss.ws.WriteMessage(websocket.TextMessage, errorFrame(e))
+	}
+	ss.writeMu.Unlock()
+	_ = ss.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), deadline)
+	_ = ss.ws.NetConn().Close()
+}
+
+// keep sends keepalive pings and reaps the session when idle.
+func (ss *session) keep() {
+	cfg := &ss.srv.cfg
+	var pingC, idleC <-chan time.Time
+	if cfg.pingInterval > 0 {
+		t := time.NewTicker(cfg.pingInterval)
+		defer t.Stop()
+		pingC = t.C
+	}
+	if cfg.idleTimeout > 0 {
+		t := time.NewTicker(max(cfg.idleTimeout/4, time.Millisecond))
+		defer t.Stop()
+		idleC = t.C
+	}
+	for {
+		select {
+		case <-ss.done:
+			return
+		case <-pingC:
+			if err := ss.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(cfg.writeTimeout)); err != nil {
+				_ = ss.ws.NetConn().Close()
+				return
+			}
+		case <-idleC:
+			idle := time.Since(time.Unix(0, ss.lastActive.Load()))
+			if !ss.busy.Load() && idle >= cfg.idleTimeout {
+				ss.terminate(websocket.CloseNormalClosure, "idle timeout", &ServerError{Code: CodeSessionError,
+					Message: fmt.Sprintf("Session idle for %s (limit %s): closed by the server", idle.Round(time.Millisecond), cfg.idleTimeout)})
+				return
+			}
+		}
+	}
+}
+
+// writeJSON writes v as a JSON response.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := marshalCompact(v)
+	if err != nil {
+		http.Error(w, "encode response: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	writeRawJSON(w, status, b)
+}
+
+// writeRawJSON writes already-encoded JSON.
+func writeRawJSON(w http.ResponseWriter, status int, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

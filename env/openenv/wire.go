@@ -1,0 +1,359 @@
+package openenv
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+)
+
+// ErrorCode is the code of an OpenEnv error frame (WSErrorCode upstream).
+// It implements error so that errors.Is(err, CodeCapacityReached) matches
+// any *ServerError carrying that code.
+type ErrorCode string
+
+// The error codes an OpenEnv server sends in {"type":"error"} frames.
+const (
+	// CodeInvalidJSON: the frame is not JSON. The session stays open.
+	CodeInvalidJSON ErrorCode = "INVALID_JSON"
+	// CodeUnknownType: the frame's "type" is missing or unknown. Open.
+	CodeUnknownType ErrorCode = "UNKNOWN_TYPE"
+	// CodeValidationError: the frame or the action failed validation; the
+	// ServerError's Errors list the fields. Open.
+	CodeValidationError ErrorCode = "VALIDATION_ERROR"
+	// CodeExecutionError: the env's reset, step or state failed. Open.
+	CodeExecutionError ErrorCode = "EXECUTION_ERROR"
+	// CodeCapacityReached: at connect, every session slot is taken. The
+	// server closes the socket.
+	CodeCapacityReached ErrorCode = "CAPACITY_REACHED"
+	// CodeFactoryError: at connect, the env factory failed. Closed.
+	CodeFactoryError ErrorCode = "FACTORY_ERROR"
+	// CodeSessionError: anything else that ends the session (a binary
+	// frame, a frame that is not a JSON object, an idle session reaped).
+	// Closed.
+	CodeSessionError ErrorCode = "SESSION_ERROR"
+)
+
+// Error returns the code itself.
+func (c ErrorCode) Error() string { return string(c) }
+
+// closesSession reports whether the server ends the session after sending
+// an error frame with this code.
+func (c ErrorCode) closesSession() bool {
+	return c == CodeCapacityReached || c == CodeFactoryError || c == CodeSessionError
+}
+
+// ServerError is an {"type":"error"} frame received from a server. Use
+// errors.Is(err, CodeXxx) to test the code and errors.As to read the
+// details.
+type ServerError struct {
+	Code    ErrorCode
+	Message string
+	// Errors lists the failing fields of a VALIDATION_ERROR.
+	Errors []FieldError
+	// ActiveSessions and MaxSessions come with CAPACITY_REACHED.
+	ActiveSessions int
+	MaxSessions    int
+	// FactoryName comes with FACTORY_ERROR.
+	FactoryName string
+	// Data is the whole data object of the frame, for fields not above.
+	Data json.RawMessage
+}
+
+// Error formats the error like the Python client does.
+func (e *ServerError) Error() string {
+	return fmt.Sprintf("openenv server error: %s (code: %s)", e.Message, e.Code)
+}
+
+// Is matches an ErrorCode equal to e.Code, or a *ServerError with the same
+// code.
+func (e *ServerError) Is(target error) bool {
+	switch t := target.(type) {
+	case ErrorCode:
+		return t == e.Code
+	case *ServerError:
+		return t.Code == e.Code
+	}
+	return false
+}
+
+// wireErrorData is the data object of an error frame as written on the
+// wire; field order follows upstream.
+type wireErrorData struct {
+	Message        string       `json:"message"`
+	Code           ErrorCode    `json:"code"`
+	Errors         []FieldError `json:"errors,omitempty"`
+	ActiveSessions *int         `json:"active_sessions,omitempty"`
+	MaxSessions    *int         `json:"max_sessions,omitempty"`
+	FactoryName    string       `json:"factory_name,omitempty"`
+}
+
+// toWire converts e to the error frame's data object.
+func (e *ServerError) toWire() wireErrorData {
+	d := wireErrorData{Message: e.Message, Code: e.Code, Errors: e.Errors, FactoryName: e.FactoryName}
+	if e.Code == CodeCapacityReached {
+		a, m := e.ActiveSessions, e.MaxSessions
+		d.ActiveSessions, d.MaxSessions = &a, &m
+	}
+	return d
+}
+
+// errorFrame encodes e as a complete {"type":"error","data":{…}} frame.
+func errorFrame(e *ServerError) []byte {
+	return mustFrame("error", e.toWire())
+}
+
+// parseServerError decodes an error frame's data object.
+func parseServerError(data json.RawMessage) *ServerError {
+	var d struct {
+		Message        string       `json:"message"`
+		Code           ErrorCode    `json:"code"`
+		Errors         []FieldError `json:"errors"`
+		ActiveSessions int          `json:"active_sessions"`
+		MaxSessions    int          `json:"max_sessions"`
+		FactoryName    string       `json:"factory_name"`
+	}
+	e := &ServerError{Data: append(json.RawMessage(nil), data...)}
+	if err := json.Unmarshal(data, &d); err != nil {
+		e.Code = CodeSessionError
+		e.Message = fmt.Sprintf("malformed error frame from server: %v", err)
+		return e
+	}
+	e.Code, e.Message, e.Errors = d.Code, d.Message, d.Errors
+	e.ActiveSessions, e.MaxSessions, e.FactoryName = d.ActiveSessions, d.MaxSessions, d.FactoryName
+	return e
+}
+
+// frame is the envelope of every WebSocket message in both directions.
+type frame struct {
+	Type string          `json:"type"`
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// marshalCompact writes v as compact JSON without HTML escaping, the way
+// pydantic does (raw UTF-8, no spaces).
+func marshalCompact(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// mustFrame encodes a frame whose data is a value of a type this package
+// controls (no channels or funcs), so encoding cannot fail.
+func mustFrame(typ string, data any) []byte {
+	b, err := marshalCompact(data)
+	if err != nil {
+		panic(fmt.Sprintf("openenv: encoding a %s frame: %v", typ, err))
+	}
+	return rawFrame(typ, b)
+}
+
+// rawFrame builds {"type":typ,"data":data} around already-encoded data.
+func rawFrame(typ string, data []byte) []byte {
+	out := make([]byte, 0, len(data)+len(typ)+20)
+	out = append(out, `{"type":"`...)
+	out = append(out, typ...)
+	out = append(out, `","data":`...)
+	out = append(out, data...)
+	return append(out, '}')
+}
+
+// appendPyFloat appends f the way Python's repr (and so pydantic) writes
+// it: 0.0 not 0, 1e-05 not 1e-5 style exponents from 1e16 up and below
+// 1e-4; NaN and ±Inf become null, as pydantic's JSON mode does.
+func appendPyFloat(b []byte, f float64) []byte {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return append(b, "null"...)
+	}
+	if f == 0 {
+		if math.Signbit(f) {
+			return append(b, "-0.0"...)
+		}
+		return append(b, "0.0"...)
+	}
+	abs := math.Abs(f)
+	if abs >= 1e16 || abs < 1e-4 {
+		return strconv.AppendFloat(b, f, 'e', -1, 64)
+	}
+	start := len(b)
+	b = strconv.AppendFloat(b, f, 'f', -1, 64)
+	if !bytes.ContainsRune(b[start:], '.') {
+		b = append(b, ".0"...)
+	}
+	return b
+}
+
+// observationData builds the data object of an observation frame (and the
+// body of POST /reset and /step): {"observation":…,"reward":…,"done":…}.
+func observationData(r Result) ([]byte, error) {
+	obs := bytes.TrimSpace(r.Observation)
+	if len(obs) == 0 {
+		obs = []byte("{}")
+	} else if obs[0] != '{' || !json.Valid(obs) {
+		return nil, fmt.Errorf("environment returned an observation that is not a JSON object: %.80q", obs)
+	}
+	out := make([]byte, 0, len(obs)+48)
+	out = append(out, `{"observation":`...)
+	out = append(out, obs...)
+	out = append(out, `,"reward":`...)
+	if r.Reward == nil {
+		out = append(out, "null"...)
+	} else {
+		out = appendPyFloat(out, *r.Reward)
+	}
+	out = append(out, `,"done":`...)
+	out = strconv.AppendBool(out, r.Done)
+	return append(out, '}'), nil
+}
+
+// parseObservationData decodes the data object of an observation frame.
+// reward may be a number, a bool (Observation.reward allows bool|int|float)
+// or null.
+func parseObservationData(data json.RawMessage) (Result, error) {
+	var d struct {
+		Observation json.RawMessage `json:"observation"`
+		Reward      json.RawMessage `json:"reward"`
+		Done        bool            `json:"done"`
+	}
+	if err := json.Unmarshal(data, &d); err != nil {
+		return Result{}, fmt.Errorf("decode observation frame: %w", err)
+	}
+	res := Result{Observation: d.Observation, Done: d.Done}
+	if len(res.Observation) == 0 || string(res.Observation) == "null" {
+		res.Observation = json.RawMessage("{}")
+	}
+	switch r := string(bytes.TrimSpace(d.Reward)); r {
+	case "", "null":
+	case "true", "false":
+		v := 0.0
+		if r == "true" {
+			v = 1
+		}
+		res.Reward = &v
+	default:
+		v, err := strconv.ParseFloat(r, 64)
+		if err != nil {
+			return Result{}, fmt.Errorf("decode observation frame: reward %.40q is not a number", r)
+		}
+		res.Reward = &v
+	}
+	return res, nil
+}
+
+// member is one key/value of a JSON object, in document order.
+type member struct {
+	Key   string
+	Value json.RawMessage
+}
+
+// errNotObject reports valid JSON that is not an object; kind names its
+// JSON type.
+type errNotObject struct{ kind string }
+
+func (e errNotObject) Error() string { return "a JSON object is required, got " + e.kind }
+
+// parseObject splits a JSON object into its members in document order
+// (duplicate keys keep the last value, like Python's json). It returns a
+// *json.SyntaxError-wrapping error for invalid JSON and errNotObject for
+// valid JSON of another type.
+func parseObject(b []byte) ([]member, error) {
+	if !json.Valid(b) {
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("invalid JSON")
+	}
+	t := bytes.TrimLeft(b, " \t\r\n")
+	if len(t) == 0 || t[0] != '{' {
+		return nil, errNotObject{kind: jsonKind(t)}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if _, err := dec.Token(); err != nil { // '{'
+		return nil, err
+	}
+	var ms []member
+	index := map[string]int{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, _ := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		if i, ok := index[key]; ok {
+			ms[i].Value = v
+			continue
+		}
+		index[key] = len(ms)
+		ms = append(ms, member{Key: key, Value: v})
+	}
+	return ms, nil
+}
+
+// jsonKind names the JSON type of a valid value by its first byte.
+func jsonKind(b []byte) string {
+	if len(b) == 0 {
+		return "nothing"
+	}
+	switch b[0] {
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	case '{':
+		return "an object"
+	}
+	return "a number"
+}
+
+// pydanticURL is the documentation link pydantic 2.13 puts on errors.
+const pydanticURL = "https://errors.pydantic.dev/2.13/v/"
+
+// fieldError builds a pydantic-style error entry.
+func fieldError(typ, msg string, input any, loc ...any) FieldError {
+	return FieldError{Type: typ, Loc: loc, Msg: msg, Input: input, URL: pydanticURL + typ}
+}
+
+// rawInput decodes a raw JSON value for a FieldError's input, keeping
+// numbers exact.
+func rawInput(v json.RawMessage) any {
+	dec := json.NewDecoder(bytes.NewReader(v))
+	dec.UseNumber()
+	var out any
+	if err := dec.Decode(&out); err != nil {
+		return string(v)
+	}
+	return out
+}
+
+// jsonErrorText describes a JSON syntax error with its byte offset.
+func jsonErrorText(err error) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("%s (char %d)", se.Error(), se.Offset)
+	}
+	return err.Error()
+}
+
+// appendCompact appends src with insignificant whitespace removed.
+func appendCompact(dst, src []byte) ([]byte, error) {
+	buf := bytes.NewBuffer(dst)
+	if err := json.Compact(buf, src); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
