@@ -1,0 +1,83 @@
+// Package cpu is the fast CPU Backend: the kernels of kernels/ref computed
+// in float32 with SIMD (AVX-512 Go assembly, chosen at run time) and spread
+// over the machine's cores by a pool of persistent workers. Without
+// AVX-512 every kernel runs a portable pure-Go version of itself, which
+// passes the same conformance suite (kernels/kerneltest).
+//
+// Conventions (as in kernels.Backend): buffers are row-major float32, the
+// shape of each is written next to it, activation gradients are written (=)
+// and parameter gradients accumulated (+=). Forward ops live in one file per
+// family (matmul.go, rmsnorm.go, ...), backward ops in *_backward.go.
+package cpu
+
+import (
+	"fmt"
+	"runtime"
+
+	"golang.org/x/sys/cpu"
+)
+
+// Backend is the fast CPU implementation of kernels.Backend. Create it with
+// New and release its workers with Close. Like every Backend, a value is
+// for one goroutine at a time; its kernels use all of its threads inside
+// each call.
+type Backend struct {
+	threads int
+	pool    *pool
+	simd    features
+}
+
+// features records which SIMD paths this Backend may use.
+type features struct {
+	avx512 bool // AVX-512 F/BW/VL/DQ kernels (f32 FMA, bf16 and f16 widening)
+}
+
+// detect reads the CPU's features.
+func detect() features {
+	return features{
+		avx512: cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512DQ,
+	}
+}
+
+// New returns a Backend that runs each kernel on threads goroutines (the
+// caller's and threads−1 workers it owns); threads ≤ 0 means
+// runtime.NumCPU().
+func New(threads int) *Backend {
+	if threads <= 0 {
+		threads = runtime.NumCPU()
+	}
+	return &Backend{threads: threads, pool: newPool(threads - 1), simd: detect()}
+}
+
+// Close stops the Backend's workers and waits for them to exit. Kernels
+// called after Close still work, on the calling goroutine only.
+func (b *Backend) Close() {
+	b.pool.close()
+}
+
+// Threads is the number of goroutines each kernel runs on.
+func (b *Backend) Threads() int { return b.threads }
+
+// SIMD names the instruction set the kernels use: "avx512" or "generic".
+func (b *Backend) SIMD() string {
+	if b.simd.avx512 {
+		return "avx512"
+	}
+	return "generic"
+}
+
+// need panics unless a buffer named arg of op holds at least want elements.
+func need(op, arg string, have, want int) {
+	if have < want {
+		panic(fmt.Sprintf("kernels/cpu: %s: %s has %d elements, need %d", op, arg, have, want))
+	}
+}
+
+// needDims panics if any of the named dimensions is negative.
+func needDims(op string, dims ...int) {
+	for _, d := range dims {
+		if d < 0 {
+			panic(fmt.Sprintf("kernels/cpu: %s: negative dimension in %v", op, dims))
+		}
+	}
+}
