@@ -1,0 +1,168 @@
+package tokenizer
+
+import (
+	"container/heap"
+	"math"
+	"sync"
+)
+
+// scratch holds one Encode call's reusable buffers.
+type scratch struct {
+	syms  []int32
+	ranks []int32
+	q     mergeQueue
+	next  []int32
+	prev  []int32
+}
+
+const noRank = math.MaxInt32
+
+// heapThreshold is the word length (bytes) above which bpe switches from the
+// quadratic scan, fastest for ordinary words, to a priority queue.
+const heapThreshold = 256
+
+func (t *Tokenizer) rankOf(a, b int32) (int32, int32) {
+	if m, ok := t.merges[pairKey(a, b)]; ok {
+		return m.rank, m.id
+	}
+	return noRank, -1
+}
+
+// bpe appends the tokens of one pre-tokenized word. It merges the pair with
+// the lowest rank first and, among equal ranks, the leftmost one, as Hugging
+// Face does ("aaaaa" → "aaaa" "a").
+func (t *Tokenizer) bpe(dst []int32, w string, sc *scratch) []int32 {
+	if len(w) > heapThreshold {
+		return t.bpeHeap(dst, w, sc)
+	}
+	syms := sc.syms[:0]
+	for i := 0; i < len(w); i++ {
+		syms = append(syms, t.byteIDs[w[i]])
+	}
+	ranks := sc.ranks[:0]
+	for i := 0; i+1 < len(syms); i++ {
+		r, _ := t.rankOf(syms[i], syms[i+1])
+		ranks = append(ranks, r)
+	}
+	for {
+		best, bestRank := -1, int32(noRank)
+		for i, r := range ranks {
+			if r < bestRank {
+				best, bestRank = i, r
+			}
+		}
+		if best < 0 {
+			break
+		}
+		_, id := t.rankOf(syms[best], syms[best+1])
+		syms[best] = id
+		syms = append(syms[:best+1], syms[best+2:]...)
+		ranks = append(ranks[:best], ranks[best+1:]...)
+		if best > 0 {
+			ranks[best-1], _ = t.rankOf(syms[best-1], syms[best])
+		}
+		if best < len(ranks) {
+			ranks[best], _ = t.rankOf(syms[best], syms[best+1])
+		}
+	}
+	sc.syms, sc.ranks = syms, ranks
+	return append(dst, syms...)
+}
+
+// mergeCand is a candidate merge of the symbol at pos with its successor.
+type mergeCand struct {
+	rank, pos   int32
+	left, right int32 // ids when queued; stale if either changed
+}
+
+type mergeQueue []mergeCand
+
+func (q mergeQueue) Len() int { return len(q) }
+func (q mergeQueue) Less(i, j int) bool {
+	return q[i].rank < q[j].rank || q[i].rank == q[j].rank && q[i].pos < q[j].pos
+}
+func (q mergeQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *mergeQueue) Push(x any)   { *q = append(*q, x.(mergeCand)) }
+func (q *mergeQueue) Pop() any {
+	old := *q
+	x := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return x
+}
+
+// bpeHeap is bpe for long words: O(n log n) with a linked list of symbols.
+// Ordering by (rank, position) gives the same leftmost-first result.
+func (t *Tokenizer) bpeHeap(dst []int32, w string, sc *scratch) []int32 {
+	n := len(w)
+	syms, next, prev := sc.syms[:0], sc.next[:0], sc.prev[:0]
+	for i := range n {
+		syms = append(syms, t.byteIDs[w[i]])
+		next = append(next, int32(i+1))
+		prev = append(prev, int32(i-1))
+	}
+	next[n-1] = -1
+	q := sc.q[:0]
+	push := func(pos int32) {
+		nx := next[pos]
+		if nx < 0 {
+			return
+		}
+		if r, _ := t.rankOf(syms[pos], syms[nx]); r != noRank {
+			heap.Push(&q, mergeCand{rank: r, pos: pos, left: syms[pos], right: syms[nx]})
+		}
+	}
+	for i := range int32(n - 1) {
+		push(i)
+	}
+	for q.Len() > 0 {
+		c := heap.Pop(&q).(mergeCand)
+		nx := next[c.pos]
+		if syms[c.pos] != c.left || nx < 0 || syms[nx] != c.right {
+			continue // stale
+		}
+		_, id := t.rankOf(c.left, c.right)
+		syms[c.pos] = id
+		syms[nx] = -1
+		next[c.pos] = next[nx]
+		if nn := next[nx]; nn >= 0 {
+			prev[nn] = c.pos
+		}
+		if p := prev[c.pos]; p >= 0 {
+			push(p)
+		}
+		push(c.pos)
+	}
+	for i := int32(0); i >= 0; i = next[i] {
+		dst = append(dst, syms[i])
+	}
+	sc.syms, sc.next, sc.prev, sc.q = syms, next, prev, q
+	return dst
+}
+
+// maxCacheEntries bounds the word cache; it is emptied when full.
+const maxCacheEntries = 1 << 17
+
+// wordCache maps a pre-tokenized word to its tokens. It is the only mutable
+// part of a Tokenizer, guarded by mu. Stored slices are never modified.
+type wordCache struct {
+	mu sync.RWMutex
+	m  map[string][]int32
+}
+
+func newWordCache() *wordCache { return &wordCache{m: make(map[string][]int32)} }
+
+func (c *wordCache) get(w string) ([]int32, bool) {
+	c.mu.RLock()
+	ids, ok := c.m[w]
+	c.mu.RUnlock()
+	return ids, ok
+}
+
+func (c *wordCache) put(w string, ids []int32) {
+	c.mu.Lock()
+	if len(c.m) >= maxCacheEntries {
+		clear(c.m)
+	}
+	c.m[w] = ids
+	c.mu.Unlock()
+}
