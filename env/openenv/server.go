@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
-		"sync"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -381,6 +382,13 @@ func (ss *session) run(ctx context.Context) {
 			_ = ss.ws.SetReadDeadline(time.Now().Add(cfg.pingInterval + cfg.pingTimeout))
 		}
 		mt, msg, err := ss.ws.ReadMessage()
+		if errors.Is(err, websocket.ErrReadLimit) {
+			// gorilla has sent close 1009; swallow the rest of the oversize
+			// frame so closing the socket does not reset the connection
+			// before the client has read that close frame.
+			drain(ss.ws.NetConn(), time.Second)
+			return
+		}
 		if err != nil || ss.ended.Load() {
 			return
 		}
@@ -494,4 +502,10 @@ func writeRawJSON(w http.ResponseWriter, status int, b []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// drain reads and drops whatever the peer still sends, for up to d.
+func drain(c net.Conn, d time.Duration) {
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	_, _ = io.Copy(io.Discard, c)
 }
