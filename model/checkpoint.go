@@ -1,0 +1,108 @@
+package model
+
+// Activation storage for the training pass. Without checkpointing every
+// layer keeps its layerActs from Forward to Backward; with checkpointing
+// only the layer inputs xs[l] are kept and one scratch layerActs is refilled
+// by recomputing layer l's forward just before its backward. Both run the
+// same ops on the same inputs in the same order, so gradients are
+// bit-identical.
+
+// layerActs is what one layer's backward needs from its forward.
+type layerActs struct {
+	xn   []float32    // [T, C] input_layernorm(x)
+	q    []float32    // [T, H·D] q_proj output, before q_norm
+	k    []float32    // [T, KVH·D] k_proj output, before k_norm
+	v    []float32    // [T, KVH·D]
+	qr   []float32    // [T, H·D] q after q_norm and RoPE
+	kr   []float32    // [T, KVH·D] k after k_norm and RoPE
+	att  []float32    // [T, H·D] attention output
+	lse  []float32    // [T, H] attention log-sum-exp
+	h    []float32    // [T, C] x + o_proj(att)
+	hn   []float32    // [T, C] post_attention_layernorm(h)
+	g    []float32    // [T, F] gate_proj
+	u    []float32    // [T, F] up_proj
+	act  []float32    // [T, F] silu(g)·u
+	lora [7][]float32 // [T, R] scaling·x·Aᵀ of each adapted projection
+}
+
+// fitActs sizes a for t tokens of m.
+func fitActs(a *layerActs, m *Model, t int) {
+	c := m.Config
+	a.xn = growF32(a.xn, t*c.HiddenSize)
+	a.q = growF32(a.q, t*c.QDim())
+	a.k = growF32(a.k, t*c.KVDim())
+	a.v = growF32(a.v, t*c.KVDim())
+	a.qr = growF32(a.qr, t*c.QDim())
+	a.kr = growF32(a.kr, t*c.KVDim())
+	a.att = growF32(a.att, t*c.QDim())
+	a.lse = growF32(a.lse, t*c.NumHeads)
+	a.h = growF32(a.h, t*c.HiddenSize)
+	a.hn = growF32(a.hn, t*c.HiddenSize)
+	a.g = growF32(a.g, t*c.IntermediateSize)
+	a.u = growF32(a.u, t*c.IntermediateSize)
+	a.act = growF32(a.act, t*c.IntermediateSize)
+}
+
+// layoutActs lays out st's activation buffers for a pass: keep says whether a
+// backward will follow, checkpoint whether layers are recomputed.
+func layoutActs(st *passState, m *Model, keep, checkpoint bool) {
+	c := m.Config
+	n := st.t * c.HiddenSize
+	nx, na := 2, 1 // inference: ping-pong inputs, one scratch layer
+	if keep {
+		nx = c.NumLayers + 1
+		if !checkpoint {
+			na = c.NumLayers
+		}
+	}
+	st.xs = growRows(st.xs, nx)
+	for i := range st.xs {
+		st.xs[i] = growF32(st.xs[i], n)
+	}
+	if len(st.acts) < na {
+		st.acts = append(st.acts, make([]layerActs, na-len(st.acts))...)
+	}
+	st.acts = st.acts[:na]
+	for i := range st.acts {
+		fitActs(&st.acts[i], m, st.t)
+	}
+	st.checkpoint = keep && checkpoint
+}
+
+// layerIO returns the input buffer of layer l and where its output goes.
+func (st *passState) layerIO(l int) (in, out []float32) {
+	if len(st.xs) == 2 {
+		return st.xs[l%2], st.xs[(l+1)%2]
+	}
+	return st.xs[l], st.xs[l+1]
+}
+
+// actsOf returns the buffers that hold layer l's activations.
+func (st *passState) actsOf(l int) *layerActs {
+	if len(st.acts) == 1 {
+		return &st.acts[0]
+	}
+	return &st.acts[l]
+}
+
+// finalX is the residual stream after the last layer.
+func (st *passState) finalX(layers int) []float32 {
+	if len(st.xs) == 2 {
+		return st.xs[layers%2]
+	}
+	return st.xs[layers]
+}
+
+func growF32(b []float32, n int) []float32 {
+	if cap(b) < n {
+		return make([]float32, n)
+	}
+	return b[:n]
+}
+
+func growRows(b [][]float32, n int) [][]float32 {
+	if len(b) < n {
+		b = append(b, make([][]float32, n-len(b))...)
+	}
+	return b[:n]
+}

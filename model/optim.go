@@ -1,0 +1,172 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/x/kernels"
+)
+
+// Param is one trainable tensor: its float32 master values and the
+// gradient accumulated into it. Data and Grad have the same length and are
+// owned by whoever made the Param (a Trainable); the optimizer updates Data
+// in place.
+type Param struct {
+	Name  string    // unique; PEFT or Hugging Face tensor name
+	Data  []float32 // [N] values, updated by the optimizer
+	Grad  []float32 // [N] accumulated gradient (+=)
+	Decay bool      // whether weight decay applies (false for norm weights)
+}
+
+// AdamWConfig holds AdamW's hyperparameters, the learning-rate schedule and
+// gradient clipping. DefaultAdamWConfig gives torch's defaults.
+type AdamWConfig struct {
+	Beta1       float32
+	Beta2       float32
+	Eps         float32
+	WeightDecay float32 // decoupled, applied to params with Decay set
+	Schedule    Schedule
+	// MaxGradNorm, if > 0, scales the gradients so that their global L2
+	// norm is at most this before each step (torch clip_grad_norm_).
+	MaxGradNorm float64
+}
+
+// DefaultAdamWConfig is torch.optim.AdamW's defaults (betas 0.9, 0.999,
+// eps 1e-8, weight decay 0.01) with a constant rate lr and clipping at 1.0
+// as the transformers Trainer does.
+func DefaultAdamWConfig(lr float64) AdamWConfig {
+	return AdamWConfig{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01,
+		Schedule: Schedule{Kind: ScheduleConstant, LR: lr}, MaxGradNorm: 1}
+}
+
+// Validate reports what is wrong with c, if anything.
+func (c AdamWConfig) Validate() error {
+	switch {
+	case !(c.Beta1 >= 0 && c.Beta1 < 1):
+		return fmt.Errorf("adamw: beta1 %v not in [0,1)", c.Beta1)
+	case !(c.Beta2 >= 0 && c.Beta2 < 1):
+		return fmt.Errorf("adamw: beta2 %v not in [0,1)", c.Beta2)
+	case !(c.Eps > 0):
+		return fmt.Errorf("adamw: eps %v must be > 0", c.Eps)
+	case !(c.WeightDecay >= 0):
+		return fmt.Errorf("adamw: weight decay %v must be >= 0", c.WeightDecay)
+	case !(c.MaxGradNorm >= 0):
+		return fmt.Errorf("adamw: max grad norm %v must be >= 0", c.MaxGradNorm)
+	}
+	return c.Schedule.Validate()
+}
+
+// AdamW is the AdamW optimizer over a fixed list of Params: decoupled
+// weight decay, bias correction, a learning-rate schedule and optional
+// global-norm clipping. Gradient accumulation is the Params' own: gradients
+// add up (+=) across micro-batches until the caller zeroes them after
+// Step. Not safe for concurrent use.
+type AdamW struct {
+	be     kernels.Backend
+	cfg    AdamWConfig
+	params []Param
+	m, v   [][]float32 // first and second moments, one per param
+	step   int         // optimizer steps taken
+}
+
+// StepStats describes one optimizer step.
+type StepStats struct {
+	Step     int     // steps taken, including this one
+	LR       float64 // learning rate used
+	GradNorm float64 // global L2 norm of the gradients before clipping
+	Clipped  bool    // whether the gradients were scaled down
+}
+
+// NewAdamW makes an optimizer for params with zero moments.
+func NewAdamW(be kernels.Backend, params []Param, cfg AdamWConfig) (*AdamW, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	seen := make(map[string]bool, len(params))
+	o := &AdamW{be: be, cfg: cfg, params: params}
+	for _, p := range params {
+		if len(p.Data) != len(p.Grad) {
+			return nil, fmt.Errorf("adamw: param %s has %d values but %d gradients", p.Name, len(p.Data), len(p.Grad))
+		}
+		if seen[p.Name] {
+			return nil, fmt.Errorf("adamw: param name %s used twice", p.Name)
+		}
+		seen[p.Name] = true
+		o.m = append(o.m, make([]float32, len(p.Data)))
+		o.v = append(o.v, make([]float32, len(p.Data)))
+	}
+	return o, nil
+}
+
+// Steps is the number of optimizer steps taken.
+func (o *AdamW) Steps() int { return o.step }
+
+// Config returns the optimizer's configuration.
+func (o *AdamW) Config() AdamWConfig { return o.cfg }
+
+// ErrNonFiniteGrad is returned by Step when a gradient holds NaN or Inf;
+// the parameters are then left as they were.
+var ErrNonFiniteGrad = errors.New("adamw: non-finite gradient norm")
+
+// Step clips the gradients (if configured) and updates every param. It does
+// not zero the gradients.
+func (o *AdamW) Step() (StepStats, error) {
+	norm := GradNorm(o.params)
+	st := StepStats{Step: o.step + 1, LR: o.cfg.Schedule.At(o.step), GradNorm: norm}
+	if math.IsNaN(norm) || math.IsInf(norm, 0) {
+		return st, fmt.Errorf("step %d: %w", o.step+1, ErrNonFiniteGrad)
+	}
+	if o.cfg.MaxGradNorm > 0 {
+		st.Clipped = scaleGradsToNorm(o.be, o.params, norm, o.cfg.MaxGradNorm)
+	}
+	o.step++
+	for i, p := range o.params {
+		hp := kernels.AdamWParams{LR: float32(st.LR), Beta1: o.cfg.Beta1, Beta2: o.cfg.Beta2, Eps: o.cfg.Eps}
+		if p.Decay {
+			hp.WeightDecay = o.cfg.WeightDecay
+		}
+		o.be.AdamW(p.Data, p.Grad, o.m[i], o.v[i], hp, o.step)
+	}
+	return st, nil
+}
+
+// GradNorm is the global L2 norm of the params' gradients, accumulated in
+// float64.
+func GradNorm(params []Param) float64 {
+	var s float64
+	for _, p := range params {
+		for _, g := range p.Grad {
+			s += float64(g) * float64(g)
+		}
+	}
+	return math.Sqrt(s)
+}
+
+// ClipGradNorm scales the gradients so their global L2 norm is at most
+// maxNorm, as torch.nn.utils.clip_grad_norm_ does (factor maxNorm/(norm+1e-6)
+// when that is below 1). It returns the norm before clipping.
+func ClipGradNorm(be kernels.Backend, params []Param, maxNorm float64) float64 {
+	norm := GradNorm(params)
+	scaleGradsToNorm(be, params, norm, maxNorm)
+	return norm
+}
+
+func scaleGradsToNorm(be kernels.Backend, params []Param, norm, maxNorm float64) bool {
+	f := maxNorm / (norm + 1e-6)
+	if !(f < 1) {
+		return false
+	}
+	for _, p := range params {
+		be.Scale(p.Grad, float32(f))
+	}
+	return true
+}
+
+// ScaleGrads multiplies every gradient by s, e.g. 1/GA after accumulating
+// GA micro-batches whose weights were not already divided.
+func ScaleGrads(be kernels.Backend, params []Param, s float32) {
+	for _, p := range params {
+		be.Scale(p.Grad, s)
+	}
+}

@@ -1,0 +1,221 @@
+package model
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/x/kernels"
+)
+
+// passState is one batch's layout and buffers. Sequences are concatenated
+// into T rows ([T, C] activations); attention runs per sequence.
+type passState struct {
+	seqs []TrainSeq
+	t    int
+	off  []int   // [B+1] first row of each sequence
+	ids  []int32 // [T]
+	pos  []int32 // [T] position within its sequence
+	rows []scoredRow
+
+	logp, ent [][]float32 // [B][scored]
+
+	xs         [][]float32 // layer inputs (see storage)
+	acts       []layerActs
+	checkpoint bool
+	xf         []float32 // [T, C] model.norm(x_L)
+	dxf        []float32 // [T, C] gradient of xf
+	grads      gradBufs
+	attn       []kernels.AttentionSeq
+	attnGrad   []kernels.AttentionGradSeq
+
+	// logits chunk: [K, C] gathered rows, [K, V] logits, per-row values
+	cx, logits, dcx []float32
+	tgt             []int32
+	lp, en, dlp     []float32
+}
+
+// scoredRow is one scored token: the row whose logits predict it.
+type scoredRow struct {
+	row, seq, i, tgt int32
+}
+
+// prepare validates seqs against the model and lays out st.
+func (tr *Trainable) prepare(st *passState, seqs []TrainSeq) error {
+	if len(seqs) == 0 {
+		return fmt.Errorf("train: empty batch")
+	}
+	v := int32(tr.m.Config.VocabSize)
+	st.seqs = seqs
+	st.off = append(st.off[:0], 0)
+	st.ids, st.pos, st.rows = st.ids[:0], st.pos[:0], st.rows[:0]
+	st.logp, st.ent = make([][]float32, len(seqs)), make([][]float32, len(seqs))
+	for s, seq := range seqs {
+		n := len(seq.IDs)
+		if seq.Start < 1 || seq.Start > n {
+			return fmt.Errorf("train: sequence %d: start %d outside [1, %d]", s, seq.Start, n)
+		}
+		if seq.Mask != nil && len(seq.Mask) != n-seq.Start {
+			return fmt.Errorf("train: sequence %d: mask has %d entries, want %d", s, len(seq.Mask), n-seq.Start)
+		}
+		for i, id := range seq.IDs {
+			if id < 0 || id >= v {
+				return fmt.Errorf("train: sequence %d token %d: id %d outside the vocabulary [0, %d)", s, i, id, v)
+			}
+		}
+		base := st.off[s]
+		st.ids = append(st.ids, seq.IDs...)
+		for p := range n {
+			st.pos = append(st.pos, int32(p))
+		}
+		for i := range n - seq.Start {
+			if seq.Mask != nil && !seq.Mask[i] {
+				continue
+			}
+			st.rows = append(st.rows, scoredRow{row: int32(base + seq.Start + i - 1), seq: int32(s), i: int32(i), tgt: seq.IDs[seq.Start+i]})
+		}
+		st.off = append(st.off, base+n)
+		st.logp[s] = make([]float32, n-seq.Start)
+		st.ent[s] = make([]float32, n-seq.Start)
+	}
+	st.t = st.off[len(seqs)]
+	return nil
+}
+
+// forward runs the decoder over st's batch; keep saves what backward needs
+// (all activations, or layer inputs under checkpointing).
+func (tr *Trainable) forward(ctx context.Context, st *passState, adapters, keep bool) error {
+	m := tr.m
+	c := m.Config
+	layoutActs(st, m, keep, tr.opts.Checkpoint)
+	x0, _ := st.layerIO(0)
+	tr.be.Embedding(x0, m.Embed, st.ids)
+	for l := range m.Layers {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("train forward: %w", err)
+		}
+		in, out := st.layerIO(l)
+		tr.layerForward(st, l, in, st.actsOf(l), out, adapters)
+	}
+	st.xf = growF32(st.xf, st.t*c.HiddenSize)
+	tr.be.RMSNorm(st.xf, st.finalX(len(m.Layers)), m.Norm, st.t, c.HiddenSize, c.RMSNormEps)
+	return nil
+}
+
+// layerForward computes decoder layer l on x [T, C] into out [T, C],
+// filling a. A nil out stops after the MLP's activation, which is all a
+// checkpointed backward needs.
+func (tr *Trainable) layerForward(st *passState, l int, x []float32, a *layerActs, out []float32, adapters bool) {
+	be, c, L := tr.be, tr.m.Config, &tr.m.Layers[l]
+	t, eps := st.t, c.RMSNormEps
+	be.RMSNorm(a.xn, x, L.AttnNorm, t, c.HiddenSize, eps)
+	tr.linForward(&L.Attn.Q, a.q, a.xn, t, adapters, &a.lora[0])
+	tr.linForward(&L.Attn.K, a.k, a.xn, t, adapters, &a.lora[1])
+	tr.linForward(&L.Attn.V, a.v, a.xn, t, adapters, &a.lora[2])
+	be.RMSNorm(a.qr, a.q, L.Attn.QNorm, t*c.NumHeads, c.HeadDim, eps)
+	be.RMSNorm(a.kr, a.k, L.Attn.KNorm, t*c.NumKVHeads, c.HeadDim, eps)
+	be.RoPE(a.qr, st.pos, c.NumHeads, c.HeadDim, c.RopeTheta)
+	be.RoPE(a.kr, st.pos, c.NumKVHeads, c.HeadDim, c.RopeTheta)
+	q, kv := c.QDim(), c.KVDim()
+	st.attn = st.attn[:0]
+	for s := range st.seqs {
+		o0, o1 := st.off[s], st.off[s+1]
+		st.attn = append(st.attn, kernels.AttentionSeq{
+			Out: a.att[o0*q : o1*q], Q: a.qr[o0*q : o1*q],
+			K: a.kr[o0*kv : o1*kv], V: a.v[o0*kv : o1*kv],
+			LSE: a.lse[o0*c.NumHeads : o1*c.NumHeads], T: o1 - o0,
+		})
+	}
+	be.Attention(st.attn, c.NumHeads, c.NumKVHeads, c.HeadDim, headScale(c.HeadDim))
+	tr.linForward(&L.Attn.O, a.h, a.att, t, adapters, &a.lora[3])
+	be.Add(a.h, x)
+	be.RMSNorm(a.hn, a.h, L.MLPNorm, t, c.HiddenSize, eps)
+	tr.linForward(&L.MLP.Gate, a.g, a.hn, t, adapters, &a.lora[4])
+	tr.linForward(&L.MLP.Up, a.u, a.hn, t, adapters, &a.lora[5])
+	be.SwiGLU(a.act, a.g, a.u)
+	if out == nil {
+		return
+	}
+	tr.linForward(&L.MLP.Down, out, a.act, t, adapters, &a.lora[6])
+	be.Add(out, a.h)
+}
+
+// linForward is out[M, Out] = x·Wᵀ + (scaling·x·Aᵀ)·Bᵀ, keeping the
+// scaled x·Aᵀ in *u for the backward.
+func (tr *Trainable) linForward(lin *Linear, out, x []float32, m int, adapters bool, u *[]float32) {
+	tr.be.MatMul(out, x, lin.W, m, false)
+	a := lin.LoRA
+	if a == nil || !adapters {
+		return
+	}
+	*u = growF32(*u, m*a.R)
+	tr.be.MatMul(*u, x, kernels.MatF32(a.A, a.R, lin.In()), m, false)
+	tr.be.Scale(*u, a.Scaling)
+	tr.be.MatMul(out, *u, kernels.MatF32(a.B, lin.Out(), a.R), m, true)
+}
+
+// logits computes the scored rows' log-probs and entropies chunk by chunk.
+// With w set it also turns each chunk's weights into d loss / d logits and
+// accumulates st.dxf (and the lm_head gradient in Full mode) at once, so
+// no [rows, V] buffer outlives its chunk.
+func (tr *Trainable) logits(ctx context.Context, st *passState, w WeightFunc) error {
+	m, be := tr.m, tr.be
+	c, v := m.Config.HiddenSize, m.Config.VocabSize
+	k := min(tr.opts.LogitsChunk, max(1, len(st.rows)))
+	st.cx = growF32(st.cx, k*c)
+	st.logits = growF32(st.logits, k*v)
+	st.tgt = st.tgt[:0]
+	st.lp, st.en, st.dlp = growF32(st.lp, k), growF32(st.en, k), growF32(st.dlp, k)
+	if w != nil {
+		st.dcx = growF32(st.dcx, k*c)
+		st.dxf = growF32(st.dxf, st.t*c)
+		clear(st.dxf)
+	}
+	invT := 1 / tr.opts.Temperature
+	for r0 := 0; r0 < len(st.rows); r0 += k {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("train logits: %w", err)
+		}
+		rows := st.rows[r0:min(r0+k, len(st.rows))]
+		n := len(rows)
+		st.tgt = st.tgt[:0]
+		for j, r := range rows {
+			copy(st.cx[j*c:(j+1)*c], st.xf[int(r.row)*c:(int(r.row)+1)*c])
+			st.tgt = append(st.tgt, r.tgt)
+		}
+		cx, lg := st.cx[:n*c], st.logits[:n*v]
+		be.MatMul(lg, cx, m.LMHead, n, false)
+		if invT != 1 {
+			be.Scale(lg, invT)
+		}
+		be.LogSoftmaxGather(st.lp[:n], st.en[:n], lg, st.tgt, n, v)
+		for j, r := range rows {
+			st.logp[r.seq][r.i], st.ent[r.seq][r.i] = st.lp[j], st.en[j]
+		}
+		if w == nil {
+			continue
+		}
+		for j, r := range rows {
+			st.dlp[j] = w(int(r.seq), int(r.i), st.lp[j], st.en[j])
+		}
+		be.LogSoftmaxGatherBackward(lg, lg, st.tgt, st.dlp[:n], n, v)
+		if invT != 1 {
+			be.Scale(lg, invT)
+		}
+		be.MatMulNN(st.dcx[:n*c], lg, m.LMHead, n, false)
+		for j, r := range rows {
+			be.Add(st.dxf[int(r.row)*c:(int(r.row)+1)*c], st.dcx[j*c:(j+1)*c])
+		}
+		if tr.opts.Full {
+			dh := tr.dHead
+			if dh == nil {
+				dh = tr.dEmbed
+			}
+			be.MatMulTN(dh, lg, cx, n, v, c)
+		}
+	}
+	return nil
+}
+
+// headScale is the attention score scale head_dim^-0.5.
+func headScale(headDim int) float32 { return float32(1 / math.Sqrt(float64(headDim))) }
