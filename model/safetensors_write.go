@@ -48,7 +48,14 @@ func (t Tensor) count() int {
 // metadata, or {"format": "pt"} when nil) first in the header, and the
 // header padded with spaces to a multiple of 8 bytes. The file is written
 // to a temporary name and renamed into place.
-func WriteSafetensors(path string, tensors []Tensor, metadata map[string]string) (err error) {
+func WriteSafetensors(path string, tensors []Tensor, metadata map[string]string) error {
+	return writeSafetensors(path, tensors, metadata, nil)
+}
+
+// writeSafetensors is WriteSafetensors; when fill is not nil, each tensor's
+// data is left nil in tensors and fill produces it just before it is
+// written, so a large checkpoint never sits in memory whole.
+func writeSafetensors(path string, tensors []Tensor, metadata map[string]string, fill func(Tensor) Tensor) (err error) {
 	ts := slices.Clone(tensors)
 	slices.SortFunc(ts, func(a, b Tensor) int { return strings.Compare(a.Name, b.Name) })
 	for i, t := range ts {
@@ -57,6 +64,9 @@ func WriteSafetensors(path string, tensors []Tensor, metadata map[string]string)
 		}
 		if i > 0 && ts[i-1].Name == t.Name {
 			return fmt.Errorf("safetensors: write %s: duplicate tensor %s", path, t.Name)
+		}
+		if fill != nil {
+			continue
 		}
 		n := t.count()
 		for _, d := range t.Shape {
@@ -122,6 +132,9 @@ func WriteSafetensors(path string, tensors []Tensor, metadata map[string]string)
 	var buf [4]byte
 	for _, t := range ts {
 		n := t.count()
+		if fill != nil {
+			t = fill(t)
+		}
 		if t.DType == kernels.F32 {
 			for _, v := range t.F32[:n] {
 				binary.LittleEndian.PutUint32(buf[:], math.Float32bits(v))

@@ -1,0 +1,251 @@
+package model
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/x/kernels"
+)
+
+// Request asks for tokens to be generated at the end of a Sequence. The
+// sequence's pending tokens (prompt, tool response) are fed first.
+type Request struct {
+	Seq          *Sequence
+	MaxNewTokens int                    // generate at most this many tokens
+	Stop         []int32                // a sampled id in Stop ends the request (it is kept in the output)
+	Sampling     kernels.SamplingParams // Temperature 0 = greedy
+}
+
+// Completion is what one Request generated.
+type Completion struct {
+	Tokens   []int32   // generated ids, the stop token included
+	LogProbs []float32 // [len(Tokens)] each token's log-prob under the distribution it was sampled from
+	Stopped  bool      // ended on a Stop token (otherwise on MaxNewTokens)
+}
+
+// Finished is a request that completed during a Batch step.
+type Finished struct {
+	ID int // what Batch.Add returned
+	Completion
+}
+
+// BatchOptions configure a Batch (and Generate).
+type BatchOptions struct {
+	// MaxBatch is the most sequences run together; 0 means 64. A finished
+	// sequence frees its slot for the next queued request.
+	MaxBatch int
+	// PrefillTokens bounds the pending (prompt) tokens fed in one step
+	// across all sequences, so a long prompt is prefilled in chunks while
+	// other sequences keep decoding; 0 means 512.
+	PrefillTokens int
+	// NoAdapters generates with the base model, ignoring LoRA adapters.
+	NoAdapters bool
+}
+
+type slot struct {
+	id   int
+	req  Request
+	comp Completion
+	feed int // tokens fed this step
+}
+
+// Batch is continuous batched generation: requests join with Add whenever
+// a slot is free, each Step feeds every running sequence (pending tokens in
+// chunks, or its last sampled token) in one forward and samples the next
+// token of each that is up to date, and a finished request leaves at once.
+// A Batch is used by one goroutine at a time; its scratch buffers are
+// reused, so steady-state decoding does not allocate per token.
+type Batch struct {
+	m      *Model
+	opts   BatchOptions
+	r      *Runner
+	queue  []slot
+	active []slot
+	nextID int
+
+	caches  []*KVCache
+	feeds   [][]int32
+	rows    []int // per active slot: hidden row to sample from, −1 if none
+	hsel    []float32
+	scratch []float32
+}
+
+// NewBatch returns an empty Batch for m.
+func (m *Model) NewBatch(opts BatchOptions) *Batch {
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 64
+	}
+	if opts.PrefillTokens <= 0 {
+		opts.PrefillTokens = 512
+	}
+	r := m.NewRunner()
+	r.NoAdapters = opts.NoAdapters
+	return &Batch{m: m, opts: opts, r: r}
+}
+
+// Add queues req and returns its id. The request's sequence must not be in
+// the batch already and must hold at least one token.
+func (b *Batch) Add(req Request) (int, error) {
+	switch {
+	case req.Seq == nil:
+		return 0, errors.New("model: request without a sequence")
+	case len(req.Seq.Tokens) == 0:
+		return 0, errors.New("model: request sequence has no tokens")
+	case req.Seq.Cache.Len > len(req.Seq.Tokens):
+		return 0, fmt.Errorf("model: request sequence caches %d positions but has %d tokens", req.Seq.Cache.Len, len(req.Seq.Tokens))
+	case req.MaxNewTokens < 0:
+		return 0, fmt.Errorf("model: request max new tokens %d < 0", req.MaxNewTokens)
+	}
+	if err := CheckSampling(req.Sampling); err != nil {
+		return 0, err
+	}
+	if err := b.m.CheckTokens(req.Seq.Pending()); err != nil {
+		return 0, err
+	}
+	if err := b.m.CheckTokens(req.Stop); err != nil {
+		return 0, fmt.Errorf("stop ids: %w", err)
+	}
+	for _, q := range [][]slot{b.queue, b.active} {
+		for _, s := range q {
+			if s.req.Seq == req.Seq {
+				return 0, fmt.Errorf("model: sequence already in the batch (request %d)", s.id)
+			}
+		}
+	}
+	if len(req.Seq.Pending()) == 0 {
+		// Fully cached: re-feed the last token to get the next distribution.
+		req.Seq.Cache.Truncate(len(req.Seq.Tokens) - 1)
+	}
+	id := b.nextID
+	b.nextID++
+	b.queue = append(b.queue, slot{id: id, req: req, comp: Completion{
+		Tokens:   make([]int32, 0, min(req.MaxNewTokens, 4096)),
+		LogProbs: make([]float32, 0, min(req.MaxNewTokens, 4096)),
+	}})
+	return id, nil
+}
+
+// Len is the number of requests queued or running.
+func (b *Batch) Len() int { return len(b.queue) + len(b.active) }
+
+// Step runs one forward over the running sequences and returns the
+// requests that finished in it. It returns ctx's error, before doing
+// anything, if ctx is done.
+func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var done []Finished
+	// Admit queued requests; those asking for nothing finish at once.
+	for len(b.queue) > 0 && len(b.active) < b.opts.MaxBatch {
+		s := b.queue[0]
+		b.queue = b.queue[1:]
+		if s.req.MaxNewTokens == 0 {
+			done = append(done, Finished{ID: s.id, Completion: s.comp})
+			continue
+		}
+		b.active = append(b.active, s)
+	}
+	if len(b.active) == 0 {
+		return done, nil
+	}
+	// Decoding sequences (one pending token) always run; prompts share
+	// the prefill budget, the first of them getting at least one token.
+	budget, first := b.opts.PrefillTokens, true
+	b.caches, b.feeds = b.caches[:0], b.feeds[:0]
+	for i := range b.active {
+		s := &b.active[i]
+		p := s.req.Seq.Pending()
+		n := len(p)
+		if n > 1 {
+			n = min(n, budget)
+			if first {
+				n, first = max(n, 1), false
+			}
+			budget -= n
+		}
+		s.feed = n
+		if n > 0 {
+			b.caches = append(b.caches, &s.req.Seq.Cache)
+			b.feeds = append(b.feeds, p[:n])
+		}
+	}
+	hidden := b.r.Forward(b.caches, b.feeds)
+
+	// Sample for every sequence whose pending tokens are all in the cache.
+	C, V := b.m.Config.HiddenSize, b.m.Config.VocabSize
+	b.rows = b.rows[:0]
+	b.hsel = grow(b.hsel, len(b.active)*C)
+	row, nsel := 0, 0
+	for i := range b.active {
+		s := &b.active[i]
+		row += s.feed
+		if s.feed > 0 && len(s.req.Seq.Pending()) == 0 {
+			b.rows = append(b.rows, nsel)
+			nsel++
+			copy(b.hsel[(nsel-1)*C:nsel*C], hidden[(row-1)*C:row*C])
+		} else {
+			b.rows = append(b.rows, -1)
+		}
+	}
+	const chunk = 64
+	b.scratch = grow(b.scratch, V)
+	for c0 := 0; c0 < nsel; c0 += chunk {
+		c1 := min(c0+chunk, nsel)
+		logits := b.r.Logits(b.hsel[c0*C:c1*C], c1-c0)
+		for i := range b.active {
+			k := b.rows[i]
+			if k < c0 || k >= c1 {
+				continue
+			}
+			s := &b.active[i]
+			id, lp := b.m.Backend.Sample(logits[(k-c0)*V:(k-c0+1)*V], s.req.Sampling, s.req.Seq.uniform(), b.scratch)
+			s.req.Seq.Tokens = append(s.req.Seq.Tokens, id)
+			s.comp.Tokens = append(s.comp.Tokens, id)
+			s.comp.LogProbs = append(s.comp.LogProbs, lp)
+			if slices.Contains(s.req.Stop, id) {
+				s.comp.Stopped = true
+			}
+		}
+	}
+	// Retire finished requests, freeing their slots.
+	kept := b.active[:0]
+	for _, s := range b.active {
+		if s.comp.Stopped || len(s.comp.Tokens) >= s.req.MaxNewTokens {
+			done = append(done, Finished{ID: s.id, Completion: s.comp})
+			continue
+		}
+		kept = append(kept, s)
+	}
+	clear(b.active[len(kept):])
+	b.active = kept
+	return done, nil
+}
+
+// Generate runs every request to completion with continuous batching (at
+// most opts.MaxBatch at once) and returns their completions in request
+// order. Each request's Seq is extended in place (its Tokens end with the
+// completion, its cache holds all but the last sampled token), so a next
+// turn is Seq.Append(toolResponse...) and another Generate, which does not
+// recompute the prefix. Pass m.Config.EOSTokenIDs in Stop to stop at EOS.
+func (m *Model) Generate(ctx context.Context, reqs []Request, opts BatchOptions) ([]Completion, error) {
+	b := m.NewBatch(opts)
+	for i, r := range reqs {
+		if _, err := b.Add(r); err != nil {
+			return nil, fmt.Errorf("model: generate request %d: %w", i, err)
+		}
+	}
+	out := make([]Completion, len(reqs))
+	for b.Len() > 0 {
+		done, err := b.Step(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("model: generate: %w", err)
+		}
+		for _, f := range done {
+			out[f.ID] = f.Completion
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,210 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/x/kernels"
+)
+
+// Runner runs batched forwards of one Model and owns their scratch
+// buffers, which only grow, so a decode loop allocates nothing once the
+// largest batch has been seen. A Runner is used by one goroutine at a time;
+// several Runners may share a Model.
+type Runner struct {
+	m *Model
+	// NoAdapters runs the base model, ignoring attached LoRA adapters (the
+	// reference policy of a KL penalty is the same Model with this set).
+	NoAdapters bool
+
+	x     []float32 // [N, C] residual stream
+	h     []float32 // [N, C] normed input of a block
+	q     []float32 // [N, H·D]
+	k     []float32 // [N, KVH·D]
+	v     []float32 // [N, KVH·D]
+	att   []float32 // [N, H·D]
+	gate  []float32 // [N, F]
+	up    []float32 // [N, F]
+	tmp   []float32 // [N, R] LoRA x·Aᵀ
+	out   []float32 // [N, C] final normed hidden states
+	ids   []int32   // [N]
+	pos   []int32   // [N]
+	aseqs []kernels.AttentionSeq
+	lg    []float32 // [rows, V] logits chunk
+}
+
+// NewRunner returns a Runner for m.
+func (m *Model) NewRunner() *Runner { return &Runner{m: m} }
+
+// Model is the model r runs.
+func (r *Runner) Model() *Model { return r.m }
+
+func grow(buf []float32, n int) []float32 {
+	if cap(buf) < n {
+		return make([]float32, n, n+n/4)
+	}
+	return buf[:n]
+}
+
+// ensure sizes every scratch buffer for n tokens and b sequences.
+func (r *Runner) ensure(n, b int) {
+	c := r.m.Config
+	r.x = grow(r.x, n*c.HiddenSize)
+	r.h = grow(r.h, n*c.HiddenSize)
+	r.out = grow(r.out, n*c.HiddenSize)
+	r.q = grow(r.q, n*c.QDim())
+	r.att = grow(r.att, n*c.QDim())
+	r.k = grow(r.k, n*c.KVDim())
+	r.v = grow(r.v, n*c.KVDim())
+	r.gate = grow(r.gate, n*c.IntermediateSize)
+	r.up = grow(r.up, n*c.IntermediateSize)
+	r.tmp = grow(r.tmp, n*r.m.maxRank())
+	if cap(r.ids) < n {
+		r.ids = make([]int32, n, n+n/4)
+		r.pos = make([]int32, n, n+n/4)
+	}
+	r.ids, r.pos = r.ids[:n], r.pos[:n]
+	if cap(r.aseqs) < b {
+		r.aseqs = make([]kernels.AttentionSeq, b)
+	}
+	r.aseqs = r.aseqs[:b]
+}
+
+// CheckTokens returns an error naming the first id outside [0, V).
+func (m *Model) CheckTokens(ids []int32) error {
+	for i, id := range ids {
+		if id < 0 || int(id) >= m.Config.VocabSize {
+			return fmt.Errorf("model: token %d at index %d is outside the vocabulary [0, %d)", id, i, m.Config.VocabSize)
+		}
+	}
+	return nil
+}
+
+// Forward appends tokens[i] to the sequence cached in caches[i], for every
+// i at once, at positions caches[i].Len, caches[i].Len+1, ..., and returns
+// the final hidden states (after model.norm), [N, C] with N the total
+// number of tokens, rows in batch order. The result is valid until the next
+// call. Token ids must be valid (see CheckTokens); an empty tokens[i] is
+// allowed and contributes no rows.
+func (r *Runner) Forward(caches []*KVCache, tokens [][]int32) []float32 {
+	if len(caches) != len(tokens) {
+		panic(fmt.Sprintf("model: Runner.Forward: %d caches for %d token lists", len(caches), len(tokens)))
+	}
+	m, cfg, b := r.m, r.m.Config, r.m.Backend
+	n := 0
+	for _, t := range tokens {
+		n += len(t)
+	}
+	r.ensure(n, len(caches))
+	if n == 0 {
+		return r.out[:0]
+	}
+	C, QD, KVD, F := cfg.HiddenSize, cfg.QDim(), cfg.KVDim(), cfg.IntermediateSize
+	H, KVH, D := cfg.NumHeads, cfg.NumKVHeads, cfg.HeadDim
+	at := 0
+	for i, t := range tokens {
+		c := caches[i]
+		c.reserve(cfg.NumLayers, KVD, c.Len+len(t))
+		copy(r.ids[at:], t)
+		for j := range t {
+			r.pos[at+j] = int32(c.Len + j)
+		}
+		at += len(t)
+	}
+	adapters := !r.NoAdapters
+	x, h := r.x[:n*C], r.h[:n*C]
+	q, k, v, att := r.q[:n*QD], r.k[:n*KVD], r.v[:n*KVD], r.att[:n*QD]
+	gate, up := r.gate[:n*F], r.up[:n*F]
+	scale := float32(1 / math.Sqrt(float64(D)))
+
+	b.Embedding(x, m.Embed, r.ids)
+	for li := range m.Layers {
+		l := &m.Layers[li]
+		b.RMSNorm(h, x, l.AttnNorm, n, C, cfg.RMSNormEps)
+		l.Attn.Q.Forward(b, q, h, n, adapters, r.tmp)
+		l.Attn.K.Forward(b, k, h, n, adapters, r.tmp)
+		l.Attn.V.Forward(b, v, h, n, adapters, r.tmp)
+		b.RMSNorm(q, q, l.Attn.QNorm, n*H, D, cfg.RMSNormEps)
+		b.RMSNorm(k, k, l.Attn.KNorm, n*KVH, D, cfg.RMSNormEps)
+		b.RoPE(q, r.pos, H, D, cfg.RopeTheta)
+		b.RoPE(k, r.pos, KVH, D, cfg.RopeTheta)
+		at := 0
+		for i, t := range tokens {
+			c := caches[i]
+			T := len(t)
+			copy(c.K[li][c.Len*KVD:], k[at*KVD:(at+T)*KVD])
+			copy(c.V[li][c.Len*KVD:], v[at*KVD:(at+T)*KVD])
+			r.aseqs[i] = kernels.AttentionSeq{
+				Out:   att[at*QD : (at+T)*QD],
+				Q:     q[at*QD : (at+T)*QD],
+				K:     c.K[li][:(c.Len+T)*KVD],
+				V:     c.V[li][:(c.Len+T)*KVD],
+				T:     T,
+				Start: c.Len,
+			}
+			at += T
+		}
+		b.Attention(r.aseqs, H, KVH, D, scale)
+		l.Attn.O.Forward(b, h, att, n, adapters, r.tmp)
+		b.Add(x, h)
+
+		b.RMSNorm(h, x, l.MLPNorm, n, C, cfg.RMSNormEps)
+		l.MLP.Gate.Forward(b, gate, h, n, adapters, r.tmp)
+		l.MLP.Up.Forward(b, up, h, n, adapters, r.tmp)
+		b.SwiGLU(gate, gate, up)
+		l.MLP.Down.Forward(b, h, gate, n, adapters, r.tmp)
+		b.Add(x, h)
+	}
+	for i, t := range tokens {
+		caches[i].Len += len(t)
+	}
+	out := r.out[:n*C]
+	b.RMSNorm(out, x, m.Norm, n, C, cfg.RMSNormEps)
+	return out
+}
+
+// Logits computes lm_head for rows hidden states, hidden [rows, C], and
+// returns the logits [rows, V], valid until the next call.
+func (r *Runner) Logits(hidden []float32, rows int) []float32 {
+	v := r.m.Config.VocabSize
+	r.lg = grow(r.lg, rows*v)
+	r.m.Backend.MatMul(r.lg, hidden, r.m.LMHead, rows, false)
+	return r.lg
+}
+
+// Logits runs tokens through a fresh cache and returns the logits of every
+// position, [T, V]. It is the plain full-sequence forward, for checks and
+// small inputs; Generate and LogProbs never build a [T, V] buffer for long
+// batches.
+func (m *Model) Logits(tokens []int32, opts Options) ([]float32, error) {
+	if err := m.CheckTokens(tokens); err != nil {
+		return nil, err
+	}
+	r := m.NewRunner()
+	r.NoAdapters = opts.NoAdapters
+	var c KVCache
+	h := r.Forward([]*KVCache{&c}, [][]int32{tokens})
+	out := make([]float32, len(tokens)*m.Config.VocabSize)
+	copy(out, r.Logits(h, len(tokens)))
+	return out, nil
+}
+
+// Options are the per-call switches shared by the forward entry points.
+type Options struct {
+	// NoAdapters ignores attached LoRA adapters for the call.
+	NoAdapters bool
+}
+
+// maxRank is the largest LoRA rank attached to any projection (0: none).
+func (m *Model) maxRank() int {
+	rank := 0
+	for i := range m.Layers {
+		l := &m.Layers[i]
+		for _, p := range [...]*Linear{&l.Attn.Q, &l.Attn.K, &l.Attn.V, &l.Attn.O, &l.MLP.Gate, &l.MLP.Up, &l.MLP.Down} {
+			if p.LoRA != nil {
+				rank = max(rank, p.LoRA.R)
+			}
+		}
+	}
+	return rank
+}

@@ -1,0 +1,196 @@
+package model
+
+import (
+	"context"
+	"fmt"
+)
+
+// Scored is one token sequence to score by teacher forcing.
+type Scored struct {
+	Tokens []int32
+	// Mask[t] selects token t (t ≥ 1) for scoring; nil scores every token
+	// from 1 on. Unselected positions cost no lm_head work.
+	Mask []bool
+}
+
+// TokenLogProbs are the per-token results for one Scored sequence.
+type TokenLogProbs struct {
+	// LogProbs[t] = log p(Tokens[t] | Tokens[:t]) for selected t, 0 elsewhere; [len(Tokens)].
+	LogProbs []float32
+	// Entropy[t] is the entropy of the distribution over Tokens[t]'s
+	// position; [len(Tokens)], nil unless LogProbsOptions.Entropy.
+	Entropy []float32
+}
+
+// LogProbsOptions configure LogProbs.
+type LogProbsOptions struct {
+	NoAdapters bool // score with the base model (e.g. the KL reference)
+	Entropy    bool // also compute per-token entropies
+	// StepTokens bounds the tokens fed in one forward across sequences
+	// (long sequences are fed in chunks); 0 means 1024.
+	StepTokens int
+	// ChunkRows bounds the lm_head rows computed at once, so a [T, V]
+	// buffer for the whole batch never exists; 0 means 64.
+	ChunkRows int
+}
+
+// LogProbs computes teacher-forced per-token log-probs (and entropies) of
+// each sequence under the model. Sequences are fed together in steps of at
+// most opts.StepTokens tokens; a sequence's KV cache lives only while it is
+// being fed.
+func (m *Model) LogProbs(ctx context.Context, seqs []Scored, opts LogProbsOptions) ([]TokenLogProbs, error) {
+	if opts.StepTokens <= 0 {
+		opts.StepTokens = 1024
+	}
+	if opts.ChunkRows <= 0 {
+		opts.ChunkRows = 64
+	}
+	out := make([]TokenLogProbs, len(seqs))
+	for i, s := range seqs {
+		if err := m.CheckTokens(s.Tokens); err != nil {
+			return nil, fmt.Errorf("model: logprobs sequence %d: %w", i, err)
+		}
+		if s.Mask != nil && len(s.Mask) != len(s.Tokens) {
+			return nil, fmt.Errorf("model: logprobs sequence %d: mask of %d for %d tokens", i, len(s.Mask), len(s.Tokens))
+		}
+		out[i].LogProbs = make([]float32, len(s.Tokens))
+		if opts.Entropy {
+			out[i].Entropy = make([]float32, len(s.Tokens))
+		}
+	}
+	r := m.NewRunner()
+	r.NoAdapters = opts.NoAdapters
+	g := &gatherer{r: r, out: out, rows: opts.ChunkRows, entropy: opts.Entropy}
+	type running struct {
+		seq   int
+		fed   int
+		cache *KVCache
+	}
+	var (
+		active []running
+		free   []*KVCache
+		next   int
+		caches []*KVCache
+		feeds  [][]int32
+	)
+	for next < len(seqs) || len(active) > 0 {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("model: logprobs: %w", err)
+		}
+		// Admit sequences while the step has room.
+		budget := opts.StepTokens
+		for _, a := range active {
+			budget -= len(seqs[a.seq].Tokens) - a.fed
+		}
+		for next < len(seqs) && (budget > 0 || len(active) == 0) {
+			if len(seqs[next].Tokens) == 0 {
+				next++
+				continue
+			}
+			var c *KVCache
+			if n := len(free); n > 0 {
+				c, free = free[n-1], free[:n-1]
+				c.Reset()
+			} else {
+				c = new(KVCache)
+			}
+			active = append(active, running{seq: next, cache: c})
+			budget -= len(seqs[next].Tokens)
+			next++
+		}
+		if len(active) == 0 {
+			break
+		}
+		budget = opts.StepTokens
+		caches, feeds = caches[:0], feeds[:0]
+		counts := make([]int, len(active))
+		for i, a := range active {
+			n := min(len(seqs[a.seq].Tokens)-a.fed, budget)
+			if i == 0 {
+				n = max(n, 1)
+			}
+			budget -= n
+			counts[i] = n
+			if n > 0 {
+				caches = append(caches, a.cache)
+				feeds = append(feeds, seqs[a.seq].Tokens[a.fed:a.fed+n])
+			}
+		}
+		hidden := r.Forward(caches, feeds)
+		row := 0
+		for i, a := range active {
+			toks := seqs[a.seq].Tokens
+			for j := range counts[i] {
+				p := a.fed + j // hidden row predicts token p+1
+				if t := p + 1; t < len(toks) && (seqs[a.seq].Mask == nil || seqs[a.seq].Mask[t]) {
+					g.add(hidden, row, a.seq, t, toks[t])
+				}
+				row++
+			}
+			active[i].fed += counts[i]
+		}
+		g.flush()
+		kept := active[:0]
+		for _, a := range active {
+			if a.fed == len(seqs[a.seq].Tokens) {
+				free = append(free, a.cache)
+				continue
+			}
+			kept = append(kept, a)
+		}
+		active = kept
+	}
+	return out, nil
+}
+
+// gatherer collects hidden rows whose next token is scored and runs
+// lm_head + LogSoftmaxGather on them a chunk at a time.
+type gatherer struct {
+	r       *Runner
+	out     []TokenLogProbs
+	rows    int
+	entropy bool
+
+	h       []float32 // [rows, C]
+	targets []int32   // [rows]
+	where   [][2]int  // [rows] (sequence, token index)
+	logp    []float32 // [rows]
+	ent     []float32 // [rows]
+}
+
+func (g *gatherer) add(hidden []float32, row, seq, t int, target int32) {
+	c := g.r.m.Config.HiddenSize
+	n := len(g.targets)
+	if len(g.h) < g.rows*c {
+		g.h = make([]float32, g.rows*c)
+	}
+	copy(g.h[n*c:(n+1)*c], hidden[row*c:(row+1)*c])
+	g.targets = append(g.targets, target)
+	g.where = append(g.where, [2]int{seq, t})
+	if len(g.targets) == g.rows {
+		g.flush()
+	}
+}
+
+func (g *gatherer) flush() {
+	n := len(g.targets)
+	if n == 0 {
+		return
+	}
+	v := g.r.m.Config.VocabSize
+	logits := g.r.Logits(g.h, n)
+	g.logp = grow(g.logp, n)
+	var ent []float32
+	if g.entropy {
+		g.ent = grow(g.ent, n)
+		ent = g.ent
+	}
+	g.r.m.Backend.LogSoftmaxGather(g.logp, ent, logits, g.targets, n, v)
+	for i, w := range g.where {
+		g.out[w[0]].LogProbs[w[1]] = g.logp[i]
+		if g.entropy {
+			g.out[w[0]].Entropy[w[1]] = g.ent[i]
+		}
+	}
+	g.targets, g.where = g.targets[:0], g.where[:0]
+}
