@@ -103,8 +103,8 @@ func (tr *Trainable) forward(ctx context.Context, st *passState, adapters, keep 
 }
 
 // layerForward computes decoder layer l on x [T, C] into out [T, C],
-// filling a. A nil out stops after the MLP's activation, which is all a
-// checkpointed backward needs.
+// filling a. With a nil out the down projection itself is skipped (only
+// its adapter's x·Aᵀ is kept), which is all a checkpointed backward needs.
 func (tr *Trainable) layerForward(st *passState, l int, x []float32, a *layerActs, out []float32, adapters bool) {
 	be, c, L := tr.be, tr.m.Config, &tr.m.Layers[l]
 	t, eps := st.t, c.RMSNormEps
@@ -133,17 +133,18 @@ func (tr *Trainable) layerForward(st *passState, l int, x []float32, a *layerAct
 	tr.linForward(&L.MLP.Gate, a.g, a.hn, t, adapters, &a.lora[4])
 	tr.linForward(&L.MLP.Up, a.u, a.hn, t, adapters, &a.lora[5])
 	be.SwiGLU(a.act, a.g, a.u)
-	if out == nil {
-		return
-	}
 	tr.linForward(&L.MLP.Down, out, a.act, t, adapters, &a.lora[6])
-	be.Add(out, a.h)
+	if out != nil {
+		be.Add(out, a.h)
+	}
 }
 
 // linForward is out[M, Out] = x·Wᵀ + (scaling·x·Aᵀ)·Bᵀ, keeping the
-// scaled x·Aᵀ in *u for the backward.
+// scaled x·Aᵀ in *u for the backward. A nil out computes only *u.
 func (tr *Trainable) linForward(lin *Linear, out, x []float32, m int, adapters bool, u *[]float32) {
-	tr.be.MatMul(out, x, lin.W, m, false)
+	if out != nil {
+		tr.be.MatMul(out, x, lin.W, m, false)
+	}
 	a := lin.LoRA
 	if a == nil || !adapters {
 		return
@@ -151,7 +152,9 @@ func (tr *Trainable) linForward(lin *Linear, out, x []float32, m int, adapters b
 	*u = growF32(*u, m*a.R)
 	tr.be.MatMul(*u, x, kernels.MatF32(a.A, a.R, lin.In()), m, false)
 	tr.be.Scale(*u, a.Scaling)
-	tr.be.MatMul(out, *u, kernels.MatF32(a.B, lin.Out(), a.R), m, true)
+	if out != nil {
+		tr.be.MatMul(out, *u, kernels.MatF32(a.B, lin.Out(), a.R), m, true)
+	}
 }
 
 // logits computes the scored rows' log-probs and entropies chunk by chunk.

@@ -15,20 +15,20 @@ import (
 	"github.com/x/kernels/ref"
 )
 
-// loraRef is the "lora" section of testdata/tiny_tied_f32.json.
-type loraRef struct {
+// trLoRARef is the "lora" section of testdata/tiny_tied_f32.json.
+type trLoRARef struct {
 	InputIDs        []int32              `json:"input_ids"`
 	TargetPositions []int                `json:"target_positions"`
 	TargetIDs       []int32              `json:"target_ids"`
 	Logprobs        []float64            `json:"logprobs"`
 	Objective       float64              `json:"objective"`
-	Gradients       map[string]jsonArray `json:"gradients"`
+	Gradients       map[string]trJSONArray `json:"gradients"`
 }
 
-// jsonArray is a nested JSON list of numbers, flattened row-major.
-type jsonArray []float64
+// trJSONArray is a nested JSON list of numbers, flattened row-major.
+type trJSONArray []float64
 
-func (a *jsonArray) UnmarshalJSON(b []byte) error {
+func (a *trJSONArray) UnmarshalJSON(b []byte) error {
 	var v any
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
@@ -48,20 +48,20 @@ func (a *jsonArray) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-func readLoRARef(t *testing.T) loraRef {
+func trReadLoRARef(t *testing.T) trLoRARef {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", "tiny_tied_f32.json"))
 	require.NoError(t, err)
 	var doc struct {
-		LoRA loraRef `json:"lora"`
+		LoRA trLoRARef `json:"lora"`
 	}
 	require.NoError(t, json.Unmarshal(data, &doc))
 	return doc.LoRA
 }
 
-// loadTiny loads the tiny reference checkpoint on be, with its PEFT
+// trLoadTiny loads the tiny reference checkpoint on be, with its PEFT
 // adapter when adapter is set.
-func loadTiny(t *testing.T, be kernels.Backend, adapter bool) *Model {
+func trLoadTiny(t *testing.T, be kernels.Backend, adapter bool) *Model {
 	t.Helper()
 	m, err := Load(filepath.Join("testdata", "tiny_tied_f32"), be)
 	require.NoError(t, err)
@@ -73,8 +73,8 @@ func loadTiny(t *testing.T, be kernels.Backend, adapter bool) *Model {
 	return m
 }
 
-// relErr is ‖got − want‖ / ‖want‖.
-func relErr(got []float32, want []float64) float64 {
+// trRelErr is ‖got − want‖ / ‖want‖.
+func trRelErr(got []float32, want []float64) float64 {
 	var d, n float64
 	for i := range want {
 		e := float64(got[i]) - want[i]
@@ -90,8 +90,8 @@ func relErr(got []float32, want []float64) float64 {
 // relative (float32 accumulation over a 2-layer model; the reference
 // README expects about 1e-4).
 func TestLoRAGradientsMatchReference(t *testing.T) {
-	want := readLoRARef(t)
-	m := loadTiny(t, ref.Backend{}, true)
+	want := trReadLoRARef(t)
+	m := trLoadTiny(t, ref.Backend{}, true)
 	tr, err := NewTrainable(m, TrainOptions{})
 	require.NoError(t, err)
 	start := want.TargetPositions[0] + 1
@@ -114,7 +114,7 @@ func TestLoRAGradientsMatchReference(t *testing.T) {
 		g, ok := want.Gradients[p.Name]
 		require.True(t, ok, "no reference gradient for %s", p.Name)
 		require.Len(t, p.Grad, len(g), p.Name)
-		e := relErr(p.Grad, g)
+		e := trRelErr(p.Grad, g)
 		worst = max(worst, e)
 		assert.Less(t, e, 1e-3, "%s relative error", p.Name)
 	}

@@ -1,0 +1,85 @@
+package model
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Optimizer state files are safetensors: "<param>.exp_avg" and
+// "<param>.exp_avg_sq" (F32, the param's length) for every param, and the
+// step count in the metadata. Values round-trip bit for bit, so a run
+// resumed from a saved adapter (or checkpoint) and optimizer state
+// continues exactly as if it had not stopped.
+
+const (
+	stateKind    = "adamw"
+	stateMomentM = ".exp_avg"
+	stateMomentV = ".exp_avg_sq"
+)
+
+// SaveState writes the optimizer's moments and step count to path. The
+// params' values are not included: save them with SaveAdapter or
+// SaveCheckpoint.
+func (o *AdamW) SaveState(path string) error {
+	ts := make([]Tensor, 0, 2*len(o.params))
+	for i, p := range o.params {
+		ts = append(ts,
+			F32Tensor(p.Name+stateMomentM, o.m[i], len(o.m[i])),
+			F32Tensor(p.Name+stateMomentV, o.v[i], len(o.v[i])))
+	}
+	meta := map[string]string{"format": "pt", "optimizer": stateKind, "step": strconv.Itoa(o.step)}
+	if err := WriteSafetensors(path, ts, meta); err != nil {
+		return fmt.Errorf("save optimizer state: %w", err)
+	}
+	return nil
+}
+
+// LoadState replaces the optimizer's moments and step count with those
+// saved at path. The file must hold exactly this optimizer's params with
+// their lengths; otherwise nothing changes and the error names the
+// mismatch.
+func (o *AdamW) LoadState(path string) error {
+	f, err := OpenSafetensors(path)
+	if err != nil {
+		return fmt.Errorf("load optimizer state: %w", err)
+	}
+	defer f.Close()
+	if err := o.readState(f); err != nil {
+		return fmt.Errorf("load optimizer state %s: %w", path, err)
+	}
+	return nil
+}
+
+func (o *AdamW) readState(f *SafetensorsFile) error {
+	meta := f.Header.Metadata
+	if meta["optimizer"] != stateKind {
+		return fmt.Errorf("metadata optimizer %q, want %q", meta["optimizer"], stateKind)
+	}
+	step, err := strconv.Atoi(meta["step"])
+	if err != nil || step < 0 {
+		return fmt.Errorf("metadata step %q is not a step count", meta["step"])
+	}
+	want := make(map[string]bool, 2*len(o.params))
+	m, v := make([][]float32, len(o.params)), make([][]float32, len(o.params))
+	for i, p := range o.params {
+		want[p.Name+stateMomentM], want[p.Name+stateMomentV] = true, true
+		if m[i], err = f.Float32s(p.Name+stateMomentM, len(p.Data)); err != nil {
+			return err
+		}
+		if v[i], err = f.Float32s(p.Name+stateMomentV, len(p.Data)); err != nil {
+			return err
+		}
+	}
+	for _, t := range f.Header.Tensors {
+		if !want[t.Name] {
+			return fmt.Errorf("tensor %s: no such optimizer param (saved for a different model or adapter?)", strings.TrimSuffix(strings.TrimSuffix(t.Name, stateMomentV), stateMomentM))
+		}
+	}
+	for i := range o.params {
+		copy(o.m[i], m[i])
+		copy(o.v[i], v[i])
+	}
+	o.step = step
+	return nil
+}
