@@ -1,0 +1,41 @@
+package kerneltest
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/x/kernels"
+	"github.com/x/kernels/ref"
+)
+
+// Add checks dst += src; Scale checks x *= s. Both are bit-exact.
+func Add(t *testing.T, b kernels.Backend) {
+	var r ref.Backend
+	for _, n := range []int{0, 1, 15, 17, 1000, 4099, 1 << 16} {
+		t.Run(fmt.Sprintf("N%d", n), func(t *testing.T) {
+			rng := newRNG(fmt.Sprint("Add", n))
+			dst, src := uniform(rng, n, 3), uniform(rng, n+2, 3)
+			want := clone(dst)
+			r.Add(want, src)
+			got := clone(dst)
+			b.Add(got, src)
+			CheckExact(t, "dst", got, want)
+		})
+	}
+}
+
+// Scale checks x *= s, bit-exact.
+func Scale(t *testing.T, b kernels.Backend) {
+	var r ref.Backend
+	for _, n := range []int{0, 1, 15, 17, 1000, 4099, 1 << 16} {
+		t.Run(fmt.Sprintf("N%d", n), func(t *testing.T) {
+			rng := newRNG(fmt.Sprint("Scale", n))
+			x := uniform(rng, n, 3)
+			want := clone(x)
+			r.Scale(want, 0.37)
+			got := clone(x)
+			b.Scale(got, 0.37)
+			CheckExact(t, "x", got, want)
+		})
+	}
+}

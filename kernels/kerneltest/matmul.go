@@ -1,0 +1,102 @@
+package kerneltest
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/x/kernels"
+	"github.com/x/kernels/ref"
+)
+
+// matmulShapes are (M, N, K) triples: K = 1, M = 1 (decode GEMV), sizes
+// around and not divisible by SIMD widths and register blocks, and a
+// vocabulary-wide N.
+func matmulShapes() [][3]int {
+	return [][3]int{
+		{1, 1, 1}, {3, 5, 1}, {2, 3, 2}, {1, 37, 19}, {1, 100, 1024}, {1, 67, 544},
+		{4, 33, 64}, {6, 4, 32}, {7, 5, 33}, {13, 9, 95}, {17, 70, 129},
+		{64, 48, 256}, {67, 37, 300}, {130, 66, 200}, {2, 151936, 16},
+	}
+}
+
+// MatMul checks out[M,N] (=, +=) x[M,K]·wᵀ for every weight dtype.
+func MatMul(t *testing.T, b kernels.Backend) {
+	var r ref.Backend
+	for _, s := range matmulShapes() {
+		m, n, k := s[0], s[1], s[2]
+		for _, dt := range dtypes() {
+			for _, acc := range []bool{false, true} {
+				name := fmt.Sprintf("M%d_N%d_K%d_%s_acc%v", m, n, k, dt, acc)
+				t.Run(name, func(t *testing.T) {
+					rng := newRNG("MatMul" + name)
+					x := uniform(rng, m*k, 1/math.Sqrt(float64(k)))
+					w := randMat(rng, dt, n, k, 1)
+					init := uniform(rng, m*n, 1)
+					want := clone(init)
+					r.MatMul(want, x, w, m, acc)
+					got := padded(init, 5)
+					b.MatMul(got, x, w, m, acc)
+					CheckClose(t, "out", got[:m*n], want, Tolerance("MatMul"))
+					CheckExact(t, "out past M·N", got[m*n:], padded(nil, 5))
+					again := clone(init)
+					b.MatMul(again, x, w, m, acc)
+					CheckExact(t, "repeated call", again, got[:m*n])
+				})
+			}
+		}
+	}
+}
+
+// MatMulNN checks out[M,K] (=, +=) dy[M,N]·w[N,K] for every weight dtype.
+func MatMulNN(t *testing.T, b kernels.Backend) {
+	var r ref.Backend
+	for _, s := range matmulShapes() {
+		m, n, k := s[0], s[1], s[2]
+		for _, dt := range dtypes() {
+			for _, acc := range []bool{false, true} {
+				name := fmt.Sprintf("M%d_N%d_K%d_%s_acc%v", m, n, k, dt, acc)
+				t.Run(name, func(t *testing.T) {
+					rng := newRNG("MatMulNN" + name)
+					dy := uniform(rng, m*n, 1/math.Sqrt(float64(n)))
+					w := randMat(rng, dt, n, k, 1)
+					init := uniform(rng, m*k, 1)
+					want := clone(init)
+					r.MatMulNN(want, dy, w, m, acc)
+					got := padded(init, 5)
+					b.MatMulNN(got, dy, w, m, acc)
+					CheckClose(t, "out", got[:m*k], want, Tolerance("MatMulNN"))
+					CheckExact(t, "out past M·K", got[m*k:], padded(nil, 5))
+					again := clone(init)
+					b.MatMulNN(again, dy, w, m, acc)
+					CheckExact(t, "repeated call", again, got[:m*k])
+				})
+			}
+		}
+	}
+}
+
+// MatMulTN checks dw[N,K] += dy[M,N]ᵀ·x[M,K].
+func MatMulTN(t *testing.T, b kernels.Backend) {
+	var r ref.Backend
+	shapes := append(matmulShapes(), [3]int{300, 20, 40}, [3]int{1000, 3, 17})
+	for _, s := range shapes {
+		m, n, k := s[0], s[1], s[2]
+		name := fmt.Sprintf("M%d_N%d_K%d", m, n, k)
+		t.Run(name, func(t *testing.T) {
+			rng := newRNG("MatMulTN" + name)
+			dy := uniform(rng, m*n, 1/math.Sqrt(float64(m)))
+			x := uniform(rng, m*k, 1)
+			init := uniform(rng, n*k, 1)
+			want := clone(init)
+			r.MatMulTN(want, dy, x, m, n, k)
+			got := padded(init, 5)
+			b.MatMulTN(got, dy, x, m, n, k)
+			CheckClose(t, "dw", got[:n*k], want, Tolerance("MatMulTN"))
+			CheckExact(t, "dw past N·K", got[n*k:], padded(nil, 5))
+			again := clone(init)
+			b.MatMulTN(again, dy, x, m, n, k)
+			CheckExact(t, "repeated call", again, got[:n*k])
+		})
+	}
+}

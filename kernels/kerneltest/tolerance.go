@@ -1,0 +1,83 @@
+package kerneltest
+
+import "fmt"
+
+// Tol is one entry of the tolerance table.
+type Tol struct {
+	ATol, RTol float64 // per element: |got−want| ≤ ATol + RTol·|want|
+	NMSE       float64 // whole tensor: Σ(got−want)²/Σwant² ≤ NMSE
+	Why        string  // the one-line justification
+}
+
+// Tolerance returns the tolerance of an op's output, by the op's method
+// name (and "AttentionLSE", "Entropy", "SampleLogProb" for secondary
+// outputs). It is the one table of the suite: a kernel that needs more must
+// change it here, with the measured error in the justification.
+//
+// Inputs are scaled so that outputs are O(1) (matmul inputs by 1/√K, as in
+// a network), which makes ATol meaningful. Weights in bf16/f16 widen to f32
+// exactly and the reference reads the same Mat, so one entry covers every
+// weight dtype: the only error left is float32 arithmetic.
+func Tolerance(op string) Tol {
+	switch op {
+	case "MatMul", "MatMulNN", "MatMulTN":
+		return Tol{ATol: 2e-6, RTol: 2e-5, NMSE: 1e-10,
+			Why: "float32 FMA accumulation over K ≤ 4096 of O(1/√K) terms vs float64: error ~ √K·2⁻²⁴ relative; measured ≤ 4e-7 abs"}
+	case "Embedding":
+		return Tol{Why: "a row copy with exact bf16/f16 widening: bit-exact"}
+	case "RMSNorm":
+		return Tol{ATol: 1e-6, RTol: 4e-6, NMSE: 1e-11,
+			Why: "float32 sum of squares and one rsqrt per row vs float64; a few ulp"}
+	case "RoPE":
+		return Tol{ATol: 1e-6, RTol: 4e-6, NMSE: 1e-11,
+			Why: "angles in float64 like the reference, one float32 rounding of cos/sin and of the rotation; a few ulp"}
+	case "Attention":
+		return Tol{ATol: 2e-6, RTol: 2e-5, NMSE: 1e-10,
+			Why: "float32 dot products, float32 exp and an online (rescaled) softmax sum vs float64 two-pass"}
+	case "AttentionLSE":
+		return Tol{ATol: 4e-6, RTol: 2e-6, NMSE: 1e-12,
+			Why: "log of a float32 sum of up to ~1000 exps plus the max, vs float64"}
+	case "SwiGLU":
+		return Tol{ATol: 1e-6, RTol: 8e-6, NMSE: 1e-11,
+			Why: "float32 exp (polynomial, ≤ 2 ulp) and division vs float64"}
+	case "Add", "Scale":
+		return Tol{Why: "one float32 add or multiply per element, the same as the reference's rounding: bit-exact"}
+	case "LogSoftmaxGather":
+		return Tol{ATol: 1e-5, RTol: 2e-6, NMSE: 1e-12,
+			Why: "max plus log of a float32 sum over up to 151936 exps (lane-split) vs float64; |logp| ≤ ~40"}
+	case "Entropy":
+		return Tol{ATol: 1e-5, RTol: 1e-5, NMSE: 1e-10,
+			Why: "float32 Σp·x over up to 151936 terms vs float64; entropy ≤ log V ≈ 12"}
+	case "Softmax":
+		return Tol{ATol: 1e-8, RTol: 1e-5, NMSE: 1e-10,
+			Why: "float32 exp (≤ 2 ulp) times a float32 reciprocal of a float32 sum vs float64"}
+	case "SampleLogProb":
+		return Tol{ATol: 1e-6, RTol: 1e-6, NMSE: 1e-12,
+			Why: "sampling follows the reference's float64 arithmetic; only the final float32 rounding differs"}
+
+	// Backward ops: 2–4× the forward's tolerance (they chain two or three
+	// reductions of the forward's kind).
+	case "RMSNormBackward":
+		return Tol{ATol: 4e-6, RTol: 2e-5, NMSE: 1e-10,
+			Why: "two float32 row reductions (Σx², Σdout·w·x) and the dw column sum vs float64"}
+	case "RoPEBackward":
+		return Tol{ATol: 1e-6, RTol: 4e-6, NMSE: 1e-11,
+			Why: "the forward rotation with the sign of sin flipped"}
+	case "AttentionBackward":
+		return Tol{ATol: 1e-5, RTol: 8e-5, NMSE: 1e-9,
+			Why: "recomputed float32 probabilities, then dV, dP·(dP−Σ) and dQ/dK reductions vs float64"}
+	case "SwiGLUBackward":
+		return Tol{ATol: 2e-6, RTol: 2e-5, NMSE: 1e-10,
+			Why: "float32 sigmoid and its derivative vs float64"}
+	case "EmbeddingBackward":
+		return Tol{ATol: 1e-6, RTol: 4e-6, NMSE: 1e-11,
+			Why: "float32 sums of repeated ids' rows, order may differ"}
+	case "LogSoftmaxGatherBackward":
+		return Tol{ATol: 1e-7, RTol: 2e-5, NMSE: 1e-10,
+			Why: "float32 softmax over up to 151936 columns times dlogp vs float64"}
+	case "AdamW":
+		return Tol{ATol: 1e-7, RTol: 4e-6, NMSE: 1e-11,
+			Why: "float32 moment updates, sqrt and division vs float64"}
+	}
+	panic(fmt.Sprintf("kerneltest: no tolerance for %q", op))
+}

@@ -1,0 +1,24 @@
+package ref_test
+
+import (
+	"testing"
+
+	"github.com/x/kernels"
+	"github.com/x/kernels/kerneltest"
+	"github.com/x/kernels/ref"
+)
+
+// The reference must pass its own suite (a sanity check of the suite: every
+// comparison of ref with itself is exact).
+func TestConformance(t *testing.T) {
+	var b kernels.Backend = ref.Backend{}
+	for name, f := range map[string]func(*testing.T, kernels.Backend){
+		"MatMul": kerneltest.MatMul, "MatMulNN": kerneltest.MatMulNN, "MatMulTN": kerneltest.MatMulTN,
+		"Embedding": kerneltest.Embedding, "RMSNorm": kerneltest.RMSNorm, "RoPE": kerneltest.RoPE,
+		"Attention": kerneltest.Attention, "SwiGLU": kerneltest.SwiGLU, "Add": kerneltest.Add,
+		"Scale": kerneltest.Scale, "LogSoftmaxGather": kerneltest.LogSoftmaxGather,
+		"Softmax": kerneltest.Softmax, "Argmax": kerneltest.Argmax, "Sample": kerneltest.Sample,
+	} {
+		t.Run(name, func(t *testing.T) { f(t, b) })
+	}
+}
