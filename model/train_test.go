@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -17,11 +18,11 @@ import (
 
 // trLoRARef is the "lora" section of testdata/tiny_tied_f32.json.
 type trLoRARef struct {
-	InputIDs        []int32              `json:"input_ids"`
-	TargetPositions []int                `json:"target_positions"`
-	TargetIDs       []int32              `json:"target_ids"`
-	Logprobs        []float64            `json:"logprobs"`
-	Objective       float64              `json:"objective"`
+	InputIDs        []int32                `json:"input_ids"`
+	TargetPositions []int                  `json:"target_positions"`
+	TargetIDs       []int32                `json:"target_ids"`
+	Logprobs        []float64              `json:"logprobs"`
+	Objective       float64                `json:"objective"`
 	Gradients       map[string]trJSONArray `json:"gradients"`
 }
 
@@ -119,4 +120,71 @@ func TestLoRAGradientsMatchReference(t *testing.T) {
 		assert.Less(t, e, 1e-3, "%s relative error", p.Name)
 	}
 	t.Logf("LoRA gradients: worst relative error %.2e over %d tensors", worst, len(tr.Params()))
+}
+
+// TestTrainingForwardMatchesInference: the training forward's log-probs
+// equal the inference path's (MI's LogProbs and Logits), with adapters on
+// and off, and with a sampling temperature (1e-5 absolute: both float32,
+// different op order).
+func TestTrainingForwardMatchesInference(t *testing.T) {
+	ctx := context.Background()
+	m := trLoadTiny(t, ref.Backend{}, true)
+	seqs := trRandomSeqs(rand.New(rand.NewPCG(2, 2)), m.Config.VocabSize, 14, 6, 9)
+	for _, temp := range []float32{1, 0.6} {
+		tr, err := NewTrainable(m, TrainOptions{Temperature: temp, LogitsChunk: 7})
+		require.NoError(t, err)
+		for _, adapters := range []bool{true, false} {
+			lp, ent, err := tr.LogProbs(ctx, seqs, adapters)
+			require.NoError(t, err)
+			for s, seq := range seqs {
+				logits, err := m.Logits(seq.IDs, Options{NoAdapters: !adapters})
+				require.NoError(t, err)
+				v := m.Config.VocabSize
+				for i := range seq.Scored() {
+					row := logits[(seq.Start+i-1)*v : (seq.Start+i)*v]
+					wlp, went := trLogSoftmax(row, temp, seq.IDs[seq.Start+i])
+					assert.InDelta(t, wlp, lp[s][i], 1e-5, "T=%v adapters=%v seq %d token %d", temp, adapters, s, i)
+					assert.InDelta(t, went, ent[s][i], 1e-5, "entropy")
+				}
+			}
+			if temp != 1 {
+				continue
+			}
+			var scored []Scored
+			for _, seq := range seqs {
+				mask := make([]bool, len(seq.IDs))
+				for i := seq.Start; i < len(mask); i++ {
+					mask[i] = true
+				}
+				scored = append(scored, Scored{Tokens: seq.IDs, Mask: mask})
+			}
+			inf, err := m.LogProbs(ctx, scored, LogProbsOptions{NoAdapters: !adapters})
+			require.NoError(t, err)
+			for s, seq := range seqs {
+				for i := range seq.Scored() {
+					assert.InDelta(t, inf[s].LogProbs[seq.Start+i], lp[s][i], 1e-5)
+				}
+			}
+		}
+	}
+}
+
+// trLogSoftmax is the float64 log-softmax of row/temp at target, and the
+// distribution's entropy.
+func trLogSoftmax(row []float32, temp float32, target int32) (float64, float64) {
+	mx := math.Inf(-1)
+	for _, x := range row {
+		mx = max(mx, float64(x/temp))
+	}
+	var z float64
+	for _, x := range row {
+		z += math.Exp(float64(x/temp) - mx)
+	}
+	lse := mx + math.Log(z)
+	var h float64
+	for _, x := range row {
+		l := float64(x/temp) - lse
+		h -= math.Exp(l) * l
+	}
+	return float64(row[target]/temp) - lse, h
 }
