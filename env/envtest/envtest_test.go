@@ -1,0 +1,124 @@
+package envtest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x/env"
+	"github.com/x/env/envtest"
+	"github.com/x/tools"
+)
+
+// solvedReward is a user's reward function: 1 when the last reply of the
+// episode says the puzzle is solved, else 0.
+func solvedReward(e *envtest.Scripted) float64 {
+	if n := len(e.Inputs); n > 0 && strings.Contains(e.Replies[n-1], "solved") {
+		return 1
+	}
+	return 0
+}
+
+// Test a reward function against an environment in a given final state,
+// with no model and no network.
+func Example() {
+	ctx := context.Background()
+	e := &envtest.Scripted{
+		Observation: "Solve the puzzle.",
+		Replies:     []string{"not yet", "solved!"},
+		Score:       1,
+	}
+	ep, err := envtest.Play(ctx, e, env.Row{"prompt": "go"},
+		envtest.Call{Tool: "act", Args: `{"input":"try A"}`},
+		envtest.Call{Tool: "act", Args: `{"input":"try B"}`},
+		envtest.Call{Tool: "act", Args: `{"inptu":"typo"}`},
+	)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(ep.Observation)
+	for _, s := range ep.Steps {
+		fmt.Printf("%s %s -> %s\n", s.Call.Tool, s.Call.Args, s.Response)
+	}
+	fmt.Println("env reward:", ep.Reward, "user reward:", solvedReward(e))
+	// Output:
+	// Solve the puzzle.
+	// act {"input":"try A"} -> not yet
+	// act {"input":"try B"} -> solved!
+	// act {"inptu":"typo"} -> {"error": "act got an unexpected argument \"inptu\"; expected \"input\""}
+	// env reward: 1 user reward: 1
+}
+
+func TestScripted(t *testing.T) {
+	ctx := context.Background()
+	s := &envtest.Scripted{Observation: "hi", Replies: []string{"a"}, Score: 2}
+	ep, err := envtest.Play(ctx, s, env.Row{"k": 1},
+		envtest.Call{Tool: "act", Args: `{"input":"x"}`},
+		envtest.Call{Tool: "act", Args: `{"input":"y"}`},
+		envtest.Call{Tool: "nope", Args: `{}`},
+	)
+	require.NoError(t, err)
+	require.Len(t, ep.Steps, 3)
+	assert.Equal(t, "a", ep.Steps[0].Response)
+	assert.NoError(t, ep.Steps[0].Err)
+	assert.ErrorIs(t, ep.Steps[1].Err, envtest.ErrScriptEnded)
+	var ce *tools.CallError
+	require.ErrorAs(t, ep.Steps[2].Err, &ce)
+	assert.Equal(t, tools.NotFound, ce.Kind)
+	assert.True(t, ep.HasReward)
+	assert.Equal(t, 2.0, ep.Reward)
+	assert.Equal(t, []string{"x"}, s.Inputs)
+	assert.Equal(t, []env.Row{{"k": 1}}, s.Resets)
+
+	// A second episode rewinds the script.
+	_, err = envtest.Play(ctx, s, nil, envtest.Call{Tool: "act", Args: `{"input":"z"}`})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"z"}, s.Inputs)
+	assert.Len(t, s.Resets, 2)
+
+	s.ResetErr = errors.New("no")
+	_, err = envtest.Play(ctx, s, nil)
+	assert.ErrorContains(t, err, "reset: no")
+	s.ResetErr, s.RewardErr = nil, errors.New("unscorable")
+	_, err = envtest.Play(ctx, s, nil)
+	assert.ErrorContains(t, err, "reward: unscorable")
+
+	require.NoError(t, s.Close())
+	assert.True(t, s.Closed)
+}
+
+func TestFactory(t *testing.T) {
+	ctx := context.Background()
+	f := &envtest.Factory{Make: func(i int) env.Env { return &envtest.Scripted{Score: float64(i)} }}
+	for range 3 {
+		_, err := f.New(ctx)
+		require.NoError(t, err)
+	}
+	made := f.Made()
+	require.Len(t, made, 3)
+	assert.Equal(t, 2.0, made[2].(*envtest.Scripted).Score)
+
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err := f.New(canceled)
+	assert.ErrorIs(t, err, context.Canceled)
+	f.Err = errors.New("down")
+	_, err = f.New(ctx)
+	assert.EqualError(t, err, "down")
+}
+
+// notAnEnvTool has a method of the wrong form, so Play cannot discover it.
+type notAnEnvTool struct{ envtest.Scripted }
+
+func (n *notAnEnvTool) Peek() string { return "" }
+
+func TestPlayDiscoveryError(t *testing.T) {
+	_, err := envtest.Play(context.Background(), &notAnEnvTool{}, nil)
+	assert.ErrorContains(t, err, "Peek")
+}
