@@ -158,8 +158,8 @@ func TestPoolErrors(t *testing.T) {
 type helperEnv struct{ closed bool }
 
 func (h *helperEnv) Reset(ctx context.Context, row env.Row) (string, error) { return "", nil }
-func (h *helperEnv) Secret() string                                          { return "x" }
-func (h *helperEnv) Close() error                                            { h.closed = true; return nil }
+func (h *helperEnv) Secret() string                                         { return "x" }
+func (h *helperEnv) Close() error                                           { h.closed = true; return nil }
 
 func TestInstanceReward(t *testing.T) {
 	ctx := context.Background()

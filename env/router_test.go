@@ -19,8 +19,10 @@ type PingArgs struct {
 }
 
 func (o *other) Reset(ctx context.Context, row env.Row) (string, error) { return "other ready", nil }
-func (o *other) ToolDescriptions() map[string]string                   { return map[string]string{"Ping": "Ping a host."} }
-func (o *other) Ping(ctx context.Context, a PingArgs) (string, error)  { return "pong " + a.Host, nil }
+func (o *other) ToolDescriptions() map[string]string {
+	return map[string]string{"Ping": "Ping a host."}
+}
+func (o *other) Ping(ctx context.Context, a PingArgs) (string, error) { return "pong " + a.Host, nil }
 
 func TestRouter(t *testing.T) {
 	ctx := context.Background()
