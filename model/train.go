@@ -21,7 +21,7 @@ type TrainOptions struct {
 	// vector per layer, for about one more forward of compute.
 	Checkpoint bool
 	// LogitsChunk is how many scored rows of [rows, V] logits exist at a
-	// time (default 32), so a 151,936-token vocabulary never needs a
+	// time (default 64), so a 151,936-token vocabulary never needs a
 	// [tokens, V] buffer.
 	LogitsChunk int
 	// Temperature divides the logits before the log-softmax, as TRL does
@@ -96,7 +96,7 @@ func NewTrainable(m *Model, opts TrainOptions) (*Trainable, error) {
 		return nil, fmt.Errorf("train: logits chunk %d < 0", opts.LogitsChunk)
 	}
 	if opts.LogitsChunk == 0 {
-		opts.LogitsChunk = 32
+		opts.LogitsChunk = 64
 	}
 	if opts.Temperature < 0 {
 		return nil, fmt.Errorf("train: temperature %v < 0", opts.Temperature)
