@@ -106,3 +106,25 @@ func growRows(b [][]float32, n int) [][]float32 {
 	}
 	return b[:n]
 }
+
+// ActivationBytes is the memory the Trainable holds for activations and
+// their gradients, in bytes (the buffers of the largest batch so far; they
+// are reused across passes).
+func (tr *Trainable) ActivationBytes() int64 {
+	st := &tr.st
+	n := 0
+	add := func(bs ...[]float32) {
+		for _, b := range bs {
+			n += cap(b)
+		}
+	}
+	add(st.xs...)
+	for i := range st.acts {
+		a := &st.acts[i]
+		add(a.xn, a.q, a.k, a.v, a.qr, a.kr, a.att, a.lse, a.h, a.hn, a.g, a.u, a.act)
+		add(a.lora[:]...)
+	}
+	g := &st.grads
+	add(st.xf, st.dxf, st.cx, st.logits, st.dcx, g.dx, g.dh, g.dxn, g.dhn, g.dact, g.dg, g.du, g.datt, g.dq, g.dqp, g.dk, g.dv, g.dkp, g.dlora)
+	return int64(n) * 4
+}

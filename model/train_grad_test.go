@@ -180,6 +180,7 @@ func TestBackwardVariantsAgree(t *testing.T) {
 		rng := rand.New(rand.NewPCG(5, 6))
 		seqs := trRandomSeqs(rng, 48, 10, 7)
 		w := trRandomWeights(rng, seqs)
+		bytes := map[bool]int64{}
 		run := func(checkpoint, fused bool) ([][]float32, [][]float32) {
 			m := trRandomModel(t, trMicroConfig(false), kernels.F32, ref.Backend{}, 9)
 			if !full {
@@ -198,6 +199,7 @@ func TestBackwardVariantsAgree(t *testing.T) {
 				require.NoError(t, err)
 				require.NoError(t, tr.Backward(ctx, w))
 			}
+			bytes[checkpoint] = tr.ActivationBytes()
 			return lp, trGrads(tr)
 		}
 		lp0, g0 := run(false, false)
@@ -206,6 +208,7 @@ func TestBackwardVariantsAgree(t *testing.T) {
 			assert.Equal(t, lp0, lp, "full=%v %+v log-probs", full, v)
 			assert.Equal(t, g0, g, "full=%v %+v gradients", full, v)
 		}
+		assert.Less(t, bytes[true], bytes[false], "checkpointing holds less")
 	}
 }
 
