@@ -241,6 +241,24 @@ func (c *Client) State(ctx context.Context) (json.RawMessage, error) {
 	return data, nil
 }
 
+// MCP sends a JSON-RPC 2.0 request (an object: jsonrpc, id, method,
+// params) in an {"type":"mcp"} frame and returns the JSON-RPC response.
+// A JSON-RPC error is part of the response, not a Go error.
+func (c *Client) MCP(ctx context.Context, request any) (json.RawMessage, error) {
+	data, err := encodeObject("MCP request", request)
+	if err != nil {
+		return nil, err
+	}
+	typ, reply, err := c.call(ctx, "mcp", rawFrame("mcp", data))
+	if err != nil {
+		return nil, err
+	}
+	if typ != "mcp" {
+		return nil, c.protocolError("mcp", typ)
+	}
+	return reply, nil
+}
+
 // Close ends the session politely ({"type":"close"}, then a close frame)
 // and releases the socket and goroutines. Later calls return ErrClosed.
 func (c *Client) Close() error {

@@ -1,0 +1,155 @@
+package openenv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x/env"
+)
+
+// notesEnv is a tool-style env: two tools, its own reward.
+type notesEnv struct {
+	notes  []string
+	closed *atomic.Int64
+}
+
+type addArgs struct {
+	Text string `json:"text" desc:"the note to add"`
+}
+
+func (n *notesEnv) Reset(ctx context.Context, row env.Row) (string, error) {
+	n.notes = nil
+	if _, ok := row["seed"]; ok {
+		return "", errors.New("seed must not reach the row")
+	}
+	return fmt.Sprintf("topic: %v", row["topic"]), nil
+}
+
+func (n *notesEnv) Add(ctx context.Context, a addArgs) (string, error) {
+	if a.Text == "" {
+		return "", errors.New("empty note")
+	}
+	n.notes = append(n.notes, a.Text)
+	return fmt.Sprintf("%d notes", len(n.notes)), nil
+}
+
+func (n *notesEnv) Count(ctx context.Context) (int, error) { return len(n.notes), nil }
+
+func (n *notesEnv) Reward(ctx context.Context) (float64, error) { return float64(len(n.notes)) / 2, nil }
+
+func (n *notesEnv) ToolDescriptions() map[string]string {
+	return map[string]string{"Add": "Add a note.", "Count": "Count the notes."}
+}
+
+func (n *notesEnv) Close() error { n.closed.Add(1); return nil }
+
+func TestFromFactoryServesToolEnvs(t *testing.T) {
+	checkGoroutines(t)
+	var closed atomic.Int64
+	f := FromFactory(env.FactoryFunc(func(ctx context.Context) (env.Env, error) {
+		return &notesEnv{closed: &closed}, nil
+	}), "notes")
+	_, hs := startServer(t, f)
+	c := dial(t, hs.URL)
+	ctx := ctxTimeout(t, 5*time.Second)
+
+	res, err := c.Reset(ctx, map[string]any{"topic": "go", "seed": 3, "episode_id": "e-9"})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"text":"topic: go"}`, string(res.Observation))
+
+	res, err = c.Step(ctx, map[string]any{"type": "list_tools"})
+	require.NoError(t, err)
+	var list struct {
+		Tools []struct {
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			InputSchema json.RawMessage `json:"input_schema"`
+		} `json:"tools"`
+	}
+	require.NoError(t, res.DecodeObservation(&list))
+	require.Len(t, list.Tools, 2)
+	assert.Equal(t, "add", list.Tools[0].Name)
+	assert.Equal(t, "Add a note.", list.Tools[0].Description)
+	assert.Contains(t, string(list.Tools[0].InputSchema), `"text"`)
+	assert.Equal(t, "count", list.Tools[1].Name)
+
+	tests := []struct {
+		name   string
+		action string
+		want   string // observation, JSON
+		reward float64
+	}{
+		{"call", `{"type":"call_tool","tool_name":"add","arguments":{"text":"hi"}}`,
+			`{"tool_name":"add","result":{"content":[{"type":"text","text":"1 notes"}],"structured_content":{"result":"1 notes"},"data":"1 notes","is_error":false},"error":null}`, 0.5},
+		{"no arguments", `{"type":"call_tool","tool_name":"count"}`,
+			`{"tool_name":"count","result":{"content":[{"type":"text","text":"1"}],"structured_content":{"result":"1"},"data":"1","is_error":false},"error":null}`, 0.5},
+		{"unknown tool", `{"type":"call_tool","tool_name":"nope","arguments":{}}`,
+			`{"tool_name":"nope","result":null,"error":{"error_type":"tool_not_found","message":"Tool nope not found. Available tools: add, count."}}`, 0.5},
+		{"bad arguments", `{"type":"call_tool","tool_name":"add","arguments":{"txt":"x"}}`, "", 0.5},
+		{"tool error", `{"type":"call_tool","tool_name":"add","arguments":{"text":""}}`,
+			`{"tool_name":"add","result":null,"error":{"error_type":"execution_error","message":"empty note"}}`, 0.5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := c.Step(ctx, json.RawMessage(tt.action))
+			require.NoError(t, err)
+			if tt.want != "" {
+				assert.JSONEq(t, tt.want, string(res.Observation))
+			} else {
+				assert.Contains(t, string(res.Observation), `"error_type":"invalid_args"`)
+			}
+			require.NotNil(t, res.Reward)
+			assert.Equal(t, tt.reward, *res.Reward)
+		})
+	}
+
+	for _, bad := range []string{`{"type":"dance"}`, `{"tool_name":"add"}`, `{"type":"call_tool"}`,
+		`{"type":"list_tools","extra":1}`, `{"type":"call_tool","tool_name":"add","arguments":[1]}`} {
+		_, err := c.Step(ctx, json.RawMessage(bad))
+		assert.ErrorIs(t, err, CodeValidationError, bad)
+	}
+
+	st, err := c.State(ctx)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"episode_id":"e-9","step_count":6}`, string(st))
+
+	reply, err := c.MCP(ctx, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+		"params": map[string]any{"name": "add", "arguments": map[string]any{"text": "via mcp"}}})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"2 notes"}],"isError":false}}`, string(reply))
+	reply, err = c.MCP(ctx, map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+	require.NoError(t, err)
+	assert.Contains(t, string(reply), `"inputSchema"`)
+	reply, err = c.MCP(ctx, map[string]any{"jsonrpc": "2.0", "id": 3, "method": "resources/list"})
+	require.NoError(t, err)
+	assert.Contains(t, string(reply), `-32601`)
+
+	require.NoError(t, c.Close())
+	assert.Eventually(t, func() bool { return closed.Load() == 1 }, 2*time.Second, time.Millisecond)
+}
+
+func TestFromFactoryDiscoveryError(t *testing.T) {
+	checkGoroutines(t)
+	f := FromFactory(env.FactoryFunc(func(ctx context.Context) (env.Env, error) {
+		return &badToolEnv{}, nil
+	}), "bad")
+	_, hs := startServer(t, f, WithName("bad"))
+	c := dial(t, hs.URL)
+	_, err := c.Reset(ctxTimeout(t, 5*time.Second), nil)
+	assert.ErrorIs(t, err, CodeFactoryError)
+	assert.ErrorContains(t, err, "discover bad tools")
+}
+
+// badToolEnv has an exported method that is not a tool.
+type badToolEnv struct{}
+
+func (badToolEnv) Reset(ctx context.Context, row env.Row) (string, error) { return "", nil }
+func (badToolEnv) Helper(x int) int                                       { return x }
