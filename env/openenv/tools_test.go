@@ -43,7 +43,9 @@ func (n *notesEnv) Add(ctx context.Context, a addArgs) (string, error) {
 
 func (n *notesEnv) Count(ctx context.Context) (int, error) { return len(n.notes), nil }
 
-func (n *notesEnv) Reward(ctx context.Context) (float64, error) { return float64(len(n.notes)) / 2, nil }
+func (n *notesEnv) Reward(ctx context.Context) (float64, error) {
+	return float64(len(n.notes)) / 2, nil
+}
 
 func (n *notesEnv) ToolDescriptions() map[string]string {
 	return map[string]string{"Add": "Add a note.", "Count": "Count the notes."}
