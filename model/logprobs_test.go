@@ -1,0 +1,93 @@
+package model
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestLogProbsChunkingAndBatching(t *testing.T) {
+	for _, tb := range inferBackends(t) {
+		sc := shapeCases()[0]
+		t.Run(tb.name+"/"+sc.name, func(t *testing.T) {
+			m := randomModel(t, sc, tb.b)
+			V := m.Config.VocabSize
+			rng := rand.New(rand.NewPCG(8, 8))
+			var seqs []Scored
+			for i, n := range []int{9, 1, 17, 4, 0, 12} {
+				s := Scored{Tokens: randomTokens(rng, n, V)}
+				if i%2 == 0 {
+					s.Mask = make([]bool, n)
+					for j := range s.Mask {
+						s.Mask[j] = rng.IntN(2) == 0
+					}
+				}
+				seqs = append(seqs, s)
+			}
+			want, err := m.LogProbs(t.Context(), seqs, LogProbsOptions{Entropy: true})
+			require.NoError(t, err)
+			// Each sequence against its own full-logits computation.
+			for i, s := range seqs {
+				require.Len(t, want[i].LogProbs, len(s.Tokens))
+				if len(s.Tokens) == 0 {
+					continue
+				}
+				logits, err := m.Logits(s.Tokens, Options{})
+				require.NoError(t, err)
+				for p := 1; p < len(s.Tokens); p++ {
+					if s.Mask != nil && !s.Mask[p] {
+						assert.Zero(t, want[i].LogProbs[p])
+						assert.Zero(t, want[i].Entropy[p])
+						continue
+					}
+					row := logits[(p-1)*V : p*V]
+					lse := logSumExp(row)
+					assert.InDelta(t, float64(row[s.Tokens[p]])-lse, want[i].LogProbs[p], 2e-5, "seq %d token %d", i, p)
+					assert.InDelta(t, entropy64(row), want[i].Entropy[p], 1e-4, "seq %d entropy %d", i, p)
+				}
+			}
+			// Tiny steps (sequences split across forwards) and tiny lm_head
+			// chunks give the same numbers.
+			for _, o := range []LogProbsOptions{{StepTokens: 5, ChunkRows: 3}, {StepTokens: 1, ChunkRows: 1}, {StepTokens: 1000, ChunkRows: 1000}} {
+				o.Entropy = true
+				got, err := m.LogProbs(t.Context(), seqs, o)
+				require.NoError(t, err)
+				for i := range seqs {
+					assertClose32(t, got[i].LogProbs, want[i].LogProbs, invAtol, invRtol, "chunked logprobs")
+					assertClose32(t, got[i].Entropy, want[i].Entropy, invAtol, invRtol, "chunked entropy")
+				}
+			}
+			noEnt, err := m.LogProbs(t.Context(), seqs[:1], LogProbsOptions{})
+			require.NoError(t, err)
+			assert.Nil(t, noEnt[0].Entropy)
+		})
+	}
+}
+
+func logSumExp(row []float32) float64 {
+	mx := float64(row[0])
+	for _, v := range row {
+		mx = max(mx, float64(v))
+	}
+	var s float64
+	for _, v := range row {
+		s += math.Exp(float64(v) - mx)
+	}
+	return mx + math.Log(s)
+}
+
+func TestLogProbsErrors(t *testing.T) {
+	m := openTiny(t, inferBackends(t)[0].b)
+	_, err := m.LogProbs(t.Context(), []Scored{{Tokens: []int32{1, 600}}}, LogProbsOptions{})
+	assert.ErrorContains(t, err, "600")
+	_, err = m.LogProbs(t.Context(), []Scored{{Tokens: []int32{1, 2}, Mask: []bool{true}}}, LogProbsOptions{})
+	assert.ErrorContains(t, err, "mask")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err = m.LogProbs(ctx, []Scored{{Tokens: []int32{1, 2}}}, LogProbsOptions{})
+	assert.ErrorIs(t, err, context.Canceled)
+}
