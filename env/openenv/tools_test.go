@@ -155,3 +155,45 @@ type badToolEnv struct{}
 
 func (badToolEnv) Reset(ctx context.Context, row env.Row) (string, error) { return "", nil }
 func (badToolEnv) Helper(x int) int                                       { return x }
+
+func TestRemoteEnvPlaysToolServer(t *testing.T) {
+	checkGoroutines(t)
+	var closed atomic.Int64
+	f := FromFactory(env.FactoryFunc(func(ctx context.Context) (env.Env, error) {
+		return &notesEnv{closed: &closed}, nil
+	}), "notes")
+	_, hs := startServer(t, f)
+	ctx := ctxTimeout(t, 5*time.Second)
+	e, err := RemoteFactory(hs.URL).New(ctx)
+	require.NoError(t, err)
+	r := e.(*RemoteEnv)
+	assert.Nil(t, r.ToolSet())
+
+	text, err := r.Reset(ctx, env.Row{"topic": "remote"})
+	require.NoError(t, err)
+	assert.Equal(t, "topic: remote", text)
+	require.NotNil(t, r.ToolSet())
+	assert.Equal(t, []string{"add", "count"}, r.ToolSet().Names())
+
+	tests := []struct {
+		tool, args, want string
+		failed           bool
+	}{
+		{"add", `{"text":"a"}`, "1 notes", false},
+		{"add", `{"text":"b"}`, "2 notes", false},
+		{"count", `{}`, "2", false},
+		{"add", `{"text":""}`, `{"error": "empty note"}`, true},
+		{"nope", `{}`, `{"error": "Tool nope not found. Available tools: add, count."}`, true},
+	}
+	for _, tt := range tests {
+		out, err := r.ToolSet().Call(ctx, tt.tool, json.RawMessage(tt.args))
+		assert.Equal(t, tt.want, out, tt.tool+tt.args)
+		assert.Equal(t, tt.failed, err != nil, tt.tool+tt.args)
+	}
+	reward, err := r.Reward(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1.0, reward, "two notes, reward len/2 from the server")
+
+	require.NoError(t, r.Close())
+	assert.Eventually(t, func() bool { return closed.Load() == 1 }, 2*time.Second, time.Millisecond)
+}
