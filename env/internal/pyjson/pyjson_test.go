@@ -112,3 +112,10 @@ func TestScalars(t *testing.T) {
 	assert.Equal(t, "String should have at least 3 characters", fe[0].Msg)
 	assert.Len(t, Dict("game_params", map[string]any{}), 0)
 }
+
+func TestUUID4(t *testing.T) {
+	a, b := UUID4(Seeds(1, 0)), UUID4(Seeds(1, 0))
+	assert.Equal(t, a, b, "same seed, same id")
+	assert.NotEqual(t, a, UUID4(Seeds(1, 1)))
+	assert.Regexp(t, `^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`, a)
+}
