@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x/env/openenv"
+)
+
+func TestParseFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want func(t *testing.T, c config)
+		err  string
+	}{
+		{name: "defaults", want: func(t *testing.T, c config) {
+			assert.Equal(t, config{env: "echo", host: "127.0.0.1", port: 8000, maxSessions: openenv.DefaultMaxSessions,
+				idleTimeout: openenv.DefaultIdleTimeout, ping: openenv.DefaultPingInterval}, c)
+		}},
+		{name: "MAX_CONCURRENT_ENVS", env: map[string]string{"MAX_CONCURRENT_ENVS": "8", "OPENENV_TOKEN": "t"}, want: func(t *testing.T, c config) {
+			assert.Equal(t, 8, c.maxSessions)
+			assert.Equal(t, "t", c.token)
+		}},
+		{name: "flags win", args: []string{"-max-sessions", "3", "-port", "9001", "-seed", "7", "-idle-timeout", "0"},
+			env: map[string]string{"MAX_CONCURRENT_ENVS": "8"}, want: func(t *testing.T, c config) {
+				assert.Equal(t, 3, c.maxSessions)
+				assert.Equal(t, 9001, c.port)
+				assert.Equal(t, uint64(7), c.seed)
+				assert.Zero(t, c.idleTimeout)
+			}},
+		{name: "bad MAX_CONCURRENT_ENVS", env: map[string]string{"MAX_CONCURRENT_ENVS": "lots"}, err: `MAX_CONCURRENT_ENVS="lots"`},
+		{name: "unknown env", args: []string{"-env", "chess"}, err: `-env "chess": unknown environment`},
+		{name: "bad port", args: []string{"-port", "70000"}, err: "-port 70000"},
+		{name: "bad sessions", args: []string{"-max-sessions", "0"}, err: "-max-sessions 0"},
+		{name: "stray argument", args: []string{"wordle"}, err: "unexpected arguments"},
+		{name: "unknown flag", args: []string{"-nope"}, err: "flag provided but not defined"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseFlags(tt.args, func(k string) string { return tt.env[k] }, io.Discard)
+			if tt.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.err)
+				return
+			}
+			require.NoError(t, err)
+			tt.want(t, c)
+		})
+	}
+}
+
+func TestRunServesUntilCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	addrs := make(chan string, 1)
+	done := make(chan error, 1)
+	getenv := func(k string) string {
+		if k == "OPENENV_TOKEN" {
+			return "tok"
+		}
+		return ""
+	}
+	go func() {
+		done <- run(ctx, []string{"-port", "0", "-env", "echo"}, getenv, io.Discard, func(a string) { addrs <- a })
+	}()
+	var addr string
+	select {
+	case addr = <-addrs:
+	case err := <-done:
+		t.Fatalf("run ended early: %v", err)
+	}
+	cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+	defer ccancel()
+	c, err := openenv.Dial(cctx, addr, openenv.WithBearerToken("tok"))
+	require.NoError(t, err)
+	defer c.Close()
+	res, err := c.Reset(cctx, nil)
+	require.NoError(t, err)
+	assert.Contains(t, string(res.Observation), "Echo environment ready!")
+	res, err = c.Step(cctx, map[string]string{"message": "hi"})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"echoed_message":"hi","message_length":2}`, string(res.Observation))
+
+	cancel() // what SIGTERM does
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not return after cancel")
+	}
+	_, err = c.Step(cctx, map[string]string{"message": "after shutdown"})
+	assert.ErrorIs(t, err, openenv.ErrSessionLost)
+}
