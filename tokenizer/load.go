@@ -71,6 +71,10 @@ type sequenceJSON struct {
 // maxID bounds token ids: they must fit int32 and index in-memory tables.
 const maxID = 1 << 24
 
+// idSlack is how far ids may run past the number of tokens: real files have
+// a few reserved gaps, a hostile one must not make us allocate gigabytes.
+const idSlack = 1 << 16
+
 // Load reads a Hugging Face tokenizer.json of the byte-level BPE family.
 func Load(path string) (*Tokenizer, error) {
 	data, err := os.ReadFile(path)
@@ -106,7 +110,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if f.Model == nil {
 		return nil, errors.New("tokenizer.json: no model")
 	}
-	if err := t.parseModel(f.Model); err != nil {
+	if err := t.parseModel(f.Model, len(f.AddedTokens)); err != nil {
 		return nil, err
 	}
 	if err := t.parseAdded(f.AddedTokens); err != nil {
@@ -234,7 +238,7 @@ func parseDecoder(raw json.RawMessage) error {
 	return nil
 }
 
-func (t *Tokenizer) parseModel(m *modelJSON) error {
+func (t *Tokenizer) parseModel(m *modelJSON, nAdded int) error {
 	if m.Type != "BPE" {
 		return fmt.Errorf("model: unsupported type %q (need BPE)", m.Type)
 	}
@@ -260,6 +264,10 @@ func (t *Tokenizer) parseModel(m *modelJSON) error {
 		}
 		t.vocab[tok] = int32(id)
 		maxSeen = max(maxSeen, id)
+	}
+	limit := int64(2*(len(m.Vocab)+nAdded) + idSlack)
+	if maxSeen >= limit {
+		return fmt.Errorf("model: vocab id %d is far beyond the %d tokens", maxSeen, len(m.Vocab))
 	}
 	t.tokens = make([]string, maxSeen+1)
 	t.used = make([]bool, maxSeen+1)
@@ -334,8 +342,8 @@ func (t *Tokenizer) parseAdded(list []addedTokenJSON) error {
 			return fmt.Errorf("added_tokens [%d] %q: no id", i, a.Content)
 		}
 		id := *a.ID
-		if id < 0 || id >= maxID {
-			return fmt.Errorf("added_tokens [%d] %q: id %d out of range [0, %d)", i, a.Content, id, maxID)
+		if limit := int64(len(t.tokens) + len(list) + idSlack); id < 0 || id >= limit {
+			return fmt.Errorf("added_tokens [%d] %q: id %d out of range [0, %d)", i, a.Content, id, limit)
 		}
 		if a.Content == "" {
 			return fmt.Errorf("added_tokens [%d]: empty content", i)
