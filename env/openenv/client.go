@@ -78,6 +78,8 @@ type clientConfig struct {
 	pingTimeout    time.Duration
 	maxMessageSize int64
 	header         http.Header
+	dialAttempts   int
+	dialBackoff    time.Duration
 }
 
 // Option configures a Client.
@@ -112,6 +114,14 @@ func WithMessageTimeout(d time.Duration) Option {
 // server's pings are answered either way.
 func WithKeepalive(interval, timeout time.Duration) Option {
 	return func(c *clientConfig) { c.pingInterval, c.pingTimeout = interval, timeout }
+}
+
+// WithDialRetry makes connecting (Dial, and Reset after a lost session)
+// try up to attempts times, sleeping backoff after the first failure and
+// doubling it after each (capped at 30 s), within ctx. A refusal with an
+// HTTP status (401, 404, 503) is final and not retried.
+func WithDialRetry(attempts int, backoff time.Duration) Option {
+	return func(c *clientConfig) { c.dialAttempts, c.dialBackoff = attempts, backoff }
 }
 
 // WithMaxMessageSize sets the largest reply accepted
@@ -326,6 +336,9 @@ func (c *Client) call(ctx context.Context, op string, req []byte) (string, json.
 	if c.closed {
 		return "", nil, ErrClosed
 	}
+	if err := ctx.Err(); err != nil { // not sent: the session is untouched
+		return "", nil, fmt.Errorf("openenv %s: %w", op, err)
+	}
 	if err := c.prepareLocked(ctx, op); err != nil {
 		return "", nil, err
 	}
@@ -369,21 +382,28 @@ func (c *Client) call(ctx context.Context, op string, req []byte) (string, json.
 // prepareLocked makes sure a usable session exists before a request:
 // Reset (re)connects when there is none; step and state report the loss.
 func (c *Client) prepareLocked(ctx context.Context, op string) error {
-	if cn := c.cn; cn != nil && cn.used {
-		// Anything waiting now was not asked for: the server ended the
-		// session (idle reaper, shutdown) or broke the protocol.
-		raw, unsolicited := cn.queued()
-		lost := unsolicited
-		select {
-		case <-cn.dead:
-			lost = true
-		default:
-		}
-		if lost {
-			var cause error = cn.err
-			if unsolicited {
+	if cn := c.cn; cn != nil {
+		var cause error
+		if cn.used {
+			// Anything waiting now was not asked for: the server ended the
+			// session (idle reaper, shutdown) or broke the protocol.
+			if raw, ok := cn.queued(); ok {
 				cause = unsolicitedError(raw)
 			}
+		}
+		// A frame waiting on an unused connection is the server's refusal
+		// (CAPACITY_REACHED, FACTORY_ERROR): it answers this request.
+		if cause == nil && (cn.used || len(cn.frames) == 0) {
+			select {
+			case <-cn.dead:
+				cause = cn.err
+				if cause == nil {
+					cause = errors.New("connection closed")
+				}
+			default:
+			}
+		}
+		if cause != nil {
 			c.dropLocked()
 			if op != "reset" {
 				return &SessionLostError{Op: op, Err: cause}
@@ -486,8 +506,28 @@ type conn struct {
 // flight, so more than a few waiting frames means a broken server.
 const frameBacklog = 8
 
-// connect dials the server and starts the reader (and pinger).
+// connect dials the server, retrying as configured.
 func (c *Client) connect(ctx context.Context) (*conn, error) {
+	backoff := c.cfg.dialBackoff
+	for attempt := 1; ; attempt++ {
+		cn, err := c.dialOnce(ctx)
+		var he *HandshakeError
+		if err == nil || attempt >= c.cfg.dialAttempts || errors.As(err, &he) {
+			return cn, err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w (gave up after %d attempts: %w)", err, attempt, ctx.Err())
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+// dialOnce dials the server and starts the reader (and pinger).
+func (c *Client) dialOnce(ctx context.Context) (*conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, c.cfg.dialTimeout)
 	defer cancel()
 	d := websocket.Dialer{

@@ -157,6 +157,13 @@ func TestClientEpisodeAndTypedErrors(t *testing.T) {
 	_, err = c.Reset(ctx, map[string]any{"fail": true})
 	assert.ErrorIs(t, err, CodeExecutionError)
 
+	// A call whose ctx is already done sends nothing and keeps the session.
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = c.Step(done, echoAction{Message: "never sent"})
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.NotErrorIs(t, err, ErrSessionLost)
+
 	// Client-side checks happen before anything is sent.
 	_, err = c.Step(ctx, []int{1})
 	assert.ErrorContains(t, err, "action must be a JSON object")
@@ -168,7 +175,7 @@ func TestClientEpisodeAndTypedErrors(t *testing.T) {
 	require.NoError(t, c.Close())
 	_, err = c.Step(ctx, echoAction{Message: "x"})
 	assert.ErrorIs(t, err, ErrClosed)
-	assert.Eventually(t, func() bool { return f.closed.Load() == 1 }, 2*time.Second, time.Millisecond, "server closes the env")
+	assert.Eventually(t, func() bool { return f.closed.Load() == 1 }, 5*time.Second, time.Millisecond, "server closes the env")
 }
 
 func TestCapacityRefusalAndHealth(t *testing.T) {
@@ -196,7 +203,7 @@ func TestCapacityRefusalAndHealth(t *testing.T) {
 	assert.Equal(t, 1, se.MaxSessions)
 
 	require.NoError(t, a.Close())
-	require.Eventually(t, func() bool { return srv.ActiveSessions() == 0 }, 2*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return srv.ActiveSessions() == 0 }, 5*time.Second, time.Millisecond)
 	_, err = b.Reset(ctx, nil) // Reset opens a new session once a slot is free
 	require.NoError(t, err)
 }
@@ -271,11 +278,11 @@ func TestReplyTimeoutLosesSessionAndResetReconnects(t *testing.T) {
 	f.mu.Lock()
 	assert.Equal(t, 2, f.made)
 	f.mu.Unlock()
-	assert.Eventually(t, func() bool { return f.closed.Load() == 1 }, 2*time.Second, time.Millisecond, "the abandoned session's env is closed")
+	assert.Eventually(t, func() bool { return f.closed.Load() == 1 }, 5*time.Second, time.Millisecond, "the abandoned session's env is closed")
 
 	// WithMessageTimeout applies when ctx has no deadline.
 	c2 := dial(t, hs.URL, WithMessageTimeout(20*time.Millisecond))
-	_, err = c2.Reset(context.Background(), nil)
+	_, err = c2.Reset(ctxTimeout(t, 5*time.Second), nil) // a ctx deadline wins over the message timeout
 	require.NoError(t, err)
 	_, err = c2.Step(context.Background(), echoAction{Message: "slow"})
 	assert.ErrorIs(t, err, ErrSessionLost)
@@ -363,7 +370,7 @@ func TestSlowReaderDoesNotBlockOthers(t *testing.T) {
 		_, err = c.Step(ctx, echoAction{Message: "hi"})
 		require.NoError(t, err)
 	}
-	require.Eventually(t, func() bool { return srv.ActiveSessions() == 1 }, 3*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return srv.ActiveSessions() == 1 }, 5*time.Second, 5*time.Millisecond,
 		"the stuck session is dropped after the write timeout")
 	stuck.Close()
 	wg.Wait()
@@ -431,7 +438,7 @@ func TestBearerToken(t *testing.T) {
 func TestIdleReaperClosesEnvAndSocket(t *testing.T) {
 	checkGoroutines(t)
 	f := &echoFactory{}
-	srv, hs := startServer(t, f, WithIdleTimeout(60*time.Millisecond))
+	srv, hs := startServer(t, f, WithIdleTimeout(100*time.Millisecond))
 	ctx := ctxTimeout(t, 5*time.Second)
 
 	// A raw socket sees the error frame, then close 1000.
@@ -453,17 +460,23 @@ func TestIdleReaperClosesEnvAndSocket(t *testing.T) {
 	c := dial(t, hs.URL)
 	_, err = c.Reset(ctx, nil)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return f.closed.Load() == 2 }, 3*time.Second, time.Millisecond, "both envs closed by the reaper")
+	require.Eventually(t, func() bool { return f.closed.Load() == 2 }, 5*time.Second, time.Millisecond, "both envs closed by the reaper")
 	assert.Equal(t, 0, srv.ActiveSessions(), "slots freed, no over-admission")
 	_, err = c.Step(ctx, echoAction{Message: "late"})
 	assert.ErrorIs(t, err, ErrSessionLost)
 	assert.ErrorIs(t, err, CodeSessionError)
 
-	// Activity keeps a session alive past the timeout.
-	_, err = c.Reset(ctx, nil)
+}
+
+func TestActivityKeepsSessionFromReaper(t *testing.T) {
+	checkGoroutines(t)
+	_, hs := startServer(t, &echoFactory{}, WithIdleTimeout(400*time.Millisecond))
+	ctx := ctxTimeout(t, 5*time.Second)
+	c := dial(t, hs.URL)
+	_, err := c.Reset(ctx, nil)
 	require.NoError(t, err)
-	for range 6 {
-		time.Sleep(20 * time.Millisecond)
+	for range 25 { // 1 s of steps, 40 ms apart: 2.5× the idle timeout
+		time.Sleep(40 * time.Millisecond)
 		_, err = c.Step(ctx, echoAction{Message: "busy"})
 		require.NoError(t, err)
 	}
@@ -471,7 +484,7 @@ func TestIdleReaperClosesEnvAndSocket(t *testing.T) {
 
 func TestKeepaliveAnsweredByReaderGoroutine(t *testing.T) {
 	checkGoroutines(t)
-	srv, hs := startServer(t, &echoFactory{}, WithPing(10*time.Millisecond, 20*time.Millisecond), WithIdleTimeout(0))
+	srv, hs := startServer(t, &echoFactory{}, WithPing(100*time.Millisecond, 200*time.Millisecond), WithIdleTimeout(0))
 	ctx := ctxTimeout(t, 5*time.Second)
 	c := dial(t, hs.URL)
 	_, err := c.Reset(ctx, nil)
@@ -482,9 +495,9 @@ func TestKeepaliveAnsweredByReaderGoroutine(t *testing.T) {
 	deaf, _, err := websocket.DefaultDialer.Dial(wsURL, nil)
 	require.NoError(t, err)
 	defer deaf.Close()
-	require.Eventually(t, func() bool { return srv.ActiveSessions() == 1 }, 3*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return srv.ActiveSessions() == 1 }, 5*time.Second, time.Millisecond)
 
-	time.Sleep(150 * time.Millisecond) // idle for 5× the server's ping timeout
+	time.Sleep(time.Second) // idle for 5× the server's ping timeout
 	_, err = c.Step(ctx, echoAction{Message: "still connected"})
 	require.NoError(t, err)
 }
@@ -509,7 +522,7 @@ func TestClientKeepaliveDetectsSilentServer(t *testing.T) {
 	start := time.Now()
 	_, err := c.Step(ctxTimeout(t, 5*time.Second), echoAction{Message: "x"})
 	assert.ErrorIs(t, err, ErrSessionLost)
-	assert.Less(t, time.Since(start), time.Second, "known dead before the reply timeout")
+	assert.Less(t, time.Since(start), 3*time.Second, "known dead long before the 5 s ctx deadline")
 }
 
 func TestShutdownEndsEverySession(t *testing.T) {
@@ -605,4 +618,39 @@ func (l *trackingListener) killAll() {
 		_ = c.Close()
 	}
 	l.conns = nil
+}
+
+func TestDialRetryWaitsForServer(t *testing.T) {
+	checkGoroutines(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens until the server starts
+
+	_, err = Dial(t.Context(), addr)
+	require.Error(t, err, "no retry by default")
+
+	srv := NewServer(&echoFactory{})
+	hs := &http.Server{Handler: srv}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		time.Sleep(100 * time.Millisecond)
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Errorf("listen again: %v", err)
+			return
+		}
+		_ = hs.Serve(ln)
+	}()
+	defer func() {
+		assert.NoError(t, srv.Shutdown(context.Background()))
+		assert.NoError(t, hs.Shutdown(context.Background()))
+		<-served
+	}()
+	c, err := Dial(ctxTimeout(t, 5*time.Second), addr, WithDialRetry(20, 20*time.Millisecond))
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Reset(ctxTimeout(t, 5*time.Second), nil)
+	require.NoError(t, err)
 }
