@@ -326,7 +326,9 @@ func (c *Chat) ToolSuffixIDs(tools []Message, opts RenderOptions) ([]int32, erro
 		{Role: "user", Content: "dummy"},
 		{Role: "assistant", ToolCalls: []ToolCall{{Name: tools[0].Name, Arguments: json.RawMessage("{}")}}},
 	}
-	opts.Tools, opts.AddGenerationPrompt = nil, false
+	// The training variant, because Qwen3's own template drops the dummy
+	// turn's empty think block once tool messages follow it.
+	opts.Tools, opts.AddGenerationPrompt, opts.KeepAllReasoning = nil, false, true
 	prefix, err := appendRender(nil, base, opts)
 	if err != nil {
 		return nil, fmt.Errorf("tool suffix: %w", err)
