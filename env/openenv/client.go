@@ -17,8 +17,14 @@ import (
 
 // Client defaults, matching the Python client's.
 const (
-	DefaultDialTimeout    = 10 * time.Second
+	// DefaultDialTimeout bounds connecting (the Python client's
+	// connect_timeout_s).
+	DefaultDialTimeout = 10 * time.Second
+	// DefaultMessageTimeout bounds a call whose ctx has no deadline
+	// (message_timeout_s).
 	DefaultMessageTimeout = 60 * time.Second
+	// DefaultMaxMessageSize is the largest reply accepted
+	// (max_message_size_mb=100).
 	DefaultMaxMessageSize = 100 << 20
 )
 
@@ -140,6 +146,10 @@ type Client struct {
 	url string
 	cfg clientConfig
 
+	// writeBuffers lends a write buffer per frame, so an idle connection
+	// holds none.
+	writeBuffers *sync.Pool
+
 	mu     sync.Mutex // one request at a time; guards cn and closed
 	cn     *conn      // nil when no session is open
 	closed bool
@@ -198,7 +208,7 @@ func Dial(ctx context.Context, url string, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	c := &Client{url: wsURL, cfg: cfg}
+	c := &Client{url: wsURL, cfg: cfg, writeBuffers: &sync.Pool{}}
 	cn, err := c.connect(ctx)
 	if err != nil {
 		return nil, err
@@ -533,6 +543,7 @@ func (c *Client) dialOnce(ctx context.Context) (*conn, error) {
 	d := websocket.Dialer{
 		Proxy:            http.ProxyFromEnvironment,
 		HandshakeTimeout: c.cfg.dialTimeout,
+		WriteBufferPool:  c.writeBuffers,
 	}
 	ws, resp, err := d.DialContext(dctx, c.url, c.cfg.header)
 	if err != nil {

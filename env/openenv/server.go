@@ -18,12 +18,19 @@ import (
 
 // Server defaults.
 const (
-	DefaultMaxSessions  = 1024
+	// DefaultMaxSessions is the session limit: generous, since a GRPO
+	// batch opens one session per generation (upstream defaults to 1).
+	DefaultMaxSessions = 1024
+	// DefaultPingInterval and DefaultPingTimeout are uvicorn's keepalive.
 	DefaultPingInterval = 20 * time.Second
-	DefaultPingTimeout  = 20 * time.Second
-	DefaultIdleTimeout  = 30 * time.Minute
+	// DefaultPingTimeout: see DefaultPingInterval.
+	DefaultPingTimeout = 20 * time.Second
+	// DefaultIdleTimeout reaps sessions with no request for this long.
+	DefaultIdleTimeout = 30 * time.Minute
+	// DefaultWriteTimeout bounds every write to a client.
 	DefaultWriteTimeout = 10 * time.Second
-	DefaultReadLimit    = 16 << 20
+	// DefaultReadLimit is the largest frame accepted (uvicorn's 16 MiB).
+	DefaultReadLimit = 16 << 20
 )
 
 // serverConfig holds a Server's settings; see the ServerOption functions.
@@ -149,6 +156,9 @@ func NewServer(f EnvironmentFactory, opts ...ServerOption) *Server {
 			HandshakeTimeout: 10 * time.Second,
 			ReadBufferSize:   4096,
 			WriteBufferSize:  4096,
+			// Idle sessions hold no write buffer: it returns to the pool
+			// after each frame.
+			WriteBufferPool: &sync.Pool{},
 			// Clients are programs, not browsers; the token (if any) is the
 			// access control.
 			CheckOrigin: func(*http.Request) bool { return true },

@@ -256,6 +256,7 @@ type member struct {
 // JSON type.
 type errNotObject struct{ kind string }
 
+// Error names the JSON type found.
 func (e errNotObject) Error() string { return "a JSON object is required, got " + e.kind }
 
 // parseObject splits a JSON object into its members in document order
