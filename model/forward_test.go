@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x/kernels"
+	"github.com/x/kernels/cpu"
 	"github.com/x/kernels/ref"
 )
 
@@ -66,7 +67,9 @@ type testBackend struct {
 // closed when the test ends.
 func inferBackends(t *testing.T) []testBackend {
 	t.Helper()
-	return []testBackend{{"ref", ref.Backend{}}}
+	c := cpu.New(2)
+	t.Cleanup(c.Close)
+	return []testBackend{{"ref", ref.Backend{}}, {"cpu", c}}
 }
 
 func openTiny(t *testing.T, b kernels.Backend) *Model {

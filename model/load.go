@@ -4,18 +4,40 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 
 	"github.com/x/kernels"
+	"github.com/x/kernels/cpu"
 )
+
+// closers closes each in turn and joins their errors.
+type closers []io.Closer
+
+func (cs closers) Close() error {
+	var errs []error
+	for _, c := range cs {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// backendCloser adapts a backend's Close() to io.Closer.
+type backendCloser struct{ b *cpu.Backend }
+
+func (c backendCloser) Close() error {
+	c.b.Close()
+	return nil
+}
 
 // Load reads a Hugging Face Qwen3ForCausalLM folder: config.json and
 // model.safetensors, or the shards named by model.safetensors.index.json.
 // The files are memory-mapped and weights keep their stored dtype (F32,
 // BF16 or F16); norm weights are copied to float32. Close releases the
-// mappings. b runs every op.
+// mappings. b runs every op; nil means a fast CPU backend using every core
+// (cpu.New(0)), which the Model then owns and Close releases.
 func Load(dir string, b kernels.Backend) (*Model, error) {
 	cfg, err := LoadConfig(filepath.Join(dir, "config.json"))
 	if err != nil {
@@ -30,8 +52,13 @@ func Load(dir string, b kernels.Backend) (*Model, error) {
 		_ = src.Close()
 		return nil, fmt.Errorf("model: load %s: %w", dir, err)
 	}
-	m.Backend = b
 	m.closer = src
+	if b == nil {
+		c := cpu.New(0)
+		b = c
+		m.closer = closers{src, backendCloser{c}}
+	}
+	m.Backend = b
 	return m, nil
 }
 

@@ -264,3 +264,15 @@ func sqrt(x float64) float64 {
 	}
 	return z
 }
+
+func TestLoadDefaultBackend(t *testing.T) {
+	m, err := Load(tinyDir, nil)
+	require.NoError(t, err)
+	require.NotNil(t, m.Backend)
+	want := loadReference(t)
+	got, err := m.Logits(want.Logits.InputIDs, Options{})
+	require.NoError(t, err)
+	assertClose(t, got, flatten(want.Logits.Logits), refAtol, refRtol, "logits on the default backend")
+	require.NoError(t, m.Close())
+	require.NoError(t, m.Close(), "a second Close is a no-op")
+}

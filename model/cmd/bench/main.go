@@ -1,0 +1,333 @@
+// Command bench measures Qwen3 prefill and decode speed on the CPU, in the
+// spirit of llama-bench: each test is repeated -r times after one warm-up,
+// and reports mean and standard deviation of tokens/s.
+//
+//	go run ./model/cmd/bench -model DIR -threads 2 -p 512 -n 64 -r 5 -json
+//	go run ./model/cmd/bench -random qwen3-0.6b -dtype bf16 -p 512 -n 64 -b 1,8,64
+//
+// A prefill test (pN) feeds N random tokens to an empty cache and computes
+// the logits of the last one. A decode test (tgN at batch B) runs N steps
+// of B sequences, each feeding one token and sampling the next greedily
+// (after an untimed prefill of -d tokens per sequence), so its tokens/s is
+// B·N divided by the time. -random writes a random-weight checkpoint of a
+// named shape to a temporary folder (removed at exit unless -keep).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/x/kernels"
+	"github.com/x/kernels/cpu"
+	"github.com/x/model"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	modelDir string
+	random   string
+	dtype    kernels.DType
+	keep     bool
+	threads  []int
+	prompts  []int
+	gens     []int
+	batches  []int
+	depth    int
+	reps     int
+	json     bool
+	seed     uint64
+}
+
+// Result is one test's figures (one JSON object per line with -json).
+type Result struct {
+	Model      string    `json:"model"`
+	Shape      string    `json:"shape,omitempty"`
+	Params     int64     `json:"n_params"`
+	DType      string    `json:"dtype"`
+	Threads    int       `json:"threads"`
+	SIMD       string    `json:"simd"`
+	Test       string    `json:"test"`
+	NPrompt    int       `json:"n_prompt"`
+	NGen       int       `json:"n_gen"`
+	NDepth     int       `json:"n_depth"`
+	Batch      int       `json:"batch"`
+	Reps       int       `json:"reps"`
+	AvgTS      float64   `json:"avg_ts"`
+	StddevTS   float64   `json:"stddev_ts"`
+	SamplesTS  []float64 `json:"samples_ts"`
+	AvgNS      float64   `json:"avg_ns"`
+	PeakRSSMiB float64   `json:"peak_rss_mib"`
+	GoSysMiB   float64   `json:"go_sys_mib"`
+	GoHeapMiB  float64   `json:"go_heap_inuse_mib"`
+	Time       string    `json:"test_time"`
+}
+
+func intList(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		v, err := strconv.Atoi(f)
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("bad number %q in %q", f, s)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	var threads, prompts, gens, batches, dtype string
+	fs.StringVar(&o.modelDir, "model", "", "Hugging Face Qwen3 folder (config.json + model.safetensors)")
+	fs.StringVar(&o.random, "random", "", "write random weights of a named shape instead: qwen3-0.6b, qwen3-1.7b, tiny")
+	fs.StringVar(&dtype, "dtype", "bf16", "dtype of -random weights: bf16, f16, f32")
+	fs.BoolVar(&o.keep, "keep", false, "keep the -random checkpoint folder (its path is printed)")
+	fs.StringVar(&threads, "threads", strconv.Itoa(runtime.NumCPU()), "threads, comma-separated list")
+	fs.StringVar(&prompts, "p", "512", "prefill tests: prompt lengths, comma-separated (0 = none)")
+	fs.StringVar(&gens, "n", "64", "decode tests: generated tokens, comma-separated (0 = none)")
+	fs.StringVar(&batches, "b", "1", "decode tests: batch sizes, comma-separated")
+	fs.IntVar(&o.depth, "d", 0, "decode tests: prompt tokens per sequence before decoding (untimed)")
+	fs.IntVar(&o.reps, "r", 5, "repetitions of each test")
+	fs.BoolVar(&o.json, "json", false, "print one JSON object per test")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed for random weights and tokens")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	var err error
+	for _, l := range []struct {
+		dst *[]int
+		s   string
+	}{{&o.threads, threads}, {&o.prompts, prompts}, {&o.gens, gens}, {&o.batches, batches}} {
+		if *l.dst, err = intList(l.s); err != nil {
+			return o, err
+		}
+	}
+	switch strings.ToLower(dtype) {
+	case "bf16":
+		o.dtype = kernels.BF16
+	case "f16":
+		o.dtype = kernels.F16
+	case "f32":
+		o.dtype = kernels.F32
+	default:
+		return o, fmt.Errorf("-dtype %q: want bf16, f16 or f32", dtype)
+	}
+	switch {
+	case (o.modelDir == "") == (o.random == ""):
+		return o, errors.New("give exactly one of -model DIR or -random SHAPE")
+	case o.reps < 1:
+		return o, fmt.Errorf("-r %d: need at least 1", o.reps)
+	case len(o.threads) == 0 || len(o.batches) == 0:
+		return o, errors.New("-threads and -b need at least one value")
+	}
+	for _, b := range o.batches {
+		if b < 1 {
+			return o, fmt.Errorf("-b %d: batch sizes must be ≥ 1", b)
+		}
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	dir, name, shape := o.modelDir, filepath.Base(o.modelDir), ""
+	if o.random != "" {
+		cfg, err := model.NamedConfig(o.random)
+		if err != nil {
+			return err
+		}
+		dir, err = os.MkdirTemp("", "qwen3-bench-*")
+		if err != nil {
+			return err
+		}
+		if o.keep {
+			fmt.Fprintln(stderr, "bench: random checkpoint in", dir)
+		} else {
+			defer os.RemoveAll(dir)
+		}
+		start := time.Now()
+		if err := model.WriteRandom(dir, cfg, o.dtype, o.seed, model.RandomOptions{}); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "bench: wrote random %s %s in %.1fs\n", o.random, o.dtype, time.Since(start).Seconds())
+		name, shape = "random-"+o.random, o.random
+	}
+	if !o.json {
+		fmt.Fprintln(stdout, "| model | dtype | threads | test | batch | t/s | ms/step |")
+		fmt.Fprintln(stdout, "| --- | --- | ---: | --- | ---: | ---: | ---: |")
+	}
+	for _, th := range o.threads {
+		if err := runThreads(ctx, o, dir, name, shape, th, stdout); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func runThreads(ctx context.Context, o options, dir, name, shape string, threads int, stdout io.Writer) error {
+	be := cpu.New(threads)
+	defer be.Close()
+	m, err := model.Load(dir, be)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	base := Result{Model: name, Shape: shape, Params: params(m.Config), DType: m.DType.String(), Threads: be.Threads(), SIMD: be.SIMD(), Reps: o.reps}
+	rng := rand.New(rand.NewPCG(o.seed, 99))
+	V := m.Config.VocabSize
+	emit := func(r Result, samples []float64, ns float64) error {
+		r.SamplesTS = samples
+		r.AvgTS, r.StddevTS = meanStd(samples)
+		r.AvgNS = ns
+		r.PeakRSSMiB, r.GoSysMiB, r.GoHeapMiB = memory()
+		r.Time = time.Now().UTC().Format(time.RFC3339)
+		if o.json {
+			return json.NewEncoder(stdout).Encode(r)
+		}
+		_, err := fmt.Fprintf(stdout, "| %s | %s | %d | %s | %d | %.2f ± %.2f | %.2f |\n", r.Model, r.DType, r.Threads, r.Test, r.Batch, r.AvgTS, r.StddevTS, ns/1e6)
+		return err
+	}
+	for _, p := range o.prompts {
+		if p == 0 {
+			continue
+		}
+		toks := make([]int32, p)
+		r := m.NewRunner()
+		var cache model.KVCache
+		var samples []float64
+		var total time.Duration
+		for rep := -1; rep < o.reps; rep++ {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			for i := range toks {
+				toks[i] = int32(rng.IntN(V))
+			}
+			cache.Reset()
+			start := time.Now()
+			h := r.Forward([]*model.KVCache{&cache}, [][]int32{toks})
+			C := m.Config.HiddenSize
+			r.Logits(h[(p-1)*C:], 1)
+			d := time.Since(start)
+			if rep >= 0 { // rep −1 is the warm-up
+				samples = append(samples, float64(p)/d.Seconds())
+				total += d
+			}
+		}
+		res := base
+		res.Test, res.NPrompt, res.Batch = fmt.Sprintf("pp%d", p), p, 1
+		if err := emit(res, samples, float64(total.Nanoseconds())/float64(o.reps)); err != nil {
+			return err
+		}
+	}
+	for _, n := range o.gens {
+		if n == 0 {
+			continue
+		}
+		for _, b := range o.batches {
+			var samples []float64
+			var total time.Duration
+			for rep := -1; rep < o.reps; rep++ {
+				d, err := decode(ctx, m, rng, b, max(o.depth, 1), n)
+				if err != nil {
+					return err
+				}
+				if rep >= 0 {
+					samples = append(samples, float64(b*n)/d.Seconds())
+					total += d
+				}
+			}
+			res := base
+			res.Test, res.NGen, res.NDepth, res.Batch = fmt.Sprintf("tg%d", n), n, o.depth, b
+			if err := emit(res, samples, float64(total.Nanoseconds())/float64(o.reps*n)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// decode prefills b sequences of depth random tokens (untimed) and times
+// n batched greedy decode steps.
+func decode(ctx context.Context, m *model.Model, rng *rand.Rand, b, depth, n int) (time.Duration, error) {
+	batch := m.NewBatch(model.BatchOptions{MaxBatch: b, PrefillTokens: b * depth})
+	for i := range b {
+		prompt := make([]int32, depth)
+		for j := range prompt {
+			prompt[j] = int32(rng.IntN(m.Config.VocabSize))
+		}
+		if _, err := batch.Add(model.Request{Seq: model.NewSequence(uint64(i), prompt...), MaxNewTokens: n + 1}); err != nil {
+			return 0, err
+		}
+	}
+	if _, err := batch.Step(ctx); err != nil { // prefill + first token
+		return 0, err
+	}
+	start := time.Now()
+	for range n {
+		if _, err := batch.Step(ctx); err != nil {
+			return 0, err
+		}
+	}
+	d := time.Since(start)
+	if batch.Len() != 0 {
+		return 0, fmt.Errorf("decode: %d sequences left after %d steps", batch.Len(), n)
+	}
+	return d, nil
+}
+
+func params(c model.Config) int64 {
+	C, F, L := int64(c.HiddenSize), int64(c.IntermediateSize), int64(c.NumLayers)
+	per := C*int64(c.QDim())*2 + C*int64(c.KVDim())*2 + 3*C*F + 2*C + 2*int64(c.HeadDim)
+	n := L*per + int64(c.VocabSize)*C + C
+	if !c.TieWordEmbeddings {
+		n += int64(c.VocabSize) * C
+	}
+	return n
+}
+
+func meanStd(xs []float64) (float64, float64) {
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	mean := s / float64(len(xs))
+	if len(xs) < 2 {
+		return mean, 0
+	}
+	var v float64
+	for _, x := range xs {
+		v += (x - mean) * (x - mean)
+	}
+	return mean, math.Sqrt(v / float64(len(xs)-1))
+}
