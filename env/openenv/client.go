@@ -385,7 +385,11 @@ func (c *Client) call(ctx context.Context, op string, req []byte) (string, json.
 		return "", nil, &SessionLostError{Op: op, Err: fmt.Errorf("no reply: %w", ctx.Err())}
 	case <-t.C:
 		c.dropLocked()
-		return "", nil, &SessionLostError{Op: op, Err: fmt.Errorf("no reply within %s: %w", c.cfg.messageTimeout, context.DeadlineExceeded)}
+		cause := fmt.Errorf("no reply within the message timeout (%s): %w", c.cfg.messageTimeout, context.DeadlineExceeded)
+		if hasDeadline {
+			cause = fmt.Errorf("no reply before the ctx deadline: %w", context.DeadlineExceeded)
+		}
+		return "", nil, &SessionLostError{Op: op, Err: cause}
 	}
 }
 

@@ -363,8 +363,8 @@ func TestSlowReaderDoesNotBlockOthers(t *testing.T) {
 		}
 	}()
 	c := dial(t, hs.URL)
-	ctx := ctxTimeout(t, 5*time.Second)
-	for range 20 {
+	ctx := ctxTimeout(t, 10*time.Second)
+	for range 10 {
 		_, err := c.Reset(ctx, nil)
 		require.NoError(t, err)
 		_, err = c.Step(ctx, echoAction{Message: "hi"})
@@ -398,7 +398,7 @@ func TestClientMaxMessageSize(t *testing.T) {
 	ctx := ctxTimeout(t, 5*time.Second)
 	_, err := c.Reset(ctx, nil)
 	require.NoError(t, err)
-	_, err = c.Step(ctx, echoAction{Message: "big reply"})
+	_, err = c.Step(ctx, echoAction{Message: "flood"}) // a 4 KiB reply
 	assert.ErrorIs(t, err, ErrSessionLost)
 	assert.ErrorIs(t, err, websocket.ErrReadLimit)
 }

@@ -18,7 +18,7 @@ type echoEnv struct {
 	episode  int
 	steps    int
 	delay    time.Duration // each step sleeps this long (ctx-aware)
-	obsBytes int           // pad observations to this size (slow-reader test)
+	obsBytes int           // pad the replies to "flood" to this size (slow-reader test)
 	closed   *atomic.Int64 // counts Close calls when set
 }
 
@@ -92,7 +92,7 @@ func (e *echoEnv) Step(ctx context.Context, action json.RawMessage) (Result, err
 		Length int    `json:"message_length"`
 		Pad    string `json:"pad,omitempty"`
 	}{msg, n, ""}
-	if e.obsBytes > 0 {
+	if e.obsBytes > 0 && msg == "flood" {
 		b := make([]byte, e.obsBytes)
 		for i := range b {
 			b[i] = 'x'

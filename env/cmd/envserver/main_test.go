@@ -76,7 +76,7 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	case err := <-done:
 		t.Fatalf("run ended early: %v", err)
 	}
-	cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+	cctx, ccancel := context.WithTimeout(t.Context(), 5*time.Second) // outlives the server
 	defer ccancel()
 	c, err := openenv.Dial(cctx, addr, openenv.WithBearerToken("tok"))
 	require.NoError(t, err)
