@@ -465,6 +465,8 @@ func TestIdleReaperClosesEnvAndSocket(t *testing.T) {
 	_, err = c.Step(ctx, echoAction{Message: "late"})
 	assert.ErrorIs(t, err, ErrSessionLost)
 	assert.ErrorIs(t, err, CodeSessionError)
+	_, err = c.Reset(ctx, nil)
+	assert.NoError(t, err, "Reset opens a new session")
 
 }
 
@@ -552,6 +554,12 @@ func TestShutdownEndsEverySession(t *testing.T) {
 	var he *HandshakeError
 	require.ErrorAs(t, err, &he)
 	assert.Equal(t, http.StatusServiceUnavailable, he.StatusCode)
+	resp, err := http.Get(hs.URL + "/health")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Contains(t, string(body), `"status":"unhealthy"`)
 }
 
 // TestConcurrentCallsAreSerialised checks that a Client shared by

@@ -28,13 +28,20 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 	return body, true
 }
 
-// handleHealth reports liveness and session capacity.
+// handleHealth reports liveness and session capacity: 200 "healthy", or
+// 503 "unhealthy" once Shutdown has begun.
 func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, struct {
+	status, code := "healthy", http.StatusOK
+	s.mu.Lock()
+	if s.closing {
+		status, code = "unhealthy", http.StatusServiceUnavailable
+	}
+	s.mu.Unlock()
+	writeJSON(w, code, struct {
 		Status         string `json:"status"`
 		ActiveSessions int    `json:"active_sessions"`
 		MaxSessions    int    `json:"max_sessions"`
-	}{"healthy", len(s.slots), s.cfg.maxSessions})
+	}{status, len(s.slots), s.cfg.maxSessions})
 }
 
 // metadata returns the factory's Metadata or upstream's defaults.

@@ -227,6 +227,8 @@ func parseObservationData(data json.RawMessage) (Result, error) {
 	res := Result{Observation: d.Observation, Done: d.Done}
 	if len(res.Observation) == 0 || string(res.Observation) == "null" {
 		res.Observation = json.RawMessage("{}")
+	} else if res.Observation[0] != '{' {
+		return Result{}, fmt.Errorf("decode observation frame: observation is %s, not an object", jsonKind(res.Observation))
 	}
 	switch r := string(bytes.TrimSpace(d.Reward)); r {
 	case "", "null":

@@ -3,6 +3,7 @@ package openenv
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -320,4 +321,42 @@ func jsonEqual(a, b []byte) bool {
 		return false
 	}
 	return reflect.DeepEqual(x, y)
+}
+
+// FuzzParseReply feeds arbitrary bytes to the client's decoding of server
+// frames: it must never panic, and an error frame always yields a
+// ServerError with some code.
+func FuzzParseReply(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"observation","data":{"observation":{"a":1},"reward":0.0,"done":false}}`,
+		`{"type": "observation", "data": {"observation": {}, "reward": null, "done": true}}`,
+		`{"type":"error","data":{"message":"Server at capacity: 1/1 sessions active. Cannot accept new connections.","code":"CAPACITY_REACHED","active_sessions":1,"max_sessions":1}}`,
+		`{"type":"error","data":{"message":"Invalid message","code":"VALIDATION_ERROR","errors":[{"type":"missing","loc":["message"],"msg":"Field required","input":{}}]}}`,
+		`{"type":"state","data":{"episode_id":null,"step_count":0}}`, `{"type":"error","data":[]}`, `{"type":"observation","data":{"reward":true}}`, `[]`, `x`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var fr frame
+		if json.Unmarshal(raw, &fr) != nil {
+			return
+		}
+		switch fr.Type {
+		case "observation":
+			if res, err := parseObservationData(fr.Data); err == nil {
+				if _, perr := parseObject(res.Observation); perr != nil {
+					t.Fatalf("accepted an observation that is not an object: %q", res.Observation)
+				}
+			}
+		case "error":
+			se := parseServerError(fr.Data)
+			if !strings.Contains(se.Error(), "(code: "+string(se.Code)+")") {
+				t.Fatalf("error text %q lacks its code", se.Error())
+			}
+			var target *ServerError
+			if err := unsolicitedError(raw); !errors.As(err, &target) {
+				t.Fatalf("error frame not reported as a ServerError: %v", err)
+			}
+		}
+	})
 }
