@@ -42,7 +42,13 @@ func NewFactory(opts Options) env.Factory {
 }
 
 // NewEnv returns an Env drawing ball columns from rng.
-func NewEnv(rng *rand.Rand) *Env { return &Env{rng: rng} }
+// A nil rng means a stream seeded with 0.
+func NewEnv(rng *rand.Rand) *Env {
+	if rng == nil {
+		rng = pyjson.Seeds(0, 0)
+	}
+	return &Env{rng: rng}
+}
 
 // ToolDescriptions describes the move tool.
 func (e *Env) ToolDescriptions() map[string]string {

@@ -1,0 +1,169 @@
+package wordle
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/x/env"
+	"github.com/x/env/openenv"
+)
+
+// Result is one typed reset or step reply.
+type Result struct {
+	Observation Observation
+	Reward      *float64
+	Done        bool
+}
+
+// ResetOptions are the reset keys: Seed and EpisodeID for any server,
+// SecretWord only for ours (a Python server ignores it).
+type ResetOptions struct {
+	Seed       *int64  `json:"seed,omitempty"`
+	EpisodeID  *string `json:"episode_id,omitempty"`
+	SecretWord *string `json:"secret_word,omitempty"`
+}
+
+// Client is a typed client of a Wordle server (ours or OpenEnv's
+// textarena_env). It serves one caller at a time.
+type Client struct {
+	c *openenv.Client
+}
+
+// Dial connects to the server at url.
+func Dial(ctx context.Context, url string, opts ...openenv.Option) (*Client, error) {
+	c, err := openenv.Dial(ctx, url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("wordle: dial %s: %w", url, err)
+	}
+	return &Client{c: c}, nil
+}
+
+// Reset starts a game.
+func (c *Client) Reset(ctx context.Context, o ResetOptions) (Result, error) {
+	r, err := c.c.Reset(ctx, o)
+	if err != nil {
+		return Result{}, fmt.Errorf("wordle: reset: %w", err)
+	}
+	return decode(r)
+}
+
+// Step sends one move (the raw text, e.g. "[crane]").
+func (c *Client) Step(ctx context.Context, message string) (Result, error) {
+	r, err := c.c.Step(ctx, Action{Message: message})
+	if err != nil {
+		return Result{}, fmt.Errorf("wordle: step: %w", err)
+	}
+	return decode(r)
+}
+
+// State returns the session state.
+func (c *Client) State(ctx context.Context) (State, error) {
+	raw, err := c.c.State(ctx)
+	if err != nil {
+		return State{}, fmt.Errorf("wordle: state: %w", err)
+	}
+	var s State
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return State{}, fmt.Errorf("wordle: decode state: %w", err)
+	}
+	return s, nil
+}
+
+// Close ends the session.
+func (c *Client) Close() error { return c.c.Close() }
+
+func decode(r openenv.Result) (Result, error) {
+	var obs Observation
+	if err := r.DecodeObservation(&obs); err != nil {
+		return Result{}, fmt.Errorf("wordle: decode observation: %w", err)
+	}
+	return Result{Observation: obs, Reward: r.Reward, Done: r.Done}, nil
+}
+
+// Remote is the tool-style Wordle backed by a server, like TRL's Wordle
+// environment class: the guess tool steps the server and answers with the
+// new part of the transcript, worded as Env words it. It holds one session
+// for its life.
+type Remote struct {
+	client *Client
+	seen   string // the transcript so far
+	reward float64
+	done   bool
+}
+
+// NewRemoteFactory returns a factory of Remote envs, each with its own
+// session on the server at url.
+func NewRemoteFactory(url string, opts ...openenv.Option) env.Factory {
+	return env.FactoryFunc(func(ctx context.Context) (env.Env, error) {
+		c, err := Dial(ctx, url, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return &Remote{client: c}, nil
+	})
+}
+
+// ToolDescriptions describes the guess tool.
+func (r *Remote) ToolDescriptions() map[string]string { return (&Env{}).ToolDescriptions() }
+
+// Reset starts a game on the server; the row may give "secret_word" (our
+// server only) or "seed".
+func (r *Remote) Reset(ctx context.Context, row env.Row) (string, error) {
+	var o ResetOptions
+	secret, err := secretFromRow(row)
+	if err != nil {
+		return "", err
+	}
+	if secret != "" {
+		o.SecretWord = &secret
+	}
+	if seed, ok, err := row.Int("seed"); err != nil {
+		return "", err
+	} else if ok {
+		o.Seed = &seed
+	}
+	res, err := r.client.Reset(ctx, o)
+	if err != nil {
+		return "", err
+	}
+	r.seen, r.reward, r.done = res.Observation.Content(), 0, false
+	return ToolIntro, nil
+}
+
+// Guess is the tool: one step on the server.
+func (r *Remote) Guess(ctx context.Context, a GuessArgs) (string, error) {
+	if r.done {
+		return "", ErrGameOver
+	}
+	move := a.Word
+	if !strings.ContainsAny(move, "[]") {
+		move = "[" + move + "]"
+	}
+	res, err := r.client.Step(ctx, move)
+	if err != nil {
+		return "", err
+	}
+	content := res.Observation.Content()
+	delta, ok := strings.CutPrefix(content, r.seen)
+	if !ok {
+		return "", fmt.Errorf("wordle: the server's transcript does not continue the previous one")
+	}
+	r.seen = content
+	// delta is "\n[GAME] <move>" then "\n[GAME] <message>" per game message.
+	msgs := strings.Split(strings.TrimPrefix(delta, "\n[GAME] "+move), "\n[GAME] ")[1:]
+	if res.Reward != nil {
+		r.reward = *res.Reward
+	}
+	r.done = res.Done
+	won := res.Done && r.reward == 1 && len(msgs) == 0
+	invalidEnd := res.Done && !won && len(msgs) == 0
+	return toolResponse(msgs, res.Done, won, invalidEnd), nil
+}
+
+// Reward is the server's reward for the game.
+func (r *Remote) Reward(ctx context.Context) (float64, error) { return r.reward, nil }
+
+// Close ends the session.
+func (r *Remote) Close() error { return r.client.Close() }
