@@ -10,6 +10,7 @@ import (
 type scratch struct {
 	syms  []int32
 	ranks []int32
+	ids   []int32
 	q     mergeQueue
 	next  []int32
 	prev  []int32
@@ -35,14 +36,15 @@ func (t *Tokenizer) bpe(dst []int32, w string, sc *scratch) []int32 {
 	if len(w) > heapThreshold {
 		return t.bpeHeap(dst, w, sc)
 	}
-	syms := sc.syms[:0]
+	// ranks[i] and ids[i] describe merging syms[i] with syms[i+1].
+	syms, ranks, ids := sc.syms[:0], sc.ranks[:0], sc.ids[:0]
 	for i := 0; i < len(w); i++ {
 		syms = append(syms, t.byteIDs[w[i]])
 	}
-	ranks := sc.ranks[:0]
 	for i := 0; i+1 < len(syms); i++ {
-		r, _ := t.rankOf(syms[i], syms[i+1])
+		r, id := t.rankOf(syms[i], syms[i+1])
 		ranks = append(ranks, r)
+		ids = append(ids, id)
 	}
 	for {
 		best, bestRank := -1, int32(noRank)
@@ -54,18 +56,18 @@ func (t *Tokenizer) bpe(dst []int32, w string, sc *scratch) []int32 {
 		if best < 0 {
 			break
 		}
-		_, id := t.rankOf(syms[best], syms[best+1])
-		syms[best] = id
+		syms[best] = ids[best]
 		syms = append(syms[:best+1], syms[best+2:]...)
 		ranks = append(ranks[:best], ranks[best+1:]...)
+		ids = append(ids[:best], ids[best+1:]...)
 		if best > 0 {
-			ranks[best-1], _ = t.rankOf(syms[best-1], syms[best])
+			ranks[best-1], ids[best-1] = t.rankOf(syms[best-1], syms[best])
 		}
 		if best < len(ranks) {
-			ranks[best], _ = t.rankOf(syms[best], syms[best+1])
+			ranks[best], ids[best] = t.rankOf(syms[best], syms[best+1])
 		}
 	}
-	sc.syms, sc.ranks = syms, ranks
+	sc.syms, sc.ranks, sc.ids = syms, ranks, ids
 	return append(dst, syms...)
 }
 

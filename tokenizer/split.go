@@ -35,24 +35,13 @@ const (
 	classSpace                   // \s, Unicode White_Space
 )
 
-// asciiClass classifies the ASCII runes without table look-ups.
-var asciiClass = func() (c [utf8.RuneSelf]runeClass) {
-	for r := range c {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
-			c[r] = classLetter
-		case r >= '0' && r <= '9':
-			c[r] = classNumber
-		case r == ' ', r >= '\t' && r <= '\r':
-			c[r] = classSpace
-		}
-	}
-	return c
-}()
+// asciiClasses is the runeClass of each ASCII rune (letters 1, digits 2,
+// \t-\r and space 3, the rest 0), as a string so it is immutable.
+const asciiClasses = "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x03\x03\x03\x03\x03\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x03\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x00\x00\x00\x00\x00\x00\x00\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x00\x00\x00\x00\x00\x00\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x00\x00\x00\x00\x00"
 
 func classOf(r rune) runeClass {
 	if r < utf8.RuneSelf {
-		return asciiClass[r]
+		return runeClass(asciiClasses[r])
 	}
 	switch {
 	case unicode.IsLetter(r):

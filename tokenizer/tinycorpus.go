@@ -13,9 +13,9 @@ import (
 // Qwen3's template, JSON tool calls and responses, word and number guessing
 // games, plain prose and digits.
 
-var (
-	// These are constant tables; nothing writes to them.
-	corpusWords = strings.Fields(`the of and to a in is it you that he was for on are with as his they be at one have
+// corpusWords are common English words.
+func corpusWords() []string {
+	return strings.Fields(`the of and to a in is it you that he was for on are with as his they be at one have
 this from or had by hot word but what some we can out other were all there when up use your how said an each she
 which do their time if will way about many then them write would like so these her long make thing see him two has
 look more day could go come did number sound no most people my over know water than call first who may down side
@@ -67,15 +67,28 @@ feed tool total basic smell valley nor double seat arrive master track parent sh
 connect post spend chord fat glad original share station dad bread charge proper bar offer segment slave duck
 instant market degree populate chick dear enemy reply drink occur support speech nature range steam motion path
 liquid log meant quotient teeth shell neck`)
-	// Five-letter words for the word-guessing game.
-	corpusFiveLetter = strings.Fields(`apple grape lemon mango peach melon berry olive guava plums crane slate
+}
+
+// corpusFiveLetter are words for the word-guessing game.
+func corpusFiveLetter() []string {
+	return strings.Fields(`apple grape lemon mango peach melon berry olive guava plums crane slate
 trace crate house mouse horse water light night right sight might fight eight world words sword board chair table
 plant giant stone phone round sound found ghost toast roast beach peace dance lance brave grave shade blade spade
 train brain grain chain plain smart start heart earth north south storm forms tiger zebra camel eagle robin quail
 bread cream honey sugar spice salty sweet sharp flame flash brush crush frost solid vivid pixel index query token`)
-	corpusNames  = strings.Fields(`Alice Bob Carol Dave Erin Frank Grace Heidi Ivan Judy Mallory Niaj Olivia Peggy Rupert Sybil Trent Victor Walter`)
-	corpusFruits = strings.Fields(`apple banana cherry grape lemon mango orange peach pear plum kiwi melon papaya lime fig date`)
-	corpusCode   = []string{
+}
+
+func corpusNames() []string {
+	return strings.Fields(`Alice Bob Carol Dave Erin Frank Grace Heidi Ivan Judy Mallory Niaj Olivia Peggy Rupert Sybil Trent Victor Walter`)
+}
+
+func corpusFruits() []string {
+	return strings.Fields(`apple banana cherry grape lemon mango orange peach pear plum kiwi melon papaya lime fig date`)
+}
+
+// corpusCode are short code snippets.
+func corpusCode() []string {
+	return []string{
 		"func main() {\n\tfmt.Println(\"hello\")\n}\n",
 		"def solve(x):\n    return x * 2 + 1\n",
 		"for i := 0; i < n; i++ {\n\tsum += a[i]\n}\n",
@@ -84,7 +97,7 @@ bread cream honey sugar spice salty sweet sharp flame flash brush crush frost so
 		"SELECT name, score FROM players WHERE score > 10 ORDER BY score DESC;\n",
 		"const total = items.reduce((a, b) => a + b, 0);\n",
 	}
-)
+}
 
 // corpusTools are the tool schemas used in generated conversations.
 func corpusTools() []json.RawMessage {
@@ -99,12 +112,13 @@ func corpusTools() []json.RawMessage {
 // tinyCorpus generates the tiny tokenizer's training text.
 func tinyCorpus() []string {
 	r := rand.New(rand.NewPCG(20261201, 4096))
+	words, five, code := corpusWords(), corpusFiveLetter(), corpusCode()
 	pick := func(list []string) string { return list[r.IntN(len(list))] }
 	sentence := func() string {
 		n := 4 + r.IntN(12)
 		ws := make([]string, n)
 		for i := range ws {
-			ws[i] = pick(corpusWords)
+			ws[i] = pick(words)
 		}
 		ws[0] = strings.ToUpper(ws[0][:1]) + ws[0][1:]
 		end := pick([]string{".", ".", ".", "?", "!", ","})
@@ -128,13 +142,13 @@ func tinyCorpus() []string {
 		docs = append(docs, fmt.Sprintf("%d + %d = %d. %d * %d = %d; %d - %d = %d. Score: %d/%d, %0.2f%%",
 			a, b, a+b, a%50, b%50, (a%50)*(b%50), a, b, a-b, r.IntN(10), 10, r.Float64()*100))
 	}
-	docs = append(docs, corpusCode...)
+	docs = append(docs, code...)
 	for range 300 {
-		docs = append(docs, pick(corpusCode))
+		docs = append(docs, pick(code))
 	}
 	// Games as plain text.
 	for range 1500 {
-		secret, guess := pick(corpusFiveLetter), pick(corpusFiveLetter)
+		secret, guess := pick(five), pick(five)
 		docs = append(docs, fmt.Sprintf("Guess %d: %s\nFeedback: %s\nYou have %d guesses left.", 1+r.IntN(6), guess, wordleFeedback(secret, guess), r.IntN(6)))
 		n, g := r.IntN(100)+1, r.IntN(100)+1
 		hint := "correct"
@@ -163,11 +177,12 @@ func tinyCorpus() []string {
 }
 
 func corpusConversation(r *rand.Rand, pick func([]string) string, sentence func() string) []Message {
+	names, fruits, words := corpusNames(), corpusFruits(), corpusWords()
 	msgs := []Message{}
 	if r.IntN(2) == 0 {
 		msgs = append(msgs, Message{Role: "system", Content: pick([]string{
 			"You are a helpful assistant.", "You are playing a word guessing game.",
-			"Answer briefly.", "You are " + pick(corpusNames) + ", a careful assistant."})})
+			"Answer briefly.", "You are " + pick(names) + ", a careful assistant."})})
 	}
 	msgs = append(msgs, Message{Role: "user", Content: pick([]string{
 		"Guess the secret word. It is a fruit.", "Guess the five-letter word.",
@@ -177,7 +192,7 @@ func corpusConversation(r *rand.Rand, pick func([]string) string, sentence func(
 		var call ToolCall
 		switch r.IntN(4) {
 		case 0:
-			call = ToolCall{Name: "guess", Arguments: json.RawMessage(fmt.Sprintf(`{"guess": %q}`, pick(corpusFruits)))}
+			call = ToolCall{Name: "guess", Arguments: json.RawMessage(fmt.Sprintf(`{"guess": %q}`, pick(fruits)))}
 		case 1:
 			call = ToolCall{Name: "guess_number", Arguments: json.RawMessage(fmt.Sprintf(`{"number": %d}`, r.IntN(100)+1))}
 		case 2:
@@ -195,17 +210,17 @@ func corpusConversation(r *rand.Rand, pick func([]string) string, sentence func(
 		}
 		msgs = append(msgs, Message{Role: "assistant", Content: content, ReasoningContent: reasoning, ToolCalls: []ToolCall{call}})
 		result := pick([]string{
-			fmt.Sprintf(`{"correct": false, "hint": "The word starts with %s."}`, strings.ToUpper(pick(corpusFruits)[:1])),
+			fmt.Sprintf(`{"correct": false, "hint": "The word starts with %s."}`, strings.ToUpper(pick(fruits)[:1])),
 			fmt.Sprintf("%d", r.IntN(10000)), "wrong", "correct", "higher", "lower",
 			fmt.Sprintf(`{"position": [%d, %d], "blocked": %v}`, r.IntN(10), r.IntN(10), r.IntN(2) == 0),
-			fmt.Sprintf(`{"error": "Tool %s not found."}`, pick(corpusWords)),
+			fmt.Sprintf(`{"error": "Tool %s not found."}`, pick(words)),
 		})
 		msgs = append(msgs, Message{Role: "tool", Name: call.Name, Content: result})
 		if turn > 0 && r.IntN(3) == 0 {
 			break
 		}
 	}
-	msgs = append(msgs, Message{Role: "assistant", Content: "The answer is " + pick(corpusFruits) + ".", ReasoningContent: sentence()})
+	msgs = append(msgs, Message{Role: "assistant", Content: "The answer is " + pick(fruits) + ".", ReasoningContent: sentence()})
 	return msgs
 }
 

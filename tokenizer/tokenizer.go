@@ -177,7 +177,7 @@ func (t *Tokenizer) encodeSplit(dst []int32, s string, stage int, sc *scratch) [
 
 // maxCachedWord bounds the words kept in the cache (longer ones are rare and
 // would let one input grow the cache without bound).
-const maxCachedWord = 64
+const maxCachedWord = 128
 
 func (t *Tokenizer) encodeWord(dst []int32, w string, sc *scratch) []int32 {
 	if len(w) == 1 {
