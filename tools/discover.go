@@ -204,10 +204,10 @@ func (m *methodInfo) bind(recv reflect.Value) Func {
 			return "", &CallError{Tool: m.tool, Kind: BadArguments, Err: err}
 		}
 		if m.args != nil {
+			// checkArgs has matched every key exactly and checked every
+			// type, so plain Unmarshal cannot fold case or drop keys here.
 			p := reflect.New(m.args)
-			dec := json.NewDecoder(bytes.NewReader(raw))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(p.Interface()); err != nil {
+			if err := json.Unmarshal(raw, p.Interface()); err != nil {
 				return "", &CallError{Tool: m.tool, Kind: BadArguments, Err: fmt.Errorf("arguments of %s: %v", m.tool, err)}
 			}
 			in = append(in, p.Elem())
