@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/x/tools"
@@ -129,7 +130,7 @@ func (p *Pool) Acquire(ctx context.Context) (*Instance, error) {
 	if e == nil {
 		return nil, fmt.Errorf("env%s: new environment: factory returned nil", p.suffix())
 	}
-	set, err := tools.Discover(e, p.cfg.toolOpts...)
+	set, err := toolsOf(ctx, e, p.cfg.toolOpts)
 	if err != nil {
 		closeEnv(e)
 		return nil, fmt.Errorf("env%s: %w", p.suffix(), err)
@@ -221,6 +222,31 @@ func (p *Pool) suffix() string {
 		return ""
 	}
 	return fmt.Sprintf(" %q", p.name)
+}
+
+// ToolProvider is an Env whose tools are (also) defined at run time, e.g.
+// listed by a remote MCP-style server, rather than only by its methods.
+// The pool offers the provided tools first, then the env's tool methods
+// (ProvideTools itself is not one).
+type ToolProvider interface {
+	ProvideTools(ctx context.Context) (*tools.Set, error)
+}
+
+// toolsOf returns the tools of e: provided ones, then its methods.
+func toolsOf(ctx context.Context, e Env, opts []tools.Option) (*tools.Set, error) {
+	tp, ok := e.(ToolProvider)
+	if !ok {
+		return tools.Discover(e, opts...)
+	}
+	provided, err := tp.ProvideTools(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("provide tools: %w", err)
+	}
+	methods, err := tools.Discover(e, append(slices.Clone(opts), tools.Exclude("ProvideTools"))...)
+	if err != nil {
+		return nil, err
+	}
+	return tools.Join(provided, methods)
 }
 
 // closeEnv closes e when it is a Closer.

@@ -2,6 +2,7 @@ package env_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 	"testing"
@@ -183,4 +184,51 @@ func TestInstanceReward(t *testing.T) {
 	_, ok, err = in.Reward(ctx)
 	assert.False(t, ok)
 	assert.NoError(t, err)
+}
+
+// mcpStyle lists its tools at run time, like a remote MCP-style env.
+type mcpStyle struct {
+	calls []string
+	fail  bool
+}
+
+func (m *mcpStyle) Reset(ctx context.Context, row env.Row) (string, error) { m.calls = nil; return "", nil }
+
+func (m *mcpStyle) ProvideTools(ctx context.Context) (*tools.Set, error) {
+	if m.fail {
+		return nil, errors.New("list_tools failed")
+	}
+	echo, err := tools.New("echo_message", "Echo a message.",
+		[]byte(`{"type":"object","properties":{"message":{"type":"string"}},"required":["message"]}`),
+		func(ctx context.Context, args json.RawMessage) (string, error) {
+			m.calls = append(m.calls, string(args))
+			return string(args), nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	return tools.NewSet(echo)
+}
+
+func (m *mcpStyle) ToolDescriptions() map[string]string {
+	return map[string]string{"Ping": "Ping."}
+}
+
+func (m *mcpStyle) Ping(ctx context.Context) (string, error) { return "pong", nil }
+
+func TestPoolToolProvider(t *testing.T) {
+	ctx := context.Background()
+	p, err := env.NewPool(ctx, &envtest.Factory{Make: func(int) env.Env { return &mcpStyle{} }})
+	require.NoError(t, err)
+	in, _, err := p.Start(ctx, env.Row{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"echo_message", "ping"}, in.Tools.Names(), "provided tools first, then methods")
+	got, err := in.Tools.Call(ctx, "echo_message", json.RawMessage(`{"message":"hi"}`))
+	require.NoError(t, err)
+	assert.Equal(t, `{"message":"hi"}`, got)
+	assert.Equal(t, []string{`{"message":"hi"}`}, in.Env.(*mcpStyle).calls)
+	in.Release()
+
+	_, err = env.NewPool(ctx, &envtest.Factory{Make: func(int) env.Env { return &mcpStyle{fail: true} }})
+	assert.ErrorContains(t, err, "provide tools: list_tools failed")
 }
