@@ -192,7 +192,10 @@ type mcpStyle struct {
 	fail  bool
 }
 
-func (m *mcpStyle) Reset(ctx context.Context, row env.Row) (string, error) { m.calls = nil; return "", nil }
+func (m *mcpStyle) Reset(ctx context.Context, row env.Row) (string, error) {
+	m.calls = nil
+	return "", nil
+}
 
 func (m *mcpStyle) ProvideTools(ctx context.Context) (*tools.Set, error) {
 	if m.fail {
