@@ -19,8 +19,24 @@ type Instance struct {
 	Env   Env
 	Tools *tools.Set // Env's tools, bound to Env
 	Name  string     // the environment's name in a Router ("" in a lone Pool)
-	pool  *Pool
-	inUse bool
+
+	pool    *Pool
+	methods *tools.Set // the env's tool methods
+	inUse   bool
+}
+
+// Reset starts an episode: it resets the env with row and, for a
+// DynamicTools env, refreshes Tools. Reset through the Instance (or use
+// Start) rather than calling Env.Reset directly.
+func (i *Instance) Reset(ctx context.Context, row Row) (string, error) {
+	obs, err := i.Env.Reset(ctx, row)
+	if err != nil {
+		return "", fmt.Errorf("env %s: reset: %w", i.label(), err)
+	}
+	if err := i.refresh(); err != nil {
+		return "", err
+	}
+	return obs, nil
 }
 
 // Release gives the instance back to its pool for another episode. The
@@ -130,12 +146,16 @@ func (p *Pool) Acquire(ctx context.Context) (*Instance, error) {
 	if e == nil {
 		return nil, fmt.Errorf("env%s: new environment: factory returned nil", p.suffix())
 	}
-	set, err := toolsOf(ctx, e, p.cfg.toolOpts)
+	methods, err := methodTools(e, p.cfg.toolOpts)
 	if err != nil {
 		closeEnv(e)
 		return nil, fmt.Errorf("env%s: %w", p.suffix(), err)
 	}
-	in := &Instance{Env: e, Tools: set, Name: p.name, pool: p, inUse: true}
+	in := &Instance{Env: e, Tools: methods, Name: p.name, pool: p, inUse: true, methods: methods}
+	if err := in.refresh(); err != nil {
+		closeEnv(e)
+		return nil, err
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -154,10 +174,10 @@ func (p *Pool) Start(ctx context.Context, row Row) (*Instance, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	obs, err := in.Env.Reset(ctx, row)
+	obs, err := in.Reset(ctx, row)
 	if err != nil {
 		_ = in.Discard()
-		return nil, "", fmt.Errorf("env %s: reset: %w", in.label(), err)
+		return nil, "", err
 	}
 	return in, obs, nil
 }
@@ -224,29 +244,35 @@ func (p *Pool) suffix() string {
 	return fmt.Sprintf(" %q", p.name)
 }
 
-// ToolProvider is an Env whose tools are (also) defined at run time, e.g.
-// listed by a remote MCP-style server, rather than only by its methods.
-// The pool offers the provided tools first, then the env's tool methods
-// (ProvideTools itself is not one).
-type ToolProvider interface {
-	ProvideTools(ctx context.Context) (*tools.Set, error)
+// DynamicTools is an Env whose tools are defined at run time rather than
+// (only) by its methods, e.g. listed by a remote MCP-style server at each
+// Reset (openenv.RemoteEnv is one). After every Reset made through the
+// Instance, the pool offers ToolSet's tools first, then the env's tool
+// methods (ToolSet itself is not one). ToolSet may return nil.
+type DynamicTools interface {
+	ToolSet() *tools.Set
 }
 
-// toolsOf returns the tools of e: provided ones, then its methods.
-func toolsOf(ctx context.Context, e Env, opts []tools.Option) (*tools.Set, error) {
-	tp, ok := e.(ToolProvider)
+// methodTools discovers e's tool methods.
+func methodTools(e Env, opts []tools.Option) (*tools.Set, error) {
+	if _, ok := e.(DynamicTools); ok {
+		opts = append(slices.Clone(opts), tools.Exclude("ToolSet"))
+	}
+	return tools.Discover(e, opts...)
+}
+
+// refresh recomputes the tools of a DynamicTools env.
+func (i *Instance) refresh() error {
+	d, ok := i.Env.(DynamicTools)
 	if !ok {
-		return tools.Discover(e, opts...)
+		return nil
 	}
-	provided, err := tp.ProvideTools(ctx)
+	set, err := tools.Join(d.ToolSet(), i.methods)
 	if err != nil {
-		return nil, fmt.Errorf("provide tools: %w", err)
+		return fmt.Errorf("env %s: %w", i.label(), err)
 	}
-	methods, err := tools.Discover(e, append(slices.Clone(opts), tools.Exclude("ProvideTools"))...)
-	if err != nil {
-		return nil, err
-	}
-	return tools.Join(provided, methods)
+	i.Tools = set
+	return nil
 }
 
 // closeEnv closes e when it is a Closer.

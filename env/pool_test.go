@@ -186,32 +186,34 @@ func TestInstanceReward(t *testing.T) {
 	assert.NoError(t, err)
 }
 
-// mcpStyle lists its tools at run time, like a remote MCP-style env.
+// mcpStyle lists its tools at each reset, like a remote MCP-style env.
 type mcpStyle struct {
 	calls []string
-	fail  bool
+	set   *tools.Set
+	names []string // the tools the next reset lists
 }
 
 func (m *mcpStyle) Reset(ctx context.Context, row env.Row) (string, error) {
 	m.calls = nil
-	return "", nil
+	var ts []tools.Tool
+	for _, name := range m.names {
+		tl, err := tools.New(name, "Echo a message.",
+			[]byte(`{"type":"object","properties":{"message":{"type":"string"}},"required":["message"]}`),
+			func(ctx context.Context, args json.RawMessage) (string, error) {
+				m.calls = append(m.calls, name+string(args))
+				return string(args), nil
+			})
+		if err != nil {
+			return "", err
+		}
+		ts = append(ts, tl)
+	}
+	set, err := tools.NewSet(ts...)
+	m.set = set
+	return "", err
 }
 
-func (m *mcpStyle) ProvideTools(ctx context.Context) (*tools.Set, error) {
-	if m.fail {
-		return nil, errors.New("list_tools failed")
-	}
-	echo, err := tools.New("echo_message", "Echo a message.",
-		[]byte(`{"type":"object","properties":{"message":{"type":"string"}},"required":["message"]}`),
-		func(ctx context.Context, args json.RawMessage) (string, error) {
-			m.calls = append(m.calls, string(args))
-			return string(args), nil
-		})
-	if err != nil {
-		return nil, err
-	}
-	return tools.NewSet(echo)
-}
+func (m *mcpStyle) ToolSet() *tools.Set { return m.set }
 
 func (m *mcpStyle) ToolDescriptions() map[string]string {
 	return map[string]string{"Ping": "Ping."}
@@ -219,19 +221,31 @@ func (m *mcpStyle) ToolDescriptions() map[string]string {
 
 func (m *mcpStyle) Ping(ctx context.Context) (string, error) { return "pong", nil }
 
-func TestPoolToolProvider(t *testing.T) {
+func TestPoolDynamicTools(t *testing.T) {
 	ctx := context.Background()
-	p, err := env.NewPool(ctx, &envtest.Factory{Make: func(int) env.Env { return &mcpStyle{} }})
+	m := &mcpStyle{names: []string{"echo_message"}}
+	p, err := env.NewPool(ctx, &envtest.Factory{Make: func(int) env.Env { return m }})
 	require.NoError(t, err)
-	in, _, err := p.Start(ctx, env.Row{})
+	in, err := p.Acquire(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"echo_message", "ping"}, in.Tools.Names(), "provided tools first, then methods")
+	assert.Equal(t, []string{"ping"}, in.Tools.Names(), "before any reset: the methods only")
+	in.Release()
+
+	in, _, err = p.Start(ctx, env.Row{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"echo_message", "ping"}, in.Tools.Names(), "listed tools first, then methods")
 	got, err := in.Tools.Call(ctx, "echo_message", json.RawMessage(`{"message":"hi"}`))
 	require.NoError(t, err)
 	assert.Equal(t, `{"message":"hi"}`, got)
-	assert.Equal(t, []string{`{"message":"hi"}`}, in.Env.(*mcpStyle).calls)
-	in.Release()
+	assert.Equal(t, []string{`echo_message{"message":"hi"}`}, m.calls)
 
-	_, err = env.NewPool(ctx, &envtest.Factory{Make: func(int) env.Env { return &mcpStyle{fail: true} }})
-	assert.ErrorContains(t, err, "provide tools: list_tools failed")
+	m.names = []string{"echo_with_length", "shout"}
+	_, err = in.Reset(ctx, env.Row{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"echo_with_length", "shout", "ping"}, in.Tools.Names(), "each reset refreshes the tools")
+
+	m.names = []string{"ping"}
+	_, err = in.Reset(ctx, env.Row{})
+	assert.ErrorContains(t, err, `two tools named "ping"`)
+	in.Release()
 }
