@@ -24,6 +24,11 @@ type TrainOptions struct {
 	// time (default 64), so a 151,936-token vocabulary never needs a
 	// [tokens, V] buffer.
 	LogitsChunk int
+	// MicroBatchTokens, if > 0, makes LogProbs and Accumulate run the batch
+	// in groups of whole sequences of at most this many tokens, bounding
+	// activation memory by the group; Forward/Backward always hold the whole
+	// batch.
+	MicroBatchTokens int
 	// Temperature divides the logits before the log-softmax, as TRL does
 	// with the sampling temperature; 0 means 1.
 	Temperature float32
@@ -72,8 +77,9 @@ type Trainable struct {
 	dEmbed []float32    // [V, C] (Full)
 	dHead  []float32    // [V, C] untied lm_head (Full)
 
-	st      passState
-	pending bool // a Forward awaits its Backward
+	st      passState // training pass (Forward, Backward, Accumulate)
+	inf     passState // LogProbs, so a pending Forward survives it
+	pending bool      // a Forward awaits its Backward
 }
 
 // linGrad holds the gradients of one projection's trainable tensors.
@@ -89,8 +95,9 @@ type normGrad struct {
 
 // NewTrainable prepares m for training. With opts.Full every weight is
 // copied to a float32 master (memory-mapped or bf16 weights are never
-// written); otherwise the attached adapters are copied to memory the
-// Trainable may update and are the only parameters.
+// written) that replaces it in m; otherwise the attached adapters (which
+// AttachLoRA and LoadAdapter allocate) are the parameters, updated in
+// place. Make one Trainable per Model, after attaching adapters.
 func NewTrainable(m *Model, opts TrainOptions) (*Trainable, error) {
 	if opts.LogitsChunk < 0 {
 		return nil, fmt.Errorf("train: logits chunk %d < 0", opts.LogitsChunk)
@@ -129,7 +136,6 @@ func (tr *Trainable) initLoRA() error {
 			if a.R <= 0 || len(a.A) != a.R*in || len(a.B) != out*a.R {
 				return fmt.Errorf("train: layer %d %s: LoRA r=%d does not fit A %d, B %d for W [%d,%d]", li, nl.Name, a.R, len(a.A), len(a.B), out, in)
 			}
-			a.A, a.B = slices.Clone(a.A), slices.Clone(a.B)
 			g := &tr.lin[li][j]
 			g.dA, g.dB = make([]float32, len(a.A)), make([]float32, len(a.B))
 			tr.params = append(tr.params,
@@ -210,20 +216,51 @@ func (tr *Trainable) ZeroGrad() {
 
 // LogProbs returns the per-token log-probs and entropies of the scored
 // tokens without keeping anything for a backward pass, with the adapters
-// on or off (off gives the reference policy of a LoRA run). It does not
-// disturb a pending Forward.
+// on or off (off gives the reference policy of a LoRA run), in groups of
+// at most MicroBatchTokens tokens. It does not disturb a pending Forward.
 func (tr *Trainable) LogProbs(ctx context.Context, seqs []TrainSeq, adapters bool) (logp, entropy [][]float32, err error) {
+	if err := tr.checkBatch(seqs); err != nil {
+		return nil, nil, err
+	}
+	for _, g := range tr.groups(seqs) {
+		if err := tr.prepare(&tr.inf, seqs[g[0]:g[1]]); err != nil {
+			return nil, nil, err
+		}
+		if err := tr.forward(ctx, &tr.inf, adapters, false); err != nil {
+			return nil, nil, err
+		}
+		if err := tr.logits(ctx, &tr.inf, nil); err != nil {
+			return nil, nil, err
+		}
+		logp, entropy = append(logp, tr.inf.logp...), append(entropy, tr.inf.ent...)
+	}
+	return logp, entropy, nil
+}
+
+// groups splits seqs into runs of whole sequences of at most
+// MicroBatchTokens tokens (a longer sequence runs alone).
+func (tr *Trainable) groups(seqs []TrainSeq) [][2]int {
+	limit := tr.opts.MicroBatchTokens
+	if limit <= 0 {
+		return [][2]int{{0, len(seqs)}}
+	}
+	var out [][2]int
+	start, n := 0, 0
+	for i, s := range seqs {
+		if i > start && n+len(s.IDs) > limit {
+			out = append(out, [2]int{start, i})
+			start, n = i, 0
+		}
+		n += len(s.IDs)
+	}
+	return append(out, [2]int{start, len(seqs)})
+}
+
+// checkBatch validates a whole batch before any group runs, so a bad
+// sequence late in the batch leaves no gradient half-accumulated.
+func (tr *Trainable) checkBatch(seqs []TrainSeq) error {
 	var st passState
-	if err := tr.prepare(&st, seqs); err != nil {
-		return nil, nil, err
-	}
-	if err := tr.forward(ctx, &st, adapters, false); err != nil {
-		return nil, nil, err
-	}
-	if err := tr.logits(ctx, &st, nil); err != nil {
-		return nil, nil, err
-	}
-	return st.logp, st.ent, nil
+	return tr.prepare(&st, seqs)
 }
 
 // Forward runs the model over seqs with adapters on, keeping what Backward
@@ -272,21 +309,30 @@ func (tr *Trainable) Backward(ctx context.Context, dlogp [][]float32) error {
 // Accumulate is Forward then Backward in one pass, with the weight of each
 // token given by w as soon as its log-prob is known, which saves Backward's
 // recomputation of the logits. Use Weights for fixed weights (SFT, or GRPO
-// on-policy where the ratio is 1).
+// on-policy where the ratio is 1). With MicroBatchTokens set the batch runs
+// in groups whose gradients add up, so memory is bounded by the group.
 func (tr *Trainable) Accumulate(ctx context.Context, seqs []TrainSeq, w WeightFunc) (logp, entropy [][]float32, err error) {
 	tr.pending = false
+	if err := tr.checkBatch(seqs); err != nil {
+		return nil, nil, err
+	}
 	st := &tr.st
-	if err := tr.prepare(st, seqs); err != nil {
-		return nil, nil, err
+	for _, g := range tr.groups(seqs) {
+		if err := tr.prepare(st, seqs[g[0]:g[1]]); err != nil {
+			return nil, nil, err
+		}
+		if err := tr.forward(ctx, st, true, true); err != nil {
+			return nil, nil, err
+		}
+		first := g[0]
+		shifted := func(s, i int, lp, ent float32) float32 { return w(first+s, i, lp, ent) }
+		if err := tr.logits(ctx, st, shifted); err != nil {
+			return nil, nil, err
+		}
+		if err := tr.backward(ctx, st); err != nil {
+			return nil, nil, err
+		}
+		logp, entropy = append(logp, st.logp...), append(entropy, st.ent...)
 	}
-	if err := tr.forward(ctx, st, true, true); err != nil {
-		return nil, nil, err
-	}
-	if err := tr.logits(ctx, st, w); err != nil {
-		return nil, nil, err
-	}
-	if err := tr.backward(ctx, st); err != nil {
-		return nil, nil, err
-	}
-	return st.logp, st.ent, nil
+	return logp, entropy, nil
 }

@@ -162,6 +162,23 @@ func TestBatchGradientIsSumOfSingles(t *testing.T) {
 	for i, p := range tr.Params() {
 		assert.Less(t, trRelErr(batch[i], trF64(sum[i])), 1e-5, p.Name)
 	}
+
+	// Micro-batching (groups of at most 16 tokens: {11,5}, {8}) is the
+	// same sum, and LogProbs in groups equals LogProbs at once.
+	grouped, err := NewTrainable(m, TrainOptions{MicroBatchTokens: 16})
+	require.NoError(t, err)
+	assert.Equal(t, [][2]int{{0, 2}, {2, 3}}, grouped.groups(seqs))
+	lp, _, err := grouped.Accumulate(ctx, seqs, Weights(w))
+	require.NoError(t, err)
+	require.Len(t, lp, len(seqs))
+	for i, p := range grouped.Params() {
+		assert.Less(t, trRelErr(p.Grad, trF64(batch[i])), 1e-5, p.Name)
+	}
+	all, _, err := tr.LogProbs(ctx, seqs, true)
+	require.NoError(t, err)
+	parts, _, err := grouped.LogProbs(ctx, seqs, true)
+	require.NoError(t, err)
+	assert.Equal(t, all, parts)
 }
 
 func trF64(x []float32) []float64 {
