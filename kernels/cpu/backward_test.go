@@ -1,0 +1,243 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x/kernels"
+	"github.com/x/kernels/kerneltest"
+)
+
+// bwBackends are the configurations the backward kernels are checked in:
+// the default (AVX-512 where the CPU has it, both cores), the portable
+// pure-Go path on two threads, and one thread.
+func bwBackends(t testing.TB) []struct {
+	name string
+	b    *Backend
+} {
+	def, one := New(2), New(1)
+	generic := New(2)
+	generic.simd = features{}
+	t.Cleanup(func() { def.Close(); one.Close(); generic.Close() })
+	return []struct {
+		name string
+		b    *Backend
+	}{{"default_" + def.SIMD(), def}, {"generic", generic}, {"1thread_" + one.SIMD(), one}}
+}
+
+func bwConformance(t *testing.T, family func(*testing.T, kernels.Backend)) {
+	for _, c := range bwBackends(t) {
+		t.Run(c.name, func(t *testing.T) { family(t, c.b) })
+	}
+}
+
+func TestRMSNormBackward(t *testing.T)   { bwConformance(t, kerneltest.RMSNormBackward) }
+func TestRoPEBackward(t *testing.T)      { bwConformance(t, kerneltest.RoPEBackward) }
+func TestSwiGLUBackward(t *testing.T)    { bwConformance(t, kerneltest.SwiGLUBackward) }
+func TestEmbeddingBackward(t *testing.T) { bwConformance(t, kerneltest.EmbeddingBackward) }
+func TestAttentionBackward(t *testing.T) { bwConformance(t, kerneltest.AttentionBackward) }
+func TestAdamW(t *testing.T)             { bwConformance(t, kerneltest.AdamW) }
+func TestLogSoftmaxGatherBackward(t *testing.T) {
+	bwConformance(t, kerneltest.LogSoftmaxGatherBackward)
+}
+
+func bwRand(seed uint64, n int, scale float64) []float32 {
+	r := rand.New(rand.NewPCG(seed, 0xbac4))
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32((2*r.Float64() - 1) * scale)
+	}
+	return x
+}
+
+// TestBackwardThreadCountIndependent checks the promise of the backward
+// kernels that their sums run in a fixed order: one, two and three threads
+// give bitwise the same results.
+func TestBackwardThreadCountIndependent(t *testing.T) {
+	type result [][]float32
+	const rows, cols, hd = 96, 1030, 64
+	x, dout, w := bwRand(1, rows*cols, 1), bwRand(2, rows*cols, 1), bwRand(3, cols, 2)
+	logits := bwRand(4, 5*151936, 9)
+	targets := []int32{0, 151935, 7, 99999, 3}
+	dlogp := bwRand(5, 5, 2)
+	ids := []int32{4, 9, 4, 4, 0, 9, 2, 4}
+	tt, start, heads, kvh := 70, 30, 8, 2
+	nq, nkv := tt*heads*hd, (start+tt)*kvh*hd
+	q, k, v, do := bwRand(6, nq, 1), bwRand(7, nkv, 1), bwRand(8, nkv, 1), bwRand(9, nq, 1)
+	out, lse := make([]float32, nq), make([]float32, tt*heads)
+	New(1).Attention([]kernels.AttentionSeq{{Out: out, Q: q, K: k, V: v, LSE: lse, T: tt, Start: start}}, heads, kvh, hd, 0.125)
+
+	run := func(b *Backend) result {
+		dx, dw := make([]float32, rows*cols), make([]float32, cols)
+		b.RMSNormBackward(dx, dw, dout, x, w, rows, cols, 1e-6)
+		dl := make([]float32, len(logits))
+		b.LogSoftmaxGatherBackward(dl, logits, targets, dlogp, 5, 151936)
+		dtab := make([]float32, 10*cols)
+		b.EmbeddingBackward(dtab, dout[:len(ids)*cols], ids, cols)
+		s := kernels.AttentionGradSeq{DOut: do, Q: q, K: k, V: v, Out: out, LSE: lse,
+			DQ: make([]float32, nq), DK: make([]float32, nkv), DV: make([]float32, nkv), T: tt, Start: start}
+		b.AttentionBackward([]kernels.AttentionGradSeq{s}, heads, kvh, hd, 0.125)
+		p, m, vv := bwRand(10, 70001, 1), make([]float32, 70001), make([]float32, 70001)
+		b.AdamW(p, bwRand(11, 70001, 1), m, vv, kernels.AdamWParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1}, 1)
+		return result{dx, dw, dl, dtab, s.DQ, s.DK, s.DV, p, m, vv}
+	}
+	var want result
+	for threads := 1; threads <= 3; threads++ {
+		b := New(threads)
+		got := run(b)
+		b.Close()
+		if threads == 1 {
+			want = got
+			continue
+		}
+		for i := range want {
+			kerneltest.CheckExact(t, fmt.Sprintf("threads %d output %d", threads, i), got[i], want[i])
+		}
+	}
+}
+
+// TestBackwardInPlace checks the aliasing the cpu kernels document beyond
+// the contract: RMSNormBackward with dx = dout, SwiGLUBackward with
+// dgate = gate and dup = up, each bitwise equal to separate buffers.
+func TestBackwardInPlace(t *testing.T) {
+	for _, c := range bwBackends(t) {
+		t.Run(c.name, func(t *testing.T) {
+			b := c.b
+			const rows, cols = 40, 1000
+			x, dout, w := bwRand(1, rows*cols, 1), bwRand(2, rows*cols, 1), bwRand(3, cols, 2)
+			dx, dw := make([]float32, rows*cols), make([]float32, cols)
+			b.RMSNormBackward(dx, dw, dout, x, w, rows, cols, 1e-6)
+			inPlace, dw2 := append([]float32(nil), dout...), make([]float32, cols)
+			b.RMSNormBackward(inPlace, dw2, inPlace, x, w, rows, cols, 1e-6)
+			kerneltest.CheckExact(t, "RMSNormBackward dx = dout", inPlace, dx)
+			kerneltest.CheckExact(t, "RMSNormBackward dw with dx = dout", dw2, dw)
+
+			const n = 20000
+			gate, up, do := bwRand(4, n, 6), bwRand(5, n, 2), bwRand(6, n, 1)
+			dg, du := make([]float32, n), make([]float32, n)
+			b.SwiGLUBackward(dg, du, do, gate, up)
+			g2, u2 := append([]float32(nil), gate...), append([]float32(nil), up...)
+			b.SwiGLUBackward(g2, u2, do, g2, u2)
+			kerneltest.CheckExact(t, "SwiGLUBackward dgate = gate", g2, dg)
+			kerneltest.CheckExact(t, "SwiGLUBackward dup = up", u2, du)
+		})
+	}
+}
+
+// TestSIMDBackwardHelpers compares every AVX-512 helper with its portable
+// twin at lengths around the vector width (tails are masked), and the
+// vector exp with float64 math.Exp across its range. Skipped parts are
+// none: without AVX-512 both sides are the portable code and the test
+// checks that path against math.Exp alone.
+func TestSIMDBackwardHelpers(t *testing.T) {
+	avx := detect().avx512
+	t.Logf("avx512: %v", avx)
+	for _, n := range []int{1, 3, 15, 16, 17, 31, 32, 33, 100, 1000} {
+		t.Run(fmt.Sprintf("N%d", n), func(t *testing.T) {
+			x := bwRand(uint64(n), n, 20)
+			got, want := make([]float32, n), make([]float32, n)
+			gs := bwExpSum(avx, got, x, n, 3)
+			ws := expSumGo(want, x, n, 3)
+			for i := range x {
+				e := math.Exp(float64(x[i] - 3))
+				assert.InDelta(t, e, float64(got[i]), 3e-7*e, "exp(%g)", x[i]-3)
+			}
+			assert.InDelta(t, float64(ws), float64(gs), 1e-6*float64(ws), "exp sum")
+			assert.Equal(t, maxGo(x), bwMax(avx, x), "max")
+
+			sc, sw := append([]float32(nil), x...), append([]float32(nil), x...)
+			bwScale(avx, sc, -0.37)
+			scaleGo(sw, -0.37)
+			assert.Equal(t, sw, sc, "scale")
+
+			for _, d := range []int{16, 48, 64, 128, 144} {
+				rows := bwRand(uint64(d), (n-1)*(d+5)+d, 1)
+				v := bwRand(uint64(d+1), d, 1)
+				do, dg := make([]float32, n), make([]float32, n)
+				bwDots(avx, do, v, rows, d+5, n, d)
+				dotsGo(dg, v, rows, d+5, n, d)
+				kerneltest.CheckClose(t, fmt.Sprintf("dots d=%d", d), do, dg, kerneltest.Tol{ATol: 1e-5, RTol: 1e-5, NMSE: 1e-10})
+				ao, ag := bwRand(3, d, 1), bwRand(3, d, 1)
+				coef := bwRand(4, n, 1)
+				bwAxpys(avx, ao, coef, rows, d+5, n, d)
+				axpysGo(ag, coef, rows, d+5, n, d)
+				kerneltest.CheckClose(t, fmt.Sprintf("axpys d=%d", d), ao, ag, kerneltest.Tol{ATol: 1e-5, RTol: 1e-5, NMSE: 1e-10})
+			}
+
+			gate, up, dout := bwRand(7, n, 12), bwRand(8, n, 2), bwRand(9, n, 1)
+			dgA, duA, dgG, duG := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
+			bwSwiGLU(avx, dgA, duA, dout, gate, up)
+			swigluBackwardGo(dgG, duG, dout, gate, up)
+			kerneltest.CheckClose(t, "swiglu dgate", dgA, dgG, kerneltest.Tol{ATol: 1e-6, RTol: 1e-5, NMSE: 1e-11})
+			kerneltest.CheckClose(t, "swiglu dup", duA, duG, kerneltest.Tol{ATol: 1e-6, RTol: 1e-5, NMSE: 1e-11})
+
+			c := &adamwConsts{0.9, 0.1, 0.999, 0.001, 0.9999, 0.01, 1.5, 1e-8}
+			pA, mA, vA := bwRand(10, n, 1), bwRand(11, n, 0.1), bwRand(12, n, 0.01)
+			for i := range vA {
+				vA[i] = float32(math.Abs(float64(vA[i])))
+			}
+			pG, mG, vG := append([]float32(nil), pA...), append([]float32(nil), mA...), append([]float32(nil), vA...)
+			grad := bwRand(13, n, 1)
+			bwAdamW(avx, pA, grad, mA, vA, c)
+			adamwGo(pG, grad, mG, vG, c)
+			tol := kerneltest.Tol{ATol: 1e-7, RTol: 1e-6, NMSE: 1e-12}
+			kerneltest.CheckClose(t, "adamw param", pA, pG, tol)
+			kerneltest.CheckClose(t, "adamw m", mA, mG, tol)
+			kerneltest.CheckClose(t, "adamw v", vA, vG, tol)
+		})
+	}
+	t.Run("exp_special", func(t *testing.T) {
+		in := []float32{float32(math.Inf(-1)), -200, -104, -103, -87.5, -1e-8, 0, 1e-8, 1, 50, 88.5, float32(math.NaN())}
+		out := make([]float32, len(in))
+		bwExpSum(avx, out, in, len(in), 0)
+		for i, x := range in {
+			want := math.Exp(float64(x))
+			switch {
+			case math.IsNaN(want):
+				assert.True(t, math.IsNaN(float64(out[i])), "exp(NaN)")
+			case want < 1e-37: // subnormal or zero: absolute error only
+				assert.InDelta(t, want, float64(out[i]), 2e-45, "exp(%g)", x)
+			default:
+				assert.InDelta(t, want, float64(out[i]), 3e-7*want, "exp(%g)", x)
+			}
+		}
+	})
+}
+
+// TestBackwardPanics checks that a buffer too short for its shape panics
+// naming the op and argument, before anything is written.
+func TestBackwardPanics(t *testing.T) {
+	b := New(2)
+	defer b.Close()
+	short, buf := make([]float32, 3), make([]float32, 64)
+	for _, tc := range []struct {
+		name, want string
+		call       func()
+	}{
+		{"rmsnorm dw", "RMSNormBackward: dw", func() { b.RMSNormBackward(buf, short, buf, buf, buf, 2, 4, 1e-6) }},
+		{"rope", "RoPEBackward: x", func() { b.RoPEBackward(short, []int32{0}, 1, 4, 1e4) }},
+		{"swiglu", "SwiGLUBackward: up", func() { b.SwiGLUBackward(buf, buf, buf, buf, short) }},
+		{"embedding id", "ids[1] = 9", func() { b.EmbeddingBackward(buf[:8], buf, []int32{0, 9}, 4) }},
+		{"logsoftmax target", "targets[0] = 5", func() { b.LogSoftmaxGatherBackward(buf, buf, []int32{5}, buf, 1, 5) }},
+		{"attention DV", "seqs[0].DV", func() {
+			b.AttentionBackward([]kernels.AttentionGradSeq{{DOut: buf, Q: buf, Out: buf, DQ: buf, LSE: buf,
+				K: buf, V: buf, DK: buf, DV: short, T: 1, Start: 2}}, 2, 1, 8, 1)
+		}},
+		{"attention heads", "heads 3, kvHeads 2", func() { b.AttentionBackward(nil, 3, 2, 8, 1) }},
+		{"adamw step", "step 0", func() { b.AdamW(buf, buf, buf, buf, kernels.AdamWParams{}, 0) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func() {
+				r := recover()
+				require.NotNil(t, r, "no panic")
+				assert.Contains(t, fmt.Sprint(r), tc.want)
+			}()
+			tc.call()
+		})
+	}
+}

@@ -1,0 +1,107 @@
+package cpu
+
+import "math"
+
+// Portable twins of the AVX-512 helpers in simd_backward_amd64.s. Each is
+// the definition of its assembly version (same arguments, as slices) and
+// the path taken without AVX-512 or when a length does not suit the
+// assembly; the dispatchers bw* in simd_backward_amd64.go and
+// simd_backward_other.go choose between them.
+
+// dotsGo sets out[j] = Σ_{i<d} x[i]·rows[j·stride+i] for j < n.
+func dotsGo(out, x, rows []float32, stride, n, d int) {
+	x = x[:d]
+	for j := range n {
+		r := rows[j*stride : j*stride+d]
+		var s0, s1, s2, s3 float32
+		i := 0
+		for ; i+4 <= d; i += 4 {
+			s0 += x[i] * r[i]
+			s1 += x[i+1] * r[i+1]
+			s2 += x[i+2] * r[i+2]
+			s3 += x[i+3] * r[i+3]
+		}
+		for ; i < d; i++ {
+			s0 += x[i] * r[i]
+		}
+		out[j] = (s0 + s1) + (s2 + s3)
+	}
+}
+
+// axpysGo adds Σ_{j<n} coef[j]·rows[j·stride : j·stride+d] to out[d], in
+// order of j.
+func axpysGo(out, coef, rows []float32, stride, n, d int) {
+	out = out[:d]
+	for j := range n {
+		c := coef[j]
+		r := rows[j*stride : j*stride+d]
+		for i := range out {
+			out[i] += c * r[i]
+		}
+	}
+}
+
+// expSumGo sets dst[i] = exp(src[i] − sub) for i < n and returns their sum.
+// dst may equal src.
+func expSumGo(dst, src []float32, n int, sub float32) float32 {
+	var s float64
+	for i := range n {
+		e := float32(math.Exp(float64(src[i] - sub)))
+		dst[i] = e
+		s += float64(e)
+	}
+	return float32(s)
+}
+
+// maxGo returns the largest of x, −Inf if x is empty.
+func maxGo(x []float32) float32 {
+	m := float32(math.Inf(-1))
+	for _, v := range x {
+		if v > m {
+			m = v
+		}
+	}
+	return m
+}
+
+// scaleGo multiplies x by s.
+func scaleGo(x []float32, s float32) {
+	for i := range x {
+		x[i] *= s
+	}
+}
+
+// swigluBackwardGo is SwiGLUBackward on one chunk: with s = σ(g),
+// dup = dout·g·s and dgate = dout·up·s·(1 + g·(1−s)). Element i is read
+// before it is written.
+func swigluBackwardGo(dgate, dup, dout, gate, up []float32) {
+	for i := range dout {
+		g, u, d := gate[i], up[i], dout[i]
+		s := float32(1 / (1 + math.Exp(-float64(g))))
+		dgate[i] = d * u * s * (1 + g*(1-s))
+		dup[i] = d * g * s
+	}
+}
+
+// adamwConsts are the per-step scalars of an AdamW update, laid out as the
+// assembly reads them.
+type adamwConsts struct {
+	beta1, oneMinusBeta1 float32
+	beta2, oneMinusBeta2 float32
+	decay                float32 // 1 − lr·wd
+	stepSize             float32 // lr / (1 − β1^step)
+	invSqrtBC2           float32 // 1 / sqrt(1 − β2^step)
+	eps                  float32
+}
+
+// adamwGo is one AdamW step over a chunk, in float32, as bwAdamWAVX512.
+func adamwGo(param, grad, m, v []float32, c *adamwConsts) {
+	for i := range param {
+		g := grad[i]
+		mi := c.beta1*m[i] + c.oneMinusBeta1*g
+		vi := c.beta2*v[i] + c.oneMinusBeta2*(g*g)
+		denom := float32(math.Sqrt(float64(vi)))*c.invSqrtBC2 + c.eps
+		param[i] = param[i]*c.decay - c.stepSize*(mi/denom)
+		m[i], v[i] = mi, vi
+	}
+}

@@ -1,0 +1,116 @@
+//go:build amd64
+
+package cpu
+
+// Assembly in simd_backward_amd64.s. Callers go through the bw*
+// dispatchers below, which check the slices (so the assembly never reads
+// or writes outside them) and fall back to the portable twins.
+
+//go:noescape
+func bwDotsAVX512(out, x, rows *float32, stride, n, d int)
+
+//go:noescape
+func bwAxpysAVX512(out, coef, rows *float32, stride, n, d int)
+
+//go:noescape
+func bwExpSumAVX512(dst, src *float32, n int, sub float32) float32
+
+//go:noescape
+func bwMaxAVX512(x *float32, n int) float32
+
+//go:noescape
+func bwScaleAVX512(x *float32, n int, s float32)
+
+//go:noescape
+func bwSwiGLUAVX512(dgate, dup, dout, gate, up *float32, n int)
+
+//go:noescape
+func bwAdamWAVX512(param, grad, m, v *float32, n int, c *adamwConsts)
+
+// bwDots is dotsGo, in AVX-512 when avx and d is a multiple of 16.
+func bwDots(avx bool, out, x, rows []float32, stride, n, d int) {
+	if n <= 0 {
+		return
+	}
+	if d <= 0 {
+		clear(out[:n])
+		return
+	}
+	_, _, _ = out[n-1], x[d-1], rows[(n-1)*stride+d-1]
+	if avx && d%16 == 0 {
+		bwDotsAVX512(&out[0], &x[0], &rows[0], stride, n, d)
+		return
+	}
+	dotsGo(out, x, rows, stride, n, d)
+}
+
+// bwAxpys is axpysGo, in AVX-512 when avx and d is a multiple of 16.
+func bwAxpys(avx bool, out, coef, rows []float32, stride, n, d int) {
+	if n <= 0 || d <= 0 {
+		return
+	}
+	_, _, _ = out[d-1], coef[n-1], rows[(n-1)*stride+d-1]
+	if avx && d%16 == 0 {
+		bwAxpysAVX512(&out[0], &coef[0], &rows[0], stride, n, d)
+		return
+	}
+	axpysGo(out, coef, rows, stride, n, d)
+}
+
+// bwExpSum is expSumGo, in AVX-512 when avx.
+func bwExpSum(avx bool, dst, src []float32, n int, sub float32) float32 {
+	if n <= 0 {
+		return 0
+	}
+	_, _ = dst[n-1], src[n-1]
+	if avx {
+		return bwExpSumAVX512(&dst[0], &src[0], n, sub)
+	}
+	return expSumGo(dst, src, n, sub)
+}
+
+// bwMax is maxGo, in AVX-512 when avx.
+func bwMax(avx bool, x []float32) float32 {
+	if avx && len(x) > 0 {
+		return bwMaxAVX512(&x[0], len(x))
+	}
+	return maxGo(x)
+}
+
+// bwScale is scaleGo, in AVX-512 when avx.
+func bwScale(avx bool, x []float32, s float32) {
+	if avx && len(x) > 0 {
+		bwScaleAVX512(&x[0], len(x), s)
+		return
+	}
+	scaleGo(x, s)
+}
+
+// bwSwiGLU is swigluBackwardGo over len(dout) elements, in AVX-512 when
+// avx.
+func bwSwiGLU(avx bool, dgate, dup, dout, gate, up []float32) {
+	n := len(dout)
+	if n == 0 {
+		return
+	}
+	_, _, _, _ = dgate[n-1], dup[n-1], gate[n-1], up[n-1]
+	if avx {
+		bwSwiGLUAVX512(&dgate[0], &dup[0], &dout[0], &gate[0], &up[0], n)
+		return
+	}
+	swigluBackwardGo(dgate, dup, dout, gate, up)
+}
+
+// bwAdamW is adamwGo over len(param) elements, in AVX-512 when avx.
+func bwAdamW(avx bool, param, grad, m, v []float32, c *adamwConsts) {
+	n := len(param)
+	if n == 0 {
+		return
+	}
+	_, _, _ = grad[n-1], m[n-1], v[n-1]
+	if avx {
+		bwAdamWAVX512(&param[0], &grad[0], &m[0], &v[0], n, c)
+		return
+	}
+	adamwGo(param, grad, m, v, c)
+}

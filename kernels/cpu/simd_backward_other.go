@@ -1,0 +1,39 @@
+//go:build !amd64
+
+package cpu
+
+// Without amd64 assembly the dispatchers always take the portable twins;
+// avx is false on these architectures anyway (see detect).
+
+func bwDots(_ bool, out, x, rows []float32, stride, n, d int) {
+	if n <= 0 {
+		return
+	}
+	if d <= 0 {
+		clear(out[:n])
+		return
+	}
+	dotsGo(out, x, rows, stride, n, d)
+}
+
+func bwAxpys(_ bool, out, coef, rows []float32, stride, n, d int) {
+	if n > 0 && d > 0 {
+		axpysGo(out, coef, rows, stride, n, d)
+	}
+}
+
+func bwExpSum(_ bool, dst, src []float32, n int, sub float32) float32 {
+	return expSumGo(dst, src, n, sub)
+}
+
+func bwMax(_ bool, x []float32) float32 { return maxGo(x) }
+
+func bwScale(_ bool, x []float32, s float32) { scaleGo(x, s) }
+
+func bwSwiGLU(_ bool, dgate, dup, dout, gate, up []float32) {
+	swigluBackwardGo(dgate, dup, dout, gate, up)
+}
+
+func bwAdamW(_ bool, param, grad, m, v []float32, c *adamwConsts) {
+	adamwGo(param, grad, m, v, c)
+}

@@ -1,0 +1,37 @@
+package kerneltest
+
+import (
+	"testing"
+
+	"github.com/x/kernels"
+	"github.com/x/kernels/ref"
+)
+
+// LogSoftmaxGatherBackward checks dlogits (=) against the reference on the
+// forward's logit cases (V = 1, −Inf entries, offsets of 5e4, the Qwen3
+// vocabulary with few rows), with a zero dlogp row, and requires the
+// in-place call (dlogits aliasing logits, which the contract allows) to give
+// bitwise the same result as a separate output.
+func LogSoftmaxGatherBackward(t *testing.T, b kernels.Backend) {
+	var r ref.Backend
+	for _, c := range logitCases() {
+		name := c.name()
+		t.Run(name, func(t *testing.T) {
+			x, targets := c.logits("LogSoftmaxGatherBackward" + name)
+			dlogp := uniform(newRNG("dlogp"+name), c.rows, 2)
+			if c.rows > 2 {
+				dlogp[1] = 0
+			}
+			n := c.rows * c.v
+			want := make([]float32, n)
+			r.LogSoftmaxGatherBackward(want, x, targets, dlogp, c.rows, c.v)
+			got := bwNaNs(n)
+			b.LogSoftmaxGatherBackward(got, x, targets, dlogp, c.rows, c.v)
+			CheckClose(t, "dlogits", got[:n], want, Tolerance("LogSoftmaxGatherBackward"))
+			CheckExact(t, "dlogits past R·V", got[n:], padded(nil, bwPad))
+			inPlace := padded(x, bwPad)
+			b.LogSoftmaxGatherBackward(inPlace, inPlace, targets, dlogp, c.rows, c.v)
+			CheckExact(t, "in place (dlogits = logits)", inPlace, got)
+		})
+	}
+}
