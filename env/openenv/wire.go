@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"unicode/utf8"
 )
 
 // ErrorCode is the code of an OpenEnv error frame (WSErrorCode upstream).
@@ -264,7 +265,7 @@ func (e errNotObject) Error() string { return "a JSON object is required, got " 
 // parseObject splits a JSON object into its members in document order
 // (duplicate keys keep the last value, like Python's json). It returns a
 // *json.SyntaxError-wrapping error for invalid JSON and errNotObject for
-// valid JSON of another type.
+// valid JSON of another type. Values are subslices of b.
 func parseObject(b []byte) ([]member, error) {
 	if !json.Valid(b) {
 		var v any
@@ -273,34 +274,86 @@ func parseObject(b []byte) ([]member, error) {
 		}
 		return nil, errors.New("invalid JSON")
 	}
-	t := bytes.TrimLeft(b, " \t\r\n")
-	if len(t) == 0 || t[0] != '{' {
-		return nil, errNotObject{kind: jsonKind(t)}
+	i := skipSpace(b, 0)
+	if i == len(b) || b[i] != '{' {
+		return nil, errNotObject{kind: jsonKind(b[i:])}
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if _, err := dec.Token(); err != nil { // '{'
-		return nil, err
-	}
+	// b is valid JSON, so a plain scan needs no error handling.
 	var ms []member
-	index := map[string]int{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
+	var index map[string]int
+	i = skipSpace(b, i+1)
+	for b[i] != '}' {
+		end := scanValue(b, i)
+		key := string(b[i+1 : end-1])
+		if bytes.IndexByte(b[i:end], '\\') >= 0 || !utf8.Valid(b[i:end]) {
+			_ = json.Unmarshal(b[i:end], &key)
 		}
-		key, _ := tok.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
+		i = skipSpace(b, end)
+		i = skipSpace(b, i+1) // ':'
+		end = scanValue(b, i)
+		v := json.RawMessage(b[i:end])
+		if j, dup := index[key]; dup {
+			ms[j].Value = v
+		} else {
+			if index == nil {
+				index = map[string]int{}
+			}
+			index[key] = len(ms)
+			ms = append(ms, member{Key: key, Value: v})
 		}
-		if i, ok := index[key]; ok {
-			ms[i].Value = v
-			continue
+		i = skipSpace(b, end)
+		if b[i] == ',' {
+			i = skipSpace(b, i+1)
 		}
-		index[key] = len(ms)
-		ms = append(ms, member{Key: key, Value: v})
 	}
 	return ms, nil
+}
+
+// skipSpace returns the index of the first non-space byte at or after i.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// scanValue returns the end of the valid JSON value starting at b[i].
+func scanValue(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		for j := i + 1; ; j++ {
+			switch b[j] {
+			case '\\':
+				j++
+			case '"':
+				return j + 1
+			}
+		}
+	case '{', '[':
+		depth := 0
+		for j := i; ; j++ {
+			switch b[j] {
+			case '"':
+				j = scanValue(b, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+	}
+	j := i // a number, true, false or null
+	for j < len(b) {
+		switch b[j] {
+		case ',', '}', ']', ' ', '\t', '\r', '\n':
+			return j
+		}
+		j++
+	}
+	return j
 }
 
 // jsonKind names the JSON type of a valid value by its first byte.

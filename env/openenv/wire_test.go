@@ -1,6 +1,7 @@
 package openenv
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -356,6 +357,69 @@ func FuzzParseReply(f *testing.F) {
 			var target *ServerError
 			if err := unsolicitedError(raw); !errors.As(err, &target) {
 				t.Fatalf("error frame not reported as a ServerError: %v", err)
+			}
+		}
+	})
+}
+
+// parseObjectReference is the obvious json.Decoder version of parseObject.
+func parseObjectReference(b []byte) ([]member, error) {
+	var probe any
+	pd := json.NewDecoder(bytes.NewReader(b))
+	pd.UseNumber() // 1E1000 is valid JSON, just not a float64
+	if err := pd.Decode(&probe); err != nil || !json.Valid(b) {
+		return nil, errors.Join(err, errors.New("invalid JSON"))
+	}
+	if _, ok := probe.(map[string]any); !ok {
+		return nil, errNotObject{}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	_, _ = dec.Token()
+	var ms []member
+	for dec.More() {
+		tok, _ := dec.Token()
+		key := tok.(string)
+		var v json.RawMessage
+		_ = dec.Decode(&v)
+		found := false
+		for i := range ms {
+			if ms[i].Key == key {
+				ms[i].Value, found = v, true
+			}
+		}
+		if !found {
+			ms = append(ms, member{key, v})
+		}
+	}
+	return ms, nil
+}
+
+// FuzzParseObject checks the scanning parseObject against the decoder
+// version on arbitrary input.
+func FuzzParseObject(f *testing.F) {
+	for _, s := range []string{`{}`, ` { "a" : 1 , "b":[1,{"c":"]}"}], "a": "x\\"y" } `, `{"\u0061":true,"n":null,"f":-1.5e3}`,
+		`[1]`, `"s"`, `{bad`, `{"a":{"b":{}}}`, "\t{\"k\"\n:\r\"v\"}\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := parseObject(b)
+		want, werr := parseObjectReference(b)
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("error mismatch for %q: %v vs %v", b, err, werr)
+		}
+		if err != nil {
+			var a, c errNotObject
+			if errors.As(err, &a) != errors.As(werr, &c) {
+				t.Fatalf("not-object mismatch for %q: %v vs %v", b, err, werr)
+			}
+			return
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%q: %d members, want %d", b, len(got), len(want))
+		}
+		for i := range got {
+			if got[i].Key != want[i].Key || !bytes.Equal(bytes.TrimSpace(got[i].Value), bytes.TrimSpace(want[i].Value)) {
+				t.Fatalf("%q: member %d = %q:%q, want %q:%q", b, i, got[i].Key, got[i].Value, want[i].Key, want[i].Value)
 			}
 		}
 	})
