@@ -89,8 +89,12 @@ func Load(path string) (*Tokenizer, error) {
 }
 
 // Parse builds a Tokenizer from the contents of a tokenizer.json. Anything it
-// does not implement exactly (another model type, normalizer or pre-tokenizer)
-// is an error rather than an approximation.
+// does not implement exactly (another model type, normalizer or pre-tokenizer,
+// single_word added tokens) is an error rather than an approximation. Added
+// tokens are always matched on the raw text; Hugging Face matches those
+// marked "normalized": true after NFC, which differs only for tokens that
+// NFC changes (none in the Qwen files). The post_processor is ignored:
+// Encode never adds special tokens.
 func Parse(data []byte) (*Tokenizer, error) {
 	var f fileJSON
 	if err := json.Unmarshal(data, &f); err != nil {
