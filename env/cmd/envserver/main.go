@@ -4,6 +4,10 @@
 //
 //	go run ./env/cmd/envserver -env wordle -port 8001
 //
+// -env is echo, wordle, catch or guess. By default each speaks its
+// classic OpenEnv actions (as the Python servers do); -tools serves its
+// tool-style form with MCP-style list_tools/call_tool actions instead.
+//
 // It listens on host:port with WS /ws, GET /health, /metadata, /schema,
 // /state and POST /reset, /step. The session limit defaults to
 // $MAX_CONCURRENT_ENVS (else 1024); the bearer token to $OPENENV_TOKEN.
@@ -50,6 +54,7 @@ type config struct {
 	ping        time.Duration
 	token       string
 	seed        uint64
+	tools       bool
 }
 
 // parseFlags reads the command line; getenv supplies the defaults taken
@@ -75,13 +80,14 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.DurationVar(&c.ping, "ping", openenv.DefaultPingInterval, "keepalive ping interval; a peer silent for twice this is dropped (0 disables)")
 	fs.StringVar(&c.token, "token", getenv("OPENENV_TOKEN"), "require this bearer token on all but /health (default $OPENENV_TOKEN)")
 	fs.Uint64Var(&c.seed, "seed", 0, "seed for the environments' randomness (episode ids, secret words)")
+	fs.BoolVar(&c.tools, "tools", false, "serve the tool-style env with MCP-style list_tools/call_tool actions instead of its classic OpenEnv actions")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	if _, err := newFactory(c.env, c.seed); err != nil {
+	if _, err := newFactory(c.env, c.seed, c.tools); err != nil {
 		return c, err
 	}
 	if c.port < 0 || c.port > 65535 {
@@ -100,7 +106,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	factory, err := newFactory(cfg.env, cfg.seed)
+	factory, err := newFactory(cfg.env, cfg.seed, cfg.tools)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -23,6 +25,10 @@ func TestParseFlags(t *testing.T) {
 		{name: "defaults", want: func(t *testing.T, c config) {
 			assert.Equal(t, config{env: "echo", host: "127.0.0.1", port: 8000, maxSessions: openenv.DefaultMaxSessions,
 				idleTimeout: openenv.DefaultIdleTimeout, ping: openenv.DefaultPingInterval}, c)
+		}},
+		{name: "tools", args: []string{"-env", "wordle", "-tools"}, want: func(t *testing.T, c config) {
+			assert.Equal(t, "wordle", c.env)
+			assert.True(t, c.tools)
 		}},
 		{name: "MAX_CONCURRENT_ENVS", env: map[string]string{"MAX_CONCURRENT_ENVS": "8", "OPENENV_TOKEN": "t"}, want: func(t *testing.T, c config) {
 			assert.Equal(t, 8, c.maxSessions)
@@ -97,4 +103,41 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	}
 	_, err = c.Step(cctx, map[string]string{"message": "after shutdown"})
 	assert.ErrorIs(t, err, openenv.ErrSessionLost)
+}
+
+// TestEveryEnvServes plays one reset (and, for the tool form, list_tools)
+// of every built-in env in both forms through a real server.
+func TestEveryEnvServes(t *testing.T) {
+	for _, name := range envNames() {
+		for _, asTools := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/tools=%v", name, asTools), func(t *testing.T) {
+				f, err := newFactory(name, 1, asTools)
+				require.NoError(t, err)
+				srv := openenv.NewServer(f, openenv.WithName(name))
+				hs := httptest.NewServer(srv)
+				defer hs.Close()
+				defer func() { assert.NoError(t, srv.Shutdown(context.Background())) }()
+				ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+				defer cancel()
+				c, err := openenv.Dial(ctx, hs.URL)
+				require.NoError(t, err)
+				defer c.Close()
+				res, err := c.Reset(ctx, nil)
+				require.NoError(t, err)
+				assert.NotEmpty(t, res.Observation)
+				if !asTools {
+					return
+				}
+				res, err = c.Step(ctx, map[string]string{"type": "list_tools"})
+				require.NoError(t, err)
+				var list struct {
+					Tools []struct {
+						Name string `json:"name"`
+					} `json:"tools"`
+				}
+				require.NoError(t, res.DecodeObservation(&list))
+				assert.NotEmpty(t, list.Tools)
+			})
+		}
+	}
 }
