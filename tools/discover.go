@@ -20,9 +20,9 @@ type Describer interface {
 	ToolDescriptions() map[string]string
 }
 
-// Reserved are the method names that are never tools: the environment's
-// lifecycle (Reset, Reward, Close) and the description hook.
-var Reserved = []string{"Close", "Reset", "Reward", "ToolDescriptions"}
+// Reserved returns the method names that are never tools: the
+// environment's lifecycle (Reset, Reward, Close) and the description hook.
+func Reserved() []string { return []string{"Close", "Reset", "Reward", "ToolDescriptions"} }
 
 // Option changes which methods Discover takes.
 type Option func(*options)
@@ -121,7 +121,7 @@ func inspect(v any, t reflect.Type, o options) (*typeInfo, error) {
 		descs = d.ToolDescriptions()
 	}
 	skip := map[string]bool{}
-	for _, r := range Reserved {
+	for _, r := range Reserved() {
 		skip[r] = true
 	}
 	for _, e := range o.exclude {

@@ -21,7 +21,17 @@ type MoveArgs struct {
 	Direction string `json:"direction" desc:"where to move the paddle" enum:"left,stay,right"`
 }
 
-var directions = map[string]int{"left": Left, "stay": Stay, "right": Right}
+// direction maps a move's direction to its action id (the tool's enum
+// has already rejected anything else).
+func direction(d string) int {
+	switch d {
+	case "left":
+		return Left
+	case "right":
+		return Right
+	}
+	return Stay
+}
 
 // Env is the in-process, tool-style catch environment: one tool, move.
 // Its reward is TRL's for Catch: 1 for a catch, 0 for a miss or an
@@ -79,7 +89,7 @@ func (e *Env) Reset(ctx context.Context, row env.Row) (string, error) {
 
 // Move is the tool: one move of the paddle.
 func (e *Env) Move(ctx context.Context, a MoveArgs) (string, error) {
-	if _, err := e.Game.Apply(directions[a.Direction]); err != nil {
+	if _, err := e.Game.Apply(direction(a.Direction)); err != nil {
 		return "", err
 	}
 	return moveText(&e.Game), nil

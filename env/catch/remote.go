@@ -141,7 +141,7 @@ func (r *Remote) Move(ctx context.Context, a MoveArgs) (string, error) {
 	if r.done {
 		return "", errors.New("catch: the game is over")
 	}
-	res, err := r.client.Step(ctx, directions[a.Direction])
+	res, err := r.client.Step(ctx, direction(a.Direction))
 	if err != nil {
 		return "", err
 	}

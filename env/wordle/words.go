@@ -23,10 +23,13 @@ type Dictionary struct {
 	allowed map[string]struct{}
 }
 
-// DefaultDictionary returns the built-in dictionary, parsed once.
-var DefaultDictionary = sync.OnceValue(func() *Dictionary {
+// defaultDictionary parses the built-in lists once.
+var defaultDictionary = sync.OnceValue(func() *Dictionary {
 	return NewDictionary(parseWords(secretsText), parseWords(allowedText))
 })
+
+// DefaultDictionary returns the built-in dictionary (shared, immutable).
+func DefaultDictionary() *Dictionary { return defaultDictionary() }
 
 // NewDictionary makes a dictionary; the secrets are allowed guesses too.
 // Words are lower-cased; duplicates are dropped.
