@@ -72,6 +72,13 @@ func classAt(s string, i int) (runeClass, int) {
 // runEnd returns the end of the run of class c starting at i.
 func runEnd(s string, i int, c runeClass) int {
 	for i < len(s) {
+		if b := s[i]; b < utf8.RuneSelf {
+			if runeClass(asciiClasses[b]) != c {
+				break
+			}
+			i++
+			continue
+		}
 		rc, w := classAt(s, i)
 		if rc != c {
 			break
