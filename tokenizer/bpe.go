@@ -36,6 +36,12 @@ func (t *Tokenizer) bpe(dst []int32, w string, sc *scratch) []int32 {
 	if len(w) > heapThreshold {
 		return t.bpeHeap(dst, w, sc)
 	}
+	return t.bpeScan(dst, w, sc)
+}
+
+// bpeScan is bpe by repeated linear scans for the lowest rank: O(n²) but
+// with the smallest constant.
+func (t *Tokenizer) bpeScan(dst []int32, w string, sc *scratch) []int32 {
 	// ranks[i] and ids[i] describe merging syms[i] with syms[i+1].
 	syms, ranks, ids := sc.syms[:0], sc.ranks[:0], sc.ids[:0]
 	for i := 0; i < len(w); i++ {

@@ -102,7 +102,7 @@ func FuzzBPEHeap(f *testing.F) {
 			return
 		}
 		var sc scratch
-		scan := tok.bpe(nil, w[:min(len(w), 512)], &sc)
+		scan := tok.bpeScan(nil, w[:min(len(w), 512)], &sc)
 		heap := tok.bpeHeap(nil, w[:min(len(w), 512)], &sc)
 		assert.Equal(t, scan, heap, "%q", w)
 	})
