@@ -94,20 +94,28 @@ func TestLoadErrors(t *testing.T) {
 	assert.ErrorContains(t, err, p)
 }
 
-// TestGPT2Shape loads the tiny tokenizer rewritten in GPT-2's layout
-// (ByteLevel with its own regex, no normalizer, "a b" merge strings).
-func TestGPT2Shape(t *testing.T) {
+// tinyGPT2 is the tiny tokenizer rewritten in GPT-2's layout (testdata/gen
+// builds the same file for Tokenizers.js).
+func tinyGPT2(t testing.TB) *Tokenizer {
+	t.Helper()
 	data := mutate(t, TinyJSON(), func(m map[string]any) {
 		m["normalizer"] = nil
-		m["pre_tokenizer"] = map[string]any{"type": "ByteLevel", "add_prefix_space": false, "use_regex": true}
+		m["pre_tokenizer"] = map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}
 		merges := model(m)["merges"].([]any)
 		for i, p := range merges {
 			pair := p.([]any)
 			merges[i] = pair[0].(string) + " " + pair[1].(string)
 		}
 	})
-	gpt2, err := Parse(data)
+	tok, err := Parse(data)
 	require.NoError(t, err)
+	return tok
+}
+
+// TestGPT2Shape loads the tiny tokenizer rewritten in GPT-2's layout
+// (ByteLevel with its own regex, no normalizer, "a b" merge strings).
+func TestGPT2Shape(t *testing.T) {
+	gpt2 := tinyGPT2(t)
 	tiny := Tiny()
 	require.Equal(t, []splitPattern{patternGPT2}, gpt2.splits)
 	for _, s := range []string{"hello world", "The answer is 42.", "a  b\n\nc"} {
