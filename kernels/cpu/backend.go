@@ -25,6 +25,7 @@ type Backend struct {
 	threads int
 	pool    *pool
 	simd    features
+	bufs    [][]float32 // per-worker scratch, see scratch
 }
 
 // features records which SIMD paths this Backend may use.
@@ -46,7 +47,17 @@ func New(threads int) *Backend {
 	if threads <= 0 {
 		threads = runtime.NumCPU()
 	}
-	return &Backend{threads: threads, pool: newPool(threads - 1), simd: detect()}
+	return &Backend{threads: threads, pool: newPool(threads - 1), simd: detect(), bufs: make([][]float32, threads)}
+}
+
+// scratch returns worker w's scratch buffer with at least n elements. It is
+// valid until the current parallelFor job ends; a kernel must not hold two
+// scratch buffers of the same worker at once.
+func (b *Backend) scratch(w, n int) []float32 {
+	if len(b.bufs[w]) < n {
+		b.bufs[w] = make([]float32, n)
+	}
+	return b.bufs[w][:n]
 }
 
 // Close stops the Backend's workers and waits for them to exit. Kernels

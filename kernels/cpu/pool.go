@@ -66,7 +66,7 @@ func newPool(workers int) *pool {
 
 func (p *pool) work(w int) {
 	defer p.wg.Done()
-	seen := p.gen.Load()
+	var seen uint64 // the generation at newPool: a job posted before this goroutine runs is not missed
 	for {
 		if !p.await(seen) {
 			return

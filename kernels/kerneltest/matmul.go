@@ -20,6 +20,14 @@ func matmulShapes() [][3]int {
 	}
 }
 
+// matmulTol is op's tolerance for a reduction over red terms.
+func matmulTol(op string, red int) Tol {
+	if red > 4096 {
+		return Tolerance("MatMulLong")
+	}
+	return Tolerance(op)
+}
+
 // MatMul checks out[M,N] (=, +=) x[M,K]·wᵀ for every weight dtype.
 func MatMul(t *testing.T, b kernels.Backend) {
 	var r ref.Backend
@@ -37,7 +45,7 @@ func MatMul(t *testing.T, b kernels.Backend) {
 					r.MatMul(want, x, w, m, acc)
 					got := padded(init, 5)
 					b.MatMul(got, x, w, m, acc)
-					CheckClose(t, "out", got[:m*n], want, Tolerance("MatMul"))
+					CheckClose(t, "out", got[:m*n], want, matmulTol("MatMul", k))
 					CheckExact(t, "out past M·N", got[m*n:], padded(nil, 5))
 					again := clone(init)
 					b.MatMul(again, x, w, m, acc)
@@ -65,7 +73,7 @@ func MatMulNN(t *testing.T, b kernels.Backend) {
 					r.MatMulNN(want, dy, w, m, acc)
 					got := padded(init, 5)
 					b.MatMulNN(got, dy, w, m, acc)
-					CheckClose(t, "out", got[:m*k], want, Tolerance("MatMulNN"))
+					CheckClose(t, "out", got[:m*k], want, matmulTol("MatMulNN", n))
 					CheckExact(t, "out past M·K", got[m*k:], padded(nil, 5))
 					again := clone(init)
 					b.MatMulNN(again, dy, w, m, acc)
@@ -92,7 +100,7 @@ func MatMulTN(t *testing.T, b kernels.Backend) {
 			r.MatMulTN(want, dy, x, m, n, k)
 			got := padded(init, 5)
 			b.MatMulTN(got, dy, x, m, n, k)
-			CheckClose(t, "dw", got[:n*k], want, Tolerance("MatMulTN"))
+			CheckClose(t, "dw", got[:n*k], want, matmulTol("MatMulTN", m))
 			CheckExact(t, "dw past N·K", got[n*k:], padded(nil, 5))
 			again := clone(init)
 			b.MatMulTN(again, dy, x, m, n, k)

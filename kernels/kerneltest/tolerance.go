@@ -23,6 +23,9 @@ func Tolerance(op string) Tol {
 	case "MatMul", "MatMulNN", "MatMulTN":
 		return Tol{ATol: 2e-6, RTol: 2e-5, NMSE: 1e-10,
 			Why: "float32 FMA accumulation over K ≤ 4096 of O(1/√K) terms vs float64: error ~ √K·2⁻²⁴ relative; measured ≤ 4e-7 abs"}
+	case "MatMulLong":
+		return Tol{ATol: 5e-5, RTol: 2e-4, NMSE: 1e-9,
+			Why: "a matmul reducing over more than 4096 terms (the vocabulary of LM-head gradients): float32 accumulation of 151936 terms; measured max abs 2.6e-5, NMSE 1.7e-10"}
 	case "Embedding":
 		return Tol{Why: "a row copy with exact bf16/f16 widening: bit-exact"}
 	case "RMSNorm":

@@ -1,0 +1,43 @@
+package cpu
+
+import (
+	"testing"
+
+	"github.com/x/kernels"
+	"github.com/x/kernels/kerneltest"
+)
+
+// The whole interface, checked at compile time by the tests (not in the
+// package, so forward and backward kernels can land separately).
+var _ kernels.Backend = (*Backend)(nil)
+
+// backends are the configurations the forward kernels are checked in: the
+// default (AVX-512 where the CPU has it) on two threads, the portable
+// pure-Go path forced on, and one thread (no workers).
+func backends(t *testing.T) map[string]*Backend {
+	def, one, generic := New(2), New(1), New(2)
+	generic.simd = features{}
+	t.Cleanup(func() { def.Close(); one.Close(); generic.Close() })
+	return map[string]*Backend{"default_" + def.SIMD(): def, "generic": generic, "1thread_" + one.SIMD(): one}
+}
+
+func conformance(t *testing.T, family func(*testing.T, kernels.Backend)) {
+	for name, b := range backends(t) {
+		t.Run(name, func(t *testing.T) { family(t, b) })
+	}
+}
+
+func TestMatMul(t *testing.T)           { conformance(t, kerneltest.MatMul) }
+func TestMatMulNN(t *testing.T)         { conformance(t, kerneltest.MatMulNN) }
+func TestMatMulTN(t *testing.T)         { conformance(t, kerneltest.MatMulTN) }
+func TestEmbedding(t *testing.T)        { conformance(t, kerneltest.Embedding) }
+func TestRMSNorm(t *testing.T)          { conformance(t, kerneltest.RMSNorm) }
+func TestRoPE(t *testing.T)             { conformance(t, kerneltest.RoPE) }
+func TestAttention(t *testing.T)        { conformance(t, kerneltest.Attention) }
+func TestSwiGLU(t *testing.T)           { conformance(t, kerneltest.SwiGLU) }
+func TestAdd(t *testing.T)              { conformance(t, kerneltest.Add) }
+func TestScale(t *testing.T)            { conformance(t, kerneltest.Scale) }
+func TestLogSoftmaxGather(t *testing.T) { conformance(t, kerneltest.LogSoftmaxGather) }
+func TestSoftmax(t *testing.T)          { conformance(t, kerneltest.Softmax) }
+func TestArgmax(t *testing.T)           { conformance(t, kerneltest.Argmax) }
+func TestSample(t *testing.T)           { conformance(t, kerneltest.Sample) }

@@ -1,0 +1,290 @@
+package cpu
+
+//go:generate go run ./asm -s matmul_amd64.s -go matmul_amd64.go
+
+import (
+	"unsafe"
+
+	"github.com/x/kernels"
+)
+
+// Matmul tiling. The AVX-512 kernels (asm/gen.go) compute register blocks
+// of mr×nr outputs (dotNT: x rows × weight rows, dot-product form, for
+// MatMul's torch-Linear layout) or mr×64 outputs (axpy: outer-product form
+// for MatMulNN and MatMulTN). Around them:
+//
+//   - MatMul with M < mBig (decode, batched decode) streams bf16/f16/f32
+//     weights straight into the kernel, widening in registers: each weight
+//     is read once per 6 rows of x; the cores split N.
+//   - MatMul with M ≥ mBig (prefill, training) widens a block of nbNT weight
+//     rows × kc columns to float32 once (per worker scratch, L2-resident),
+//     then runs the f32 kernel over every 6-row group of its M block; tasks
+//     are (N block, M block) pairs.
+//   - MatMulNN and MatMulTN cut the output into (row block, 64-column)
+//     tiles and reduce in chunks of pc, so the reused panel of the second
+//     operand stays in L2.
+//
+// Every output element's summation order depends only on these constants,
+// never on scheduling, so results are deterministic run to run.
+const (
+	mr    = 6    // rows of x (or dy, or dw) per register block
+	nr    = 4    // weight rows per dotNT register block
+	nbNT  = 64   // weight rows per MatMul task
+	mbNT  = 240  // x rows per MatMul task on the blocked path (a multiple of mr)
+	kc    = 1024 // K columns per widened weight block (a multiple of 16)
+	mBig  = 16   // M from which MatMul widens weight blocks once and reuses them
+	cols  = 64   // output columns per axpy block (4 zmm)
+	pc    = 512  // reduction chunk of MatMulNN and MatMulTN
+	mbAx  = 96   // output rows per MatMulNN / MatMulTN task (a multiple of mr)
+	vecSz = 16   // float32 lanes per zmm
+)
+
+// dtIndex is the kernel-table index of a weight dtype.
+func dtIndex(d kernels.DType) int {
+	switch d {
+	case kernels.BF16:
+		return 1
+	case kernels.F16:
+		return 2
+	}
+	return 0
+}
+
+// rowPtr points at element (row, col) of w's storage.
+func rowPtr(w kernels.Mat, row, col int) unsafe.Pointer {
+	i := row*w.Cols + col
+	if w.DType == kernels.F32 {
+		return unsafe.Pointer(&w.F32[i])
+	}
+	return unsafe.Pointer(&w.U16[i])
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// MatMul: out[M,N] (=, or += if accumulate) x[M,K] · wᵀ, w [N,K].
+func (b *Backend) MatMul(out, x []float32, w kernels.Mat, m int, accumulate bool) {
+	const op = "MatMul"
+	w.Check(op)
+	n, k := w.Rows, w.Cols
+	needDims(op, m)
+	need(op, "x", len(x), m*k)
+	need(op, "out", len(out), m*n)
+	if m == 0 || n == 0 {
+		return
+	}
+	if k == 0 {
+		if !accumulate {
+			clear(out[:m*n])
+		}
+		return
+	}
+	switch {
+	case !b.simd.avx512:
+		b.matMulGeneric(out, x, w, m, accumulate)
+	case m < mBig:
+		b.matMulDirect(out, x, w, m, accumulate)
+	default:
+		b.matMulBlocked(out, x, w, m, accumulate)
+	}
+}
+
+// matMulDirect streams the weights through the widening kernels; the cores
+// split N into blocks of nbNT rows.
+func (b *Backend) matMulDirect(out, x []float32, w kernels.Mat, m int, accumulate bool) {
+	n, k := w.Rows, w.Cols
+	dt, es := dtIndex(w.DType), w.DType.Size()
+	steps := k / vecSz
+	acc := b2i(accumulate)
+	blocks := (n + nbNT - 1) / nbNT
+	b.parallelFor(blocks, func(lo, hi int) {
+		for j0 := lo * nbNT; j0 < min(hi*nbNT, n); j0 += nr {
+			nrr := min(nr, n-j0)
+			for i0 := 0; i0 < m; i0 += mr {
+				mrr := min(mr, m-i0)
+				dotNTAsm(dt, mrr, nrr, &x[i0*k], k*4, rowPtr(w, j0, 0), k*es, steps, &out[i0*n+j0], n*4, acc)
+				if steps*vecSz < k {
+					dotTail(out, x, w, i0, mrr, j0, nrr, steps*vecSz, k)
+				}
+			}
+		}
+	})
+}
+
+// matMulBlocked widens nbNT×kc weight blocks to float32 once per task and
+// reuses each for every 6-row group of x in the task's M block.
+func (b *Backend) matMulBlocked(out, x []float32, w kernels.Mat, m int, accumulate bool) {
+	n, k := w.Rows, w.Cols
+	nBlocks := (n + nbNT - 1) / nbNT
+	mBlocks := (m + mbNT - 1) / mbNT
+	b.parallelForWorker(nBlocks*mBlocks, func(wk, lo, hi int) {
+		scratch := b.scratch(wk, nbNT*kc)
+		for task := lo; task < hi; task++ {
+			n0, m0 := (task/mBlocks)*nbNT, (task%mBlocks)*mbNT
+			n1, m1 := min(n0+nbNT, n), min(m0+mbNT, m)
+			for k0 := 0; k0 < k; k0 += kc {
+				kl := min(kc, k-k0)
+				steps := kl / vecSz
+				wp, ldw := rowPtr(w, n0, k0), k*4
+				if w.DType != kernels.F32 {
+					widen(scratch, w, n0, n1, k0, steps*vecSz)
+					wp, ldw = unsafe.Pointer(&scratch[0]), steps*vecSz*4
+				}
+				acc := b2i(accumulate || k0 > 0)
+				for i0 := m0; i0 < m1; i0 += mr {
+					mrr := min(mr, m1-i0)
+					for j0 := n0; j0 < n1; j0 += nr {
+						nrr := min(nr, n1-j0)
+						if steps > 0 {
+							dotNTAsm(0, mrr, nrr, &x[i0*k+k0], k*4, unsafe.Add(wp, (j0-n0)*ldw), ldw, steps, &out[i0*n+j0], n*4, acc)
+						} else if acc == 0 {
+							for i := i0; i < i0+mrr; i++ {
+								clear(out[i*n+j0 : i*n+j0+nrr])
+							}
+						}
+						if k0+steps*vecSz < k0+kl {
+							dotTail(out, x, w, i0, mrr, j0, nrr, k0+steps*vecSz, k0+kl)
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// widen decodes w[n0:n1, k0:k0+kl] into dst as [n1−n0, kl] float32; kl is
+// a multiple of 16.
+func widen(dst []float32, w kernels.Mat, n0, n1, k0, kl int) {
+	if kl == 0 {
+		return
+	}
+	for j := n0; j < n1; j++ {
+		d := &dst[(j-n0)*kl]
+		s := &w.U16[j*w.Cols+k0]
+		if w.DType == kernels.BF16 {
+			cvt_bf16(d, s, kl)
+		} else {
+			cvt_f16(d, s, kl)
+		}
+	}
+}
+
+// dotTail adds Σ_{p ∈ [p0,p1)} x[i,p]·w[j,p] to the mr×nr block at (i0, j0).
+func dotTail(out, x []float32, w kernels.Mat, i0, mrr, j0, nrr, p0, p1 int) {
+	n, k := w.Rows, w.Cols
+	for i := i0; i < i0+mrr; i++ {
+		for j := j0; j < j0+nrr; j++ {
+			var s float32
+			for p := p0; p < p1; p++ {
+				s += x[i*k+p] * w.At(j, p)
+			}
+			out[i*n+j] += s
+		}
+	}
+}
+
+// MatMulNN: out[M,K] (=, or += if accumulate) dy[M,N] · w[N,K].
+func (b *Backend) MatMulNN(out, dy []float32, w kernels.Mat, m int, accumulate bool) {
+	const op = "MatMulNN"
+	w.Check(op)
+	n, k := w.Rows, w.Cols
+	needDims(op, m)
+	need(op, "dy", len(dy), m*n)
+	need(op, "out", len(out), m*k)
+	if m == 0 || k == 0 {
+		return
+	}
+	if n == 0 {
+		if !accumulate {
+			clear(out[:m*k])
+		}
+		return
+	}
+	if !b.simd.avx512 {
+		b.matMulNNGeneric(out, dy, w, m, accumulate)
+		return
+	}
+	dt, es := dtIndex(w.DType), w.DType.Size()
+	k16 := k &^ (vecSz - 1)
+	colBlocks := (k16 + cols - 1) / cols
+	mBlocks := (m + mbAx - 1) / mbAx
+	b.parallelFor(colBlocks*mBlocks, func(lo, hi int) {
+		for task := lo; task < hi; task++ {
+			c0, m0 := (task/mBlocks)*cols, (task%mBlocks)*mbAx
+			nv := (min(c0+cols, k16) - c0) / vecSz
+			m1 := min(m0+mbAx, m)
+			for p0 := 0; p0 < n; p0 += pc {
+				pl := min(pc, n-p0)
+				acc := b2i(accumulate || p0 > 0)
+				for i0 := m0; i0 < m1; i0 += mr {
+					axpyAsm(dt, min(mr, m1-i0), nv, &dy[i0*n+p0], n*4, 4, rowPtr(w, p0, c0), k*es, pl, &out[i0*k+c0], k*4, acc)
+				}
+			}
+		}
+	})
+	if k16 < k { // columns past the last full vector
+		b.parallelFor(m, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				for c := k16; c < k; c++ {
+					var s float32
+					for p := 0; p < n; p++ {
+						s += dy[i*n+p] * w.At(p, c)
+					}
+					if accumulate {
+						s += out[i*k+c]
+					}
+					out[i*k+c] = s
+				}
+			}
+		})
+	}
+}
+
+// MatMulTN: dw[N,K] += dy[M,N]ᵀ · x[M,K].
+func (b *Backend) MatMulTN(dw, dy, x []float32, m, n, k int) {
+	const op = "MatMulTN"
+	needDims(op, m, n, k)
+	need(op, "dw", len(dw), n*k)
+	need(op, "dy", len(dy), m*n)
+	need(op, "x", len(x), m*k)
+	if m == 0 || n == 0 || k == 0 {
+		return
+	}
+	if !b.simd.avx512 {
+		b.matMulTNGeneric(dw, dy, x, m, n, k)
+		return
+	}
+	k16 := k &^ (vecSz - 1)
+	colBlocks := (k16 + cols - 1) / cols
+	nBlocks := (n + mbAx - 1) / mbAx
+	b.parallelFor(colBlocks*nBlocks, func(lo, hi int) {
+		for task := lo; task < hi; task++ {
+			c0, n0 := (task/nBlocks)*cols, (task%nBlocks)*mbAx
+			nv := (min(c0+cols, k16) - c0) / vecSz
+			n1 := min(n0+mbAx, n)
+			for p0 := 0; p0 < m; p0 += pc {
+				pl := min(pc, m-p0)
+				for j0 := n0; j0 < n1; j0 += mr {
+					axpyAsm(0, min(mr, n1-j0), nv, &dy[p0*n+j0], 4, n*4, unsafe.Pointer(&x[p0*k+c0]), k*4, pl, &dw[j0*k+c0], k*4, 1)
+				}
+			}
+		}
+	})
+	if k16 < k {
+		b.parallelFor(n, func(lo, hi int) {
+			for j := lo; j < hi; j++ {
+				for c := k16; c < k; c++ {
+					var s float32
+					for p := 0; p < m; p++ {
+						s += dy[p*n+j] * x[p*k+c]
+					}
+					dw[j*k+c] += s
+				}
+			}
+		})
+	}
+}

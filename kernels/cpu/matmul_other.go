@@ -1,0 +1,23 @@
+//go:build !amd64
+
+package cpu
+
+import "unsafe"
+
+// Without amd64 assembly the Backend never selects the SIMD paths (detect
+// reports no AVX-512); these exist so the package builds everywhere.
+
+func dotNTAsm(dt int, mr, nr int, x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int) {
+	panic("kernels/cpu: no SIMD kernels on this architecture")
+}
+
+func axpyAsm(dt int, mr, nv int, a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int) {
+	panic("kernels/cpu: no SIMD kernels on this architecture")
+}
+
+func cvt_bf16(dst *float32, src *uint16, n int) {
+	panic("kernels/cpu: no SIMD kernels on this architecture")
+}
+func cvt_f16(dst *float32, src *uint16, n int) {
+	panic("kernels/cpu: no SIMD kernels on this architecture")
+}
