@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x/kernels"
+	"github.com/x/kernels/cpu"
 	"github.com/x/kernels/ref"
 )
 
@@ -193,13 +194,19 @@ func trF64(x []float32) []float64 {
 // Forward+Backward versus the fused Accumulate, run the same ops in the
 // same order and so give bit-identical gradients and log-probs.
 func TestBackwardVariantsAgree(t *testing.T) {
-	for _, full := range []bool{false, true} {
+	fast := cpu.New(2)
+	defer fast.Close()
+	for _, c := range []struct {
+		be   kernels.Backend
+		full bool
+	}{{ref.Backend{}, false}, {ref.Backend{}, true}, {fast, false}, {fast, true}} {
+		full := c.full
 		rng := rand.New(rand.NewPCG(5, 6))
 		seqs := trRandomSeqs(rng, 48, 10, 7)
 		w := trRandomWeights(rng, seqs)
 		bytes := map[bool]int64{}
 		run := func(checkpoint, fused bool) ([][]float32, [][]float32) {
-			m := trRandomModel(t, trMicroConfig(false), kernels.F32, ref.Backend{}, 9)
+			m := trRandomModel(t, trMicroConfig(false), kernels.F32, c.be, 9)
 			if !full {
 				require.NoError(t, AttachLoRA(m, LoRAConfig{R: 2, Alpha: 4, RSLoRA: true, Targets: []string{"q_proj", "v_proj", "down_proj"}}, 2))
 				trRandomizeB(m, rand.New(rand.NewPCG(1, 1)))
@@ -222,8 +229,8 @@ func TestBackwardVariantsAgree(t *testing.T) {
 		lp0, g0 := run(false, false)
 		for _, v := range []struct{ checkpoint, fused bool }{{true, false}, {false, true}, {true, true}} {
 			lp, g := run(v.checkpoint, v.fused)
-			assert.Equal(t, lp0, lp, "full=%v %+v log-probs", full, v)
-			assert.Equal(t, g0, g, "full=%v %+v gradients", full, v)
+			assert.Equal(t, lp0, lp, "%T full=%v %+v log-probs", c.be, full, v)
+			assert.Equal(t, g0, g, "%T full=%v %+v gradients", c.be, full, v)
 		}
 		assert.Less(t, bytes[true], bytes[false], "checkpointing holds less")
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x/kernels"
+	"github.com/x/kernels/cpu"
 	"github.com/x/kernels/ref"
 )
 
@@ -92,34 +93,44 @@ func trRelErr(got []float32, want []float64) float64 {
 // README expects about 1e-4).
 func TestLoRAGradientsMatchReference(t *testing.T) {
 	want := trReadLoRARef(t)
-	m := trLoadTiny(t, ref.Backend{}, true)
-	tr, err := NewTrainable(m, TrainOptions{})
-	require.NoError(t, err)
-	start := want.TargetPositions[0] + 1
-	seq := TrainSeq{IDs: want.InputIDs, Start: start}
-	lp, ent, err := tr.Forward(context.Background(), []TrainSeq{seq})
-	require.NoError(t, err)
-	require.Len(t, lp[0], len(want.Logprobs))
-	for i, w := range want.Logprobs {
-		assert.InDelta(t, w, lp[0][i], 1e-5, "logprob %d", i)
-		assert.Greater(t, ent[0][i], float32(0))
+	fast := cpu.New(2)
+	defer fast.Close()
+	for _, tc := range []struct {
+		name       string
+		be         kernels.Backend
+		checkpoint bool
+	}{{"ref", ref.Backend{}, false}, {"cpu", fast, false}, {"cpu-checkpoint", fast, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := trLoadTiny(t, tc.be, true)
+			tr, err := NewTrainable(m, TrainOptions{Checkpoint: tc.checkpoint, LogitsChunk: 3})
+			require.NoError(t, err)
+			start := want.TargetPositions[0] + 1
+			seq := TrainSeq{IDs: want.InputIDs, Start: start}
+			lp, ent, err := tr.Forward(context.Background(), []TrainSeq{seq})
+			require.NoError(t, err)
+			require.Len(t, lp[0], len(want.Logprobs))
+			for i, w := range want.Logprobs {
+				assert.InDelta(t, w, lp[0][i], 1e-5, "logprob %d", i)
+				assert.Greater(t, ent[0][i], float32(0))
+			}
+			ones := make([]float32, len(want.Logprobs))
+			for i := range ones {
+				ones[i] = 1
+			}
+			require.NoError(t, tr.Backward(context.Background(), [][]float32{ones}))
+			require.Len(t, tr.Params(), len(want.Gradients))
+			worst := 0.0
+			for _, p := range tr.Params() {
+				g, ok := want.Gradients[p.Name]
+				require.True(t, ok, "no reference gradient for %s", p.Name)
+				require.Len(t, p.Grad, len(g), p.Name)
+				e := trRelErr(p.Grad, g)
+				worst = max(worst, e)
+				assert.Less(t, e, 1e-3, "%s relative error", p.Name)
+			}
+			t.Logf("%s: LoRA gradients: worst relative error %.2e over %d tensors", tc.name, worst, len(tr.Params()))
+		})
 	}
-	ones := make([]float32, len(want.Logprobs))
-	for i := range ones {
-		ones[i] = 1
-	}
-	require.NoError(t, tr.Backward(context.Background(), [][]float32{ones}))
-	require.Len(t, tr.Params(), len(want.Gradients))
-	worst := 0.0
-	for _, p := range tr.Params() {
-		g, ok := want.Gradients[p.Name]
-		require.True(t, ok, "no reference gradient for %s", p.Name)
-		require.Len(t, p.Grad, len(g), p.Name)
-		e := trRelErr(p.Grad, g)
-		worst = max(worst, e)
-		assert.Less(t, e, 1e-3, "%s relative error", p.Name)
-	}
-	t.Logf("LoRA gradients: worst relative error %.2e over %d tensors", worst, len(tr.Params()))
 }
 
 // TestTrainingForwardMatchesInference: the training forward's log-probs
