@@ -14,6 +14,7 @@ import (
 
 // AddedToken is a token matched verbatim in text before pre-tokenization.
 type AddedToken struct {
+	// Content is the token's exact text, e.g. "<|im_end|>".
 	Content string
 	// Special tokens are dropped by Decode with skipSpecial.
 	Special bool
