@@ -1,7 +1,7 @@
-import json, random, sys
+import json, os, random, sys
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 random.seed(11)
-tmpl_src = json.load(open('/work/shared/qwen3-tokenizer/tokenizer_config.json'))['chat_template']
+tmpl_src = open(os.path.join(os.path.dirname(__file__), '..', 'qwen3_chat_template.jinja')).read()  # Qwen3's tokenizer_config.json chat_template
 env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
 env.filters['tojson'] = lambda x, ensure_ascii=False, indent=None, separators=None, sort_keys=False: json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 tmpl = env.from_string(tmpl_src)
