@@ -176,6 +176,21 @@ func TestSIMDBackwardHelpers(t *testing.T) {
 			kerneltest.CheckClose(t, "swiglu dgate", dgA, dgG, kerneltest.Tol{ATol: 1e-6, RTol: 1e-5, NMSE: 1e-11})
 			kerneltest.CheckClose(t, "swiglu dup", duA, duG, kerneltest.Tol{ATol: 1e-6, RTol: 1e-5, NMSE: 1e-11})
 
+			w := bwRand(14, n, 2)
+			ssA, dotA := bwRMSRow(avx, x, dout, w)
+			ssG, dotG := rmsRowGo(x, dout, w)
+			assert.InDelta(t, float64(ssG), float64(ssA), 1e-5*float64(ssG)+1e-6, "rms row Σx²")
+			assert.InDelta(t, float64(dotG), float64(dotA), 1e-4*math.Abs(float64(dotG))+1e-4, "rms row Σw·dy·x")
+			dxA, dxG := make([]float32, n), make([]float32, n)
+			accA, accG := bwRand(15, n, 1), bwRand(15, n, 1)
+			bwRMSCols(avx, dxA, dout, x, w, accA, 0.7, -0.3)
+			rmsColsGo(dxG, dout, x, w, accG, 0.7, -0.3)
+			// The assembly fuses multiply-adds (one rounding instead of two);
+			// with cancellation in acc + rs·dy·x that is ~1e-8 absolute.
+			colTol := kerneltest.Tol{ATol: 1e-6, RTol: 1e-6, NMSE: 1e-10}
+			kerneltest.CheckClose(t, "rms cols dx", dxA, dxG, colTol)
+			kerneltest.CheckClose(t, "rms cols acc", accA, accG, colTol)
+
 			c := &adamwConsts{0.9, 0.1, 0.999, 0.001, 0.9999, 0.01, 1.5, 1e-8}
 			pA, mA, vA := bwRand(10, n, 1), bwRand(11, n, 0.1), bwRand(12, n, 0.01)
 			for i := range vA {
@@ -240,4 +255,87 @@ func TestBackwardPanics(t *testing.T) {
 			tc.call()
 		})
 	}
+}
+
+// Benchmarks of the backward kernels on the default Backend (both cores,
+// AVX-512 where available). Throughput metrics count the minimal work:
+// attention FLOPs are 5 matrix products of 2·D FLOPs per visible (query,
+// key) pair per head (S and dP recomputed, dV, dK, dQ); GB/s counts each
+// buffer read or written once.
+
+func BenchmarkAttentionBackward(bm *testing.B) {
+	const heads, kvh, d = 16, 8, 128
+	for _, tt := range []int{512, 1024} {
+		bm.Run(fmt.Sprintf("T%d_H%d_KVH%d_D%d", tt, heads, kvh, d), func(bm *testing.B) {
+			b := New(0)
+			defer b.Close()
+			nq, nkv := tt*heads*d, tt*kvh*d
+			q, k, v, do := bwRand(1, nq, 1), bwRand(2, nkv, 1), bwRand(3, nkv, 1), bwRand(4, nq, 1)
+			out, lse := make([]float32, nq), make([]float32, tt*heads)
+			scale := float32(1 / math.Sqrt(d))
+			b.Attention([]kernels.AttentionSeq{{Out: out, Q: q, K: k, V: v, LSE: lse, T: tt}}, heads, kvh, d, scale)
+			seqs := []kernels.AttentionGradSeq{{DOut: do, Q: q, K: k, V: v, Out: out, LSE: lse,
+				DQ: make([]float32, nq), DK: make([]float32, nkv), DV: make([]float32, nkv), T: tt}}
+			for bm.Loop() {
+				b.AttentionBackward(seqs, heads, kvh, d, scale)
+			}
+			pairs := float64(heads) * float64(tt) * float64(tt+1) / 2
+			bm.ReportMetric(10*d*pairs*float64(bm.N)/bm.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
+
+func BenchmarkLogSoftmaxGatherBackward(bm *testing.B) {
+	const rows, v = 64, 151936
+	b := New(0)
+	defer b.Close()
+	logits := bwRand(1, rows*v, 10)
+	dl := make([]float32, rows*v)
+	targets := make([]int32, rows)
+	for r := range targets {
+		targets[r] = int32(r * 2311)
+	}
+	dlogp := bwRand(2, rows, 1)
+	for bm.Loop() {
+		b.LogSoftmaxGatherBackward(dl, logits, targets, dlogp, rows, v)
+	}
+	bm.ReportMetric(8*rows*v*float64(bm.N)/bm.Elapsed().Seconds()/1e9, "GB/s")
+}
+
+func BenchmarkAdamW(bm *testing.B) {
+	const n = 10_000_000
+	b := New(0)
+	defer b.Close()
+	p, g, m, v := bwRand(1, n, 1), bwRand(2, n, 1), make([]float32, n), make([]float32, n)
+	hp := kernels.AdamWParams{LR: 1e-5, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01}
+	step := 0
+	for bm.Loop() {
+		step++
+		b.AdamW(p, g, m, v, hp, step)
+	}
+	bm.ReportMetric(28*n*float64(bm.N)/bm.Elapsed().Seconds()/1e9, "GB/s") // read p,g,m,v; write p,m,v
+}
+
+func BenchmarkRMSNormBackward(bm *testing.B) {
+	const rows, cols = 2048, 1024
+	b := New(0)
+	defer b.Close()
+	x, dout, w := bwRand(1, rows*cols, 1), bwRand(2, rows*cols, 1), bwRand(3, cols, 1)
+	dx, dw := make([]float32, rows*cols), make([]float32, cols)
+	for bm.Loop() {
+		b.RMSNormBackward(dx, dw, dout, x, w, rows, cols, 1e-6)
+	}
+	bm.ReportMetric(12*rows*cols*float64(bm.N)/bm.Elapsed().Seconds()/1e9, "GB/s") // read x, dout; write dx
+}
+
+func BenchmarkSwiGLUBackward(bm *testing.B) {
+	const n = 2048 * 3072
+	b := New(0)
+	defer b.Close()
+	gate, up, dout := bwRand(1, n, 4), bwRand(2, n, 1), bwRand(3, n, 1)
+	dg, du := make([]float32, n), make([]float32, n)
+	for bm.Loop() {
+		b.SwiGLUBackward(dg, du, dout, gate, up)
+	}
+	bm.ReportMetric(20*n*float64(bm.N)/bm.Elapsed().Seconds()/1e9, "GB/s") // read gate, up, dout; write dgate, dup
 }

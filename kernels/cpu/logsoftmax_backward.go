@@ -2,17 +2,19 @@ package cpu
 
 import "fmt"
 
-// lsgBlock is the column block of LogSoftmaxGatherBackward: a task is one
-// (row, block) pair, so a few rows of a 151,936-word vocabulary still
-// spread over every thread.
+// lsgBlock is the column block of LogSoftmaxGatherBackward. Every row is
+// reduced block by block (block maxima, then block sums of exp added in
+// block order in float64), whichever way the work is split, so the result
+// is bitwise the same for any thread count.
 const lsgBlock = 1 << 13
 
 // LogSoftmaxGatherBackward writes dlogits[r, i] = dlogp[r]·(1[i = targets[r]]
-// − softmax(logits[r])[i]) in three parallel passes over (row, column
-// block) tasks: block maxima; exp(x − row max) stored into dlogits with
-// block sums; then dlogits scaled by −dlogp/Σ and dlogp added at the
-// target. Blocks are fixed and their sums added in order (in float64), so
-// the result is deterministic. Element i is read before it is written, so
+// − softmax(logits[r])[i]): the row max; exp(x − max) stored into dlogits
+// with its sum; dlogits scaled by −dlogp/Σ, and dlogp added at the target.
+// With at least two rows per thread, rows run in parallel and each row's
+// three passes hit its cached copy (a 151,936-word row is 600 KB); with
+// fewer rows, each pass is split over (row, column block) tasks so a few
+// rows still use every thread. Element i is read before it is written, so
 // dlogits may alias logits.
 func (b *Backend) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []int32, dlogp []float32, rows, v int) {
 	const op = "LogSoftmaxGatherBackward"
@@ -29,51 +31,87 @@ func (b *Backend) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []
 	if rows == 0 || v == 0 {
 		return
 	}
-	avx := b.simd.avx512
-	nb := (v + lsgBlock - 1) / lsgBlock
-	part := make([]float32, rows*nb) // [R, blocks]: block max, then block Σexp
-	rowMax := make([]float32, rows)  // [R]
-	coef := make([]float32, rows)    // [R] −dlogp/Σexp
-	span := func(task int) (r, i0, i1 int) {
-		r, bi := task/nb, task%nb
-		return r, r*v + bi*lsgBlock, r*v + min(v, (bi+1)*lsgBlock)
-	}
-	par := func(fn func(lo, hi int)) {
-		if rows*v < 1<<15 {
-			fn(0, rows*nb)
-			return
-		}
-		b.parallelFor(rows*nb, fn)
-	}
-	par(func(lo, hi int) {
-		for task := lo; task < hi; task++ {
-			_, i0, i1 := span(task)
-			part[task] = bwMax(avx, logits[i0:i1])
-		}
-	})
-	for r := range rows {
-		rowMax[r] = maxGo(part[r*nb : (r+1)*nb])
-	}
-	par(func(lo, hi int) {
-		for task := lo; task < hi; task++ {
-			r, i0, i1 := span(task)
-			part[task] = bwExpSum(avx, dlogits[i0:i1], logits[i0:i1], i1-i0, rowMax[r])
-		}
-	})
-	for r := range rows {
-		var s float64
-		for _, p := range part[r*nb : (r+1)*nb] {
-			s += float64(p)
-		}
-		coef[r] = float32(-float64(dlogp[r]) / s)
-	}
-	par(func(lo, hi int) {
-		for task := lo; task < hi; task++ {
-			r, i0, i1 := span(task)
-			bwScale(avx, dlogits[i0:i1], coef[r])
-			if t := r*v + int(targets[r]); t >= i0 && t < i1 {
-				dlogits[t] += dlogp[r]
+	l := lsg{avx: b.simd.avx512, dlogits: dlogits, logits: logits, targets: targets, dlogp: dlogp, v: v,
+		nb: (v + lsgBlock - 1) / lsgBlock}
+	l.part = make([]float32, rows*l.nb)
+	l.rowMax = make([]float32, rows)
+	l.coef = make([]float32, rows)
+	if rows*v < 1<<15 || rows >= 2*b.threads {
+		rowsFn := func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				l.max(r*l.nb, (r+1)*l.nb)
+				l.rowMaxOf(r)
+				l.exp(r*l.nb, (r+1)*l.nb)
+				l.coefOf(r)
+				l.scale(r*l.nb, (r+1)*l.nb)
 			}
 		}
-	})
+		if rows*v < 1<<15 {
+			rowsFn(0, rows)
+		} else {
+			b.parallelFor(rows, rowsFn)
+		}
+		return
+	}
+	tasks := rows * l.nb
+	b.parallelFor(tasks, l.max)
+	for r := range rows {
+		l.rowMaxOf(r)
+	}
+	b.parallelFor(tasks, l.exp)
+	for r := range rows {
+		l.coefOf(r)
+	}
+	b.parallelFor(tasks, l.scale)
+}
+
+// lsg is one LogSoftmaxGatherBackward call; a task is a (row, column
+// block) pair, task = row·nb + block.
+type lsg struct {
+	avx             bool
+	dlogits, logits []float32 // [R, V]
+	targets         []int32   // [R]
+	dlogp           []float32 // [R]
+	v, nb           int
+	part            []float32 // [R, nb] block max, then block Σexp
+	rowMax, coef    []float32 // [R] row max; −dlogp/Σexp
+}
+
+func (l *lsg) span(task int) (r, i0, i1 int) {
+	r, bi := task/l.nb, task%l.nb
+	return r, r*l.v + bi*lsgBlock, r*l.v + min(l.v, (bi+1)*lsgBlock)
+}
+
+func (l *lsg) max(lo, hi int) {
+	for task := lo; task < hi; task++ {
+		_, i0, i1 := l.span(task)
+		l.part[task] = bwMax(l.avx, l.logits[i0:i1])
+	}
+}
+
+func (l *lsg) rowMaxOf(r int) { l.rowMax[r] = maxGo(l.part[r*l.nb : (r+1)*l.nb]) }
+
+func (l *lsg) exp(lo, hi int) {
+	for task := lo; task < hi; task++ {
+		r, i0, i1 := l.span(task)
+		l.part[task] = bwExpSum(l.avx, l.dlogits[i0:i1], l.logits[i0:i1], i1-i0, l.rowMax[r])
+	}
+}
+
+func (l *lsg) coefOf(r int) {
+	var s float64
+	for _, p := range l.part[r*l.nb : (r+1)*l.nb] {
+		s += float64(p)
+	}
+	l.coef[r] = float32(-float64(l.dlogp[r]) / s)
+}
+
+func (l *lsg) scale(lo, hi int) {
+	for task := lo; task < hi; task++ {
+		r, i0, i1 := l.span(task)
+		bwScale(l.avx, l.dlogits[i0:i1], l.coef[r])
+		if t := r*l.v + int(l.targets[r]); t >= i0 && t < i1 {
+			l.dlogits[t] += l.dlogp[r]
+		}
+	}
 }

@@ -2,14 +2,19 @@ package cpu
 
 import "math"
 
+// rmsnormChunk is the number of rows per task of RMSNormBackward. Each
+// chunk sums its rows' dw terms into its own partial row, and the partials
+// are added in chunk order, so the result does not depend on the thread
+// count.
+const rmsnormChunk = 32
+
 // RMSNormBackward computes dx[R,C] (=) and dw[C] (+=) of
 // y = w·x/sqrt(mean(x²)+eps); see ref.Backend.RMSNormBackward for the
-// formula. Pass 1, parallel over rows, sums x² and w·dy·x of each row in
-// float64. Pass 2, parallel over column blocks, writes dx and sums dw over
-// the rows in order, in float64: every column's sum has the same order
-// whatever the blocks, so the result does not depend on the thread count,
-// and no two tasks write the same dw. Element (r, i) is read before dx(r, i)
-// is written, so dx may alias dout or x.
+// formula. Per row: one vector pass for Σx² and Σw·dy·x (float32 lanes),
+// then one that writes dx and adds the row's dw terms to its chunk's
+// partial; chunks of rows run in parallel, and the partials are summed in
+// float64 in chunk order. Element (r, i) is read before dx(r, i) is
+// written, so dx may alias dout or x.
 func (b *Backend) RMSNormBackward(dx, dw, dout, x, w []float32, rows, cols int, eps float32) {
 	const op = "RMSNormBackward"
 	needDims(op, rows, cols)
@@ -22,53 +27,40 @@ func (b *Backend) RMSNormBackward(dx, dw, dout, x, w []float32, rows, cols int, 
 	if n == 0 {
 		return
 	}
+	avx := b.simd.avx512
 	w = w[:cols]
-	rstd := make([]float32, 2*rows) // [R, 2]: 1/rms and the dx correction factor
-	rowSums := func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			xr := x[r*cols : (r+1)*cols]
-			dy := dout[r*cols : (r+1)*cols]
-			var ss, dot float64
-			for i, v := range xr {
-				ss += float64(v * v)
-				dot += float64(w[i] * dy[i] * v)
+	chunks := (rows + rmsnormChunk - 1) / rmsnormChunk
+	partial := make([]float32, chunks*cols) // [chunks, C]
+	rowChunks := func(lo, hi int) {
+		for ch := lo; ch < hi; ch++ {
+			acc := partial[ch*cols : (ch+1)*cols]
+			for r := ch * rmsnormChunk; r < min(rows, (ch+1)*rmsnormChunk); r++ {
+				xr, dy := x[r*cols:(r+1)*cols], dout[r*cols:(r+1)*cols]
+				ss, dot := bwRMSRow(avx, xr, dy, w)
+				rs := 1 / math.Sqrt(float64(ss)/float64(cols)+float64(eps))
+				k := float64(dot) * rs * rs * rs / float64(cols)
+				bwRMSCols(avx, dx[r*cols:(r+1)*cols], dy, xr, w, acc, float32(rs), float32(k))
 			}
-			rs := 1 / math.Sqrt(ss/float64(cols)+float64(eps))
-			rstd[2*r] = float32(rs)
-			rstd[2*r+1] = float32(dot * rs * rs * rs / float64(cols))
 		}
 	}
-	blk := min(256, max(16, (cols+4*b.threads-1)/(4*b.threads)))
-	columns := func(lo, hi int) {
-		var acc [256]float64
+	const blk = 256
+	reduce := func(lo, hi int) {
 		for bi := lo; bi < hi; bi++ {
-			c0 := bi * blk
-			c1 := min(cols, c0+blk)
-			a := acc[:c1-c0]
-			clear(a)
-			wb := w[c0:c1]
-			for r := range rows {
-				rs, k := rstd[2*r], rstd[2*r+1]
-				xr := x[r*cols+c0 : r*cols+c1]
-				dy := dout[r*cols+c0 : r*cols+c1]
-				out := dx[r*cols+c0 : r*cols+c1]
-				for i := range a {
-					xi, dyi := xr[i], dy[i]
-					a[i] += float64(dyi * xi * rs)
-					out[i] = rs*wb[i]*dyi - xi*k
+			for c := bi * blk; c < min(cols, (bi+1)*blk); c++ {
+				var s float64
+				for ch := range chunks {
+					s += float64(partial[ch*cols+c])
 				}
-			}
-			for i, v := range a {
-				dw[c0+i] += float32(v)
+				dw[c] += float32(s)
 			}
 		}
 	}
 	nblk := (cols + blk - 1) / blk
 	if n < 1<<14 {
-		rowSums(0, rows)
-		columns(0, nblk)
+		rowChunks(0, chunks)
+		reduce(0, nblk)
 		return
 	}
-	b.parallelFor(rows, rowSums)
-	b.parallelFor(nblk, columns)
+	b.parallelFor(chunks, rowChunks)
+	b.parallelFor(nblk, reduce)
 }

@@ -105,3 +105,25 @@ func adamwGo(param, grad, m, v []float32, c *adamwConsts) {
 		m[i], v[i] = mi, vi
 	}
 }
+
+// rmsRowGo returns Σ x² and Σ w·dy·x of one row.
+func rmsRowGo(x, dy, w []float32) (ss, dot float32) {
+	dy, w = dy[:len(x)], w[:len(x)]
+	for i, v := range x {
+		ss += v * v
+		dot += w[i] * dy[i] * v
+	}
+	return ss, dot
+}
+
+// rmsColsGo does, for one row, acc[i] += rs·dy[i]·x[i] and
+// dx[i] = rs·dy[i]·w[i] − k·x[i]; element i is read before dx[i] is written.
+func rmsColsGo(dx, dy, x, w, acc []float32, rs, k float32) {
+	dy, x, w, acc = dy[:len(dx)], x[:len(dx)], w[:len(dx)], acc[:len(dx)]
+	for i := range dx {
+		g := rs * dy[i]
+		xi := x[i]
+		acc[i] += g * xi
+		dx[i] = g*w[i] - k*xi
+	}
+}

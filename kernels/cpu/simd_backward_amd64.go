@@ -25,6 +25,12 @@ func bwScaleAVX512(x *float32, n int, s float32)
 func bwSwiGLUAVX512(dgate, dup, dout, gate, up *float32, n int)
 
 //go:noescape
+func bwRMSRowAVX512(x, dy, w *float32, n int, sums *float32)
+
+//go:noescape
+func bwRMSColsAVX512(dx, dy, x, w, acc *float32, n int, rs, k float32)
+
+//go:noescape
 func bwAdamWAVX512(param, grad, m, v *float32, n int, c *adamwConsts)
 
 // bwDots is dotsGo, in AVX-512 when avx and d is a multiple of 16.
@@ -113,4 +119,27 @@ func bwAdamW(avx bool, param, grad, m, v []float32, c *adamwConsts) {
 		return
 	}
 	adamwGo(param, grad, m, v, c)
+}
+
+// bwRMSRow is rmsRowGo over len(x) elements, in AVX-512 when avx.
+func bwRMSRow(avx bool, x, dy, w []float32) (ss, dot float32) {
+	n := len(x)
+	if avx && n > 0 {
+		_, _ = dy[n-1], w[n-1]
+		var sums [2]float32
+		bwRMSRowAVX512(&x[0], &dy[0], &w[0], n, &sums[0])
+		return sums[0], sums[1]
+	}
+	return rmsRowGo(x, dy, w)
+}
+
+// bwRMSCols is rmsColsGo over len(dx) elements, in AVX-512 when avx.
+func bwRMSCols(avx bool, dx, dy, x, w, acc []float32, rs, k float32) {
+	n := len(dx)
+	if avx && n > 0 {
+		_, _, _, _ = dy[n-1], x[n-1], w[n-1], acc[n-1]
+		bwRMSColsAVX512(&dx[0], &dy[0], &x[0], &w[0], &acc[0], n, rs, k)
+		return
+	}
+	rmsColsGo(dx, dy, x, w, acc, rs, k)
 }

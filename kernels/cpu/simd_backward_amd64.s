@@ -458,3 +458,103 @@ adtail:
 addone:
 	VZEROUPPER
 	RET
+
+// RMSROW_BODY does 16 lanes of bwRMSRowAVX512 at byte offset AX under
+// mask K3.
+#define RMSROW_BODY \
+	VMOVUPS.Z (SI)(AX*1), K3, Z2; \
+	VMOVUPS.Z (R8)(AX*1), K3, Z3; \
+	VMULPS.Z  (R10)(AX*1), Z3, K3, Z3; \
+	VFMADD231PS Z2, Z2, Z0; \
+	VFMADD231PS Z3, Z2, Z1
+
+// func bwRMSRowAVX512(x, dy, w *float32, n int, sums *float32)
+// sums[0] = Σ x², sums[1] = Σ w·dy·x over i < n, in 16 float32 lanes
+// summed at the end.
+TEXT ·bwRMSRowAVX512(SB), NOSPLIT, $0-40
+	MOVQ x+0(FP), SI
+	MOVQ dy+8(FP), R8
+	MOVQ w+16(FP), R10
+	MOVQ n+24(FP), DX
+	MOVQ sums+32(FP), DI
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	XORQ AX, AX
+	MOVQ DX, R9
+	ANDQ $-16, R9
+	SHLQ $2, R9
+	KXNORW K3, K3, K3
+
+rrmain:
+	CMPQ AX, R9
+	JGE  rrtail
+	RMSROW_BODY
+	ADDQ $64, AX
+	JMP  rrmain
+
+rrtail:
+	MOVQ DX, CX
+	ANDQ $15, CX
+	JEQ  rrdone
+	TAILMASK
+	KMOVW K1, K3
+	RMSROW_BODY
+
+rrdone:
+	HSUM(Z0, Y0, X0)
+	HSUM(Z1, Y1, X1)
+	VMOVSS X0, (DI)
+	VMOVSS X1, 4(DI)
+	VZEROUPPER
+	RET
+
+// RMSCOLS_BODY does 16 lanes of bwRMSColsAVX512 at byte offset AX under
+// mask K3.
+#define RMSCOLS_BODY \
+	VMOVUPS.Z (R8)(AX*1), K3, Z0; \
+	VMOVUPS.Z (SI)(AX*1), K3, Z1; \
+	VMOVUPS.Z (R10)(AX*1), K3, Z2; \
+	VMOVUPS.Z (R11)(AX*1), K3, Z3; \
+	VMULPS  Z8, Z0, Z4; \
+	VFMADD231PS Z1, Z4, Z3; \
+	VMULPS  Z9, Z1, Z5; \
+	VFMSUB231PS Z2, Z4, Z5; \
+	VMOVUPS Z3, K3, (R11)(AX*1); \
+	VMOVUPS Z5, K3, (DI)(AX*1)
+
+// func bwRMSColsAVX512(dx, dy, x, w, acc *float32, n int, rs, k float32)
+// For i < n: acc[i] += rs·dy[i]·x[i]; dx[i] = rs·dy[i]·w[i] − k·x[i].
+// dy[i] and x[i] are read before dx[i] is written.
+TEXT ·bwRMSColsAVX512(SB), NOSPLIT, $0-56
+	MOVQ dx+0(FP), DI
+	MOVQ dy+8(FP), R8
+	MOVQ x+16(FP), SI
+	MOVQ w+24(FP), R10
+	MOVQ acc+32(FP), R11
+	MOVQ n+40(FP), DX
+	VBROADCASTSS rs+48(FP), Z8
+	VBROADCASTSS k+52(FP), Z9
+	XORQ AX, AX
+	MOVQ DX, R9
+	ANDQ $-16, R9
+	SHLQ $2, R9
+	KXNORW K3, K3, K3
+
+rcmain:
+	CMPQ AX, R9
+	JGE  rctail
+	RMSCOLS_BODY
+	ADDQ $64, AX
+	JMP  rcmain
+
+rctail:
+	MOVQ DX, CX
+	ANDQ $15, CX
+	JEQ  rcdone
+	TAILMASK
+	KMOVW K1, K3
+	RMSCOLS_BODY
+
+rcdone:
+	VZEROUPPER
+	RET

@@ -37,3 +37,9 @@ func bwSwiGLU(_ bool, dgate, dup, dout, gate, up []float32) {
 func bwAdamW(_ bool, param, grad, m, v []float32, c *adamwConsts) {
 	adamwGo(param, grad, m, v, c)
 }
+
+func bwRMSRow(_ bool, x, dy, w []float32) (ss, dot float32) { return rmsRowGo(x, dy, w) }
+
+func bwRMSCols(_ bool, dx, dy, x, w, acc []float32, rs, k float32) {
+	rmsColsGo(dx, dy, x, w, acc, rs, k)
+}
