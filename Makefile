@@ -3,7 +3,7 @@ GO ?= go
 STATICCHECK_VERSION ?= v0.8.2
 FUZZTIME ?= 5s
 
-.PHONY: all setup test unit lint fuzz bench run clean
+.PHONY: all setup test unit lint fuzz bench demo clean
 
 all: test
 
@@ -28,6 +28,10 @@ fuzz:
 ## bench: every benchmark once (figures go to BENCHMARKS.md).
 bench: setup
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 -timeout 60m ./...
+
+## demo: the main job: a tiny Qwen3 learns guess-the-number with tool calls (no download, no GPU).
+demo:
+	$(GO) run ./examples/guess
 
 clean:
 	rm -rf .cache bin
