@@ -442,6 +442,11 @@ func axpy_f16_6x4(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps
 //go:noescape
 func cvt_f16(dst *float32, src *uint16, n int)
 
+// fmaLoop runs iters × 24 independent 16-lane FMAs (768 FLOP per iteration).
+//
+//go:noescape
+func fmaLoop(iters int)
+
 // dotNTAsm runs the dotNT kernel for dtype dt and an mr×nr block.
 func dotNTAsm(dt int, mr, nr int, x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int) {
 	switch dt<<8 | mr<<4 | nr {

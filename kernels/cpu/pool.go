@@ -15,13 +15,16 @@ package cpu
 // not assume one call per worker; parallelForWorker passes the index w of
 // the goroutine running the chunk (0 is the caller), for per-worker scratch
 // sized b.threads. fn must not call parallelFor itself: a nested call (or a
-// call on a Backend after Close) runs inline on the calling goroutine. Jobs
+// call on a Backend after Close) runs inline on the calling goroutine, and
+// a nested call passes w = 0, so it must not touch per-worker scratch. Jobs
 // too small to be worth waking the workers should call fn(0, n) directly.
 //
 // Workers spin on a generation counter for a short while after each job
 // (about spinIters loads, tens of microseconds) and then park on a
 // condition variable; the caller wakes parked workers only when some are
-// parked.
+// parked. Chunks are claimed from an atomic counter, so a worker that is
+// slow to wake (a busy machine) just finds less work: the caller waits for
+// the chunks to finish, not for every worker to check in.
 
 import (
 	"runtime"
@@ -36,22 +39,27 @@ const spinIters = 1 << 15
 type pool struct {
 	workers int // goroutines besides the caller
 
-	gen     atomic.Uint64 // bumped once per job
-	next    atomic.Int64  // next chunk to claim
-	pending atomic.Int64  // workers that have not finished the current job
-	busy    atomic.Bool   // a job is running (nested calls run inline)
-	closed  atomic.Bool
-
-	// The current job, written before gen is bumped.
-	fn     func(w, lo, hi int)
-	n      int
-	chunk  int
-	chunks int64
+	gen    atomic.Uint64       // bumped once per job
+	job    atomic.Pointer[job] // the current job, published before gen is bumped
+	busy   atomic.Bool         // a job is running (nested calls run inline)
+	closed atomic.Bool
 
 	mu       sync.Mutex
 	cond     *sync.Cond
 	sleepers int
 	wg       sync.WaitGroup
+}
+
+// job is one parallelFor call. Each call gets a fresh job, so a worker that
+// wakes late and still holds an old one finds its chunks all claimed and
+// touches nothing; the caller waits for its chunks, never for the workers.
+type job struct {
+	fn     func(w, lo, hi int)
+	n      int
+	chunk  int
+	chunks int64
+	next   atomic.Int64 // next chunk to claim
+	done   atomic.Int64 // chunks finished
 }
 
 func newPool(workers int) *pool {
@@ -72,8 +80,9 @@ func (p *pool) work(w int) {
 			return
 		}
 		seen = p.gen.Load()
-		p.run(w)
-		p.pending.Add(-1)
+		if j := p.job.Load(); j != nil {
+			j.run(w)
+		}
 	}
 }
 
@@ -95,15 +104,16 @@ func (p *pool) await(seen uint64) bool {
 	return !p.closed.Load()
 }
 
-// run claims chunks of the current job until none are left.
-func (p *pool) run(w int) {
+// run claims chunks of j until none are left.
+func (j *job) run(w int) {
 	for {
-		c := p.next.Add(1) - 1
-		if c >= p.chunks {
+		c := j.next.Add(1) - 1
+		if c >= j.chunks {
 			return
 		}
-		lo := int(c) * p.chunk
-		p.fn(w, lo, min(lo+p.chunk, p.n))
+		lo := int(c) * j.chunk
+		j.fn(w, lo, min(lo+j.chunk, j.n))
+		j.done.Add(1)
 	}
 }
 
@@ -116,23 +126,21 @@ func (p *pool) do(n, chunk int, fn func(w, lo, hi int)) {
 		}
 		return
 	}
-	p.fn, p.n, p.chunk = fn, n, chunk
-	p.chunks = int64((n + chunk - 1) / chunk)
-	p.next.Store(0)
-	p.pending.Store(int64(p.workers))
+	j := &job{fn: fn, n: n, chunk: chunk, chunks: int64((n + chunk - 1) / chunk)}
+	p.job.Store(j)
 	p.gen.Add(1)
 	p.mu.Lock()
 	if p.sleepers > 0 {
 		p.cond.Broadcast()
 	}
 	p.mu.Unlock()
-	p.run(0)
-	for i := 0; p.pending.Load() != 0; i++ {
+	j.run(0)
+	for i := 0; j.done.Load() != j.chunks; i++ {
 		if i > 256 {
 			runtime.Gosched() // a worker may be descheduled on a busy machine
 		}
 	}
-	p.fn = nil
+	p.job.Store(nil)
 	p.busy.Store(false)
 }
 

@@ -49,6 +49,7 @@ func main() {
 			cvt(&s, &g, dt)
 		}
 	}
+	fmaLoop(&s, &g)
 	dispatch(&g)
 	src, err := format.Source(g.Bytes())
 	if err != nil {
@@ -205,6 +206,21 @@ func cvt(s, g *bytes.Buffer, dt string) {
 	fmt.Fprintf(s, "\tMOVQ dst+0(FP), DI\n\tMOVQ src+8(FP), SI\n\tMOVQ n+16(FP), CX\n\tSHRQ $4, CX\n\tJZ %s_done\n%s_loop:\n", name, name)
 	load16(s, dt, "(SI)", 0)
 	fmt.Fprintf(s, "\tVMOVUPS Z0, (DI)\n\tADDQ $32, SI\n\tADDQ $64, DI\n\tDECQ CX\n\tJNZ %s_loop\n%s_done:\n\tVZEROUPPER\n\tRET\n", name, name)
+}
+
+// fmaLoop writes a loop of 24 independent zmm FMA chains, the machine's
+// float32 FMA peak (used by the peak benchmark): 768 FLOP per iteration.
+func fmaLoop(s, g *bytes.Buffer) {
+	fmt.Fprintf(g, "// fmaLoop runs iters × 24 independent 16-lane FMAs (768 FLOP per iteration).\n//\n//go:noescape\nfunc fmaLoop(iters int)\n\n")
+	fmt.Fprintf(s, "\n// func fmaLoop(iters int)\nTEXT ·fmaLoop(SB), NOSPLIT, $0-8\n\tMOVQ iters+0(FP), CX\n")
+	for i := 0; i < 24; i++ {
+		fmt.Fprintf(s, "\tVPXORD Z%d, Z%d, Z%d\n", i, i, i)
+	}
+	fmt.Fprintf(s, "\tVPXORD Z30, Z30, Z30\n\tVPXORD Z31, Z31, Z31\n\tTESTQ CX, CX\n\tJZ fma_done\nfma_loop:\n")
+	for i := 0; i < 24; i++ {
+		fmt.Fprintf(s, "\tVFMADD231PS Z30, Z31, Z%d\n", i)
+	}
+	fmt.Fprintf(s, "\tDECQ CX\n\tJNZ fma_loop\nfma_done:\n\tVZEROUPPER\n\tRET\n")
 }
 
 // dispatch writes Go switches that pick a kernel by dtype and block shape.

@@ -1,0 +1,206 @@
+package cpu
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"syscall"
+	"testing"
+
+	"github.com/x/kernels"
+)
+
+// BenchmarkPeakFMA measures the float32 FMA peak of this machine on all of
+// the Backend's threads: a loop of independent 16-lane FMAs, no memory.
+func BenchmarkPeakFMA(b *testing.B) {
+	be := New(0)
+	defer be.Close()
+	if !be.simd.avx512 {
+		b.Skip("no AVX-512: the peak loop is an AVX-512 kernel")
+	}
+	const iters = 1 << 20
+	b.ResetTimer()
+	cpu0 := cpuSeconds()
+	for range b.N {
+		be.parallelFor(be.threads, func(lo, hi int) {
+			for range hi - lo {
+				fmaLoop(iters)
+			}
+		})
+	}
+	flops(b, float64(be.threads)*iters*768, cpu0)
+	b.ReportMetric(float64(be.threads), "threads")
+}
+
+// cpuSeconds is the CPU time (user + system) this process has used. The
+// benchmarks report FLOP per CPU-second next to FLOP per wall second: on a
+// machine shared with other jobs the wall figure drops with the load, the
+// per-CPU-second figure (×threads for the machine) much less.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+// flops reports GFLOP/s over wall time and GFLOP per CPU-second.
+func flops(b *testing.B, perOp float64, cpu0 float64) {
+	b.ReportMetric(perOp*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	if c := cpuSeconds() - cpu0; c > 0 {
+		b.ReportMetric(perOp*float64(b.N)/c/1e9, "GFLOP/cpu-s")
+	}
+}
+
+func benchMat(dt kernels.DType, rows, cols int) kernels.Mat {
+	r := rand.New(rand.NewPCG(1, 2))
+	m := kernels.Mat{DType: dt, Rows: rows, Cols: cols}
+	if dt == kernels.F32 {
+		m.F32 = make([]float32, rows*cols)
+		for i := range m.F32 {
+			m.F32[i] = float32(r.NormFloat64() * 0.02)
+		}
+		return m
+	}
+	m.U16 = make([]uint16, rows*cols)
+	for i := range m.U16 {
+		m.U16[i] = kernels.F32ToBF16(float32(r.NormFloat64() * 0.02))
+	}
+	return m
+}
+
+func benchVec(n int) []float32 {
+	r := rand.New(rand.NewPCG(3, 4))
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	return x
+}
+
+// BenchmarkMatMul: out[M,N] = x[M,K]·Wᵀ at Qwen3-0.6B's shapes (hidden
+// 1024, q 2048, MLP 3072, vocabulary 151936); GFLOP/s, and GB/s of weight
+// bytes streamed (the figure that matters at M = 1).
+func BenchmarkMatMul(b *testing.B) {
+	be := New(0)
+	defer be.Close()
+	shapes := [][3]int{ // M, N, K
+		{1, 1024, 1024}, {1, 3072, 1024}, {1, 1024, 3072}, {1, 151936, 1024},
+		{8, 3072, 1024}, {64, 3072, 1024},
+		{512, 1024, 1024}, {512, 3072, 1024}, {512, 1024, 3072}, {512, 2048, 1024}, {2048, 1024, 4096},
+	}
+	for _, dt := range []kernels.DType{kernels.BF16, kernels.F32} {
+		for _, s := range shapes {
+			m, n, k := s[0], s[1], s[2]
+			b.Run(fmt.Sprintf("%s_M%d_N%d_K%d", dt, m, n, k), func(b *testing.B) {
+				w := benchMat(dt, n, k)
+				x, out := benchVec(m*k), make([]float32, m*n)
+				be.MatMul(out, x, w, m, false)
+				b.ResetTimer()
+				cpu0 := cpuSeconds()
+				for range b.N {
+					be.MatMul(out, x, w, m, false)
+				}
+				flops(b, 2*float64(m*n*k), cpu0)
+				b.ReportMetric(float64(n*k*dt.Size())*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+			})
+		}
+	}
+}
+
+// BenchmarkMatMulNN and BenchmarkMatMulTN: the two gradient matmuls at a
+// training shape (M = 512 tokens).
+func BenchmarkMatMulNN(b *testing.B) {
+	be := New(0)
+	defer be.Close()
+	for _, dt := range []kernels.DType{kernels.BF16, kernels.F32} {
+		for _, s := range [][3]int{{512, 1024, 1024}, {512, 3072, 1024}, {512, 1024, 3072}} {
+			m, n, k := s[0], s[1], s[2]
+			b.Run(fmt.Sprintf("%s_M%d_N%d_K%d", dt, m, n, k), func(b *testing.B) {
+				w := benchMat(dt, n, k)
+				dy, out := benchVec(m*n), make([]float32, m*k)
+				b.ResetTimer()
+				cpu0 := cpuSeconds()
+				for range b.N {
+					be.MatMulNN(out, dy, w, m, false)
+				}
+				flops(b, 2*float64(m*n*k), cpu0)
+			})
+		}
+	}
+}
+
+func BenchmarkMatMulTN(b *testing.B) {
+	be := New(0)
+	defer be.Close()
+	for _, s := range [][3]int{{512, 1024, 1024}, {512, 3072, 1024}, {512, 1024, 3072}} {
+		m, n, k := s[0], s[1], s[2]
+		b.Run(fmt.Sprintf("M%d_N%d_K%d", m, n, k), func(b *testing.B) {
+			dy, x, dw := benchVec(m*n), benchVec(m*k), make([]float32, n*k)
+			b.ResetTimer()
+			cpu0 := cpuSeconds()
+			for range b.N {
+				be.MatMulTN(dw, dy, x, m, n, k)
+			}
+			flops(b, 2*float64(m*n*k), cpu0)
+		})
+	}
+}
+
+// BenchmarkAttention: prefill (T = 512 from an empty cache) and decode (T =
+// 1 after 512 tokens) with Qwen3-0.6B's 16 query / 8 kv heads of dim 128.
+func BenchmarkAttention(b *testing.B) {
+	be := New(0)
+	defer be.Close()
+	const h, kvh, d = 16, 8, 128
+	for _, c := range []struct{ t, start int }{{512, 0}, {1, 512}, {1, 4096}} {
+		b.Run(fmt.Sprintf("T%d_Start%d", c.t, c.start), func(b *testing.B) {
+			n := c.start + c.t
+			seq := kernels.AttentionSeq{Q: benchVec(c.t * h * d), K: benchVec(n * kvh * d), V: benchVec(n * kvh * d),
+				Out: make([]float32, c.t*h*d), LSE: make([]float32, c.t*h), T: c.t, Start: c.start}
+			seqs := []kernels.AttentionSeq{seq}
+			b.ResetTimer()
+			cpu0 := cpuSeconds()
+			for range b.N {
+				be.Attention(seqs, h, kvh, d, 0.088)
+			}
+			// QKᵀ and PV over the causal triangle: 4·D FLOP per (query, key, head).
+			pairs := float64(c.t)*float64(c.start) + float64(c.t)*float64(c.t+1)/2
+			flops(b, 4*d*h*pairs, cpu0)
+		})
+	}
+}
+
+// BenchmarkRMSNorm at one decode row and a 512-token prefill of hidden 1024.
+func BenchmarkRMSNorm(b *testing.B) {
+	be := New(0)
+	defer be.Close()
+	for _, rows := range []int{1, 512} {
+		b.Run(fmt.Sprintf("R%d_C1024", rows), func(b *testing.B) {
+			x, w, out := benchVec(rows*1024), benchVec(1024), make([]float32, rows*1024)
+			b.ResetTimer()
+			for range b.N {
+				be.RMSNorm(out, x, w, rows, 1024, 1e-6)
+			}
+			b.ReportMetric(float64(8*rows*1024)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+		})
+	}
+}
+
+// BenchmarkLogSoftmaxGather over Qwen3's vocabulary, with entropy.
+func BenchmarkLogSoftmaxGather(b *testing.B) {
+	be := New(0)
+	defer be.Close()
+	const v = 151936
+	for _, rows := range []int{1, 64} {
+		b.Run(fmt.Sprintf("R%d_V%d", rows, v), func(b *testing.B) {
+			logits := benchVec(rows * v)
+			targets := make([]int32, rows)
+			logp, ent := make([]float32, rows), make([]float32, rows)
+			b.ResetTimer()
+			for range b.N {
+				be.LogSoftmaxGather(logp, ent, logits, targets, rows, v)
+			}
+			b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
+}
