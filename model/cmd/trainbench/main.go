@@ -33,6 +33,7 @@ type flags struct {
 	shape, dtype, dir, backend  string
 	cpuprofile                  string
 	seqs, length, steps, prompt int
+	warmup                      int
 	rank, threads, chunk        int
 	full, checkpoint, forward   bool
 }
@@ -46,7 +47,8 @@ func main() {
 	flag.IntVar(&f.seqs, "seqs", 4, "sequences per step")
 	flag.IntVar(&f.length, "len", 1024, "tokens per sequence")
 	flag.IntVar(&f.prompt, "prompt", 1, "unscored prompt tokens per sequence (the rest are scored, as PyTorch's anchor scores all)")
-	flag.IntVar(&f.steps, "steps", 3, "measured steps (after one warm-up step)")
+	flag.IntVar(&f.steps, "steps", 3, "measured steps")
+	flag.IntVar(&f.warmup, "warmup", 1, "unmeasured warm-up steps before them")
 	flag.IntVar(&f.rank, "rank", 16, "LoRA rank on all seven projections (alpha = 2·rank)")
 	flag.IntVar(&f.threads, "threads", 0, "kernel threads (0: all cores)")
 	flag.IntVar(&f.chunk, "chunk", 0, "logits rows per chunk (0: default)")
@@ -131,8 +133,10 @@ func run(ctx context.Context, f flags) error {
 	}
 	fmt.Printf("%s %s, %s, checkpoint=%v, %d × %d tokens (%d scored)\n", f.shape, dtype, mode, f.checkpoint, f.seqs, f.length, scored)
 
-	if _, _, err := tr.Accumulate(ctx, seqs, w); err != nil { // warm-up: buffers, page-in
-		return err
+	for range f.warmup { // buffers, page-in
+		if _, _, err := tr.Accumulate(ctx, seqs, w); err != nil {
+			return err
+		}
 	}
 	if f.cpuprofile != "" {
 		pf, err := os.Create(f.cpuprofile)
@@ -164,8 +168,8 @@ func run(ctx context.Context, f flags) error {
 	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	fmt.Printf("peak RSS %s (includes touched weight pages), Go heap in use %s, heap obtained %s\n",
-		peakRSS(), mib(ms.HeapInuse), mib(ms.HeapSys))
+	fmt.Printf("peak RSS %s (includes touched weight pages), Go heap in use %s, heap obtained %s, activations+grads held %s\n",
+		peakRSS(), mib(ms.HeapInuse), mib(ms.HeapSys), mib(uint64(tr.ActivationBytes())))
 	return nil
 }
 
