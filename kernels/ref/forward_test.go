@@ -1,0 +1,156 @@
+package ref
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/x/kernels"
+)
+
+// Hand-computed answers for every forward op, on inputs small enough to do
+// on paper. Tolerance: 1e-6 absolute, the float32 rounding of the answers.
+const handTol = 1e-6
+
+func bf16Mat(v []float32, rows, cols int) kernels.Mat {
+	m := kernels.Mat{DType: kernels.BF16, Rows: rows, Cols: cols, U16: make([]uint16, len(v))}
+	for i, f := range v {
+		m.U16[i] = kernels.F32ToBF16(f)
+	}
+	return m
+}
+
+func TestMatMulHand(t *testing.T) {
+	var b Backend
+	x := []float32{1, 2, 3, 4, 5, 6}          // [2,3]
+	wv := []float32{1, 0, -1, 0.5, 0.5, 0.5} // [2,3], exact in bf16
+	for _, w := range []kernels.Mat{kernels.MatF32(wv, 2, 3), bf16Mat(wv, 2, 3)} {
+		tests := []struct {
+			name string
+			acc  bool
+			init []float32
+			want []float32
+		}{
+			{"set", false, []float32{9, 9, 9, 9}, []float32{-2, 3, -2, 7.5}},
+			{"accumulate", true, []float32{1, 1, 1, 1}, []float32{-1, 4, -1, 8.5}},
+		}
+		for _, tc := range tests {
+			t.Run(w.DType.String()+"_"+tc.name, func(t *testing.T) {
+				out := append([]float32(nil), tc.init...)
+				b.MatMul(out, x, w, 2, tc.acc)
+				assert.InDeltaSlice(t, tc.want, out, handTol)
+			})
+		}
+		out := []float32{0, 0, 0}
+		b.MatMulNN(out, []float32{1, 2}, w, 1, false) // 1·row0 + 2·row1
+		assert.InDeltaSlice(t, []float32{2, 1, 0}, out, handTol)
+	}
+	dw := make([]float32, 6)
+	b.MatMulTN(dw, []float32{1, 0, 0, 2}, x, 2, 2, 3) // dyᵀ·x
+	assert.InDeltaSlice(t, []float32{1, 2, 3, 8, 10, 12}, dw, handTol)
+}
+
+func TestEmbeddingHand(t *testing.T) {
+	var b Backend
+	out := make([]float32, 4)
+	b.Embedding(out, bf16Mat([]float32{1, 2, 3, 4, 5, 6}, 3, 2), []int32{2, 0})
+	assert.Equal(t, []float32{5, 6, 1, 2}, out)
+	assert.Panics(t, func() { b.Embedding(out, bf16Mat([]float32{1, 2}, 1, 2), []int32{1}) })
+}
+
+func TestRMSNormHand(t *testing.T) {
+	var b Backend
+	x := []float32{3, 4}
+	out := make([]float32, 2)
+	b.RMSNorm(out, x, []float32{1, 2}, 1, 2, 0) // rms = √12.5
+	assert.InDeltaSlice(t, []float32{0.84852814, 2.2627417}, out, handTol)
+	b.RMSNorm(x, x, []float32{1, 2}, 1, 2, 0) // in place
+	assert.InDeltaSlice(t, out, x, 0)
+}
+
+func TestRoPEHand(t *testing.T) {
+	var b Backend
+	x := []float32{1, 0}
+	b.RoPE(x, []int32{1}, 1, 2, 10000) // i = 0: angle = pos
+	assert.InDeltaSlice(t, []float32{float32(math.Cos(1)), float32(math.Sin(1))}, x, handTol)
+	// D = 4, theta = 100: angles 2 and 2/100^(1/2) = 0.2 for the pairs
+	// (x0, x2) = (1, 0) and (x1, x3) = (0, 1).
+	x = []float32{1, 0, 0, 1}
+	b.RoPE(x, []int32{2}, 1, 4, 100)
+	want := []float32{float32(math.Cos(2)), float32(-math.Sin(0.2)), float32(math.Sin(2)), float32(math.Cos(0.2))}
+	assert.InDeltaSlice(t, want, x, handTol)
+}
+
+func TestAttentionHand(t *testing.T) {
+	var b Backend
+	// One head, D = 1: query 1 sees scores (0, ln 3), so p = (1/4, 3/4).
+	s := []kernels.AttentionSeq{{
+		Q: []float32{1, 1}, K: []float32{0, float32(math.Log(3))}, V: []float32{4, 8},
+		Out: make([]float32, 2), LSE: make([]float32, 2), T: 2,
+	}}
+	b.Attention(s, 1, 1, 1, 1)
+	assert.InDeltaSlice(t, []float32{4, 7}, s[0].Out, handTol)
+	assert.InDeltaSlice(t, []float32{0, float32(math.Log(4))}, s[0].LSE, handTol)
+	// The same last query as decode: T = 1 at Start = 1.
+	d := []kernels.AttentionSeq{{Q: []float32{1}, K: s[0].K, V: s[0].V, Out: make([]float32, 1), T: 1, Start: 1}}
+	b.Attention(d, 1, 1, 1, 1)
+	assert.InDelta(t, 7, d[0].Out[0], handTol)
+}
+
+func TestElementwiseHand(t *testing.T) {
+	var b Backend
+	out := make([]float32, 2)
+	b.SwiGLU(out, []float32{0, 1}, []float32{5, 2}) // 2·σ(1)
+	assert.InDeltaSlice(t, []float32{0, 1.4621172}, out, handTol)
+	x := []float32{1, 2}
+	b.Add(x, []float32{0.5, -1})
+	assert.Equal(t, []float32{1.5, 1}, x)
+	b.Scale(x, 2)
+	assert.Equal(t, []float32{3, 2}, x)
+}
+
+func TestSoftmaxFamilyHand(t *testing.T) {
+	var b Backend
+	l3 := float32(math.Log(3))
+	logp, ent := make([]float32, 2), make([]float32, 2)
+	negInf := float32(math.Inf(-1))
+	b.LogSoftmaxGather(logp, ent, []float32{0, l3, negInf, 7}, []int32{1, 1}, 2, 2)
+	assert.InDeltaSlice(t, []float32{float32(math.Log(0.75)), 0}, logp, handTol)
+	assert.InDeltaSlice(t, []float32{0.5623351, 0}, ent, handTol) // −(¼ln¼ + ¾ln¾); a −Inf logit adds nothing
+	x := []float32{0, l3}
+	b.Softmax(x, 1, 2)
+	assert.InDeltaSlice(t, []float32{0.25, 0.75}, x, handTol)
+	assert.Equal(t, int32(1), b.Argmax([]float32{1, 3, 3, 2}))
+}
+
+func TestSampleHand(t *testing.T) {
+	var b Backend
+	l3 := float32(math.Log(3))
+	logits := []float32{0, l3} // p = (1/4, 3/4) at temperature 1
+	tests := []struct {
+		name string
+		p    kernels.SamplingParams
+		u    float64
+		id   int32
+		lp   float64
+	}{
+		{"greedy", kernels.SamplingParams{}, 0.1, 1, 0},
+		{"first", kernels.SamplingParams{Temperature: 1}, 0.2, 0, math.Log(0.25)},
+		{"second", kernels.SamplingParams{Temperature: 1}, 0.3, 1, math.Log(0.75)},
+		{"topk1", kernels.SamplingParams{Temperature: 1, TopK: 1}, 0.1, 1, 0},
+		{"topp_drops", kernels.SamplingParams{Temperature: 1, TopP: 0.5}, 0.1, 1, 0},
+		{"topp_keeps", kernels.SamplingParams{Temperature: 1, TopP: 0.8}, 0.1, 0, math.Log(0.25)},
+		{"minp", kernels.SamplingParams{Temperature: 1, MinP: 0.5}, 0.1, 1, 0},
+		{"temperature", kernels.SamplingParams{Temperature: 0.5}, 0.05, 0, math.Log(0.1)}, // p ∝ (1, 9)
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			id, lp := b.Sample(logits, tc.p, tc.u, nil)
+			assert.Equal(t, tc.id, id)
+			assert.InDelta(t, tc.lp, lp, handTol)
+		})
+	}
+	assert.Panics(t, func() { b.Sample(logits, kernels.SamplingParams{Temperature: 1}, 1, nil) })
+	assert.Panics(t, func() { b.Sample(logits, kernels.SamplingParams{Temperature: -1}, 0, nil) })
+}
