@@ -447,6 +447,11 @@ func cvt_f16(dst *float32, src *uint16, n int)
 //go:noescape
 func fmaLoop(iters int)
 
+// swigluAsm: out[n] = silu(gate)·up, n a multiple of 16; out may alias gate or up.
+//
+//go:noescape
+func swigluAsm(out, gate, up *float32, n int)
+
 // dotNTAsm runs the dotNT kernel for dtype dt and an mr×nr block.
 func dotNTAsm(dt int, mr, nr int, x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int) {
 	switch dt<<8 | mr<<4 | nr {

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"go/format"
 	"log"
+	"math"
 	"os"
 )
 
@@ -50,6 +51,7 @@ func main() {
 		}
 	}
 	fmaLoop(&s, &g)
+	swiglu(&s, &g)
 	dispatch(&g)
 	src, err := format.Source(g.Bytes())
 	if err != nil {
@@ -221,6 +223,55 @@ func fmaLoop(s, g *bytes.Buffer) {
 		fmt.Fprintf(s, "\tVFMADD231PS Z30, Z31, Z%d\n", i)
 	}
 	fmt.Fprintf(s, "\tDECQ CX\n\tJNZ fma_loop\nfma_done:\n\tVZEROUPPER\n\tRET\n")
+}
+
+// broadcast sets every lane of zmm z to the float32 f.
+func broadcast(s *bytes.Buffer, f float32, z int) {
+	fmt.Fprintf(s, "\tMOVL $0x%08x, AX\n\tVPBROADCASTD AX, Z%d\n", math.Float32bits(f), z)
+}
+
+// expConsts loads the constants of exp16 into Z16..Z27.
+func expConsts(s *bytes.Buffer) {
+	for i, c := range []float32{
+		1.44269504088896341, // log2(e)
+		0.693359375,         // ln 2, high part (Cody–Waite)
+		-2.12194440e-4,      // ln 2, low part
+		1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1,
+		1,
+		-104, // below this exp is 0 in float32 (also keeps −Inf from making NaN)
+		104,  // above, +Inf (VSCALEFPS overflows cleanly)
+	} {
+		broadcast(s, c, 16+i)
+	}
+}
+
+// exp16 sets Z(y) = exp(Z(x)) for 16 lanes, clobbering Z(x) and Z(t):
+// x = n·ln2 + r, |r| ≤ ln2/2, e^r by Cephes expf's degree-5 polynomial
+// (≤ 2 ulp), then ·2ⁿ by VSCALEFPS.
+func exp16(s *bytes.Buffer, x, y, t int) {
+	fmt.Fprintf(s, "\tVMAXPS Z26, Z%d, Z%d\n\tVMINPS Z27, Z%d, Z%d\n", x, x, x, x)
+	fmt.Fprintf(s, "\tVMULPS Z16, Z%d, Z%d\n\tVRNDSCALEPS $0, Z%d, Z%d\n", x, t, t, t)
+	fmt.Fprintf(s, "\tVFNMADD231PS Z17, Z%d, Z%d\n\tVFNMADD231PS Z18, Z%d, Z%d\n", t, x, t, x)
+	fmt.Fprintf(s, "\tVMOVAPS Z19, Z%d\n", y)
+	for c := 20; c <= 24; c++ {
+		fmt.Fprintf(s, "\tVFMADD213PS Z%d, Z%d, Z%d\n", c, x, y)
+	}
+	fmt.Fprintf(s, "\tVMULPS Z%d, Z%d, Z28\n\tVFMADD213PS Z%d, Z28, Z%d\n\tVADDPS Z25, Z%d, Z%d\n", x, x, x, y, y, y)
+	fmt.Fprintf(s, "\tVSCALEFPS Z%d, Z%d, Z%d\n", t, y, y)
+}
+
+// swiglu writes out[i] = gate[i]·up[i]/(1 + exp(−gate[i])) for n a
+// multiple of 16.
+func swiglu(s, g *bytes.Buffer) {
+	fmt.Fprintf(g, "// swigluAsm: out[n] = silu(gate)·up, n a multiple of 16; out may alias gate or up.\n//\n//go:noescape\nfunc swigluAsm(out, gate, up *float32, n int)\n\n")
+	fmt.Fprintf(s, "\n// func swigluAsm(out, gate, up *float32, n int)\nTEXT ·swigluAsm(SB), NOSPLIT, $0-32\n")
+	fmt.Fprintf(s, "\tMOVQ out+0(FP), DI\n\tMOVQ gate+8(FP), SI\n\tMOVQ up+16(FP), DX\n\tMOVQ n+24(FP), CX\n")
+	expConsts(s)
+	fmt.Fprintf(s, "\tVPXORD Z15, Z15, Z15\n\tSHRQ $4, CX\n\tJZ swiglu_done\nswiglu_loop:\n")
+	fmt.Fprintf(s, "\tVMOVUPS (SI), Z0\n\tVSUBPS Z0, Z15, Z1\n")
+	exp16(s, 1, 2, 3)
+	fmt.Fprintf(s, "\tVADDPS Z25, Z2, Z2\n\tVMULPS (DX), Z0, Z0\n\tVDIVPS Z2, Z0, Z0\n\tVMOVUPS Z0, (DI)\n")
+	fmt.Fprintf(s, "\tADDQ $64, SI\n\tADDQ $64, DX\n\tADDQ $64, DI\n\tDECQ CX\n\tJNZ swiglu_loop\nswiglu_done:\n\tVZEROUPPER\n\tRET\n")
 }
 
 // dispatch writes Go switches that pick a kernel by dtype and block shape.
