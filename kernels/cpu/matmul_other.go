@@ -22,6 +22,8 @@ func cvt_f16(dst *float32, src *uint16, n int) {
 	panic("kernels/cpu: no SIMD kernels on this architecture")
 }
 
-func swigluAsm(out, gate, up *float32, n int) { panic("kernels/cpu: no SIMD kernels on this architecture") }
+func swigluAsm(out, gate, up *float32, n int) {
+	panic("kernels/cpu: no SIMD kernels on this architecture")
+}
 
 func fmaLoop(iters int) { panic("kernels/cpu: no SIMD kernels on this architecture") }

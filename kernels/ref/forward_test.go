@@ -23,7 +23,7 @@ func bf16Mat(v []float32, rows, cols int) kernels.Mat {
 
 func TestMatMulHand(t *testing.T) {
 	var b Backend
-	x := []float32{1, 2, 3, 4, 5, 6}          // [2,3]
+	x := []float32{1, 2, 3, 4, 5, 6}         // [2,3]
 	wv := []float32{1, 0, -1, 0.5, 0.5, 0.5} // [2,3], exact in bf16
 	for _, w := range []kernels.Mat{kernels.MatF32(wv, 2, 3), bf16Mat(wv, 2, 3)} {
 		tests := []struct {
