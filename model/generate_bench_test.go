@@ -52,21 +52,30 @@ func BenchmarkPrefill(b *testing.B) {
 }
 
 // BenchmarkDecode runs greedy batched decode steps (one token per sequence
-// per step, sampling included) on the tiny shape.
+// per step, sampling included) on the tiny shape, at depths 1..64 like
+// llama-bench's tg64: every 64 steps the sequences restart (untimed).
 func BenchmarkDecode(b *testing.B) {
 	for _, batch := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("tiny_BF16_B%d", batch), func(b *testing.B) {
 			m := benchModel(b, "tiny", kernels.BF16)
 			bt := m.NewBatch(BatchOptions{MaxBatch: batch})
-			for i := range batch {
-				_, err := bt.Add(Request{Seq: NewSequence(uint64(i), int32(i+1)), MaxNewTokens: b.N + 1})
+			start := func() {
+				for i := range batch {
+					_, err := bt.Add(Request{Seq: NewSequence(uint64(i), int32(i+1)), MaxNewTokens: 65})
+					require.NoError(b, err)
+				}
+				_, err := bt.Step(b.Context())
 				require.NoError(b, err)
 			}
-			_, err := bt.Step(b.Context())
-			require.NoError(b, err)
+			start()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
+				if bt.Len() == 0 {
+					b.StopTimer()
+					start()
+					b.StartTimer()
+				}
 				if _, err := bt.Step(b.Context()); err != nil {
 					b.Fatal(err)
 				}
