@@ -8,30 +8,46 @@ import (
 
 // Tiling of AttentionBackward (flash-attention style; the T×T score matrix
 // never exists). A task is one (sequence, kv head): it owns that head's
-// rows of DK and DV, so tasks never write the same memory. Within a task,
-// query blocks of attnRows rows — (token, query head of the group) pairs,
-// copied into contiguous scratch — meet key blocks of attnKeys keys:
+// rows of DK and DV, so tasks never write the same memory. A task first
+// lays out its operands once: scale·Q and dOut of the group's query heads
+// as contiguous rows (row = token·group + head in group), and K and V of
+// its kv head transposed to [D, keys] (padded with zeros to a multiple of
+// attnKeys). Then query blocks of at most attnRows rows meet key blocks of
+// attnKeys keys:
 //
-//	S  = (scale·Q)·Kᵀ            [rows, keys]  (dots)
+//	S  = (scale·Q)·Kᵀ            [rows, keys]  two rows at a time, no horizontal sums
 //	P  = exp(S − LSE), 0 above the causal diagonal
 //	dS = P∘(dOut·Vᵀ − D),  D = rowsum(dOut∘Out)
-//	dQ += dS·K;  DK += dSᵀ·(scale·Q);  DV += Pᵀ·dOut   (axpys)
+//	dQ += dS·K;  DK += dSᵀ·(scale·Q);  DV += Pᵀ·dOut   (row updates)
 //
-// and dQ·scale is written when the query block is done. The scratch of a
-// worker is 3·attnRows·D + 4·attnRows·attnKeys floats (about 64 KiB at
-// D = 128), sized to stay in L1/L2.
+// and dQ·scale is written when the query block is done. The task's DK and
+// DV rows are summed in contiguous buffers and added to DK and DV at the
+// end (rows of one kv head are KVH·D apart in DK; 4 KiB strides alias in
+// L1). The tile buffers are 4·attnRows·attnKeys floats; the task layout is
+// 2·T·group·D + 6·keys·D floats per worker, reused across tasks.
 const (
 	attnRows = 32
-	attnKeys = 64
+	attnKeys = 64 // the tile width of bwTile64
 )
 
-// attnScratch is one worker's tile buffers.
+// attnScratch is one worker's buffers.
 type attnScratch struct {
-	q, do, dq []float32 // [rows, D] scale·Q, dOut, dQ accumulator
-	s, ds     []float32 // [rows, keys] P and dS of the tile
-	pt, dst   []float32 // [keys, rows] P and dS transposed
-	dsum, lse []float32 // [rows] D and LSE
-	tok       []int     // [rows] token index of each row
+	q, do     []float32 // [T·group, D] scale·Q and dOut of the task
+	dsum, lse []float32 // [T·group] D = rowsum(dOut∘Out) and LSE
+	kt, vt    []float32 // [D, ldk] K and V of the task's kv head, transposed
+	kc        []float32 // [keys, D] K of the task's kv head, contiguous
+	dk, dv    []float32 // [keys, D] the task's DK and DV sums, added at the end
+	dq        []float32 // [attnRows, D] dQ accumulator of the query block
+	s, ds     []float32 // [attnRows, attnKeys] P and dS of the tile
+	pt, dst   []float32 // [attnKeys, attnRows] P and dS transposed
+}
+
+// grow returns buf resliced to n elements, reallocated if it is too short.
+func grow(buf []float32, n int) []float32 {
+	if cap(buf) < n {
+		return make([]float32, n)
+	}
+	return buf[:n]
 }
 
 // AttentionBackward computes the gradients of causal grouped-query
@@ -39,8 +55,8 @@ type attnScratch struct {
 // for the formulas): DQ written, DK and DV accumulated. Tasks (sequence ×
 // kv head) run in parallel; within a task, sums run in a fixed order, so the
 // result is deterministic and independent of the thread count. Everything
-// is float32 with a vector exp; dot products and row updates use AVX-512
-// when headDim is a multiple of 16.
+// is float32 with a vector exp; with AVX-512 the score tiles use any head
+// dim and the row updates a head dim that is a multiple of 16.
 func (b *Backend) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHeads, headDim int, scale float32) {
 	const op = "AttentionBackward"
 	if heads <= 0 || kvHeads <= 0 || headDim <= 0 || heads%kvHeads != 0 {
@@ -69,13 +85,10 @@ func (b *Backend) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHe
 	rows := tokens * group
 	scratch := make([]attnScratch, b.threads)
 	for w := range scratch {
-		buf := make([]float32, 3*rows*d+4*rows*attnKeys+2*rows)
-		cut := func(n int) []float32 { s := buf[:n:n]; buf = buf[n:]; return s }
 		scratch[w] = attnScratch{
-			q: cut(rows * d), do: cut(rows * d), dq: cut(rows * d),
-			s: cut(rows * attnKeys), ds: cut(rows * attnKeys),
-			pt: cut(attnKeys * rows), dst: cut(attnKeys * rows),
-			dsum: cut(rows), lse: cut(rows), tok: make([]int, rows),
+			dq: make([]float32, rows*d),
+			s:  make([]float32, rows*attnKeys), ds: make([]float32, rows*attnKeys),
+			pt: make([]float32, attnKeys*rows), dst: make([]float32, attnKeys*rows),
 		}
 	}
 	a := attnTask{avx: b.simd.avx512, heads: heads, kvHeads: kvHeads, d: d, group: group, tokens: tokens, scale: scale}
@@ -94,48 +107,83 @@ type attnTask struct {
 	scale             float32
 }
 
+// layout fills the task's contiguous query rows and transposed keys and
+// values, and returns the leading dimension of kt and vt.
+func (a *attnTask) layout(sc *attnScratch, s *kernels.AttentionGradSeq, g int) int {
+	d := a.d
+	n := s.T * a.group
+	sc.q, sc.do = grow(sc.q, n*d), grow(sc.do, n*d)
+	sc.dsum, sc.lse = grow(sc.dsum, n), grow(sc.lse, n)
+	for r := range n {
+		t, h := r/a.group, g*a.group+r%a.group
+		off := (t*a.heads + h) * d
+		q, do := sc.q[r*d:(r+1)*d], sc.do[r*d:(r+1)*d]
+		var dsum float64
+		for i := range d {
+			q[i] = a.scale * s.Q[off+i]
+			do[i] = s.DOut[off+i]
+			dsum += float64(do[i] * s.Out[off+i])
+		}
+		sc.dsum[r] = float32(dsum)
+		sc.lse[r] = s.LSE[t*a.heads+h]
+	}
+	keys := s.Start + s.T
+	ldk := (keys + attnKeys - 1) / attnKeys * attnKeys
+	sc.kt, sc.vt = grow(sc.kt, d*ldk), grow(sc.vt, d*ldk)
+	sc.kc = grow(sc.kc, keys*d)
+	sc.dk, sc.dv = grow(sc.dk, keys*d), grow(sc.dv, keys*d)
+	clear(sc.dk)
+	clear(sc.dv)
+	for j := range keys {
+		off := (j*a.kvHeads + g) * d
+		k, v := s.K[off:off+d], s.V[off:off+d]
+		copy(sc.kc[j*d:(j+1)*d], k)
+		for i := range d {
+			sc.kt[i*ldk+j] = k[i]
+			sc.vt[i*ldk+j] = v[i]
+		}
+	}
+	for i := range d {
+		clear(sc.kt[i*ldk+keys : (i+1)*ldk])
+		clear(sc.vt[i*ldk+keys : (i+1)*ldk])
+	}
+	return ldk
+}
+
 // run does kv head g of sequence s.
 func (a *attnTask) run(sc *attnScratch, s *kernels.AttentionGradSeq, g int) {
+	if s.T == 0 {
+		return
+	}
 	d, avx := a.d, a.avx
-	strideKV := a.kvHeads * d
+	ldk := a.layout(sc, s, g)
 	for t0 := 0; t0 < s.T; t0 += a.tokens {
 		t1 := min(s.T, t0+a.tokens)
 		rows := (t1 - t0) * a.group
-		for r := range rows {
-			t := t0 + r/a.group
-			h := g*a.group + r%a.group
-			off := (t*a.heads + h) * d
-			q, do := sc.q[r*d:(r+1)*d], sc.do[r*d:(r+1)*d]
-			var dsum float64
-			for i := range d {
-				q[i] = a.scale * s.Q[off+i]
-				do[i] = s.DOut[off+i]
-				dsum += float64(do[i] * s.Out[off+i])
-			}
-			sc.dsum[r] = float32(dsum)
-			sc.lse[r] = s.LSE[t*a.heads+h]
-			sc.tok[r] = t
-		}
+		base := t0 * a.group // first row of the block in sc.q
+		q, do := sc.q[base*d:], sc.do[base*d:]
 		clear(sc.dq[:rows*d])
 		keys := s.Start + t1 // keys 0 .. Start+t1−1 are visible to some row
 		for j0 := 0; j0 < keys; j0 += attnKeys {
 			nk := min(attnKeys, keys-j0)
-			kb := s.K[(j0*a.kvHeads+g)*d:]
-			vb := s.V[(j0*a.kvHeads+g)*d:]
+			for r := 0; r < rows; r += 2 {
+				r1 := min(r+1, rows-1)
+				bwTile64(avx, sc.s[r*attnKeys:], sc.s[r1*attnKeys:], q[r*d:], q[r1*d:], sc.kt[j0:], d, ldk)
+				bwTile64(avx, sc.ds[r*attnKeys:], sc.ds[r1*attnKeys:], do[r*d:], do[r1*d:], sc.vt[j0:], d, ldk)
+			}
+			kb := sc.kc[j0*d:]
 			for r := range rows {
 				p := sc.s[r*attnKeys : (r+1)*attnKeys]
 				ds := sc.ds[r*attnKeys : (r+1)*attnKeys]
-				nv := min(nk, max(0, s.Start+sc.tok[r]+1-j0)) // causal
-				bwDots(avx, p, sc.q[r*d:], kb, strideKV, nv, d)
-				bwDots(avx, ds, sc.do[r*d:], vb, strideKV, nv, d)
-				bwExpSum(avx, p, p, nv, sc.lse[r])
-				dsum := sc.dsum[r]
+				nv := min(nk, max(0, s.Start+t0+r/a.group+1-j0)) // causal
+				bwExpSum(avx, p, p, nv, sc.lse[base+r])
+				dsum := sc.dsum[base+r]
 				for j := range nv {
 					ds[j] = p[j] * (ds[j] - dsum)
 				}
 				clear(p[nv:nk])
 				clear(ds[nv:nk])
-				bwAxpys(avx, sc.dq[r*d:], ds, kb, strideKV, nv, d)
+				bwAxpys(avx, sc.dq[r*d:], ds, kb, d, nv, d)
 			}
 			for j := range nk {
 				pt := sc.pt[j*rows : (j+1)*rows]
@@ -152,21 +200,29 @@ func (a *attnTask) run(sc *attnScratch, s *kernels.AttentionGradSeq, g int) {
 				if first == rows {
 					continue
 				}
-				kv := ((j0+j)*a.kvHeads + g) * d
+				kv := (j0 + j) * d
 				n := rows - first
-				bwAxpys(avx, s.DK[kv:], sc.dst[j*rows+first:], sc.q[first*d:], d, n, d)
-				bwAxpys(avx, s.DV[kv:], sc.pt[j*rows+first:], sc.do[first*d:], d, n, d)
+				bwAxpys(avx, sc.dk[kv:], sc.dst[j*rows+first:], q[first*d:], d, n, d)
+				bwAxpys(avx, sc.dv[kv:], sc.pt[j*rows+first:], do[first*d:], d, n, d)
 			}
 		}
 		for r := range rows {
-			t := sc.tok[r]
-			h := g*a.group + r%a.group
+			t, h := t0+r/a.group, g*a.group+r%a.group
 			off := (t*a.heads + h) * d
-			dq := sc.dq[r*d : (r+1)*d]
-			out := s.DQ[off : off+d]
+			dq, out := sc.dq[r*d:(r+1)*d], s.DQ[off:off+d]
 			for i := range d {
 				out[i] = a.scale * dq[i]
 			}
+		}
+	}
+	for j := range s.Start + s.T {
+		off := (j*a.kvHeads + g) * d
+		dk, dv := s.DK[off:off+d], s.DV[off:off+d]
+		for i, x := range sc.dk[j*d : (j+1)*d] {
+			dk[i] += x
+		}
+		for i, x := range sc.dv[j*d : (j+1)*d] {
+			dv[i] += x
 		}
 	}
 }

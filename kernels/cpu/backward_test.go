@@ -169,6 +169,14 @@ func TestSIMDBackwardHelpers(t *testing.T) {
 				kerneltest.CheckClose(t, fmt.Sprintf("axpys d=%d", d), ao, ag, kerneltest.Tol{ATol: 1e-5, RTol: 1e-5, NMSE: 1e-10})
 			}
 
+			const ldk = 80
+			kt := bwRand(16, n*ldk, 1)
+			x1 := bwRand(17, n, 1)
+			tA, tG := make([]float32, 128), make([]float32, 128)
+			bwTile64(avx, tA, tA[64:], x, x1, kt, n, ldk)
+			tile64Go(tG, tG[64:], x, x1, kt, n, ldk)
+			kerneltest.CheckClose(t, "tile64", tA, tG, kerneltest.Tol{ATol: 1e-4, RTol: 1e-5, NMSE: 1e-10})
+
 			gate, up, dout := bwRand(7, n, 12), bwRand(8, n, 2), bwRand(9, n, 1)
 			dgA, duA, dgG, duG := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
 			bwSwiGLU(avx, dgA, duA, dout, gate, up)

@@ -127,3 +127,20 @@ func rmsColsGo(dx, dy, x, w, acc []float32, rs, k float32) {
 		dx[i] = g*w[i] - k*xi
 	}
 }
+
+// tile64Go sets out0[j] = Σ_{i<n} x0[i]·kt[i·ldk+j] and out1[j] likewise
+// from x1, for j < 64: two rows of a score tile against a transposed block
+// of 64 keys. out0 may equal out1 when x0 equals x1.
+func tile64Go(out0, out1, x0, x1, kt []float32, n, ldk int) {
+	var a0, a1 [64]float32
+	for i := range n {
+		c0, c1 := x0[i], x1[i]
+		row := kt[i*ldk : i*ldk+64]
+		for j, k := range row {
+			a0[j] += c0 * k
+			a1[j] += c1 * k
+		}
+	}
+	copy(out0[:64], a0[:])
+	copy(out1[:64], a1[:])
+}

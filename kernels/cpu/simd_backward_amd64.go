@@ -31,6 +31,9 @@ func bwRMSRowAVX512(x, dy, w *float32, n int, sums *float32)
 func bwRMSColsAVX512(dx, dy, x, w, acc *float32, n int, rs, k float32)
 
 //go:noescape
+func bwTile64AVX512(out0, out1, x0, x1, kt *float32, n, ldk int)
+
+//go:noescape
 func bwAdamWAVX512(param, grad, m, v *float32, n int, c *adamwConsts)
 
 // bwDots is dotsGo, in AVX-512 when avx and d is a multiple of 16.
@@ -142,4 +145,14 @@ func bwRMSCols(avx bool, dx, dy, x, w, acc []float32, rs, k float32) {
 		return
 	}
 	rmsColsGo(dx, dy, x, w, acc, rs, k)
+}
+
+// bwTile64 is tile64Go, in AVX-512 when avx.
+func bwTile64(avx bool, out0, out1, x0, x1, kt []float32, n, ldk int) {
+	if avx && n > 0 {
+		_, _, _, _, _ = out0[63], out1[63], x0[n-1], x1[n-1], kt[(n-1)*ldk+63]
+		bwTile64AVX512(&out0[0], &out1[0], &x0[0], &x1[0], &kt[0], n, ldk)
+		return
+	}
+	tile64Go(out0, out1, x0, x1, kt, n, ldk)
 }

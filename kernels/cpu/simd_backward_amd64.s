@@ -1,5 +1,3 @@
-//go:build amd64
-
 #include "textflag.h"
 
 // AVX-512 helpers of the backward kernels and AdamW (see
@@ -556,5 +554,62 @@ rctail:
 	RMSCOLS_BODY
 
 rcdone:
+	VZEROUPPER
+	RET
+
+// func bwTile64AVX512(out0, out1, x0, x1, kt *float32, n, ldk int)
+// For two rows at once: out0[j] = Σ_{i<n} x0[i]·kt[i·ldk+j] and the same
+// for out1 with x1, j < 64 (kt is a transposed block of 64 keys). Eight
+// independent accumulators keep both FMA ports busy; no horizontal sums.
+TEXT ·bwTile64AVX512(SB), NOSPLIT, $0-56
+	MOVQ out0+0(FP), DI
+	MOVQ out1+8(FP), R8
+	MOVQ x0+16(FP), SI
+	MOVQ x1+24(FP), R10
+	MOVQ kt+32(FP), DX
+	MOVQ n+40(FP), CX
+	MOVQ ldk+48(FP), R11
+	SHLQ $2, R11
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	TESTQ CX, CX
+	JEQ   t64store
+	XORQ AX, AX
+
+t64loop:
+	VMOVUPS (DX), Z8
+	VMOVUPS 64(DX), Z9
+	VMOVUPS 128(DX), Z10
+	VMOVUPS 192(DX), Z11
+	VBROADCASTSS (SI)(AX*4), Z12
+	VBROADCASTSS (R10)(AX*4), Z13
+	VFMADD231PS Z8, Z12, Z0
+	VFMADD231PS Z9, Z12, Z1
+	VFMADD231PS Z10, Z12, Z2
+	VFMADD231PS Z11, Z12, Z3
+	VFMADD231PS Z8, Z13, Z4
+	VFMADD231PS Z9, Z13, Z5
+	VFMADD231PS Z10, Z13, Z6
+	VFMADD231PS Z11, Z13, Z7
+	ADDQ R11, DX
+	INCQ AX
+	CMPQ AX, CX
+	JLT  t64loop
+
+t64store:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	VMOVUPS Z4, (R8)
+	VMOVUPS Z5, 64(R8)
+	VMOVUPS Z6, 128(R8)
+	VMOVUPS Z7, 192(R8)
 	VZEROUPPER
 	RET

@@ -43,3 +43,7 @@ func bwRMSRow(_ bool, x, dy, w []float32) (ss, dot float32) { return rmsRowGo(x,
 func bwRMSCols(_ bool, dx, dy, x, w, acc []float32, rs, k float32) {
 	rmsColsGo(dx, dy, x, w, acc, rs, k)
 }
+
+func bwTile64(_ bool, out0, out1, x0, x1, kt []float32, n, ldk int) {
+	tile64Go(out0, out1, x0, x1, kt, n, ldk)
+}

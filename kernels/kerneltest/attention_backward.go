@@ -78,6 +78,13 @@ func AttentionBackward(t *testing.T, b kernels.Backend) {
 				}{{"DQ", got[i].DQ, w.DQ, again[i].DQ}, {"DK", got[i].DK, w.DK, again[i].DK}, {"DV", got[i].DV, w.DV, again[i].DV}} {
 					n := len(o.want)
 					tol := tol
+					if o.what == "DK" {
+						// DK = scale·Σ dS·q: its terms grow with |q|, so an
+						// absolute bound for O(1) terms scales with qScale
+						// (measured at qScale 30: 4.4e-5 on 3 of 2560
+						// elements where terms of ±4 cancel).
+						tol.ATol *= c.qScale
+					}
 					if allZero(o.want) {
 						// A sequence whose queries each see one key (T = 1,
 						// Start = 0) has P = 1 and dS = P·(dP − D) = 0, so
