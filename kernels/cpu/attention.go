@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/x/kernels"
 )
@@ -26,6 +27,10 @@ func (b *Backend) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim
 	}
 	total := rowsBefore[len(seqs)]
 	if total == 0 {
+		return
+	}
+	if b.simd.avx512 && headDim%vecSz == 0 {
+		b.attentionTiled(seqs, heads, kvHeads, headDim, scale)
 		return
 	}
 	group := heads / kvHeads
@@ -74,6 +79,103 @@ func (b *Backend) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim
 		}
 	}
 	b.parallelForWorker(total, run)
+}
+
+// attnTileRows is the most query rows (tokens × the heads of one GQA group) an
+// attentionTiled tile holds.
+const attnTileRows = 64
+
+// attentionTiled is Attention on the matmul micro-kernels, flash style: a
+// task owns one kv head and a tile of up to attnTileRows query rows (a block of
+// tokens × the query heads that share the kv head, so each K and V row is
+// loaded once for the whole group). For each block of attnBlock keys it
+// computes the score tile S = (scale·Q)·Kᵀ with dotNT, masks the causal
+// part, updates each row's running max and sum (online softmax, rescaling
+// the row's output accumulator when the max grows), and adds P·V with axpy.
+// The task's scratch is about 2·attnTileRows·D + attnTileRows·attnBlock floats.
+func (b *Backend) attentionTiled(seqs []kernels.AttentionSeq, heads, kvHeads, d int, scale float32) {
+	group := heads / kvHeads
+	bq := max(1, attnTileRows/group) // tokens per tile
+	tasksBefore := make([]int, len(seqs)+1)
+	for si, s := range seqs {
+		tasksBefore[si+1] = tasksBefore[si] + kvHeads*((s.T+bq-1)/bq)
+	}
+	stride := kvHeads * d
+	b.parallelForWorker(tasksBefore[len(seqs)], func(w, lo, hi int) {
+		rows := bq * group
+		buf := b.scratch(w, 2*rows*d+rows*attnBlock+2*rows)
+		qp, o := buf[:rows*d], buf[rows*d:2*rows*d]
+		sc := buf[2*rows*d : 2*rows*d+rows*attnBlock]
+		mx, sum := buf[2*rows*d+rows*attnBlock:][:rows], buf[2*rows*d+rows*attnBlock+rows:][:rows]
+		si := 0
+		for task := lo; task < hi; task++ {
+			for tasksBefore[si+1] <= task {
+				si++
+			}
+			s := &seqs[si]
+			qBlocks := (s.T + bq - 1) / bq
+			kvh, qb := (task-tasksBefore[si])/qBlocks, (task-tasksBefore[si])%qBlocks
+			t0 := qb * bq
+			nt := min(bq, s.T-t0)
+			r := nt * group // row i is token t0 + i/group, head kvh·group + i%group
+			for i := 0; i < r; i++ {
+				t, h := t0+i/group, kvh*group+i%group
+				q := s.Q[(t*heads+h)*d : (t*heads+h+1)*d]
+				for c, v := range q {
+					qp[i*d+c] = v * scale
+				}
+				mx[i], sum[i] = float32(math.Inf(-1)), 0
+			}
+			clear(o[:r*d])
+			keys := s.Start + t0 + nt // the last row sees keys [0, keys)
+			for j0 := 0; j0 < keys; j0 += attnBlock {
+				nb := min(attnBlock, keys-j0)
+				kp := unsafe.Pointer(&s.K[(j0*kvHeads+kvh)*d])
+				for i0 := 0; i0 < r; i0 += mr {
+					for jj := 0; jj < nb; jj += nr {
+						dotNTAsm(0, min(mr, r-i0), min(nr, nb-jj), &qp[i0*d], d*4, unsafe.Add(kp, jj*stride*4), stride*4, d/vecSz,
+							&sc[i0*attnBlock+jj], attnBlock*4, 0)
+					}
+				}
+				for i := 0; i < r; i++ {
+					row := sc[i*attnBlock : i*attnBlock+nb]
+					vis := min(nb, s.Start+t0+i/group+1-j0) // keys of this block row i may see
+					if vis <= 0 {
+						clear(row)
+						continue
+					}
+					if bm := bwMax(true, row[:vis]); bm > mx[i] {
+						if sum[i] != 0 {
+							c := float32(math.Exp(float64(mx[i] - bm)))
+							sum[i] *= c
+							bwScale(true, o[i*d:(i+1)*d], c)
+						}
+						mx[i] = bm
+					}
+					sum[i] += bwExpSum(true, row, row, vis, mx[i])
+					clear(row[vis:])
+				}
+				vp := unsafe.Pointer(&s.V[(j0*kvHeads+kvh)*d])
+				for i0 := 0; i0 < r; i0 += mr {
+					for c0 := 0; c0 < d; c0 += cols {
+						axpyAsm(0, min(mr, r-i0), min(cols, d-c0)/vecSz, &sc[i0*attnBlock], attnBlock*4, 4,
+							unsafe.Add(vp, c0*4), stride*4, nb, &o[i0*d+c0], d*4, 1)
+					}
+				}
+			}
+			for i := 0; i < r; i++ {
+				t, h := t0+i/group, kvh*group+i%group
+				out := s.Out[(t*heads+h)*d : (t*heads+h+1)*d]
+				inv := 1 / sum[i]
+				for c, v := range o[i*d : (i+1)*d] {
+					out[c] = v * inv
+				}
+				if s.LSE != nil {
+					s.LSE[t*heads+h] = mx[i] + float32(math.Log(float64(sum[i])))
+				}
+			}
+		}
+	})
 }
 
 // checkHeads panics unless the head counts describe grouped-query attention.
