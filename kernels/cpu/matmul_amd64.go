@@ -452,6 +452,11 @@ func fmaLoop(iters int)
 //go:noescape
 func swigluAsm(out, gate, up *float32, n int)
 
+// lseAsm: online max, Σexp and Σexp·(x−max) of x[n] per lane into st[0:48], n a multiple of 16.
+//
+//go:noescape
+func lseAsm(x *float32, n int, st *float32)
+
 // dotNTAsm runs the dotNT kernel for dtype dt and an mr×nr block.
 func dotNTAsm(dt int, mr, nr int, x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int) {
 	switch dt<<8 | mr<<4 | nr {

@@ -52,6 +52,7 @@ func main() {
 	}
 	fmaLoop(&s, &g)
 	swiglu(&s, &g)
+	lse(&s, &g)
 	dispatch(&g)
 	src, err := format.Source(g.Bytes())
 	if err != nil {
@@ -272,6 +273,27 @@ func swiglu(s, g *bytes.Buffer) {
 	exp16(s, 1, 2, 3)
 	fmt.Fprintf(s, "\tVADDPS Z25, Z2, Z2\n\tVMULPS (DX), Z0, Z0\n\tVDIVPS Z2, Z0, Z0\n\tVMOVUPS Z0, (DI)\n")
 	fmt.Fprintf(s, "\tADDQ $64, SI\n\tADDQ $64, DX\n\tADDQ $64, DI\n\tDECQ CX\n\tJNZ swiglu_loop\nswiglu_done:\n\tVZEROUPPER\n\tRET\n")
+}
+
+// lse writes the one-pass online log-sum-exp of a row: per lane, a
+// running max m, s = Σ exp(x − m) and t = Σ exp(x − m)·(x − m), rescaled
+// whenever m grows; the 16 lanes' (m, s, t) go to st[0:48] for Go to
+// combine. Differences below −104 (and −Inf, NaN from −Inf − −Inf) clamp
+// to −104, whose exp is 0.
+func lse(s, g *bytes.Buffer) {
+	fmt.Fprintf(g, "// lseAsm: online max, Σexp and Σexp·(x−max) of x[n] per lane into st[0:48], n a multiple of 16.\n//\n//go:noescape\nfunc lseAsm(x *float32, n int, st *float32)\n\n")
+	fmt.Fprintf(s, "\n// func lseAsm(x *float32, n int, st *float32)\nTEXT ·lseAsm(SB), NOSPLIT, $0-24\n")
+	fmt.Fprintf(s, "\tMOVQ x+0(FP), SI\n\tMOVQ n+8(FP), CX\n\tMOVQ st+16(FP), DI\n")
+	expConsts(s)
+	broadcast(s, float32(math.Inf(-1)), 8)
+	fmt.Fprintf(s, "\tVPXORD Z9, Z9, Z9\n\tVPXORD Z10, Z10, Z10\n\tSHRQ $4, CX\n\tJZ lse_done\nlse_loop:\n")
+	fmt.Fprintf(s, "\tVMOVUPS (SI), Z0\n\tVMAXPS Z0, Z8, Z1\n\tVSUBPS Z1, Z8, Z2\n\tVMAXPS Z26, Z2, Z2\n\tVMOVAPS Z2, Z11\n")
+	exp16(s, 2, 3, 4)
+	fmt.Fprintf(s, "\tVSUBPS Z1, Z0, Z5\n\tVMAXPS Z26, Z5, Z5\n\tVMOVAPS Z5, Z12\n")
+	exp16(s, 5, 6, 7)
+	fmt.Fprintf(s, "\tVFMADD231PS Z11, Z9, Z10\n\tVMULPS Z3, Z10, Z10\n\tVFMADD231PS Z12, Z6, Z10\n\tVFMADD213PS Z6, Z3, Z9\n\tVMOVAPS Z1, Z8\n")
+	fmt.Fprintf(s, "\tADDQ $64, SI\n\tDECQ CX\n\tJNZ lse_loop\nlse_done:\n")
+	fmt.Fprintf(s, "\tVMOVUPS Z8, (DI)\n\tVMOVUPS Z9, 64(DI)\n\tVMOVUPS Z10, 128(DI)\n\tVZEROUPPER\n\tRET\n")
 }
 
 // dispatch writes Go switches that pick a kernel by dtype and block shape.
