@@ -28,4 +28,6 @@ func swigluAsm(out, gate, up *float32, n int) {
 
 func fmaLoop(iters int) { panic("kernels/cpu: no SIMD kernels on this architecture") }
 
-func lseAsm(x *float32, n int, st *float32) { panic("kernels/cpu: no SIMD kernels on this architecture") }
+func lseAsm(x *float32, n int, st *float32) {
+	panic("kernels/cpu: no SIMD kernels on this architecture")
+}
