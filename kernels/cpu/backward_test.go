@@ -70,7 +70,9 @@ func TestBackwardThreadCountIndependent(t *testing.T) {
 	nq, nkv := tt*heads*hd, (start+tt)*kvh*hd
 	q, k, v, do := bwRand(6, nq, 1), bwRand(7, nkv, 1), bwRand(8, nkv, 1), bwRand(9, nq, 1)
 	out, lse := make([]float32, nq), make([]float32, tt*heads)
-	New(1).Attention([]kernels.AttentionSeq{{Out: out, Q: q, K: k, V: v, LSE: lse, T: tt, Start: start}}, heads, kvh, hd, 0.125)
+	fw := New(1)
+	fw.Attention([]kernels.AttentionSeq{{Out: out, Q: q, K: k, V: v, LSE: lse, T: tt, Start: start}}, heads, kvh, hd, 0.125)
+	fw.Close()
 
 	run := func(b *Backend) result {
 		dx, dw := make([]float32, rows*cols), make([]float32, cols)
@@ -176,6 +178,15 @@ func TestSIMDBackwardHelpers(t *testing.T) {
 			bwTile64(avx, tA, tA[64:], x, x1, kt, n, ldk)
 			tile64Go(tG, tG[64:], x, x1, kt, n, ldk)
 			kerneltest.CheckClose(t, "tile64", tA, tG, kerneltest.Tol{ATol: 1e-4, RTol: 1e-5, NMSE: 1e-10})
+
+			for _, hd := range []int{2 * n, 2*n + 6} { // D = 2·half, and a head stride past it
+				cs := bwRand(18, 2*n, 1)
+				rA := bwRand(19, 3*hd, 1)
+				rG := append([]float32(nil), rA...)
+				bwRoPERow(avx, rA, cs[:n], cs[n:], n, 3, hd)
+				ropeRowGo(rG, cs[:n], cs[n:], n, 3, hd)
+				kerneltest.CheckClose(t, fmt.Sprintf("rope row stride %d", hd), rA, rG, kerneltest.Tol{ATol: 1e-6, RTol: 1e-6, NMSE: 1e-12})
+			}
 
 			gate, up, dout := bwRand(7, n, 12), bwRand(8, n, 2), bwRand(9, n, 1)
 			dgA, duA, dgG, duG := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
@@ -346,4 +357,35 @@ func BenchmarkSwiGLUBackward(bm *testing.B) {
 		b.SwiGLUBackward(dg, du, dout, gate, up)
 	}
 	bm.ReportMetric(20*n*float64(bm.N)/bm.Elapsed().Seconds()/1e9, "GB/s") // read gate, up, dout; write dgate, dup
+}
+
+func BenchmarkRoPEBackward(bm *testing.B) {
+	const tt, heads, d = 2048, 16, 128
+	b := New(0)
+	defer b.Close()
+	x := bwRand(1, tt*heads*d, 1)
+	pos := make([]int32, tt)
+	for i := range pos {
+		pos[i] = int32(i)
+	}
+	for bm.Loop() {
+		b.RoPEBackward(x, pos, heads, d, 1e6)
+	}
+	bm.ReportMetric(8*tt*heads*d*float64(bm.N)/bm.Elapsed().Seconds()/1e9, "GB/s") // read and write dx
+}
+
+func BenchmarkEmbeddingBackward(bm *testing.B) {
+	const tt, v, c = 2048, 151936, 1024
+	b := New(0)
+	defer b.Close()
+	dtable := make([]float32, v*c)
+	dout := bwRand(1, tt*c, 1)
+	ids := make([]int32, tt)
+	for i := range ids {
+		ids[i] = int32(i * 7919 % v)
+	}
+	for bm.Loop() {
+		b.EmbeddingBackward(dtable, dout, ids, c)
+	}
+	bm.ReportMetric(12*tt*c*float64(bm.N)/bm.Elapsed().Seconds()/1e9, "GB/s") // read dout and the rows, write the rows
 }

@@ -5,7 +5,8 @@ import "math"
 // RoPEBackward maps dy[T,H,D] to dx in place by the inverse rotation (see
 // ref.Backend.RoPEBackward). The angle pos[t]/theta^(2i/D) and its sine and
 // cosine are computed in float64, once per (t, i) and shared by the heads;
-// tokens run in parallel.
+// the rotation of a token's heads is one vector pass; tokens run in
+// parallel.
 func (b *Backend) RoPEBackward(dx []float32, pos []int32, heads, headDim int, theta float64) {
 	const op = "RoPEBackward"
 	needDims(op, heads, headDim)
@@ -15,23 +16,24 @@ func (b *Backend) RoPEBackward(dx []float32, pos []int32, heads, headDim int, th
 	t := len(pos)
 	need(op, "x", len(dx), t*heads*headDim)
 	half := headDim / 2
+	if half == 0 || heads == 0 {
+		return
+	}
 	denom := make([]float64, half)
 	for i := range denom {
 		denom[i] = math.Pow(theta, float64(2*i)/float64(headDim))
 	}
+	avx := b.simd.avx512
 	run := func(lo, hi int) {
+		cs := make([]float32, 2*half)
+		cos, sin := cs[:half], cs[half:]
 		for ti := lo; ti < hi; ti++ {
 			p := float64(pos[ti])
 			for i := range half {
-				sin, cos := math.Sincos(p / denom[i])
-				s, c := float32(sin), float32(cos)
-				for h := range heads {
-					row := dx[(ti*heads+h)*headDim:]
-					a, bb := row[i], row[i+half]
-					row[i] = a*c + bb*s
-					row[i+half] = bb*c - a*s
-				}
+				s, c := math.Sincos(p / denom[i])
+				cos[i], sin[i] = float32(c), float32(s)
 			}
+			bwRoPERow(avx, dx[ti*heads*headDim:(ti+1)*heads*headDim], cos, sin, half, heads, headDim)
 		}
 	}
 	if t*heads*headDim < 1<<13 {

@@ -144,3 +144,19 @@ func tile64Go(out0, out1, x0, x1, kt []float32, n, ldk int) {
 	copy(out0[:64], a0[:])
 	copy(out1[:64], a1[:])
 }
+
+// ropeRowGo applies RoPE's inverse rotation to the heads of one token,
+// x[heads, headDim]: (x[i], x[i+half]) → (x[i]·cos[i] + x[i+half]·sin[i],
+// x[i+half]·cos[i] − x[i]·sin[i]) for i < half.
+func ropeRowGo(x, cos, sin []float32, half, heads, headDim int) {
+	cos, sin = cos[:half], sin[:half]
+	for h := range heads {
+		lo := x[h*headDim : h*headDim+half]
+		hi := x[h*headDim+half : h*headDim+2*half]
+		for i := range lo {
+			a, b := lo[i], hi[i]
+			lo[i] = a*cos[i] + b*sin[i]
+			hi[i] = b*cos[i] - a*sin[i]
+		}
+	}
+}

@@ -34,6 +34,9 @@ func bwRMSColsAVX512(dx, dy, x, w, acc *float32, n int, rs, k float32)
 func bwTile64AVX512(out0, out1, x0, x1, kt *float32, n, ldk int)
 
 //go:noescape
+func bwRoPERowAVX512(x, cos, sin *float32, half, heads, headDim int)
+
+//go:noescape
 func bwAdamWAVX512(param, grad, m, v *float32, n int, c *adamwConsts)
 
 // bwDots is dotsGo, in AVX-512 when avx and d is a multiple of 16.
@@ -155,4 +158,14 @@ func bwTile64(avx bool, out0, out1, x0, x1, kt []float32, n, ldk int) {
 		return
 	}
 	tile64Go(out0, out1, x0, x1, kt, n, ldk)
+}
+
+// bwRoPERow is ropeRowGo, in AVX-512 when avx.
+func bwRoPERow(avx bool, x, cos, sin []float32, half, heads, headDim int) {
+	if avx && half > 0 && heads > 0 {
+		_, _, _ = x[(heads-1)*headDim+2*half-1], cos[half-1], sin[half-1]
+		bwRoPERowAVX512(&x[0], &cos[0], &sin[0], half, heads, headDim)
+		return
+	}
+	ropeRowGo(x, cos, sin, half, heads, headDim)
 }

@@ -613,3 +613,67 @@ t64store:
 	VMOVUPS Z7, 192(R8)
 	VZEROUPPER
 	RET
+
+// ROPE_BODY rotates 16 pairs at byte offset AX of the head at DI (second
+// halves at BX) by −angle under mask K3: (a, b) → (a·c + b·s, b·c − a·s).
+#define ROPE_BODY \
+	VMOVUPS.Z (DI)(AX*1), K3, Z0; \
+	VMOVUPS.Z (BX)(AX*1), K3, Z1; \
+	VMOVUPS.Z (SI)(AX*1), K3, Z2; \
+	VMOVUPS.Z (R8)(AX*1), K3, Z3; \
+	VMULPS  Z2, Z0, Z4; \
+	VFMADD231PS Z3, Z1, Z4; \
+	VMULPS  Z2, Z1, Z5; \
+	VFNMADD231PS Z3, Z0, Z5; \
+	VMOVUPS Z4, K3, (DI)(AX*1); \
+	VMOVUPS Z5, K3, (BX)(AX*1)
+
+// func bwRoPERowAVX512(x, cos, sin *float32, half, heads, headDim int)
+// Applies the inverse rotation to every head of one token: for each head
+// and i < half, (x[i], x[i+half]) → (x[i]·cos[i] + x[i+half]·sin[i],
+// x[i+half]·cos[i] − x[i]·sin[i]).
+TEXT ·bwRoPERowAVX512(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), DI
+	MOVQ cos+8(FP), SI
+	MOVQ sin+16(FP), R8
+	MOVQ half+24(FP), DX
+	MOVQ heads+32(FP), R10
+	MOVQ headDim+40(FP), R11
+	SHLQ $2, R11
+	MOVQ DX, R12
+	SHLQ $2, R12
+	MOVQ DX, CX
+	ANDQ $15, CX
+	TAILMASK
+	MOVQ DX, R9
+	ANDQ $-16, R9
+	SHLQ $2, R9
+
+ropehead:
+	TESTQ R10, R10
+	JEQ   ropedone
+	LEAQ  (DI)(R12*1), BX
+	XORQ  AX, AX
+	KXNORW K3, K3, K3
+
+ropeblk:
+	CMPQ AX, R9
+	JGE  ropetail
+	ROPE_BODY
+	ADDQ $64, AX
+	JMP  ropeblk
+
+ropetail:
+	KORTESTW K1, K1
+	JEQ  ropenext
+	KMOVW K1, K3
+	ROPE_BODY
+
+ropenext:
+	ADDQ R11, DI
+	DECQ R10
+	JMP  ropehead
+
+ropedone:
+	VZEROUPPER
+	RET

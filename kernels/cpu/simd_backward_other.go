@@ -47,3 +47,7 @@ func bwRMSCols(_ bool, dx, dy, x, w, acc []float32, rs, k float32) {
 func bwTile64(_ bool, out0, out1, x0, x1, kt []float32, n, ldk int) {
 	tile64Go(out0, out1, x0, x1, kt, n, ldk)
 }
+
+func bwRoPERow(_ bool, x, cos, sin []float32, half, heads, headDim int) {
+	ropeRowGo(x, cos, sin, half, heads, headDim)
+}
