@@ -13,7 +13,7 @@ import (
 type attnSeq struct{ t, start int }
 
 // Attention checks causal GQA attention and its LSE output: GQA ratios 1, 2,
-// 4 and 8, head dims 16/64/128, T = 1 decode with Start > 0, prefill, a
+// 4 and 8, head dims 16/24/64/128, T = 1 decode with Start > 0, prefill, a
 // batch of sequences of different lengths in one call, and large logits.
 func Attention(t *testing.T, b kernels.Backend) {
 	var r ref.Backend
@@ -32,6 +32,8 @@ func Attention(t *testing.T, b kernels.Backend) {
 		{4, 1, 64, 30, []attnSeq{{33, 7}}, true},
 		{2, 1, 128, 1, []attnSeq{{130, 0}}, true},
 		{6, 3, 16, 4, []attnSeq{{70, 70}, {2, 1}}, true},
+		{4, 2, 24, 1, []attnSeq{{9, 4}}, true}, // D not a multiple of the SIMD width
+		{32, 4, 64, 1, []attnSeq{{40, 0}}, true}, // group 8: a tile holds few tokens
 	}
 	for _, c := range cases {
 		name := fmt.Sprintf("H%d_KVH%d_D%d_q%g_seqs%v_lse%v", c.heads, c.kvHeads, c.dim, c.qScale, c.seqs, c.lse)
