@@ -32,7 +32,7 @@ func Attention(t *testing.T, b kernels.Backend) {
 		{4, 1, 64, 30, []attnSeq{{33, 7}}, true},
 		{2, 1, 128, 1, []attnSeq{{130, 0}}, true},
 		{6, 3, 16, 4, []attnSeq{{70, 70}, {2, 1}}, true},
-		{4, 2, 24, 1, []attnSeq{{9, 4}}, true}, // D not a multiple of the SIMD width
+		{4, 2, 24, 1, []attnSeq{{9, 4}}, true},   // D not a multiple of the SIMD width
 		{32, 4, 64, 1, []attnSeq{{40, 0}}, true}, // group 8: a tile holds few tokens
 	}
 	for _, c := range cases {
