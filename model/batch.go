@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/x/kernels"
@@ -201,7 +202,11 @@ func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 				continue
 			}
 			s := &b.active[i]
-			id, lp := b.m.Backend.Sample(logits[(k-c0)*V:(k-c0+1)*V], s.req.Sampling, s.req.Seq.uniform(), b.scratch)
+			row := logits[(k-c0)*V : (k-c0+1)*V]
+			if !anyFinite(row) {
+				return done, fmt.Errorf("model: request %d: no finite logit (non-finite weights?)", s.id)
+			}
+			id, lp := b.m.Backend.Sample(row, s.req.Sampling, s.req.Seq.uniform(), b.scratch)
 			s.req.Seq.Tokens = append(s.req.Seq.Tokens, id)
 			s.comp.Tokens = append(s.comp.Tokens, id)
 			s.comp.LogProbs = append(s.comp.LogProbs, lp)
@@ -248,4 +253,14 @@ func (m *Model) Generate(ctx context.Context, reqs []Request, opts BatchOptions)
 		}
 	}
 	return out, nil
+}
+
+// anyFinite reports whether some logit is finite (Sample needs one).
+func anyFinite(row []float32) bool {
+	for _, v := range row {
+		if !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0) {
+			return true
+		}
+	}
+	return false
 }

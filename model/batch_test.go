@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -226,4 +227,11 @@ func TestGenerateRejectsBadRequests(t *testing.T) {
 	out, err := m.Generate(t.Context(), []Request{{Seq: NewSequence(0, 1), MaxNewTokens: 0}}, BatchOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, out[0].Tokens)
+
+	// Non-finite weights give an error, not a sampler panic.
+	for i := range m.Norm {
+		m.Norm[i] = float32(math.NaN())
+	}
+	_, err = m.Generate(t.Context(), []Request{{Seq: NewSequence(0, 1), MaxNewTokens: 2, Sampling: kernels.SamplingParams{Temperature: 1}}}, BatchOptions{})
+	assert.ErrorContains(t, err, "no finite logit")
 }

@@ -10,7 +10,7 @@ import (
 // Runner runs batched forwards of one Model and owns their scratch
 // buffers, which only grow, so a decode loop allocates nothing once the
 // largest batch has been seen. A Runner is used by one goroutine at a time;
-// several Runners may share a Model.
+// several Runners may share a Model but must not run at once (see Model).
 type Runner struct {
 	m *Model
 	// NoAdapters runs the base model, ignoring attached LoRA adapters (the

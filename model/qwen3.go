@@ -14,10 +14,11 @@ import (
 	"github.com/x/kernels"
 )
 
-// Model is a loaded Qwen3 checkpoint and the Backend it runs on. Its
-// weights are read-only during inference, so several goroutines may run
-// forwards concurrently, each with its own Runner (or Generate/LogProbs
-// call); attaching or training adapters must not overlap with inference.
+// Model is a loaded Qwen3 checkpoint and the Backend it runs on. Inference
+// only reads the weights, but it runs on Backend, which (like every
+// kernels.Backend unless documented otherwise) serves one goroutine at a
+// time: run one Generate, LogProbs or Runner.Forward of a Model at a time.
+// Attaching or training adapters must not overlap with inference.
 type Model struct {
 	Config  Config
 	Backend kernels.Backend

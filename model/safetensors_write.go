@@ -150,6 +150,9 @@ func writeSafetensors(path string, tensors []Tensor, metadata map[string]string,
 	if err = w.Flush(); err != nil {
 		return fmt.Errorf("safetensors: write %s: %w", path, err)
 	}
+	if err = tmp.Chmod(0o644); err != nil {
+		return fmt.Errorf("safetensors: write %s: %w", path, err)
+	}
 	if err = tmp.Close(); err != nil {
 		return fmt.Errorf("safetensors: write %s: %w", path, err)
 	}
