@@ -251,14 +251,7 @@ func (c *Client) Step(ctx context.Context, action any) (Result, error) {
 // State returns the session's state object ({"episode_id":…,
 // "step_count":…} plus env-specific fields).
 func (c *Client) State(ctx context.Context) (json.RawMessage, error) {
-	typ, data, err := c.call(ctx, "state", []byte(`{"type":"state"}`))
-	if err != nil {
-		return nil, err
-	}
-	if typ != "state" {
-		return nil, c.protocolError("state", typ)
-	}
-	return data, nil
+	return c.call(ctx, "state", []byte(`{"type":"state"}`), "state")
 }
 
 // MCP sends a JSON-RPC 2.0 request (an object: jsonrpc, id, method,
@@ -269,14 +262,7 @@ func (c *Client) MCP(ctx context.Context, request any) (json.RawMessage, error) 
 	if err != nil {
 		return nil, err
 	}
-	typ, reply, err := c.call(ctx, "mcp", rawFrame("mcp", data))
-	if err != nil {
-		return nil, err
-	}
-	if typ != "mcp" {
-		return nil, c.protocolError("mcp", typ)
-	}
-	return reply, nil
+	return c.call(ctx, "mcp", rawFrame("mcp", data), "mcp")
 }
 
 // Close ends the session politely ({"type":"close"}, then a close frame)
@@ -315,12 +301,9 @@ func (c *Client) Close() error {
 
 // resultCall sends a reset or step frame and decodes the observation.
 func (c *Client) resultCall(ctx context.Context, op string, req []byte) (Result, error) {
-	typ, data, err := c.call(ctx, op, req)
+	data, err := c.call(ctx, op, req, "observation")
 	if err != nil {
 		return Result{}, err
-	}
-	if typ != "observation" {
-		return Result{}, c.protocolError(op, typ)
 	}
 	res, err := parseObservationData(data)
 	if err != nil {
@@ -329,28 +312,20 @@ func (c *Client) resultCall(ctx context.Context, op string, req []byte) (Result,
 	return res, nil
 }
 
-// protocolError drops a connection that answered with the wrong frame
-// type: the reply stream can no longer be trusted.
-func (c *Client) protocolError(op, typ string) error {
-	c.mu.Lock()
-	c.dropLocked()
-	c.mu.Unlock()
-	return &SessionLostError{Op: op, Err: fmt.Errorf("server answered a %s request with a %q frame", op, typ)}
-}
-
-// call does one request/reply exchange and returns the reply's type and
-// data. Error frames become *ServerError; losses *SessionLostError.
-func (c *Client) call(ctx context.Context, op string, req []byte) (string, json.RawMessage, error) {
+// call does one request/reply exchange and returns the data of the reply,
+// which must be a want frame. Error frames become *ServerError; losses and
+// protocol breaks *SessionLostError.
+func (c *Client) call(ctx context.Context, op string, req []byte, want string) (json.RawMessage, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return "", nil, ErrClosed
+		return nil, ErrClosed
 	}
 	if err := ctx.Err(); err != nil { // not sent: the session is untouched
-		return "", nil, fmt.Errorf("openenv %s: %w", op, err)
+		return nil, fmt.Errorf("openenv %s: %w", op, err)
 	}
 	if err := c.prepareLocked(ctx, op); err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	cn := c.cn
 	cn.used = true
@@ -362,34 +337,40 @@ func (c *Client) call(ctx context.Context, op string, req []byte) (string, json.
 	_ = cn.ws.SetWriteDeadline(deadline)
 	if err := cn.ws.WriteMessage(websocket.TextMessage, req); err != nil {
 		// A refused session may have been closed before our write; its
-		// error frame is the answer.
+		// error frame, once the reader is done, is the answer.
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-cn.dead:
+		case <-t.C:
+		}
+		t.Stop()
 		if raw, ok := cn.queued(); ok {
-			return c.finishLocked(op, raw)
+			return c.finishLocked(op, raw, want)
 		}
 		c.dropLocked()
-		return "", nil, &SessionLostError{Op: op, Err: fmt.Errorf("send: %w", err)}
+		return nil, &SessionLostError{Op: op, Err: fmt.Errorf("send: %w", err)}
 	}
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	select {
 	case raw := <-cn.frames:
-		return c.finishLocked(op, raw)
+		return c.finishLocked(op, raw, want)
 	case <-cn.dead:
 		if raw, ok := cn.queued(); ok {
-			return c.finishLocked(op, raw)
+			return c.finishLocked(op, raw, want)
 		}
 		c.dropLocked()
-		return "", nil, &SessionLostError{Op: op, Err: cn.err}
+		return nil, &SessionLostError{Op: op, Err: cn.err}
 	case <-ctx.Done():
 		c.dropLocked()
-		return "", nil, &SessionLostError{Op: op, Err: fmt.Errorf("no reply: %w", ctx.Err())}
+		return nil, &SessionLostError{Op: op, Err: fmt.Errorf("no reply: %w", ctx.Err())}
 	case <-t.C:
 		c.dropLocked()
 		cause := fmt.Errorf("no reply within the message timeout (%s): %w", c.cfg.messageTimeout, context.DeadlineExceeded)
 		if hasDeadline {
 			cause = fmt.Errorf("no reply before the ctx deadline: %w", context.DeadlineExceeded)
 		}
-		return "", nil, &SessionLostError{Op: op, Err: cause}
+		return nil, &SessionLostError{Op: op, Err: cause}
 	}
 }
 
@@ -446,25 +427,31 @@ func unsolicitedError(raw []byte) error {
 	return fmt.Errorf("unsolicited %.100q frame from server", raw)
 }
 
-// finishLocked decodes a reply frame.
-func (c *Client) finishLocked(op string, raw []byte) (string, json.RawMessage, error) {
+// finishLocked decodes a reply frame, which must be a want frame or an
+// error frame.
+func (c *Client) finishLocked(op string, raw []byte, want string) (json.RawMessage, error) {
 	var f frame
 	if err := json.Unmarshal(raw, &f); err != nil || f.Type == "" {
 		c.dropLocked()
-		return "", nil, &SessionLostError{Op: op, Err: fmt.Errorf("malformed frame from server: %.100q", raw)}
+		return nil, &SessionLostError{Op: op, Err: fmt.Errorf("malformed frame from server: %.100q", raw)}
 	}
-	if f.Type != "error" {
-		return f.Type, f.Data, nil
+	switch f.Type {
+	case want:
+		return f.Data, nil
+	case "error":
+	default: // the reply stream can no longer be trusted
+		c.dropLocked()
+		return nil, &SessionLostError{Op: op, Err: fmt.Errorf("server answered a %s request with a %q frame", op, f.Type)}
 	}
 	se := parseServerError(f.Data)
 	if !se.Code.closesSession() {
-		return "", nil, se
+		return nil, se
 	}
 	c.dropLocked() // the server closes the socket after these codes
 	if op == "reset" {
-		return "", nil, se
+		return nil, se
 	}
-	return "", nil, &SessionLostError{Op: op, Err: se}
+	return nil, &SessionLostError{Op: op, Err: se}
 }
 
 // dropLocked closes the current connection, if any.

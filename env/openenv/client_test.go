@@ -662,3 +662,45 @@ func TestDialRetryWaitsForServer(t *testing.T) {
 	_, err = c.Reset(ctxTimeout(t, 5*time.Second), nil)
 	require.NoError(t, err)
 }
+
+// TestProtocolBreaksLoseTheSession: a reply of the wrong type or a frame
+// that is not JSON means the reply stream cannot be trusted.
+func TestProtocolBreaksLoseTheSession(t *testing.T) {
+	checkGoroutines(t)
+	tests := []struct{ name, reply, want string }{
+		{"wrong type", `{"type":"state","data":{}}`, `answered a step request with a "state" frame`},
+		{"not JSON", `<html>`, "malformed frame from server"},
+		{"bad observation", `{"type":"observation","data":{"observation":[1],"reward":null,"done":false}}`, "not an object"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var wg sync.WaitGroup
+			hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				wg.Add(1)
+				defer wg.Done()
+				ws, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
+				if err != nil {
+					return
+				}
+				defer ws.Close()
+				for {
+					if _, _, err := ws.ReadMessage(); err != nil {
+						return
+					}
+					if ws.WriteMessage(websocket.TextMessage, []byte(tt.reply)) != nil {
+						return
+					}
+				}
+			}))
+			c, err := Dial(t.Context(), hs.URL)
+			require.NoError(t, err)
+			defer func() { _ = c.Close(); hs.Close(); wg.Wait() }()
+			_, err = c.Step(ctxTimeout(t, 5*time.Second), echoAction{Message: "x"})
+			require.Error(t, err)
+			assert.ErrorContains(t, err, tt.want)
+			if tt.name != "bad observation" { // a decodable frame keeps the stream in step
+				assert.ErrorIs(t, err, ErrSessionLost)
+			}
+		})
+	}
+}
