@@ -1,0 +1,56 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestRunRandomTinyJSON(t *testing.T) {
+	var out bytes.Buffer
+	err := run(t.Context(), []string{"-random", "tiny", "-dtype", "f16", "-threads", "1,2", "-p", "8", "-n", "3", "-b", "1,2", "-d", "2", "-r", "2", "-json"}, &out, io.Discard)
+	require.NoError(t, err)
+	var got []Result
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		var r Result
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &r), sc.Text())
+		got = append(got, r)
+	}
+	require.Len(t, got, 6, "per thread count: pp8, tg3 at B=1 and B=2")
+	for _, r := range got {
+		assert.Equal(t, "F16", r.DType)
+		assert.Equal(t, "tiny", r.Shape)
+		assert.Len(t, r.SamplesTS, 2)
+		assert.Positive(t, r.AvgTS)
+		assert.Positive(t, r.GoSysMiB)
+		assert.Equal(t, int64(1312128), r.Params)
+	}
+	assert.Equal(t, "pp8", got[0].Test)
+	assert.Equal(t, 1, got[0].Threads)
+	assert.Equal(t, "tg3", got[2].Test)
+	assert.Equal(t, 2, got[2].Batch)
+	assert.Equal(t, 2, got[2].NDepth)
+	assert.Equal(t, 2, got[3].Threads)
+}
+
+func TestRunFlagErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"-model", "x", "-random", "tiny"},
+		{"-random", "tiny", "-dtype", "q4"},
+		{"-random", "tiny", "-b", "0"},
+		{"-random", "tiny", "-p", "x"},
+		{"-random", "tiny", "-r", "0"},
+		{"-random", "gpt2"},
+		{"-model", "/nonexistent"},
+	} {
+		err := run(t.Context(), args, io.Discard, io.Discard)
+		assert.Error(t, err, "%v", args)
+	}
+}
