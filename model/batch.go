@@ -264,3 +264,41 @@ func anyFinite(row []float32) bool {
 	}
 	return false
 }
+
+// Prefill feeds every sequence's pending tokens into its cache, at most
+// opts.PrefillTokens per forward (0 means 512), without sampling.
+func (m *Model) Prefill(ctx context.Context, seqs []*Sequence, opts BatchOptions) error {
+	if opts.PrefillTokens <= 0 {
+		opts.PrefillTokens = 512
+	}
+	for i, s := range seqs {
+		if s == nil || s.Cache.Len > len(s.Tokens) {
+			return fmt.Errorf("model: prefill sequence %d: nil or inconsistent", i)
+		}
+		if err := m.CheckTokens(s.Pending()); err != nil {
+			return fmt.Errorf("model: prefill sequence %d: %w", i, err)
+		}
+	}
+	r := m.NewRunner()
+	r.NoAdapters = opts.NoAdapters
+	var caches []*KVCache
+	var feeds [][]int32
+	for {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("model: prefill: %w", err)
+		}
+		caches, feeds = caches[:0], feeds[:0]
+		budget := opts.PrefillTokens
+		for _, s := range seqs {
+			if n := min(len(s.Pending()), budget); n > 0 {
+				caches = append(caches, &s.Cache)
+				feeds = append(feeds, s.Pending()[:n])
+				budget -= n
+			}
+		}
+		if len(caches) == 0 {
+			return nil
+		}
+		r.Forward(caches, feeds)
+	}
+}

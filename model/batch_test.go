@@ -235,3 +235,33 @@ func TestGenerateRejectsBadRequests(t *testing.T) {
 	_, err = m.Generate(t.Context(), []Request{{Seq: NewSequence(0, 1), MaxNewTokens: 2, Sampling: kernels.SamplingParams{Temperature: 1}}}, BatchOptions{})
 	assert.ErrorContains(t, err, "no finite logit")
 }
+
+func TestPrefillAndForkShareAPrompt(t *testing.T) {
+	for _, tb := range inferBackends(t) {
+		sc := shapeCases()[0]
+		t.Run(tb.name+"/"+sc.name, func(t *testing.T) {
+			m := randomModel(t, sc, tb.b)
+			prompt := randomTokens(rand.New(rand.NewPCG(6, 6)), 9, m.Config.VocabSize)
+			p := kernels.SamplingParams{Temperature: 1, TopK: 30}
+			root := NewSequence(0, prompt...)
+			require.NoError(t, m.Prefill(t.Context(), []*Sequence{root}, BatchOptions{PrefillTokens: 4}))
+			require.Equal(t, len(prompt), root.Cache.Len)
+			var forked, fresh []Request
+			for g := range 4 {
+				forked = append(forked, Request{Seq: root.Fork(uint64(g)), MaxNewTokens: 6, Sampling: p})
+				fresh = append(fresh, Request{Seq: NewSequence(uint64(g), prompt...), MaxNewTokens: 6, Sampling: p})
+			}
+			a, err := m.Generate(t.Context(), forked, BatchOptions{})
+			require.NoError(t, err)
+			b, err := m.Generate(t.Context(), fresh, BatchOptions{})
+			require.NoError(t, err)
+			for g := range a {
+				assert.Equal(t, b[g].Tokens, a[g].Tokens, "fork %d", g)
+				assertClose32(t, a[g].LogProbs, b[g].LogProbs, invAtol, invRtol, "fork logprobs")
+			}
+			assert.Equal(t, prompt, root.Tokens, "forks do not touch the root")
+			assert.Equal(t, len(prompt), root.Cache.Len)
+			assert.Error(t, m.Prefill(t.Context(), []*Sequence{NewSequence(0, 1, -4)}, BatchOptions{}))
+		})
+	}
+}

@@ -58,3 +58,18 @@ func CheckSampling(p kernels.SamplingParams) error {
 	}
 	return nil
 }
+
+// Fork returns a copy of s, its tokens and its KV cache, with its own
+// random stream seeded by seed. G completions of one prompt then share one
+// prefill: Prefill the prompt once, Fork it G times, Generate on the forks.
+func (s *Sequence) Fork(seed uint64) *Sequence {
+	f := NewSequence(seed, s.Tokens...)
+	f.Cache.Len = s.Cache.Len
+	f.Cache.K = make([][]float32, len(s.Cache.K))
+	f.Cache.V = make([][]float32, len(s.Cache.V))
+	for l := range s.Cache.K {
+		f.Cache.K[l] = append([]float32(nil), s.Cache.K[l]...)
+		f.Cache.V[l] = append([]float32(nil), s.Cache.V[l]...)
+	}
+	return f
+}
