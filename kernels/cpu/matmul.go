@@ -21,8 +21,10 @@ import (
 //     then runs the f32 kernel over every 6-row group of its M block; tasks
 //     are (N block, M block) pairs.
 //   - MatMulNN and MatMulTN cut the output into (row block, 64-column)
-//     tiles and reduce in chunks of pc, so the reused panel of the second
-//     operand stays in L2.
+//     tiles and reduce in chunks of pc; each chunk's panel of the second
+//     operand (and for TN the dy columns) is first packed contiguous and
+//     widened to float32, so it streams from L2 without the L1 aliasing of
+//     rows 4 KiB apart.
 //
 // Every output element's summation order depends only on these constants,
 // never on scheduling, so results are deterministic run to run.
@@ -173,6 +175,23 @@ func widen(dst []float32, w kernels.Mat, n0, n1, k0, kl int) {
 	}
 }
 
+// packPanel copies w[p0:p0+pl, c0:c0+width] into dst as [pl, cols]
+// float32 (widening bf16/f16), so the axpy kernel streams a contiguous
+// panel instead of rows a power-of-two stride apart (which alias in L1).
+func packPanel(dst []float32, w kernels.Mat, p0, pl, c0, width int) {
+	for p := 0; p < pl; p++ {
+		d := dst[p*cols : p*cols+width]
+		switch w.DType {
+		case kernels.F32:
+			copy(d, w.F32[(p0+p)*w.Cols+c0:])
+		case kernels.BF16:
+			cvt_bf16(&d[0], &w.U16[(p0+p)*w.Cols+c0], width)
+		default:
+			cvt_f16(&d[0], &w.U16[(p0+p)*w.Cols+c0], width)
+		}
+	}
+}
+
 // dotTail adds Σ_{p ∈ [p0,p1)} x[i,p]·w[j,p] to the mr×nr block at (i0, j0).
 func dotTail(out, x []float32, w kernels.Mat, i0, mrr, j0, nrr, p0, p1 int) {
 	n, k := w.Rows, w.Cols
@@ -208,20 +227,21 @@ func (b *Backend) MatMulNN(out, dy []float32, w kernels.Mat, m int, accumulate b
 		b.matMulNNGeneric(out, dy, w, m, accumulate)
 		return
 	}
-	dt, es := dtIndex(w.DType), w.DType.Size()
 	k16 := k &^ (vecSz - 1)
 	colBlocks := (k16 + cols - 1) / cols
 	mBlocks := (m + mbAx - 1) / mbAx
-	b.parallelFor(colBlocks*mBlocks, func(lo, hi int) {
+	b.parallelForWorker(colBlocks*mBlocks, func(wk, lo, hi int) {
+		bp := b.scratch(wk, pc*cols) // the packed, widened panel w[p0:p0+pl, c0:c0+16·nv]
 		for task := lo; task < hi; task++ {
 			c0, m0 := (task/mBlocks)*cols, (task%mBlocks)*mbAx
 			nv := (min(c0+cols, k16) - c0) / vecSz
 			m1 := min(m0+mbAx, m)
 			for p0 := 0; p0 < n; p0 += pc {
 				pl := min(pc, n-p0)
+				packPanel(bp, w, p0, pl, c0, nv*vecSz)
 				acc := b2i(accumulate || p0 > 0)
 				for i0 := m0; i0 < m1; i0 += mr {
-					axpyAsm(dt, min(mr, m1-i0), nv, &dy[i0*n+p0], n*4, 4, rowPtr(w, p0, c0), k*es, pl, &out[i0*k+c0], k*4, acc)
+					axpyAsm(0, min(mr, m1-i0), nv, &dy[i0*n+p0], n*4, 4, unsafe.Pointer(&bp[0]), cols*4, pl, &out[i0*k+c0], k*4, acc)
 				}
 			}
 		}
@@ -261,15 +281,23 @@ func (b *Backend) MatMulTN(dw, dy, x []float32, m, n, k int) {
 	k16 := k &^ (vecSz - 1)
 	colBlocks := (k16 + cols - 1) / cols
 	nBlocks := (n + mbAx - 1) / mbAx
-	b.parallelFor(colBlocks*nBlocks, func(lo, hi int) {
+	xm := kernels.MatF32(x, m, k)
+	b.parallelForWorker(colBlocks*nBlocks, func(wk, lo, hi int) {
+		buf := b.scratch(wk, pc*cols+pc*mbAx)
+		bp, ap := buf[:pc*cols], buf[pc*cols:] // packed x[p0:p0+pl, c0:c0+16·nv] and dy[p0:p0+pl, n0:n1]
 		for task := lo; task < hi; task++ {
 			c0, n0 := (task/nBlocks)*cols, (task%nBlocks)*mbAx
 			nv := (min(c0+cols, k16) - c0) / vecSz
 			n1 := min(n0+mbAx, n)
+			nb := n1 - n0
 			for p0 := 0; p0 < m; p0 += pc {
 				pl := min(pc, m-p0)
+				packPanel(bp, xm, p0, pl, c0, nv*vecSz)
+				for p := 0; p < pl; p++ {
+					copy(ap[p*nb:(p+1)*nb], dy[(p0+p)*n+n0:(p0+p)*n+n1])
+				}
 				for j0 := n0; j0 < n1; j0 += mr {
-					axpyAsm(0, min(mr, n1-j0), nv, &dy[p0*n+j0], 4, n*4, unsafe.Pointer(&x[p0*k+c0]), k*4, pl, &dw[j0*k+c0], k*4, 1)
+					axpyAsm(0, min(mr, n1-j0), nv, &ap[j0-n0], 4, nb*4, unsafe.Pointer(&bp[0]), cols*4, pl, &dw[j0*k+c0], k*4, 1)
 				}
 			}
 		}
