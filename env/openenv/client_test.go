@@ -704,3 +704,33 @@ func TestProtocolBreaksLoseTheSession(t *testing.T) {
 		})
 	}
 }
+
+// TestShutdownUnblocksWaitersAndSteps: a connection waiting for a slot is
+// told the server is going away, and a long env call sees its ctx end.
+func TestShutdownUnblocksWaitersAndSteps(t *testing.T) {
+	checkGoroutines(t)
+	f := &echoFactory{delay: time.Minute}
+	srv := NewServer(f, WithMaxSessions(1), WithSlotWait(time.Minute))
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	ctx := ctxTimeout(t, 10*time.Second)
+	a := dial(t, hs.URL)
+	_, err := a.Reset(ctx, nil)
+	require.NoError(t, err)
+	stepErr := make(chan error, 1)
+	go func() { _, err := a.Step(ctx, echoAction{Message: "long"}); stepErr <- err }()
+
+	b := dial(t, hs.URL)
+	resetErr := make(chan error, 1)
+	go func() { _, err := b.Reset(ctx, nil); resetErr <- err }()
+	time.Sleep(50 * time.Millisecond) // b is waiting for a's slot, a's step is running
+
+	start := time.Now()
+	require.NoError(t, srv.Shutdown(ctx))
+	assert.Less(t, time.Since(start), 5*time.Second, "nothing waits out its minute")
+	err = <-resetErr
+	assert.ErrorIs(t, err, CodeSessionError)
+	assert.ErrorContains(t, err, "shutting down")
+	assert.ErrorIs(t, <-stepErr, ErrSessionLost)
+	assert.Equal(t, int64(1), f.closed.Load())
+}

@@ -125,8 +125,11 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[*session]struct{}
 	closing  bool
-	done     chan struct{} // closed by Shutdown
-	wg       sync.WaitGroup
+	// base is the parent of every session's context; Shutdown cancels it,
+	// ending env calls, factory calls and slot waits.
+	base context.Context
+	stop context.CancelFunc
+	wg   sync.WaitGroup
 }
 
 // NewServer returns a Server making one Environment per session with f.
@@ -146,12 +149,14 @@ func NewServer(f EnvironmentFactory, opts ...ServerOption) *Server {
 	if cfg.logger == nil {
 		cfg.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	base, stop := context.WithCancel(context.Background())
 	s := &Server{
 		factory:  f,
 		cfg:      cfg,
 		slots:    make(chan struct{}, cfg.maxSessions),
 		sessions: map[*session]struct{}{},
-		done:     make(chan struct{}),
+		base:     base,
+		stop:     stop,
 		upgrader: websocket.Upgrader{
 			HandshakeTimeout: 10 * time.Second,
 			ReadBufferSize:   4096,
@@ -223,6 +228,10 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 
 	// Upstream accepts the upgrade first and refuses with a frame.
 	if !s.acquireSlot() {
+		if s.base.Err() != nil {
+			s.refuse(ws, &ServerError{Code: CodeSessionError, Message: "server is shutting down"})
+			return
+		}
 		n := len(s.slots)
 		s.refuse(ws, &ServerError{Code: CodeCapacityReached,
 			Message:        fmt.Sprintf("Server at capacity: %d/%d sessions active. Cannot accept new connections.", n, s.cfg.maxSessions),
@@ -231,7 +240,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	}
 	defer func() { <-s.slots }()
 
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(s.base)
 	defer cancel()
 	env, err := s.factory.NewEnvironment(ctx)
 	if err != nil {
@@ -270,7 +279,7 @@ func (s *Server) acquireSlot() bool {
 		return true
 	case <-t.C:
 		return false
-	case <-s.done:
+	case <-s.base.Done():
 		return false
 	}
 }
@@ -321,10 +330,7 @@ func (s *Server) unregister(sess *session) {
 // ends. It does not stop the http.Server serving s; call its Shutdown too.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
-	if !s.closing {
-		s.closing = true
-		close(s.done)
-	}
+	s.closing = true
 	live := make([]*session, 0, len(s.sessions))
 	for sess := range s.sessions {
 		live = append(live, sess)
@@ -333,6 +339,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, sess := range live {
 		sess.terminate(websocket.CloseGoingAway, "server shutting down", nil)
 	}
+	s.stop()
 	finished := make(chan struct{})
 	go func() { s.wg.Wait(); close(finished) }()
 	select {
