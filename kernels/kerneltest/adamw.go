@@ -9,7 +9,7 @@ import (
 )
 
 // AdamW checks three consecutive AdamW steps (param, m and v after each)
-// against the reference, at lengths around the SIMD width and a parallel
+// against the reference, at N = 0, lengths around the SIMD width and a parallel
 // backend's chunk size, with PyTorch's defaults, a large eps with no weight
 // decay, and gradients so small that eps dominates the denominator. A
 // repeated run from the same state must match bitwise.
@@ -22,7 +22,7 @@ func AdamW(t *testing.T, b kernels.Backend) {
 	}
 	gradScales := []float64{1, 1, 1e-7}
 	for pi, p := range params {
-		for _, n := range []int{1, 15, 16, 17, 1000, 2*16384 + 3} {
+		for _, n := range []int{0, 1, 15, 16, 17, 1000, 2*16384 + 3} {
 			name := fmt.Sprintf("params%d_N%d", pi, n)
 			t.Run(name, func(t *testing.T) {
 				rng := newRNG("AdamW" + name)

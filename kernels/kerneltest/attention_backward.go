@@ -13,7 +13,8 @@ import (
 // values) against the reference, given the reference forward's Out and LSE:
 // GQA ratios 1, 2, 4 and 8, head dims 8 (not a SIMD multiple), 16, 64 and
 // 128, T = 1 with Start > 0 (decode-shaped), prefill longer than a tile,
-// batches of sequences of different lengths and starts, and peaked softmaxes
+// batches of sequences of different lengths and starts (one empty: T = 0
+// leaves its DK and DV unchanged), and peaked softmaxes
 // (query scale 30). A repeated call must match bitwise.
 func AttentionBackward(t *testing.T, b kernels.Backend) {
 	var r ref.Backend
@@ -26,7 +27,7 @@ func AttentionBackward(t *testing.T, b kernels.Backend) {
 		{2, 2, 16, 1, []attnSeq{{1, 37}}},
 		{4, 2, 8, 1, []attnSeq{{9, 4}}},
 		{4, 2, 64, 1, []attnSeq{{17, 0}}},
-		{8, 2, 64, 1, []attnSeq{{5, 11}, {1, 0}, {9, 3}}},
+		{8, 2, 64, 1, []attnSeq{{5, 11}, {1, 0}, {0, 4}, {9, 3}}},
 		{16, 8, 128, 1, []attnSeq{{3, 200}, {40, 0}}},
 		{4, 1, 64, 30, []attnSeq{{33, 7}}},
 		{2, 1, 128, 1, []attnSeq{{130, 0}}},
