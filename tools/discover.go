@@ -151,7 +151,7 @@ func inspect(v any, t reflect.Type, o options) (*typeInfo, error) {
 				t, m.Name, m.Name, m.Name)
 		}
 		params := parametersSchema(mi.shape)
-		mi.tl = Tool{name: mi.tool, description: desc, parameters: params, schema: functionSchema(mi.tool, desc, params)}
+		mi.tl = Tool{name: mi.tool, description: desc, parameters: params, schema: functionSchema(mi.tool, desc, params, returnSchema(m.Type.Out(0)))}
 		info.methods = append(info.methods, mi)
 	}
 	for _, name := range sortedKeys(descs) {
@@ -192,6 +192,24 @@ func inspectMethod(t reflect.Type, m reflect.Method) (*methodInfo, error) {
 		mi.args, mi.shape = at, s
 	}
 	return mi, nil
+}
+
+// returnSchema is the schema of a result type, nil when it has none
+// (e.g. a type with its own MarshalJSON).
+func returnSchema(t reflect.Type) []byte {
+	if t == rawMessageType {
+		return []byte("{}")
+	}
+	if t.Implements(marshalerType) || reflect.PointerTo(t).Implements(marshalerType) {
+		return nil
+	}
+	s, err := shapeOf(t, "result", false, map[reflect.Type]bool{})
+	if err != nil {
+		return nil
+	}
+	var b bytes.Buffer
+	s.writeSchema(&b, "")
+	return b.Bytes()
 }
 
 // bind makes the call function of the method on receiver recv.

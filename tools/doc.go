@@ -51,7 +51,8 @@
 // "boolean", slices and arrays → "array" with "items", maps → "object" with
 // "additionalProperties", structs → "object" with "properties" and
 // "required". Pointers add "nullable": true, as get_json_schema does for
-// Optional. Schemas are ordered JSON: keys appear in the order
+// Optional. The result type's schema is given as "return", as
+// get_json_schema does for an annotated Python return. Schemas are ordered JSON: keys appear in the order
 // get_json_schema writes them and properties in field order, because chat
 // templates print them in key order.
 //

@@ -60,8 +60,8 @@ func ExampleDiscover() {
 		fmt.Printf("%s -> %s (failed: %t)\n", call.name, resp, err != nil)
 	}
 	// Output:
-	// {"type":"function","function":{"name":"add","description":"Add an amount to the counter and return the new total.","parameters":{"type":"object","properties":{"amount":{"type":"integer","description":"how much to add, from 1 to 10"}},"required":["amount"]}}}
-	// {"type":"function","function":{"name":"total","description":"Return the counter's total.","parameters":{"type":"object","properties":{}}}}
+	// {"type":"function","function":{"name":"add","description":"Add an amount to the counter and return the new total.","parameters":{"type":"object","properties":{"amount":{"type":"integer","description":"how much to add, from 1 to 10"}},"required":["amount"]},"return":{"type":"string"}}}
+	// {"type":"function","function":{"name":"total","description":"Return the counter's total.","parameters":{"type":"object","properties":{}},"return":{"type":"integer"}}}
 	// add -> total is 3 (failed: false)
 	// add -> {"error": "amount 30 is not between 1 and 10"} (failed: true)
 	// add -> {"error": "argument \"amount\" of add must be an integer, got string"} (failed: true)

@@ -54,6 +54,7 @@ type field struct {
 var (
 	rawMessageType = reflect.TypeFor[json.RawMessage]()
 	unmarshalerTyp = reflect.TypeFor[json.Unmarshaler]()
+	marshalerType  = reflect.TypeFor[json.Marshaler]()
 )
 
 // shapeOf compiles the shape of t. where names the place for errors;

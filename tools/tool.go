@@ -36,7 +36,10 @@ func (t Tool) Description() string { return t.description }
 func (t Tool) Parameters() json.RawMessage { return t.parameters }
 
 // Schema is the whole tool schema in get_json_schema's shape and key order:
-// {"type":"function","function":{"name":…,"description":…,"parameters":…}}.
+// {"type":"function","function":{"name":…,"description":…,"parameters":…,
+// "return":…}}; "return" (the result's schema, as get_json_schema writes
+// for a return annotation) is present for discovered methods whose result
+// type has one, absent for tools made with New.
 // The caller must not modify the returned bytes.
 func (t Tool) Schema() json.RawMessage { return t.schema }
 
@@ -67,7 +70,7 @@ func New(name, description string, parameters json.RawMessage, fn Func) (Tool, e
 		name:        name,
 		description: description,
 		parameters:  params,
-		schema:      functionSchema(name, description, params),
+		schema:      functionSchema(name, description, params, nil),
 		call: func(ctx context.Context, args json.RawMessage) (string, error) {
 			if err := requireObject(args); err != nil {
 				return "", &CallError{Tool: name, Kind: BadArguments, Err: err}
@@ -77,8 +80,9 @@ func New(name, description string, parameters json.RawMessage, fn Func) (Tool, e
 	}, nil
 }
 
-// functionSchema writes {"type":"function","function":{"name","description","parameters"}}.
-func functionSchema(name, description string, params []byte) json.RawMessage {
+// functionSchema writes {"type":"function","function":{"name",
+// "description","parameters"[,"return"]}}; ret may be nil.
+func functionSchema(name, description string, params, ret []byte) json.RawMessage {
 	var b bytes.Buffer
 	b.WriteString(`{"type":"function","function":{"name":`)
 	writeString(&b, name)
@@ -86,6 +90,10 @@ func functionSchema(name, description string, params []byte) json.RawMessage {
 	writeString(&b, description)
 	b.WriteString(`,"parameters":`)
 	b.Write(params)
+	if ret != nil {
+		b.WriteString(`,"return":`)
+		b.Write(ret)
+	}
 	b.WriteString(`}}`)
 	return b.Bytes()
 }

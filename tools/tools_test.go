@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -98,8 +99,13 @@ func TestDiscoverSchemas(t *testing.T) {
 	assert.Equal(t,
 		`{"type":"function","function":{"name":"move","description":"Move the cursor.","parameters":`+
 			`{"type":"object","properties":{"direction":{"type":"string","enum":["left","right"],"description":"where to go"},`+
-			`"steps":{"type":"integer","nullable":true,"description":"how far (default 1)"}},"required":["direction"]}}}`,
+			`"steps":{"type":"integer","nullable":true,"description":"how far (default 1)"}},"required":["direction"]},`+
+			`"return":{"type":"string"}}}`,
 		string(move.Schema()))
+	count0, _ := s.Lookup("count")
+	assert.Contains(t, string(count0.Schema()), `"return":{"type":"integer"}}}`)
+	place0, _ := s.Lookup("place")
+	assert.Contains(t, string(place0.Schema()), `"return":{"type":"object","additionalProperties":{}}}}`, "map[string]any")
 
 	count, _ := s.Lookup("count")
 	assert.Equal(t, `{"type":"object","properties":{}}`, string(count.Parameters()))
@@ -474,4 +480,44 @@ func TestKindString(t *testing.T) {
 	assert.Equal(t, "failed", Failed.String())
 	assert.Equal(t, "panicked", Panicked.String())
 	assert.Equal(t, "Kind(9)", Kind(9).String())
+}
+
+// results has tools returning types with and without a result schema.
+type results struct{}
+
+func (results) ToolDescriptions() map[string]string {
+	return map[string]string{"Raw": "raw", "When": "when", "Pair": "pair"}
+}
+func (results) Raw(ctx context.Context) (json.RawMessage, error) {
+	return json.RawMessage(`{"a": 1}`), nil
+}
+func (results) When(ctx context.Context) (time.Time, error) {
+	return time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), nil
+}
+func (results) Pair(ctx context.Context) ([]*Piece, error) {
+	return []*Piece{{Kind: "k"}, nil}, nil
+}
+
+func TestResultSchemasAndRendering(t *testing.T) {
+	s, err := Discover(results{})
+	require.NoError(t, err)
+	schemaOf := func(name string) string {
+		tl, ok := s.Lookup(name)
+		require.True(t, ok)
+		return string(tl.Schema())
+	}
+	assert.Contains(t, schemaOf("raw"), `"return":{}}}`)
+	assert.NotContains(t, schemaOf("when"), `"return"`, "a type with MarshalJSON has no known schema")
+	assert.Contains(t, schemaOf("pair"), `"return":{"type":"array","items":{"type":"object","nullable":true,"properties":{"kind":{"type":"string","description":"piece kind"},"color":{"type":"string"}},"required":["kind"]}}}}`)
+
+	ctx := context.Background()
+	for name, want := range map[string]string{
+		"raw":  `{"a": 1}`,
+		"when": `"2026-12-01T00:00:00Z"`,
+		"pair": `[{"kind":"k"},null]`,
+	} {
+		got, err := s.Call(ctx, name, nil)
+		require.NoError(t, err)
+		assert.Equal(t, want, got, name)
+	}
 }
