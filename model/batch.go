@@ -133,7 +133,8 @@ func (b *Batch) Len() int { return len(b.queue) + len(b.active) }
 
 // Step runs one forward over the running sequences and returns the
 // requests that finished in it. It returns ctx's error, before doing
-// anything, if ctx is done.
+// anything, if ctx is done. After any other error the Batch must not be
+// used again.
 func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
