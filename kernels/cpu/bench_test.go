@@ -204,3 +204,25 @@ func BenchmarkLogSoftmaxGather(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReadBandwidth is the memory-read anchor for the GEMV figures:
+// a SIMD max over 256 MiB of float32 (far beyond the caches), split over
+// the threads like a GEMV; GB/s over wall time and per CPU-second.
+func BenchmarkReadBandwidth(b *testing.B) {
+	be := New(0)
+	defer be.Close()
+	x := benchVec(64 << 20)
+	b.ResetTimer()
+	cpu0 := cpuSeconds()
+	for range b.N {
+		be.parallelFor(64, func(lo, hi int) {
+			n := len(x) / 64
+			bwMax(be.simd.avx512, x[lo*n:hi*n])
+		})
+	}
+	bytes := float64(4*len(x)) * float64(b.N)
+	b.ReportMetric(bytes/b.Elapsed().Seconds()/1e9, "GB/s")
+	if c := cpuSeconds() - cpu0; c > 0 {
+		b.ReportMetric(bytes/c/1e9, "GB/cpu-s")
+	}
+}

@@ -32,6 +32,10 @@ import (
 
 var dtypes = []string{"f32", "bf16", "f16"}
 
+// prefetchAhead is how many bytes ahead of the current position the
+// GEMV-like dotNT blocks (mr ≤ 2) prefetch each weight row.
+const prefetchAhead = 1024
+
 func main() {
 	sOut := flag.String("s", "matmul_amd64.s", "assembly output")
 	goOut := flag.String("go", "matmul_amd64.go", "Go declarations output")
@@ -123,6 +127,9 @@ func dotNT(s, g *bytes.Buffer, dt string, mr, nr int) {
 	}
 	fmt.Fprintf(s, "\tTESTQ CX, CX\n\tJZ %s_reduce\n%s_loop:\n", name, name)
 	for j := 0; j < nr; j++ {
+		if mr <= 2 { // the GEMV-like blocks stream weights from memory: prefetch ahead
+			fmt.Fprintf(s, "\tPREFETCHT0 %s\n", rowAddr("DI", "R12", "R11", j, prefetchAhead))
+		}
 		load16(s, dt, rowAddr("DI", "R12", "R11", j, 0), 24+j)
 	}
 	for i := 0; i < mr; i++ {
