@@ -263,25 +263,30 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 }
 
 // acquireSlot takes a session slot, waiting up to the slot wait if set.
+// It fails once Shutdown has begun.
 func (s *Server) acquireSlot() bool {
+	got := false
 	select {
 	case s.slots <- struct{}{}:
-		return true
+		got = true
 	default:
+		if s.cfg.slotWait <= 0 {
+			return false
+		}
+		t := time.NewTimer(s.cfg.slotWait)
+		defer t.Stop()
+		select {
+		case s.slots <- struct{}{}:
+			got = true
+		case <-t.C:
+		case <-s.base.Done():
+		}
 	}
-	if s.cfg.slotWait <= 0 {
+	if got && s.base.Err() != nil { // a slot freed by Shutdown itself
+		<-s.slots
 		return false
 	}
-	t := time.NewTimer(s.cfg.slotWait)
-	defer t.Stop()
-	select {
-	case s.slots <- struct{}{}:
-		return true
-	case <-t.C:
-		return false
-	case <-s.base.Done():
-		return false
-	}
+	return got
 }
 
 // refuse sends e as the connection's only frame and closes it with 1000.
@@ -336,10 +341,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		live = append(live, sess)
 	}
 	s.mu.Unlock()
+	s.stop()
 	for _, sess := range live {
 		sess.terminate(websocket.CloseGoingAway, "server shutting down", nil)
 	}
-	s.stop()
 	finished := make(chan struct{})
 	go func() { s.wg.Wait(); close(finished) }()
 	select {
@@ -420,6 +425,9 @@ func (ss *session) run(ctx context.Context) {
 		rep := handleFrame(ctx, ss.env, msg)
 		ss.touch()
 		ss.busy.Store(false)
+		if ctx.Err() != nil {
+			return // torn down (Shutdown) while the env ran: no reply
+		}
 		if rep.frame != nil {
 			if err := ss.send(rep.frame); err != nil {
 				cfg.logger.Info("openenv: write failed, ending session", "err", err)
