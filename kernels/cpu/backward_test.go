@@ -11,6 +11,7 @@ import (
 
 	"github.com/x/kernels"
 	"github.com/x/kernels/kerneltest"
+	"github.com/x/kernels/ref"
 )
 
 // bwBackends are the configurations the backward kernels are checked in:
@@ -388,4 +389,56 @@ func BenchmarkEmbeddingBackward(bm *testing.B) {
 		b.EmbeddingBackward(dtable, dout, ids, c)
 	}
 	bm.ReportMetric(12*tt*c*float64(bm.N)/bm.Elapsed().Seconds()/1e9, "GB/s") // read dout and the rows, write the rows
+}
+
+// TestAttentionBackwardRandomShapes compares AttentionBackward with the
+// reference on random small shapes, to reach tiling edges the fixed cases
+// may miss: odd row counts, query groups wider than a tile (40 heads per kv
+// head), head dims that are not multiples of 16, causal limits inside key
+// blocks, and empty sequences.
+func TestAttentionBackwardRandomShapes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	groups := []int{1, 2, 3, 4, 8, 40}
+	dims := []int{2, 8, 16, 24, 48, 64, 80, 128}
+	var r ref.Backend
+	for _, c := range bwBackends(t) {
+		for i := range 8 {
+			group, d := groups[rng.IntN(len(groups))], dims[rng.IntN(len(dims))]
+			kvh := 1 + rng.IntN(2)
+			heads := group * kvh
+			nseq := 1 + rng.IntN(3)
+			shapes := make([][2]int, nseq)
+			for s := range shapes {
+				shapes[s] = [2]int{rng.IntN(90), rng.IntN(80)} // T, Start
+			}
+			name := fmt.Sprintf("%s/H%d_KVH%d_D%d_%v", c.name, heads, kvh, d, shapes)
+			t.Run(name, func(t *testing.T) {
+				scale := float32(1 / math.Sqrt(float64(d)))
+				var want, got []kernels.AttentionGradSeq
+				for si, sh := range shapes {
+					tt, start := sh[0], sh[1]
+					nq, nkv := tt*heads*d, (start+tt)*kvh*d
+					seed := uint64(1000*i + 10*si)
+					g := kernels.AttentionGradSeq{
+						DOut: bwRand(seed, nq, 1), Q: bwRand(seed+1, nq, 1), K: bwRand(seed+2, nkv, 1), V: bwRand(seed+3, nkv, 1),
+						Out: make([]float32, nq), LSE: make([]float32, tt*heads), T: tt, Start: start,
+					}
+					r.Attention([]kernels.AttentionSeq{{Out: g.Out, Q: g.Q, K: g.K, V: g.V, LSE: g.LSE, T: tt, Start: start}}, heads, kvh, d, scale)
+					w := g
+					w.DQ, w.DK, w.DV = make([]float32, nq), bwRand(seed+4, nkv, 1), bwRand(seed+5, nkv, 1)
+					g.DQ, g.DK, g.DV = bwRand(seed+6, nq, 9), append([]float32(nil), w.DK...), append([]float32(nil), w.DV...)
+					want, got = append(want, w), append(got, g)
+				}
+				r.AttentionBackward(want, heads, kvh, d, scale)
+				c.b.AttentionBackward(got, heads, kvh, d, scale)
+				tol := kerneltest.Tolerance("AttentionBackward")
+				tol.NMSE = math.Inf(1) // per element only: a sequence's DQ may be all zero (T = 1, Start = 0)
+				for s := range want {
+					kerneltest.CheckClose(t, fmt.Sprintf("seq %d DQ", s), got[s].DQ, want[s].DQ, tol)
+					kerneltest.CheckClose(t, fmt.Sprintf("seq %d DK", s), got[s].DK, want[s].DK, tol)
+					kerneltest.CheckClose(t, fmt.Sprintf("seq %d DV", s), got[s].DV, want[s].DV, tol)
+				}
+			})
+		}
+	}
 }
