@@ -1,6 +1,7 @@
 package openenv
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -430,20 +431,20 @@ func unsolicitedError(raw []byte) error {
 // finishLocked decodes a reply frame, which must be a want frame or an
 // error frame.
 func (c *Client) finishLocked(op string, raw []byte, want string) (json.RawMessage, error) {
-	var f frame
-	if err := json.Unmarshal(raw, &f); err != nil || f.Type == "" {
+	typ, data, err := parseFrame(raw)
+	if err != nil || typ == "" {
 		c.dropLocked()
 		return nil, &SessionLostError{Op: op, Err: fmt.Errorf("malformed frame from server: %.100q", raw)}
 	}
-	switch f.Type {
+	switch typ {
 	case want:
-		return f.Data, nil
+		return data, nil
 	case "error":
 	default: // the reply stream can no longer be trusted
 		c.dropLocked()
-		return nil, &SessionLostError{Op: op, Err: fmt.Errorf("server answered a %s request with a %q frame", op, f.Type)}
+		return nil, &SessionLostError{Op: op, Err: fmt.Errorf("server answered a %s request with a %q frame", op, typ)}
 	}
-	se := parseServerError(f.Data)
+	se := parseServerError(data)
 	if !se.Code.closesSession() {
 		return nil, se
 	}
@@ -475,11 +476,21 @@ func encodeObject(what string, v any) ([]byte, error) {
 		if b, err = marshalCompact(v); err != nil {
 			return nil, fmt.Errorf("openenv: encode %s: %w", what, err)
 		}
+		if b[0] != '{' {
+			return nil, fmt.Errorf("openenv: %s must be a JSON object, got %s", what, jsonKind(b))
+		}
+		return b, nil // compact already
 	}
-	if _, err := parseObject(b); err != nil {
-		return nil, fmt.Errorf("openenv: %s must be a JSON object: %w", what, err)
+	if !json.Valid(b) {
+		return nil, fmt.Errorf("openenv: %s is not valid JSON", what)
 	}
-	return compactOrSame(b), nil
+	if t := b[skipSpace(b, 0):]; t[0] != '{' {
+		return nil, fmt.Errorf("openenv: %s must be a JSON object, got %s", what, jsonKind(t))
+	}
+	if bytes.ContainsAny(b, " \t\r\n") {
+		return compactOrSame(b), nil
+	}
+	return b, nil
 }
 
 // DecodeObservation unmarshals the observation object into v (a struct

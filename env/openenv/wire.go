@@ -217,21 +217,34 @@ func observationData(r Result) ([]byte, error) {
 // reward may be a number, a bool (Observation.reward allows bool|int|float)
 // or null.
 func parseObservationData(data json.RawMessage) (Result, error) {
-	var d struct {
-		Observation json.RawMessage `json:"observation"`
-		Reward      json.RawMessage `json:"reward"`
-		Done        bool            `json:"done"`
-	}
-	if err := json.Unmarshal(data, &d); err != nil {
+	ms, err := parseObject(data)
+	if err != nil {
 		return Result{}, fmt.Errorf("decode observation frame: %w", err)
 	}
-	res := Result{Observation: d.Observation, Done: d.Done}
+	var res Result
+	var reward []byte
+	for _, m := range ms {
+		switch m.Key {
+		case "observation":
+			res.Observation = m.Value
+		case "reward":
+			reward = m.Value
+		case "done":
+			switch string(m.Value) {
+			case "true":
+				res.Done = true
+			case "false", "null":
+			default:
+				return Result{}, fmt.Errorf("decode observation frame: done is %s, not a boolean", jsonKind(m.Value))
+			}
+		}
+	}
 	if len(res.Observation) == 0 || string(res.Observation) == "null" {
 		res.Observation = json.RawMessage("{}")
 	} else if res.Observation[0] != '{' {
 		return Result{}, fmt.Errorf("decode observation frame: observation is %s, not an object", jsonKind(res.Observation))
 	}
-	switch r := string(bytes.TrimSpace(d.Reward)); r {
+	switch r := string(reward); r {
 	case "", "null":
 	case "true", "false":
 		v := 0.0
@@ -247,6 +260,25 @@ func parseObservationData(data json.RawMessage) (Result, error) {
 		res.Reward = &v
 	}
 	return res, nil
+}
+
+// parseFrame splits a frame into its type and data.
+func parseFrame(raw []byte) (typ string, data json.RawMessage, err error) {
+	ms, err := parseObject(raw)
+	if err != nil {
+		return "", nil, err
+	}
+	for _, m := range ms {
+		switch m.Key {
+		case "type":
+			if err := json.Unmarshal(m.Value, &typ); err != nil {
+				return "", nil, fmt.Errorf("frame type is %s, not a string", jsonKind(m.Value))
+			}
+		case "data":
+			data = m.Value
+		}
+	}
+	return typ, data, nil
 }
 
 // member is one key/value of a JSON object, in document order.
@@ -278,8 +310,10 @@ func parseObject(b []byte) ([]member, error) {
 	if i == len(b) || b[i] != '{' {
 		return nil, errNotObject{kind: jsonKind(b[i:])}
 	}
-	// b is valid JSON, so a plain scan needs no error handling.
-	var ms []member
+	// b is valid JSON, so a plain scan needs no error handling. Frames
+	// have a handful of keys: duplicates are found by a linear search
+	// until there are many.
+	ms := make([]member, 0, 4)
 	var index map[string]int
 	i = skipSpace(b, i+1)
 	for b[i] != '}' {
@@ -292,14 +326,31 @@ func parseObject(b []byte) ([]member, error) {
 		i = skipSpace(b, i+1) // ':'
 		end = scanValue(b, i)
 		v := json.RawMessage(b[i:end])
-		if j, dup := index[key]; dup {
+		j := -1
+		if index != nil {
+			if k, ok := index[key]; ok {
+				j = k
+			}
+		} else {
+			for k := range ms {
+				if ms[k].Key == key {
+					j = k
+					break
+				}
+			}
+		}
+		if j >= 0 {
 			ms[j].Value = v
 		} else {
-			if index == nil {
-				index = map[string]int{}
-			}
-			index[key] = len(ms)
 			ms = append(ms, member{Key: key, Value: v})
+			if index != nil {
+				index[key] = len(ms) - 1
+			} else if len(ms) == 16 {
+				index = make(map[string]int, 32)
+				for k := range ms {
+					index[ms[k].Key] = k
+				}
+			}
 		}
 		i = skipSpace(b, end)
 		if b[i] == ',' {
