@@ -20,6 +20,19 @@
 //     the socket, can wait for a free slot instead of refusing, and reports
 //     its capacity in /health.
 //
-// FromFactory serves tool-style env.Env environments with OpenEnv's
-// MCP-style list_tools / call_tool actions.
+// Tool-style environments (env.Env, whose methods are tools) travel over
+// the same protocol with OpenEnv's MCP-style actions: FromFactory serves
+// them ({"type":"list_tools"}, {"type":"call_tool",…} and JSON-RPC "mcp"
+// frames), and RemoteEnv plays such a server as a local env.Env whose tools
+// come from list_tools.
+//
+// Wire compatibility is tested by replaying frames recorded from the
+// Python server and client (testdata/). Two error texts deliberately
+// differ from upstream, where they are Python internals: INVALID_JSON
+// carries Go's JSON error after the same "Invalid JSON: " prefix, and
+// SESSION_ERROR says what was wrong ("binary frames are not supported",
+// "message must be a JSON object…") instead of "'text'" or
+// "'list' object has no attribute 'get'". Codes and envelopes are equal.
+//
+// The command env/cmd/envserver serves the built-in environments.
 package openenv
