@@ -178,7 +178,12 @@ func NewServer(f EnvironmentFactory, opts ...ServerOption) *Server {
 	mux.Handle("POST /step", s.auth(s.handleStep))
 	mux.Handle("GET /ws", s.auth(s.handleWS))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "Not Found"})
+		switch r.URL.Path {
+		case "/health", "/metadata", "/schema", "/state", "/reset", "/step", "/ws":
+			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"detail": "Method Not Allowed"})
+		default:
+			writeJSON(w, http.StatusNotFound, map[string]string{"detail": "Not Found"})
+		}
 	})
 	s.mux = mux
 	return s

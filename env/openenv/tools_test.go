@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -196,4 +197,90 @@ func TestRemoteEnvPlaysToolServer(t *testing.T) {
 
 	require.NoError(t, r.Close())
 	assert.Eventually(t, func() bool { return closed.Load() == 1 }, 2*time.Second, time.Millisecond)
+}
+
+// TestFromFactoryMatchesUpstreamMCPShapes compares our call_tool
+// observations with upstream's MCP echo frames (testdata/
+// echo_mcp_expected.json, derived from source): the same keys at every
+// level and the same error_type for an unknown tool.
+func TestFromFactoryMatchesUpstreamMCPShapes(t *testing.T) {
+	checkGoroutines(t)
+	b, err := readTestdata("echo_mcp_expected.json")
+	require.NoError(t, err)
+	var rec struct {
+		Frames []struct {
+			Send json.RawMessage `json:"send"`
+			Recv struct {
+				Type string `json:"type"`
+				Data struct {
+					Observation map[string]any `json:"observation"`
+					Reward      *float64       `json:"reward"`
+					Done        bool           `json:"done"`
+				} `json:"data"`
+			} `json:"recv"`
+		} `json:"frames"`
+	}
+	require.NoError(t, json.Unmarshal(b, &rec))
+	var closed atomic.Int64
+	_, hs := startServer(t, FromFactory(env.FactoryFunc(func(ctx context.Context) (env.Env, error) {
+		return &notesEnv{closed: &closed}, nil
+	}), "notes"))
+	c := dial(t, hs.URL)
+	ctx := ctxTimeout(t, 5*time.Second)
+	_, err = c.Reset(ctx, nil)
+	require.NoError(t, err)
+	ours := map[string]string{
+		"list_tools": `{"type":"list_tools"}`,
+		"call_ok":    `{"type":"call_tool","tool_name":"add","arguments":{"text":"Hi"}}`,
+		"call_nope":  `{"type":"call_tool","tool_name":"nope","arguments":{}}`,
+	}
+	keysOf := func(m map[string]any) []string {
+		var ks []string
+		for k := range m {
+			ks = append(ks, k)
+		}
+		sort.Strings(ks)
+		return ks
+	}
+	n := 0
+	for _, f := range rec.Frames {
+		var send struct {
+			Type string `json:"type"`
+			Data struct {
+				Type     string `json:"type"`
+				ToolName string `json:"tool_name"`
+			} `json:"data"`
+		}
+		require.NoError(t, json.Unmarshal(f.Send, &send))
+		if send.Type != "step" {
+			continue
+		}
+		key := send.Data.Type
+		if key == "call_tool" {
+			key = "call_ok"
+			if send.Data.ToolName == "nope" {
+				key = "call_nope"
+			}
+		}
+		res, err := c.Step(ctx, json.RawMessage(ours[key]))
+		require.NoError(t, err, key)
+		var obs map[string]any
+		require.NoError(t, res.DecodeObservation(&obs))
+		want := f.Recv.Data.Observation
+		assert.Equal(t, keysOf(want), keysOf(obs), key)
+		switch key {
+		case "call_ok":
+			assert.Equal(t, keysOf(want["result"].(map[string]any)), keysOf(obs["result"].(map[string]any)), key)
+			assert.Nil(t, obs["error"])
+		case "call_nope":
+			assert.Nil(t, obs["result"])
+			assert.Equal(t, "tool_not_found", obs["error"].(map[string]any)["error_type"])
+		case "list_tools":
+			tool := obs["tools"].([]any)[0].(map[string]any)
+			assert.Equal(t, keysOf(want["tools"].([]any)[0].(map[string]any)), keysOf(tool))
+		}
+		assert.False(t, res.Done)
+		n++
+	}
+	assert.Equal(t, 3, n, "list_tools, call_tool, unknown tool")
 }

@@ -177,6 +177,34 @@ func TestReplayHTTP(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 16, n, "exchanges replayed")
+
+	for _, tt := range []struct {
+		method, path string
+		status       int
+		body         string
+	}{
+		{"POST", "/health", 405, `{"detail":"Method Not Allowed"}`},
+		{"GET", "/reset", 405, `{"detail":"Method Not Allowed"}`},
+		{"GET", "/nope", 404, `{"detail":"Not Found"}`},
+		{"POST", "/reset", 422, `{"detail":[{"type":"model_attributes_type","loc":["body"],"msg":"Input should be a valid dictionary or object to extract fields from","input":[1]}]}`},
+		{"POST", "/step", 422, `{"detail":[{"type":"dict_type","loc":["body","action"],"msg":"Input should be a valid dictionary","input":"x"}]}`},
+	} {
+		var body io.Reader
+		switch tt.path {
+		case "/reset":
+			body = strings.NewReader(`[1]`)
+		case "/step":
+			body = strings.NewReader(`{"action":"x"}`)
+		}
+		req, err := http.NewRequest(tt.method, hs.URL+tt.path, body)
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, tt.status, resp.StatusCode, tt.method+" "+tt.path)
+		assert.JSONEq(t, tt.body, string(got), tt.method+" "+tt.path)
+	}
 }
 
 func readTestdata(name string) ([]byte, error) {
