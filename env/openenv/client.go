@@ -268,6 +268,7 @@ func (c *Client) MCP(ctx context.Context, request any) (json.RawMessage, error) 
 
 // Close ends the session politely ({"type":"close"}, then a close frame)
 // and releases the socket and goroutines. Later calls return ErrClosed.
+// A call in flight finishes first (it is bounded by its own deadline).
 func (c *Client) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -3,6 +3,7 @@ package openenv
 import (
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -119,7 +120,7 @@ func TestReplayServerTranscripts(t *testing.T) {
 				}
 			}
 			for i, f := range tr.Frames {
-				where := name + " frame " + f.Conn + "#" + string(rune('0'+i%10))
+				where := fmt.Sprintf("%s frame %d (conn %s)", name, i, f.Conn)
 				c := conns[f.Conn]
 				switch {
 				case f.Event == "open":

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -292,7 +293,7 @@ func TestClientAgainstRecordedServer(t *testing.T) {
 				case "state":
 					st, err = c.State(ctx)
 				}
-				where := string(ex.sent.Data) + " #" + string(rune('0'+i%10))
+				where := fmt.Sprintf("exchange %d %s", i, ex.sent.Data)
 				switch fr.Type {
 				case "error":
 					var se *ServerError
