@@ -148,6 +148,8 @@ func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 			done = append(done, Finished{ID: s.id, Completion: s.comp})
 			continue
 		}
+		c := b.m.Config
+		s.req.Seq.Cache.reserve(c.NumLayers, c.KVDim(), len(s.req.Seq.Tokens)+min(s.req.MaxNewTokens, 512))
 		b.active = append(b.active, s)
 	}
 	if len(b.active) == 0 {

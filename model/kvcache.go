@@ -1,7 +1,8 @@
 package model
 
 // KVCache holds one sequence's keys (after q/k-norm and RoPE) and values
-// for every layer. Its buffers grow by doubling as tokens are appended.
+// for every layer. Its buffers grow by half again when full; Batch reserves
+// a request's prompt and (up to 512) new tokens when it starts.
 type KVCache struct {
 	K   [][]float32 // [L][S, KVH, D]
 	V   [][]float32 // [L][S, KVH, D]
@@ -28,7 +29,7 @@ func (c *KVCache) reserve(layers, kvDim, n int) {
 	if n <= have {
 		return
 	}
-	size := max(n, 2*have, 16)
+	size := max(n, have+have/2, 16)
 	for l := range layers {
 		k := make([]float32, size*kvDim)
 		v := make([]float32, size*kvDim)
