@@ -2,7 +2,8 @@
 // in float32 with SIMD (AVX-512 Go assembly, chosen at run time) and spread
 // over the machine's cores by a pool of persistent workers. Without
 // AVX-512 every kernel runs a portable pure-Go version of itself, which
-// passes the same conformance suite (kernels/kerneltest).
+// passes the same conformance suite (kernels/kerneltest); with AVX2 + FMA
+// (no AVX-512) the matmuls use AVX2 assembly.
 //
 // Conventions (as in kernels.Backend): buffers are row-major float32, the
 // shape of each is written next to it, activation gradients are written (=)
@@ -31,12 +32,14 @@ type Backend struct {
 // features records which SIMD paths this Backend may use.
 type features struct {
 	avx512 bool // AVX-512 F/BW/VL/DQ kernels (f32 FMA, bf16 and f16 widening)
+	avx2   bool // AVX2 + FMA + F16C matmul kernels (the rest stays portable Go)
 }
 
 // detect reads the CPU's features.
 func detect() features {
 	return features{
 		avx512: cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512DQ,
+		avx2:   cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C,
 	}
 }
 
@@ -69,10 +72,14 @@ func (b *Backend) Close() {
 // Threads is the number of goroutines each kernel runs on.
 func (b *Backend) Threads() int { return b.threads }
 
-// SIMD names the instruction set the kernels use: "avx512" or "generic".
+// SIMD names the instruction set the kernels use: "avx512", "avx2" (the
+// matmuls only; other kernels portable Go) or "generic".
 func (b *Backend) SIMD() string {
-	if b.simd.avx512 {
+	switch {
+	case b.simd.avx512:
 		return "avx512"
+	case b.simd.avx2:
+		return "avx2"
 	}
 	return "generic"
 }

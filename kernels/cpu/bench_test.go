@@ -226,3 +226,27 @@ func BenchmarkReadBandwidth(b *testing.B) {
 		b.ReportMetric(bytes/c/1e9, "GB/cpu-s")
 	}
 }
+
+// BenchmarkMatMulAVX2 is MatMul on the AVX2 kernels (what a CPU without
+// AVX-512 runs), forced on this machine.
+func BenchmarkMatMulAVX2(b *testing.B) {
+	be := New(0)
+	defer be.Close()
+	if !be.simd.avx2 {
+		b.Skip("no AVX2")
+	}
+	be.simd = features{avx2: true}
+	for _, s := range [][3]int{{1, 3072, 1024}, {512, 1024, 1024}} {
+		m, n, k := s[0], s[1], s[2]
+		b.Run(fmt.Sprintf("BF16_M%d_N%d_K%d", m, n, k), func(b *testing.B) {
+			w := benchMat(kernels.BF16, n, k)
+			x, out := benchVec(m*k), make([]float32, m*n)
+			b.ResetTimer()
+			cpu0 := cpuSeconds()
+			for range b.N {
+				be.MatMul(out, x, w, m, false)
+			}
+			flops(b, 2*float64(m*n*k), cpu0)
+		})
+	}
+}

@@ -25,7 +25,8 @@ func (b *Backend) Embedding(out []float32, table kernels.Mat, ids []int32) {
 			table.Row(dst, int(id))
 			continue
 		}
-		widen(dst, table, int(id), int(id)+1, 0, c16)
+		kn, _ := b.mm()
+		widen(kn, dst, table, int(id), int(id)+1, 0, c16)
 		for j := c16; j < c; j++ {
 			dst[j] = table.At(int(id), j)
 		}

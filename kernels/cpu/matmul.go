@@ -41,6 +41,29 @@ const (
 	vecSz = 16   // float32 lanes per zmm
 )
 
+// mmKernels is one instruction set's matmul kernels and block shape.
+type mmKernels struct {
+	vec  int // float32 lanes per vector
+	mr   int // rows per register block
+	cols int // columns per axpy block (4 vectors)
+	dot  func(dt int, mr, nr int, x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+	axpy func(dt int, mr, nv int, a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+	cvt  [3]func(dst *float32, src *uint16, n int) // by dtIndex; [0] unused
+}
+
+// mm returns the matmul kernels of the best instruction set this Backend
+// may use: AVX-512 (6-row blocks of 16 lanes) or AVX2+FMA+F16C (3-row
+// blocks of 8 lanes); ok is false when only the portable Go remains.
+func (b *Backend) mm() (k mmKernels, ok bool) {
+	switch {
+	case b.simd.avx512:
+		return mmKernels{vec: 16, mr: 6, cols: 64, dot: dotNTAsm, axpy: axpyAsm, cvt: [3]func(*float32, *uint16, int){nil, cvt_bf16, cvt_f16}}, true
+	case b.simd.avx2:
+		return mmKernels{vec: 8, mr: 3, cols: 32, dot: dotNT2Asm, axpy: axpy2Asm, cvt: [3]func(*float32, *uint16, int){nil, cvt2_bf16, cvt2_f16}}, true
+	}
+	return mmKernels{}, false
+}
+
 // dtIndex is the kernel-table index of a weight dtype.
 func dtIndex(d kernels.DType) int {
 	switch d {
@@ -85,32 +108,33 @@ func (b *Backend) MatMul(out, x []float32, w kernels.Mat, m int, accumulate bool
 		}
 		return
 	}
+	kn, ok := b.mm()
 	switch {
-	case !b.simd.avx512:
+	case !ok:
 		b.matMulGeneric(out, x, w, m, accumulate)
 	case m < mBig:
-		b.matMulDirect(out, x, w, m, accumulate)
+		b.matMulDirect(kn, out, x, w, m, accumulate)
 	default:
-		b.matMulBlocked(out, x, w, m, accumulate)
+		b.matMulBlocked(kn, out, x, w, m, accumulate)
 	}
 }
 
 // matMulDirect streams the weights through the widening kernels; the cores
 // split N into blocks of nbNT rows.
-func (b *Backend) matMulDirect(out, x []float32, w kernels.Mat, m int, accumulate bool) {
+func (b *Backend) matMulDirect(kn mmKernels, out, x []float32, w kernels.Mat, m int, accumulate bool) {
 	n, k := w.Rows, w.Cols
 	dt, es := dtIndex(w.DType), w.DType.Size()
-	steps := k / vecSz
+	steps := k / kn.vec
 	acc := b2i(accumulate)
 	blocks := (n + nbNT - 1) / nbNT
 	b.parallelFor(blocks, func(lo, hi int) {
 		for j0 := lo * nbNT; j0 < min(hi*nbNT, n); j0 += nr {
 			nrr := min(nr, n-j0)
-			for i0 := 0; i0 < m; i0 += mr {
-				mrr := min(mr, m-i0)
-				dotNTAsm(dt, mrr, nrr, &x[i0*k], k*4, rowPtr(w, j0, 0), k*es, steps, &out[i0*n+j0], n*4, acc)
-				if steps*vecSz < k {
-					dotTail(out, x, w, i0, mrr, j0, nrr, steps*vecSz, k)
+			for i0 := 0; i0 < m; i0 += kn.mr {
+				mrr := min(kn.mr, m-i0)
+				kn.dot(dt, mrr, nrr, &x[i0*k], k*4, rowPtr(w, j0, 0), k*es, steps, &out[i0*n+j0], n*4, acc)
+				if steps*kn.vec < k {
+					dotTail(out, x, w, i0, mrr, j0, nrr, steps*kn.vec, k)
 				}
 			}
 		}
@@ -119,7 +143,7 @@ func (b *Backend) matMulDirect(out, x []float32, w kernels.Mat, m int, accumulat
 
 // matMulBlocked widens nbNT×kc weight blocks to float32 once per task and
 // reuses each for every 6-row group of x in the task's M block.
-func (b *Backend) matMulBlocked(out, x []float32, w kernels.Mat, m int, accumulate bool) {
+func (b *Backend) matMulBlocked(kn mmKernels, out, x []float32, w kernels.Mat, m int, accumulate bool) {
 	n, k := w.Rows, w.Cols
 	nBlocks := (n + nbNT - 1) / nbNT
 	mBlocks := (m + mbNT - 1) / mbNT
@@ -130,26 +154,26 @@ func (b *Backend) matMulBlocked(out, x []float32, w kernels.Mat, m int, accumula
 			n1, m1 := min(n0+nbNT, n), min(m0+mbNT, m)
 			for k0 := 0; k0 < k; k0 += kc {
 				kl := min(kc, k-k0)
-				steps := kl / vecSz
+				steps := kl / kn.vec
 				wp, ldw := rowPtr(w, n0, k0), k*4
 				if w.DType != kernels.F32 {
-					widen(scratch, w, n0, n1, k0, steps*vecSz)
-					wp, ldw = unsafe.Pointer(&scratch[0]), steps*vecSz*4
+					widen(kn, scratch, w, n0, n1, k0, steps*kn.vec)
+					wp, ldw = unsafe.Pointer(&scratch[0]), steps*kn.vec*4
 				}
 				acc := b2i(accumulate || k0 > 0)
-				for i0 := m0; i0 < m1; i0 += mr {
-					mrr := min(mr, m1-i0)
+				for i0 := m0; i0 < m1; i0 += kn.mr {
+					mrr := min(kn.mr, m1-i0)
 					for j0 := n0; j0 < n1; j0 += nr {
 						nrr := min(nr, n1-j0)
 						if steps > 0 {
-							dotNTAsm(0, mrr, nrr, &x[i0*k+k0], k*4, unsafe.Add(wp, (j0-n0)*ldw), ldw, steps, &out[i0*n+j0], n*4, acc)
+							kn.dot(0, mrr, nrr, &x[i0*k+k0], k*4, unsafe.Add(wp, (j0-n0)*ldw), ldw, steps, &out[i0*n+j0], n*4, acc)
 						} else if acc == 0 {
 							for i := i0; i < i0+mrr; i++ {
 								clear(out[i*n+j0 : i*n+j0+nrr])
 							}
 						}
-						if k0+steps*vecSz < k0+kl {
-							dotTail(out, x, w, i0, mrr, j0, nrr, k0+steps*vecSz, k0+kl)
+						if steps*kn.vec < kl {
+							dotTail(out, x, w, i0, mrr, j0, nrr, k0+steps*kn.vec, k0+kl)
 						}
 					}
 				}
@@ -159,35 +183,28 @@ func (b *Backend) matMulBlocked(out, x []float32, w kernels.Mat, m int, accumula
 }
 
 // widen decodes w[n0:n1, k0:k0+kl] into dst as [n1−n0, kl] float32; kl is
-// a multiple of 16.
-func widen(dst []float32, w kernels.Mat, n0, n1, k0, kl int) {
+// a multiple of kn.vec.
+func widen(kn mmKernels, dst []float32, w kernels.Mat, n0, n1, k0, kl int) {
 	if kl == 0 {
 		return
 	}
+	cvt := kn.cvt[dtIndex(w.DType)]
 	for j := n0; j < n1; j++ {
-		d := &dst[(j-n0)*kl]
-		s := &w.U16[j*w.Cols+k0]
-		if w.DType == kernels.BF16 {
-			cvt_bf16(d, s, kl)
-		} else {
-			cvt_f16(d, s, kl)
-		}
+		cvt(&dst[(j-n0)*kl], &w.U16[j*w.Cols+k0], kl)
 	}
 }
 
-// packPanel copies w[p0:p0+pl, c0:c0+width] into dst as [pl, cols]
+// packPanel copies w[p0:p0+pl, c0:c0+width] into dst as [pl, kn.cols]
 // float32 (widening bf16/f16), so the axpy kernel streams a contiguous
 // panel instead of rows a power-of-two stride apart (which alias in L1).
-func packPanel(dst []float32, w kernels.Mat, p0, pl, c0, width int) {
+func packPanel(kn mmKernels, dst []float32, w kernels.Mat, p0, pl, c0, width int) {
+	cvt := kn.cvt[dtIndex(w.DType)]
 	for p := 0; p < pl; p++ {
-		d := dst[p*cols : p*cols+width]
-		switch w.DType {
-		case kernels.F32:
+		d := dst[p*kn.cols : p*kn.cols+width]
+		if w.DType == kernels.F32 {
 			copy(d, w.F32[(p0+p)*w.Cols+c0:])
-		case kernels.BF16:
-			cvt_bf16(&d[0], &w.U16[(p0+p)*w.Cols+c0], width)
-		default:
-			cvt_f16(&d[0], &w.U16[(p0+p)*w.Cols+c0], width)
+		} else {
+			cvt(&d[0], &w.U16[(p0+p)*w.Cols+c0], width)
 		}
 	}
 }
@@ -223,25 +240,26 @@ func (b *Backend) MatMulNN(out, dy []float32, w kernels.Mat, m int, accumulate b
 		}
 		return
 	}
-	if !b.simd.avx512 {
+	kn, ok := b.mm()
+	if !ok {
 		b.matMulNNGeneric(out, dy, w, m, accumulate)
 		return
 	}
-	k16 := k &^ (vecSz - 1)
-	colBlocks := (k16 + cols - 1) / cols
+	k16 := k &^ (kn.vec - 1)
+	colBlocks := (k16 + kn.cols - 1) / kn.cols
 	mBlocks := (m + mbAx - 1) / mbAx
 	b.parallelForWorker(colBlocks*mBlocks, func(wk, lo, hi int) {
-		bp := b.scratch(wk, pc*cols) // the packed, widened panel w[p0:p0+pl, c0:c0+16·nv]
+		bp := b.scratch(wk, pc*kn.cols) // the packed, widened panel w[p0:p0+pl, c0:c0+vec·nv]
 		for task := lo; task < hi; task++ {
-			c0, m0 := (task/mBlocks)*cols, (task%mBlocks)*mbAx
-			nv := (min(c0+cols, k16) - c0) / vecSz
+			c0, m0 := (task/mBlocks)*kn.cols, (task%mBlocks)*mbAx
+			nv := (min(c0+kn.cols, k16) - c0) / kn.vec
 			m1 := min(m0+mbAx, m)
 			for p0 := 0; p0 < n; p0 += pc {
 				pl := min(pc, n-p0)
-				packPanel(bp, w, p0, pl, c0, nv*vecSz)
+				packPanel(kn, bp, w, p0, pl, c0, nv*kn.vec)
 				acc := b2i(accumulate || p0 > 0)
-				for i0 := m0; i0 < m1; i0 += mr {
-					axpyAsm(0, min(mr, m1-i0), nv, &dy[i0*n+p0], n*4, 4, unsafe.Pointer(&bp[0]), cols*4, pl, &out[i0*k+c0], k*4, acc)
+				for i0 := m0; i0 < m1; i0 += kn.mr {
+					kn.axpy(0, min(kn.mr, m1-i0), nv, &dy[i0*n+p0], n*4, 4, unsafe.Pointer(&bp[0]), kn.cols*4, pl, &out[i0*k+c0], k*4, acc)
 				}
 			}
 		}
@@ -274,30 +292,31 @@ func (b *Backend) MatMulTN(dw, dy, x []float32, m, n, k int) {
 	if m == 0 || n == 0 || k == 0 {
 		return
 	}
-	if !b.simd.avx512 {
+	kn, ok := b.mm()
+	if !ok {
 		b.matMulTNGeneric(dw, dy, x, m, n, k)
 		return
 	}
-	k16 := k &^ (vecSz - 1)
-	colBlocks := (k16 + cols - 1) / cols
+	k16 := k &^ (kn.vec - 1)
+	colBlocks := (k16 + kn.cols - 1) / kn.cols
 	nBlocks := (n + mbAx - 1) / mbAx
 	xm := kernels.MatF32(x, m, k)
 	b.parallelForWorker(colBlocks*nBlocks, func(wk, lo, hi int) {
-		buf := b.scratch(wk, pc*cols+pc*mbAx)
-		bp, ap := buf[:pc*cols], buf[pc*cols:] // packed x[p0:p0+pl, c0:c0+16·nv] and dy[p0:p0+pl, n0:n1]
+		buf := b.scratch(wk, pc*kn.cols+pc*mbAx)
+		bp, ap := buf[:pc*kn.cols], buf[pc*kn.cols:] // packed x[p0:p0+pl, c0:c0+vec·nv] and dy[p0:p0+pl, n0:n1]
 		for task := lo; task < hi; task++ {
-			c0, n0 := (task/nBlocks)*cols, (task%nBlocks)*mbAx
-			nv := (min(c0+cols, k16) - c0) / vecSz
+			c0, n0 := (task/nBlocks)*kn.cols, (task%nBlocks)*mbAx
+			nv := (min(c0+kn.cols, k16) - c0) / kn.vec
 			n1 := min(n0+mbAx, n)
 			nb := n1 - n0
 			for p0 := 0; p0 < m; p0 += pc {
 				pl := min(pc, m-p0)
-				packPanel(bp, xm, p0, pl, c0, nv*vecSz)
+				packPanel(kn, bp, xm, p0, pl, c0, nv*kn.vec)
 				for p := 0; p < pl; p++ {
 					copy(ap[p*nb:(p+1)*nb], dy[(p0+p)*n+n0:(p0+p)*n+n1])
 				}
-				for j0 := n0; j0 < n1; j0 += mr {
-					axpyAsm(0, min(mr, n1-j0), nv, &ap[j0-n0], 4, nb*4, unsafe.Pointer(&bp[0]), cols*4, pl, &dw[j0*k+c0], k*4, 1)
+				for j0 := n0; j0 < n1; j0 += kn.mr {
+					kn.axpy(0, min(kn.mr, n1-j0), nv, &ap[j0-n0], 4, nb*4, unsafe.Pointer(&bp[0]), kn.cols*4, pl, &dw[j0*k+c0], k*4, 1)
 				}
 			}
 		}

@@ -442,6 +442,228 @@ func axpy_f16_6x4(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps
 //go:noescape
 func cvt_f16(dst *float32, src *uint16, n int)
 
+//go:noescape
+func dotNT2_f32_1x1(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_f32_1x1(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_f32_1x2(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_f32_1x2(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_f32_1x3(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_f32_1x3(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_f32_1x4(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_f32_1x4(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_f32_2x1(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_f32_2x1(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_f32_2x2(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_f32_2x2(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_f32_2x3(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_f32_2x3(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_f32_2x4(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_f32_2x4(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_f32_3x1(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_f32_3x1(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_f32_3x2(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_f32_3x2(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_f32_3x3(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_f32_3x3(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_f32_3x4(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_f32_3x4(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_bf16_1x1(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_bf16_1x1(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_bf16_1x2(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_bf16_1x2(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_bf16_1x3(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_bf16_1x3(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_bf16_1x4(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_bf16_1x4(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_bf16_2x1(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_bf16_2x1(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_bf16_2x2(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_bf16_2x2(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_bf16_2x3(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_bf16_2x3(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_bf16_2x4(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_bf16_2x4(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_bf16_3x1(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_bf16_3x1(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_bf16_3x2(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_bf16_3x2(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_bf16_3x3(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_bf16_3x3(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_bf16_3x4(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_bf16_3x4(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func cvt2_bf16(dst *float32, src *uint16, n int)
+
+//go:noescape
+func dotNT2_f16_1x1(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_f16_1x1(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_f16_1x2(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_f16_1x2(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_f16_1x3(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_f16_1x3(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_f16_1x4(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_f16_1x4(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_f16_2x1(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_f16_2x1(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_f16_2x2(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_f16_2x2(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_f16_2x3(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_f16_2x3(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_f16_2x4(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_f16_2x4(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_f16_3x1(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_f16_3x1(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_f16_3x2(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_f16_3x2(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_f16_3x3(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_f16_3x3(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dotNT2_f16_3x4(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func axpy2_f16_3x4(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func cvt2_f16(dst *float32, src *uint16, n int)
+
 // fmaLoop runs iters × 24 independent 16-lane FMAs (768 FLOP per iteration).
 //
 //go:noescape
@@ -457,7 +679,7 @@ func swigluAsm(out, gate, up *float32, n int)
 //go:noescape
 func lseAsm(x *float32, n int, st *float32)
 
-// dotNTAsm runs the dotNT kernel for dtype dt and an mr×nr block.
+// dotNTAsm runs the AVX-512 dotNT kernel for dtype dt and an mr×nr block.
 func dotNTAsm(dt int, mr, nr int, x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int) {
 	switch dt<<8 | mr<<4 | nr {
 	case 17:
@@ -609,7 +831,7 @@ func dotNTAsm(dt int, mr, nr int, x *float32, ldx int, w unsafe.Pointer, ldw int
 	}
 }
 
-// axpyAsm runs the axpy kernel for dtype dt and an mr×nv block.
+// axpyAsm runs the AVX-512 axpy kernel for dtype dt and an mr×nv block.
 func axpyAsm(dt int, mr, nv int, a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int) {
 	switch dt<<8 | mr<<4 | nv {
 	case 17:
@@ -758,5 +980,165 @@ func axpyAsm(dt int, mr, nv int, a *float32, sai int, sap int, b unsafe.Pointer,
 		axpy_f16_6x4(a, sai, sap, b, ldb, steps, c, ldc, acc)
 	default:
 		panic("kernels/cpu: no axpy kernel for this block")
+	}
+}
+
+// dotNT2Asm runs the AVX2 dotNT2 kernel for dtype dt and an mr×nr block.
+func dotNT2Asm(dt int, mr, nr int, x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int) {
+	switch dt<<8 | mr<<4 | nr {
+	case 17:
+		dotNT2_f32_1x1(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 18:
+		dotNT2_f32_1x2(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 19:
+		dotNT2_f32_1x3(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 20:
+		dotNT2_f32_1x4(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 33:
+		dotNT2_f32_2x1(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 34:
+		dotNT2_f32_2x2(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 35:
+		dotNT2_f32_2x3(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 36:
+		dotNT2_f32_2x4(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 49:
+		dotNT2_f32_3x1(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 50:
+		dotNT2_f32_3x2(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 51:
+		dotNT2_f32_3x3(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 52:
+		dotNT2_f32_3x4(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 273:
+		dotNT2_bf16_1x1(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 274:
+		dotNT2_bf16_1x2(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 275:
+		dotNT2_bf16_1x3(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 276:
+		dotNT2_bf16_1x4(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 289:
+		dotNT2_bf16_2x1(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 290:
+		dotNT2_bf16_2x2(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 291:
+		dotNT2_bf16_2x3(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 292:
+		dotNT2_bf16_2x4(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 305:
+		dotNT2_bf16_3x1(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 306:
+		dotNT2_bf16_3x2(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 307:
+		dotNT2_bf16_3x3(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 308:
+		dotNT2_bf16_3x4(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 529:
+		dotNT2_f16_1x1(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 530:
+		dotNT2_f16_1x2(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 531:
+		dotNT2_f16_1x3(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 532:
+		dotNT2_f16_1x4(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 545:
+		dotNT2_f16_2x1(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 546:
+		dotNT2_f16_2x2(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 547:
+		dotNT2_f16_2x3(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 548:
+		dotNT2_f16_2x4(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 561:
+		dotNT2_f16_3x1(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 562:
+		dotNT2_f16_3x2(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 563:
+		dotNT2_f16_3x3(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 564:
+		dotNT2_f16_3x4(x, ldx, w, ldw, steps, out, ldo, acc)
+	default:
+		panic("kernels/cpu: no dotNT2 kernel for this block")
+	}
+}
+
+// axpy2Asm runs the AVX2 axpy2 kernel for dtype dt and an mr×nv block.
+func axpy2Asm(dt int, mr, nv int, a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int) {
+	switch dt<<8 | mr<<4 | nv {
+	case 17:
+		axpy2_f32_1x1(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 18:
+		axpy2_f32_1x2(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 19:
+		axpy2_f32_1x3(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 20:
+		axpy2_f32_1x4(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 33:
+		axpy2_f32_2x1(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 34:
+		axpy2_f32_2x2(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 35:
+		axpy2_f32_2x3(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 36:
+		axpy2_f32_2x4(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 49:
+		axpy2_f32_3x1(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 50:
+		axpy2_f32_3x2(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 51:
+		axpy2_f32_3x3(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 52:
+		axpy2_f32_3x4(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 273:
+		axpy2_bf16_1x1(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 274:
+		axpy2_bf16_1x2(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 275:
+		axpy2_bf16_1x3(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 276:
+		axpy2_bf16_1x4(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 289:
+		axpy2_bf16_2x1(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 290:
+		axpy2_bf16_2x2(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 291:
+		axpy2_bf16_2x3(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 292:
+		axpy2_bf16_2x4(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 305:
+		axpy2_bf16_3x1(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 306:
+		axpy2_bf16_3x2(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 307:
+		axpy2_bf16_3x3(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 308:
+		axpy2_bf16_3x4(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 529:
+		axpy2_f16_1x1(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 530:
+		axpy2_f16_1x2(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 531:
+		axpy2_f16_1x3(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 532:
+		axpy2_f16_1x4(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 545:
+		axpy2_f16_2x1(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 546:
+		axpy2_f16_2x2(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 547:
+		axpy2_f16_2x3(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 548:
+		axpy2_f16_2x4(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 561:
+		axpy2_f16_3x1(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 562:
+		axpy2_f16_3x2(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 563:
+		axpy2_f16_3x3(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 564:
+		axpy2_f16_3x4(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	default:
+		panic("kernels/cpu: no axpy2 kernel for this block")
 	}
 }

@@ -31,3 +31,18 @@ func fmaLoop(iters int) { panic("kernels/cpu: no SIMD kernels on this architectu
 func lseAsm(x *float32, n int, st *float32) {
 	panic("kernels/cpu: no SIMD kernels on this architecture")
 }
+
+func dotNT2Asm(dt int, mr, nr int, x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int) {
+	panic("kernels/cpu: no SIMD kernels on this architecture")
+}
+
+func axpy2Asm(dt int, mr, nv int, a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int) {
+	panic("kernels/cpu: no SIMD kernels on this architecture")
+}
+
+func cvt2_bf16(dst *float32, src *uint16, n int) {
+	panic("kernels/cpu: no SIMD kernels on this architecture")
+}
+func cvt2_f16(dst *float32, src *uint16, n int) {
+	panic("kernels/cpu: no SIMD kernels on this architecture")
+}

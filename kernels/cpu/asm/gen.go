@@ -54,6 +54,17 @@ func main() {
 			cvt(&s, &g, dt)
 		}
 	}
+	for _, dt := range dtypes {
+		for mr := 1; mr <= 3; mr++ {
+			for nr := 1; nr <= 4; nr++ {
+				dotNT2(&s, &g, dt, mr, nr)
+				axpy2(&s, &g, dt, mr, nr)
+			}
+		}
+		if dt != "f32" {
+			cvt2(&s, &g, dt)
+		}
+	}
 	fmaLoop(&s, &g)
 	swiglu(&s, &g)
 	lse(&s, &g)
@@ -233,6 +244,123 @@ func fmaLoop(s, g *bytes.Buffer) {
 	fmt.Fprintf(s, "\tDECQ CX\n\tJNZ fma_loop\nfma_done:\n\tVZEROUPPER\n\tRET\n")
 }
 
+// load8 widens 8 elements of dtype dt at addr into ymm register y (AVX2,
+// F16C).
+func load8(s *bytes.Buffer, dt, addr string, y int) {
+	switch dt {
+	case "f32":
+		fmt.Fprintf(s, "\tVMOVUPS %s, Y%d\n", addr, y)
+	case "bf16":
+		fmt.Fprintf(s, "\tVPMOVZXWD %s, Y%d\n\tVPSLLD $16, Y%d, Y%d\n", addr, y, y, y)
+	case "f16":
+		fmt.Fprintf(s, "\tVCVTPH2PS %s, Y%d\n", addr, y)
+	}
+}
+
+// dotNT2 is dotNT for AVX2 + FMA (16 ymm registers): mr ≤ 3 x rows × nr ≤ 4
+// weight rows, 8 lanes per step; 12 accumulators, 3 x rows held, one weight
+// vector at a time; VHADDPS reduction; stores element by element.
+func dotNT2(s, g *bytes.Buffer, dt string, mr, nr int) {
+	name := fmt.Sprintf("dotNT2_%s_%dx%d", dt, mr, nr)
+	fmt.Fprintf(g, "//go:noescape\nfunc %s(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)\n\n", name)
+	acc := func(i, j int) int { return i*4 + j }
+	fmt.Fprintf(s, "\n// func %s(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)\n", name)
+	fmt.Fprintf(s, "TEXT ·%s(SB), NOSPLIT, $0-64\n", name)
+	fmt.Fprintf(s, "\tMOVQ x+0(FP), SI\n\tMOVQ ldx+8(FP), R8\n\tMOVQ w+16(FP), DI\n\tMOVQ ldw+24(FP), R11\n\tMOVQ steps+32(FP), CX\n")
+	fmt.Fprintf(s, "\tLEAQ (DI)(R11*2), R12\n\tADDQ R11, R12\n")
+	for i := 0; i < mr; i++ {
+		for j := 0; j < nr; j++ {
+			fmt.Fprintf(s, "\tVXORPS Y%d, Y%d, Y%d\n", acc(i, j), acc(i, j), acc(i, j))
+		}
+	}
+	fmt.Fprintf(s, "\tTESTQ CX, CX\n\tJZ %s_reduce\n%s_loop:\n", name, name)
+	for i := 0; i < mr; i++ {
+		fmt.Fprintf(s, "\tVMOVUPS %s, Y%d\n", rowAddr("SI", "SI", "R8", i, 0), 12+i)
+	}
+	for j := 0; j < nr; j++ {
+		load8(s, dt, rowAddr("DI", "R12", "R11", j, 0), 15)
+		for i := 0; i < mr; i++ {
+			fmt.Fprintf(s, "\tVFMADD231PS Y15, Y%d, Y%d\n", 12+i, acc(i, j))
+		}
+	}
+	fmt.Fprintf(s, "\tADDQ $32, SI\n\tADDQ $%d, DI\n\tADDQ $%d, R12\n", 8*size(dt), 8*size(dt))
+	fmt.Fprintf(s, "\tDECQ CX\n\tJNZ %s_loop\n%s_reduce:\n", name, name)
+	fmt.Fprintf(s, "\tMOVQ out+40(FP), DX\n\tMOVQ ldo+48(FP), R9\n\tMOVQ acc+56(FP), BX\n\tVXORPS Y15, Y15, Y15\n")
+	for i := 0; i < mr; i++ {
+		r := [4]int{15, 15, 15, 15}
+		for j := 0; j < nr; j++ {
+			r[j] = acc(i, j)
+		}
+		fmt.Fprintf(s, "\tVHADDPS Y%d, Y%d, Y12\n\tVHADDPS Y%d, Y%d, Y13\n\tVHADDPS Y13, Y12, Y12\n", r[1], r[0], r[3], r[2])
+		fmt.Fprintf(s, "\tVEXTRACTF128 $1, Y12, X13\n\tVADDPS X13, X12, X12\n")
+		fmt.Fprintf(s, "\tTESTQ BX, BX\n\tJZ %s_set%d\n", name, i)
+		for j := 0; j < nr; j++ {
+			fmt.Fprintf(s, "\tVPERMILPS $%d, X12, X14\n\tVADDSS %d(DX), X14, X14\n\tVMOVSS X14, %d(DX)\n", j, 4*j, 4*j)
+		}
+		fmt.Fprintf(s, "\tJMP %s_next%d\n%s_set%d:\n", name, i, name, i)
+		for j := 0; j < nr; j++ {
+			fmt.Fprintf(s, "\tVPERMILPS $%d, X12, X14\n\tVMOVSS X14, %d(DX)\n", j, 4*j)
+		}
+		fmt.Fprintf(s, "%s_next%d:\n\tADDQ R9, DX\n", name, i)
+	}
+	fmt.Fprintf(s, "\tVZEROUPPER\n\tRET\n")
+}
+
+// axpy2 is axpy for AVX2 + FMA: mr ≤ 3 rows × nv ≤ 4 vectors of 8 columns.
+func axpy2(s, g *bytes.Buffer, dt string, mr, nv int) {
+	name := fmt.Sprintf("axpy2_%s_%dx%d", dt, mr, nv)
+	fmt.Fprintf(g, "//go:noescape\nfunc %s(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)\n\n", name)
+	acc := func(i, j int) int { return i*4 + j }
+	fmt.Fprintf(s, "\n// func %s(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)\n", name)
+	fmt.Fprintf(s, "TEXT ·%s(SB), NOSPLIT, $0-72\n", name)
+	fmt.Fprintf(s, "\tMOVQ a+0(FP), AX\n\tMOVQ sai+8(FP), R8\n\tMOVQ sap+16(FP), R9\n\tMOVQ b+24(FP), DI\n\tMOVQ ldb+32(FP), R11\n")
+	fmt.Fprintf(s, "\tMOVQ steps+40(FP), CX\n\tMOVQ c+48(FP), DX\n\tMOVQ ldc+56(FP), R10\n\tMOVQ acc+64(FP), BX\n")
+	fmt.Fprintf(s, "\tTESTQ BX, BX\n\tJZ %s_zero\n\tMOVQ DX, R14\n", name)
+	for i := 0; i < mr; i++ {
+		for j := 0; j < nv; j++ {
+			fmt.Fprintf(s, "\tVMOVUPS %d(R14), Y%d\n", 32*j, acc(i, j))
+		}
+		if i < mr-1 {
+			fmt.Fprintf(s, "\tADDQ R10, R14\n")
+		}
+	}
+	fmt.Fprintf(s, "\tJMP %s_start\n%s_zero:\n", name, name)
+	for i := 0; i < mr; i++ {
+		for j := 0; j < nv; j++ {
+			fmt.Fprintf(s, "\tVXORPS Y%d, Y%d, Y%d\n", acc(i, j), acc(i, j), acc(i, j))
+		}
+	}
+	fmt.Fprintf(s, "%s_start:\n\tTESTQ CX, CX\n\tJZ %s_store\n%s_loop:\n", name, name, name)
+	for i := 0; i < mr; i++ {
+		fmt.Fprintf(s, "\tVBROADCASTSS %s, Y%d\n", rowAddr("AX", "AX", "R8", i, 0), 12+i)
+	}
+	for j := 0; j < nv; j++ {
+		load8(s, dt, fmt.Sprintf("%d(DI)", 8*size(dt)*j), 15)
+		for i := 0; i < mr; i++ {
+			fmt.Fprintf(s, "\tVFMADD231PS Y15, Y%d, Y%d\n", 12+i, acc(i, j))
+		}
+	}
+	fmt.Fprintf(s, "\tADDQ R9, AX\n\tADDQ R11, DI\n\tDECQ CX\n\tJNZ %s_loop\n%s_store:\n", name, name)
+	for i := 0; i < mr; i++ {
+		for j := 0; j < nv; j++ {
+			fmt.Fprintf(s, "\tVMOVUPS Y%d, %d(DX)\n", acc(i, j), 32*j)
+		}
+		if i < mr-1 {
+			fmt.Fprintf(s, "\tADDQ R10, DX\n")
+		}
+	}
+	fmt.Fprintf(s, "\tVZEROUPPER\n\tRET\n")
+}
+
+func cvt2(s, g *bytes.Buffer, dt string) {
+	name := "cvt2_" + dt
+	fmt.Fprintf(g, "//go:noescape\nfunc %s(dst *float32, src *uint16, n int)\n\n", name)
+	fmt.Fprintf(s, "\n// func %s(dst *float32, src *uint16, n int)\nTEXT ·%s(SB), NOSPLIT, $0-24\n", name, name)
+	fmt.Fprintf(s, "\tMOVQ dst+0(FP), DI\n\tMOVQ src+8(FP), SI\n\tMOVQ n+16(FP), CX\n\tSHRQ $3, CX\n\tJZ %s_done\n%s_loop:\n", name, name)
+	load8(s, dt, "(SI)", 0)
+	fmt.Fprintf(s, "\tVMOVUPS Y0, (DI)\n\tADDQ $16, SI\n\tADDQ $32, DI\n\tDECQ CX\n\tJNZ %s_loop\n%s_done:\n\tVZEROUPPER\n\tRET\n", name, name)
+}
+
 // broadcast sets every lane of zmm z to the float32 f.
 func broadcast(s *bytes.Buffer, f float32, z int) {
 	fmt.Fprintf(s, "\tMOVL $0x%08x, AX\n\tVPBROADCASTD AX, Z%d\n", math.Float32bits(f), z)
@@ -305,31 +433,28 @@ func lse(s, g *bytes.Buffer) {
 
 // dispatch writes Go switches that pick a kernel by dtype and block shape.
 func dispatch(g *bytes.Buffer) {
-	for _, kind := range []string{"dotNT", "axpy"} {
-		if kind == "dotNT" {
-			fmt.Fprintf(g, "// dotNTAsm runs the dotNT kernel for dtype dt and an mr×nr block.\n")
-			fmt.Fprintf(g, "func dotNTAsm(dt int, mr, nr int, x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int) {\n")
-		} else {
-			fmt.Fprintf(g, "// axpyAsm runs the axpy kernel for dtype dt and an mr×nv block.\n")
-			fmt.Fprintf(g, "func axpyAsm(dt int, mr, nv int, a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int) {\n")
+	const (
+		dotSig  = "(dt int, mr, nr int, x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)"
+		axpySig = "(dt int, mr, nv int, a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)"
+	)
+	for _, k := range []struct {
+		kind, isa string
+		maxMR     int
+	}{{"dotNT", "AVX-512", 6}, {"axpy", "AVX-512", 6}, {"dotNT2", "AVX2", 3}, {"axpy2", "AVX2", 3}} {
+		dot := k.kind == "dotNT" || k.kind == "dotNT2"
+		sig, args, last := axpySig, "(a, sai, sap, b, ldb, steps, c, ldc, acc)", "nv"
+		if dot {
+			sig, args, last = dotSig, "(x, ldx, w, ldw, steps, out, ldo, acc)", "nr"
 		}
-		fmt.Fprintf(g, "switch dt<<8 | mr<<4 | nr {\n")
-		if kind == "axpy" {
-			g.Truncate(g.Len() - len("switch dt<<8 | mr<<4 | nr {\n"))
-			fmt.Fprintf(g, "switch dt<<8 | mr<<4 | nv {\n")
-		}
+		fmt.Fprintf(g, "// %sAsm runs the %s %s kernel for dtype dt and an mr×%s block.\n", k.kind, k.isa, k.kind, last)
+		fmt.Fprintf(g, "func %sAsm%s {\nswitch dt<<8 | mr<<4 | %s {\n", k.kind, sig, last)
 		for di, dt := range dtypes {
-			for mr := 1; mr <= 6; mr++ {
+			for mr := 1; mr <= k.maxMR; mr++ {
 				for nr := 1; nr <= 4; nr++ {
-					fmt.Fprintf(g, "case %d:\n", di<<8|mr<<4|nr)
-					if kind == "dotNT" {
-						fmt.Fprintf(g, "dotNT_%s_%dx%d(x, ldx, w, ldw, steps, out, ldo, acc)\n", dt, mr, nr)
-					} else {
-						fmt.Fprintf(g, "axpy_%s_%dx%d(a, sai, sap, b, ldb, steps, c, ldc, acc)\n", dt, mr, nr)
-					}
+					fmt.Fprintf(g, "case %d:\n%s_%s_%dx%d%s\n", di<<8|mr<<4|nr, k.kind, dt, mr, nr, args)
 				}
 			}
 		}
-		fmt.Fprintf(g, "default:\npanic(\"kernels/cpu: no %s kernel for this block\")\n}\n}\n\n", kind)
+		fmt.Fprintf(g, "default:\npanic(\"kernels/cpu: no %s kernel for this block\")\n}\n}\n\n", k.kind)
 	}
 }
