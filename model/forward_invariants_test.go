@@ -222,3 +222,38 @@ func TestLoRAUnmergedEqualsMerged(t *testing.T) {
 		})
 	}
 }
+
+// widen returns w as an F32 Mat holding exactly the same values.
+func widen(w kernels.Mat) kernels.Mat {
+	out := make([]float32, w.Len())
+	for i := range w.Rows {
+		w.Row(out[i*w.Cols:(i+1)*w.Cols], i)
+	}
+	return kernels.MatF32(out, w.Rows, w.Cols)
+}
+
+func TestHalfWeightsEqualWidenedF32(t *testing.T) {
+	for _, tb := range inferBackends(t) {
+		for _, sc := range shapeCases()[:2] { // bf16 and f16
+			t.Run(tb.name+"/"+sc.name, func(t *testing.T) {
+				m := randomModel(t, sc, tb.b)
+				toks := randomTokens(rand.New(rand.NewPCG(4, 5)), 10, m.Config.VocabSize)
+				half, err := m.Logits(toks, Options{})
+				require.NoError(t, err)
+				w := *m
+				w.Layers = append([]Layer(nil), m.Layers...)
+				w.Embed = widen(m.Embed)
+				w.LMHead = widen(m.LMHead)
+				for i := range w.Layers {
+					for _, nl := range w.Layers[i].Linears() {
+						nl.Linear.W = widen(nl.Linear.W)
+					}
+				}
+				full, err := w.Logits(toks, Options{})
+				require.NoError(t, err)
+				// Same weight values, float32 accumulation both ways.
+				assertClose32(t, half, full, invAtol, invRtol, sc.dtype.String()+" vs widened F32")
+			})
+		}
+	}
+}
