@@ -16,6 +16,7 @@ import (
 // closers closes each in turn and joins their errors.
 type closers []io.Closer
 
+// Close closes every closer.
 func (cs closers) Close() error {
 	var errs []error
 	for _, c := range cs {
@@ -27,6 +28,7 @@ func (cs closers) Close() error {
 // backendCloser adapts a backend's Close() to io.Closer.
 type backendCloser struct{ b *cpu.Backend }
 
+// Close stops the backend's workers.
 func (c backendCloser) Close() error {
 	c.b.Close()
 	return nil
@@ -68,6 +70,7 @@ type weightSet struct {
 	byName map[string]*SafetensorsFile
 }
 
+// Close unmaps every file.
 func (s *weightSet) Close() error {
 	var errs []error
 	for _, f := range s.files {
