@@ -1,6 +1,7 @@
 package model
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"os"
@@ -159,4 +160,16 @@ func FuzzParseHeader(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestWriteSafetensorsMatchesReferenceWriter(t *testing.T) {
+	// Rewriting the tiny checkpoint's tensors reproduces the file the
+	// reference generator (Hugging Face layout) wrote, byte for byte.
+	path := filepath.Join(t.TempDir(), "model.safetensors")
+	require.NoError(t, WriteSafetensors(path, tinyTensors(t), nil))
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	want, err := os.ReadFile(filepath.Join(tinyDir, "model.safetensors"))
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(want, got), "rewritten file differs from the reference (%d vs %d bytes)", len(got), len(want))
 }
