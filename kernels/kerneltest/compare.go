@@ -18,8 +18,24 @@ import (
 func CheckClose(t *testing.T, what string, got, want []float32, tol Tol) bool {
 	t.Helper()
 	require.Equal(t, len(want), len(got), "%s: length", what)
-	var num, den, maxAbs, maxRel float64
-	var bad int
+	c := compare(got, want, tol)
+	okElems := assert.Zerof(t, c.bad, "%s: %d of %d elements outside |got−want| ≤ %g + %g·|want| (max abs err %.3g, max rel err %.3g); first mismatches:%s",
+		what, c.bad, len(want), tol.ATol, tol.RTol, c.maxAbs, c.maxRel, c.first)
+	okNMSE := assert.LessOrEqualf(t, c.nmse, tol.NMSE, "%s: NMSE %.3g > %.3g (max abs err %.3g, max rel err %.3g)",
+		what, c.nmse, tol.NMSE, c.maxAbs, c.maxRel)
+	return okElems && okNMSE
+}
+
+// comparison is CheckClose's verdict on two equally long slices.
+type comparison struct {
+	bad                  int     // elements outside ATol + RTol·|want|, or non-finite mismatches
+	nmse, maxAbs, maxRel float64 // over the finite elements
+	first                string  // the first 5 mismatches, one per line
+}
+
+func compare(got, want []float32, tol Tol) comparison {
+	var c comparison
+	var num, den float64
 	var first strings.Builder
 	for i := range want {
 		g, w := float64(got[i]), float64(want[i])
@@ -35,30 +51,27 @@ func CheckClose(t *testing.T, what string, got, want []float32, tol Tol) bool {
 			d := math.Abs(g - w)
 			num += d * d
 			den += w * w
-			maxAbs = math.Max(maxAbs, d)
+			c.maxAbs = math.Max(c.maxAbs, d)
 			if w != 0 {
-				maxRel = math.Max(maxRel, d/math.Abs(w))
+				c.maxRel = math.Max(c.maxRel, d/math.Abs(w))
 			}
 			ok = d <= tol.ATol+tol.RTol*math.Abs(w)
 		}
 		if !ok {
-			if bad < 5 {
+			if c.bad < 5 {
 				fmt.Fprintf(&first, "\n  [%d] got %.9g want %.9g", i, g, w)
 			}
-			bad++
+			c.bad++
 		}
 	}
-	nmse := 0.0
-	if den > 0 {
-		nmse = num / den
-	} else if num > 0 {
-		nmse = math.Inf(1)
+	switch {
+	case den > 0:
+		c.nmse = num / den
+	case num > 0:
+		c.nmse = math.Inf(1)
 	}
-	okElems := assert.Zerof(t, bad, "%s: %d of %d elements outside |got−want| ≤ %g + %g·|want| (max abs err %.3g, max rel err %.3g); first mismatches:%s",
-		what, bad, len(want), tol.ATol, tol.RTol, maxAbs, maxRel, first.String())
-	okNMSE := assert.LessOrEqualf(t, nmse, tol.NMSE, "%s: NMSE %.3g > %.3g (max abs err %.3g, max rel err %.3g)",
-		what, nmse, tol.NMSE, maxAbs, maxRel)
-	return okElems && okNMSE
+	c.first = first.String()
+	return c
 }
 
 // CheckExact requires got and want to be bitwise equal (NaNs of any

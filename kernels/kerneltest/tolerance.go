@@ -22,7 +22,7 @@ func Tolerance(op string) Tol {
 	switch op {
 	case "MatMul", "MatMulNN", "MatMulTN":
 		return Tol{ATol: 2e-6, RTol: 2e-5, NMSE: 1e-10,
-			Why: "float32 FMA accumulation over K ≤ 4096 of O(1/√K) terms vs float64: error ~ √K·2⁻²⁴ relative; measured ≤ 4e-7 abs"}
+			Why: "float32 FMA accumulation over ≤ 4096 terms of O(1/√K) vs float64; measured max abs 4.8e-7 (MatMul), 1.1e-6 (NN), 1.4e-6 (TN)"}
 	case "MatMulLong":
 		return Tol{ATol: 5e-5, RTol: 2e-4, NMSE: 1e-9,
 			Why: "a matmul reducing over more than 4096 terms (the vocabulary of LM-head gradients): float32 accumulation of 151936 terms; measured max abs 2.6e-5, NMSE 1.7e-10"}
@@ -30,30 +30,30 @@ func Tolerance(op string) Tol {
 		return Tol{Why: "a row copy with exact bf16/f16 widening: bit-exact"}
 	case "RMSNorm":
 		return Tol{ATol: 1e-6, RTol: 4e-6, NMSE: 1e-11,
-			Why: "float32 sum of squares and one rsqrt per row vs float64; a few ulp"}
+			Why: "float32 sum of squares and one rsqrt per row vs float64; measured max abs 2.4e-7, rel 1.9e-7"}
 	case "RoPE":
 		return Tol{ATol: 1e-6, RTol: 4e-6, NMSE: 1e-11,
-			Why: "angles in float64 like the reference, one float32 rounding of cos/sin and of the rotation; a few ulp"}
+			Why: "angles in float64 like the reference, one float32 rounding of cos/sin and of the rotation; measured max abs 2.4e-7"}
 	case "Attention":
 		return Tol{ATol: 2e-6, RTol: 2e-5, NMSE: 1e-10,
-			Why: "float32 dot products, float32 exp and an online (rescaled) softmax sum vs float64 two-pass"}
+			Why: "float32 dot products, float32 exp and an online (rescaled) softmax sum vs float64 two-pass; measured max abs 2.6e-6 (|out| ≤ 1)"}
 	case "AttentionLSE":
 		return Tol{ATol: 4e-6, RTol: 2e-6, NMSE: 1e-12,
-			Why: "log of a float32 sum of up to ~1000 exps plus the max, vs float64"}
+			Why: "log of a float32 sum of up to ~1000 exps plus the max, vs float64; measured max abs 3.8e-6, rel 1.3e-5"}
 	case "SwiGLU":
 		return Tol{ATol: 1e-6, RTol: 8e-6, NMSE: 1e-11,
-			Why: "float32 exp (polynomial, ≤ 2 ulp) and division vs float64"}
+			Why: "float32 exp (polynomial, ≤ 2 ulp) and division vs float64; measured max abs 3.8e-6 at |out| ~ 180"}
 	case "Add", "Scale":
 		return Tol{Why: "one float32 add or multiply per element, the same as the reference's rounding: bit-exact"}
 	case "LogSoftmaxGather":
-		return Tol{ATol: 1e-5, RTol: 2e-6, NMSE: 1e-12,
-			Why: "max plus log of a float32 sum over up to 151936 exps (lane-split) vs float64; |logp| ≤ ~40"}
+		return Tol{ATol: 2e-5, RTol: 2e-6, NMSE: 1e-12,
+			Why: "log of float32 lane sums of up to 151936 exps (~9500 sequential adds per lane) vs float64; measured max abs 9.5e-6"}
 	case "Entropy":
 		return Tol{ATol: 1e-5, RTol: 1e-5, NMSE: 1e-10,
-			Why: "float32 Σp·x over up to 151936 terms vs float64; entropy ≤ log V ≈ 12"}
+			Why: "float32 lane sums of e·(x−max) over up to 151936 terms vs float64; entropy ≤ log V ≈ 12; measured max abs 7.6e-6"}
 	case "Softmax":
-		return Tol{ATol: 1e-8, RTol: 1e-5, NMSE: 1e-10,
-			Why: "float32 exp (≤ 2 ulp) times a float32 reciprocal of a float32 sum vs float64"}
+		return Tol{ATol: 1e-8, RTol: 4e-5, NMSE: 1e-10,
+			Why: "float32 exp (≤ 2 ulp) times the reciprocal of float32 lane sums of up to 151936 exps vs float64; measured max rel 9.5e-6"}
 	case "SampleLogProb":
 		return Tol{ATol: 1e-6, RTol: 1e-6, NMSE: 1e-12,
 			Why: "sampling follows the reference's float64 arithmetic; only the final float32 rounding differs"}

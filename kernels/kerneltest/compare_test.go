@@ -1,0 +1,51 @@
+package kerneltest
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// The suite's comparison must be able to fail: these are the verdicts of
+// compare on hand-made differences.
+func TestCompare(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	tol := Tol{ATol: 1e-3, RTol: 1e-2, NMSE: 1e-4}
+	tests := []struct {
+		name      string
+		got, want []float32
+		bad       int
+		nmseOver  bool
+	}{
+		{"equal", []float32{1, 2, 3}, []float32{1, 2, 3}, 0, false},
+		{"within atol+rtol", []float32{1.0105, 0.0009}, []float32{1, 0}, 0, true}, // NMSE catches what per-element allows
+		{"outside", []float32{1.02, 0}, []float32{1, 0}, 1, true},
+		{"NaN got", []float32{nan, 1}, []float32{1, 1}, 1, false},
+		{"NaN both", []float32{nan}, []float32{nan}, 0, false},
+		{"Inf must match", []float32{inf, -inf}, []float32{inf, inf}, 1, false},
+		{"many", []float32{9, 9, 9, 9, 9, 9, 9}, []float32{1, 1, 1, 1, 1, 1, 1}, 7, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := compare(tc.got, tc.want, tol)
+			assert.Equal(t, tc.bad, c.bad)
+			assert.Equal(t, tc.nmseOver, c.nmse > tol.NMSE, "nmse %g", c.nmse)
+			assert.Equal(t, min(tc.bad, 5), strings.Count(c.first, "\n"), "at most 5 mismatches reported")
+		})
+	}
+}
+
+// Every family's tolerance exists and says why.
+func TestToleranceTable(t *testing.T) {
+	for _, op := range []string{"MatMul", "MatMulNN", "MatMulTN", "MatMulLong", "Embedding", "RMSNorm", "RoPE",
+		"Attention", "AttentionLSE", "SwiGLU", "Add", "Scale", "LogSoftmaxGather", "Entropy", "Softmax",
+		"SampleLogProb", "RMSNormBackward", "RoPEBackward", "AttentionBackward", "SwiGLUBackward",
+		"EmbeddingBackward", "LogSoftmaxGatherBackward", "AdamW"} {
+		tol := Tolerance(op)
+		assert.NotEmpty(t, tol.Why, op)
+		assert.GreaterOrEqual(t, tol.ATol, 0.0, op)
+	}
+	assert.Panics(t, func() { Tolerance("NoSuchOp") })
+}
