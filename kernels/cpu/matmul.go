@@ -127,11 +127,15 @@ func (b *Backend) matMulDirect(kn mmKernels, out, x []float32, w kernels.Mat, m 
 	steps := k / kn.vec
 	acc := b2i(accumulate)
 	blocks := (n + nbNT - 1) / nbNT
+	groups := (m + kn.mr - 1) / kn.mr
 	b.parallelFor(blocks, func(lo, hi int) {
 		for j0 := lo * nbNT; j0 < min(hi*nbNT, n); j0 += nr {
 			nrr := min(nr, n-j0)
-			for i0 := 0; i0 < m; i0 += kn.mr {
-				mrr := min(kn.mr, m-i0)
+			for g := 0; g < groups; g++ {
+				// Balanced row groups (8 rows as 4+4, not 6+2): the weights
+				// are widened once per group, so a thin group wastes them.
+				i0 := g * m / groups
+				mrr := (g+1)*m/groups - i0
 				kn.dot(dt, mrr, nrr, &x[i0*k], k*4, rowPtr(w, j0, 0), k*es, steps, &out[i0*n+j0], n*4, acc)
 				if steps*kn.vec < k {
 					dotTail(out, x, w, i0, mrr, j0, nrr, steps*kn.vec, k)
