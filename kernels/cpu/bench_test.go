@@ -250,3 +250,19 @@ func BenchmarkMatMulAVX2(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSample over Qwen3's vocabulary: plain temperature (an exp per
+// token) and Qwen3's defaults (top-k 20, top-p 0.95).
+func BenchmarkSample(b *testing.B) {
+	be := New(0)
+	defer be.Close()
+	logits := benchVec(151936)
+	scratch := make([]float32, len(logits))
+	for _, p := range []kernels.SamplingParams{{Temperature: 1}, {Temperature: 0.6, TopK: 20, TopP: 0.95}, {Temperature: 1, TopP: 0.9}} {
+		b.Run(fmt.Sprintf("T%g_K%d_P%g", p.Temperature, p.TopK, p.TopP), func(b *testing.B) {
+			for i := range b.N {
+				be.Sample(logits, p, float64(i%100)/100, scratch)
+			}
+		})
+	}
+}

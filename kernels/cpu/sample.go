@@ -1,7 +1,6 @@
 package cpu
 
 import (
-	"container/heap"
 	"fmt"
 	"math"
 	"slices"
@@ -34,9 +33,8 @@ func (b *Backend) Argmax(x []float32) int32 {
 // Sample implements ref.Backend.Sample's specification with the same
 // float64 arithmetic on every value that decides the token (so ids match
 // the reference exactly under a fixed u), but selects instead of sorting:
-// top-k's threshold comes from a size-k heap, and top-p sorts only the
-// most likely candidates, growing the candidate set only if their mass
-// stays below TopP. Filtering by z = logit/T is done on the float32 logits,
+// top-k's threshold comes from a size-k heap, and top-p quickselects the
+// cut (see topP). Filtering by z = logit/T is done on the float32 logits,
 // which is exact: dividing distinct float32 values by the same positive T
 // in float64 keeps them distinct and ordered.
 func (b *Backend) Sample(logits []float32, p kernels.SamplingParams, u float64, scratch []float32) (int32, float32) {
@@ -80,35 +78,43 @@ func (b *Backend) Sample(logits []float32, p kernels.SamplingParams, u float64, 
 			n++
 		}
 	}
+	ev := make([]float64, v) // exp(z − max z) of the kept tokens, computed once
+	for i, l := range logits {
+		if keep[i] != 0 {
+			ev[i] = exp(l)
+		}
+	}
 	if p.TopP > 0 && p.TopP < 1 {
+		idx := make([]int32, 0, n)
 		var s float64
-		for i, l := range logits {
+		for i := range logits {
 			if keep[i] != 0 {
-				s += exp(l)
+				s += ev[i]
+				idx = append(idx, int32(i))
 			}
 		}
-		topP(logits, keep, n, kept, exp, s, float64(p.TopP))
+		topP(logits, keep, idx, ev, s, float64(p.TopP))
 	}
 	var s float64
 	minP := float64(p.MinP)
-	for i, l := range logits {
+	for i := range logits {
 		if keep[i] != 0 {
-			if x := exp(l); p.MinP > 0 && x < minP {
+			if p.MinP > 0 && ev[i] < minP {
 				keep[i] = 0
 			} else {
-				s += x
+				s += ev[i]
 			}
 		}
 	}
 	target := u * s
 	pick := -1
 	var cum float64
-	for i, l := range logits {
+	for i := range logits {
 		if keep[i] == 0 {
 			continue
 		}
 		pick = i
-		cum += exp(l)
+		cum += ev[i]
 		if cum > target {
 			break
 		}
@@ -119,77 +125,135 @@ func (b *Backend) Sample(logits []float32, p kernels.SamplingParams, u float64, 
 // kthLargest returns the k-th largest of the values of x that pass ok,
 // counting duplicates (1 ≤ k ≤ their number), with a size-k min-heap.
 func kthLargest(x []float32, k int, ok func(float32) bool) float32 {
-	h := make(minHeap, 0, k)
+	h := make([]float32, 0, k)
 	for _, l := range x {
-		if !ok(l) {
-			continue
-		}
-		if len(h) < k {
-			heap.Push(&h, l)
-		} else if l > h[0] {
+		switch {
+		case !ok(l):
+		case len(h) < k:
+			h = append(h, l)
+			for i := len(h) - 1; i > 0 && h[(i-1)/2] > h[i]; i = (i - 1) / 2 {
+				h[i], h[(i-1)/2] = h[(i-1)/2], h[i]
+			}
+		case l > h[0]:
 			h[0] = l
-			heap.Fix(&h, 0)
+			for i := 0; ; {
+				c := 2*i + 1
+				if c >= k {
+					break
+				}
+				if c+1 < k && h[c+1] < h[c] {
+					c++
+				}
+				if h[i] <= h[c] {
+					break
+				}
+				h[i], h[c] = h[c], h[i]
+				i = c
+			}
 		}
 	}
 	return h[0]
 }
 
-// topP applies the top-p filter to the n tokens marked in keep (those
-// passing kept): walking them by logit descending, ties by lower index,
-// summing exp/s, a token survives while the mass before it is < topP. Only
-// the c most likely candidates are sorted, c growing ×8 until the walk ends
-// inside them; that sorted set is always a prefix of the full order.
-func topP(x, keep []float32, n int, kept func(float32) bool, exp func(float32) float64, s, topP float64) {
-	for c := min(64, n); ; c = min(8*c, n) {
-		lo := kthLargest(x, c, kept) // the candidates: every kept token ≥ lo
-		var cand []int
-		for i, l := range x {
-			if keep[i] != 0 && l >= lo {
-				cand = append(cand, i)
+// before reports whether token a comes before token b in the top-p walk:
+// higher logit first, ties by lower index (a strict total order).
+func before(x []float32, a, b int32) bool { return x[a] > x[b] || (x[a] == x[b] && a < b) }
+
+// topPEps is the margin within which a cumulative mass computed in another
+// order than the reference's might round to the other side of TopP: sums of
+// at most ~10⁶ probabilities differ by < 10⁻¹⁰.
+const topPEps = 1e-9
+
+// topP applies the top-p filter to the kept tokens idx (ev[i]/s their
+// probabilities, the reference's expression): walking them in the order
+// of before, a token survives while the mass before it is < topP. A
+// quickselect on that order narrows the cut to ≤ 64 tokens, adding whole
+// partitions' masses (in any order), then sorts and walks only those. If a
+// decision falls within topPEps of topP, where summation order could
+// matter, it redoes the reference's full sort and sequential sum, so the
+// result is always the reference's.
+func topP(x, keep []float32, idx []int32, ev []float64, s, topP float64) {
+	lo, hi := 0, len(idx) // idx[:lo] all kept, idx[hi:] all dropped
+	above := 0.0          // mass of idx[:lo]
+	for hi-lo > 64 {
+		a, b, c := idx[lo], idx[(lo+hi)/2], idx[hi-1]
+		if before(x, b, a) {
+			a, b = b, a
+		}
+		if before(x, c, b) {
+			b = c
+			if before(x, b, a) {
+				b = a
 			}
 		}
-		slices.SortFunc(cand, func(a, b int) int {
-			if x[a] != x[b] {
-				if x[a] > x[b] {
-					return -1
-				}
-				return 1
+		pivot, mid := b, lo // partition: the tokens before the pivot, then the pivot
+		for j := lo; j < hi; j++ {
+			if before(x, idx[j], pivot) {
+				idx[mid], idx[j] = idx[j], idx[mid]
+				mid++
 			}
-			return a - b
-		})
-		var cum float64
-		for j, i := range cand {
-			if cum >= topP {
-				for _, d := range cand[j:] {
-					keep[d] = 0
-				}
-				for d, l := range x {
-					if l < lo {
-						keep[d] = 0
-					}
-				}
-				return
+		}
+		for j := mid; j < hi; j++ {
+			if idx[j] == pivot {
+				idx[mid], idx[j] = idx[j], idx[mid]
+				break
 			}
-			cum += exp(x[i]) / s
 		}
-		if len(cand) == n {
-			return // the walk covered every token without reaching topP
+		mid++
+		var mass float64
+		for _, i := range idx[lo:mid] {
+			mass += ev[i] / s
 		}
+		switch t := above + mass; {
+		case t < topP-topPEps: // every token up to the pivot has mass before it < topP
+			above, lo = t, mid
+		case t > topP+topPEps: // the token after the pivot has mass before it ≥ topP
+			hi = mid
+		default:
+			topPSorted(x, keep, idx, ev, s, topP)
+			return
+		}
+	}
+	region := idx[lo:hi]
+	slices.SortFunc(region, func(a, b int32) int {
+		if before(x, a, b) {
+			return -1
+		}
+		return 1
+	})
+	cut, cum := hi, above
+	for j, i := range region {
+		if math.Abs(cum-topP) < topPEps {
+			topPSorted(x, keep, idx, ev, s, topP)
+			return
+		}
+		if cum >= topP {
+			cut = lo + j
+			break
+		}
+		cum += ev[i] / s
+	}
+	for _, i := range idx[cut:] {
+		keep[i] = 0
 	}
 }
 
-// minHeap is a min-heap of float32 for container/heap.
-type minHeap []float32
-
-func (h minHeap) Len() int           { return len(h) }
-func (h minHeap) Less(i, j int) bool { return h[i] < h[j] }
-func (h minHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *minHeap) Push(x any)        { *h = append(*h, x.(float32)) }
-func (h *minHeap) Pop() any {
-	old := *h
-	v := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return v
+// topPSorted is the reference's top-p: a full sort and a sequential sum.
+func topPSorted(x, keep []float32, idx []int32, ev []float64, s, topP float64) {
+	slices.SortFunc(idx, func(a, b int32) int {
+		if before(x, a, b) {
+			return -1
+		}
+		return 1
+	})
+	var cum float64
+	for _, i := range idx {
+		if cum >= topP {
+			keep[i] = 0
+			continue
+		}
+		cum += ev[i] / s
+	}
 }
 
 // checkSampling panics on parameters no caller should pass; user-facing

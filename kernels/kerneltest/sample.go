@@ -71,6 +71,8 @@ func Sample(t *testing.T, b kernels.Backend) {
 		{"V1", []float32{0.5}},
 		{"V17", uniform(newRNG("s17"), 17, 3)},
 		{"V17_ties", []float32{1, 2, 2, 2, 0, -1, 2, 1, 1, 0, 0, 0, 0, 2, -5, -5, 1}},
+		{"V4_equal", []float32{1, 1, 1, 1}}, // top-p 0.5 lands exactly on a boundary
+		{"V1024_equal", make([]float32, 1024)},
 		{"V1000_neginf", func() []float32 {
 			x := uniform(newRNG("s1000"), 1000, 6)
 			for i := 0; i < 1000; i += 7 {
