@@ -11,11 +11,12 @@ import (
 // Matmul tiling. The AVX-512 kernels (asm/gen.go) compute register blocks
 // of mr×nr outputs (dotNT: x rows × weight rows, dot-product form, for
 // MatMul's torch-Linear layout) or mr×64 outputs (axpy: outer-product form
-// for MatMulNN and MatMulTN). Around them:
+// for MatMulNN and MatMulTN); the AVX2 kernels do the same with 3-row
+// blocks of 8 lanes (see mmKernels). Around them:
 //
 //   - MatMul with M < mBig (decode, batched decode) streams bf16/f16/f32
 //     weights straight into the kernel, widening in registers: each weight
-//     is read once per 6 rows of x; the cores split N.
+//     is read once per group of up to 6 rows of x; the cores split N.
 //   - MatMul with M ≥ mBig (prefill, training) widens a block of nbNT weight
 //     rows × kc columns to float32 once (per worker scratch, L2-resident),
 //     then runs the f32 kernel over every 6-row group of its M block; tasks
@@ -28,6 +29,7 @@ import (
 //
 // Every output element's summation order depends only on these constants,
 // never on scheduling, so results are deterministic run to run.
+// mr, cols and vecSz are the AVX-512 block (attention uses them directly).
 const (
 	mr    = 6    // rows of x (or dy, or dw) per register block
 	nr    = 4    // weight rows per dotNT register block
