@@ -78,45 +78,60 @@ func (b *Backend) Sample(logits []float32, p kernels.SamplingParams, u float64, 
 			n++
 		}
 	}
-	ev := make([]float64, v) // exp(z − max z) of the kept tokens, computed once
-	for i, l := range logits {
-		if keep[i] != 0 {
-			ev[i] = exp(l)
-		}
-	}
+	// What is left: drop tokens under min-p, then walk the kept tokens in
+	// index order to the first whose running sum of e exceeds u·s. With
+	// top-p the exps are computed once into ev; without, they are
+	// recomputed on the walk rather than stored (no V-sized buffer).
+	minP := float64(p.MinP)
+	var s, cum float64
+	pick := -1
 	if p.TopP > 0 && p.TopP < 1 {
-		idx := make([]int32, 0, n)
-		var s float64
-		for i := range logits {
+		idx, ev := make([]int32, 0, n), make([]float64, 0, n) // kept tokens in index order, their exps
+		for i, l := range logits {
 			if keep[i] != 0 {
-				s += ev[i]
-				idx = append(idx, int32(i))
+				e := exp(l)
+				s += e
+				idx, ev = append(idx, int32(i)), append(ev, e)
 			}
 		}
 		topP(logits, keep, idx, ev, s, float64(p.TopP))
-	}
-	var s float64
-	minP := float64(p.MinP)
-	for i := range logits {
-		if keep[i] != 0 {
-			if p.MinP > 0 && ev[i] < minP {
-				keep[i] = 0
-			} else {
-				s += ev[i]
+		s = 0
+		for j, i := range idx {
+			if keep[i] != 0 {
+				if p.MinP > 0 && ev[j] < minP {
+					keep[i] = 0
+				} else {
+					s += ev[j]
+				}
 			}
 		}
-	}
-	target := u * s
-	pick := -1
-	var cum float64
-	for i := range logits {
-		if keep[i] == 0 {
-			continue
+		target := u * s
+		for j, i := range idx {
+			if keep[i] != 0 {
+				pick = int(i)
+				if cum += ev[j]; cum > target {
+					break
+				}
+			}
 		}
-		pick = i
-		cum += ev[i]
-		if cum > target {
-			break
+	} else {
+		for i, l := range logits {
+			if keep[i] != 0 {
+				if e := exp(l); p.MinP > 0 && e < minP {
+					keep[i] = 0
+				} else {
+					s += e
+				}
+			}
+		}
+		target := u * s
+		for i, l := range logits {
+			if keep[i] != 0 {
+				pick = i
+				if cum += exp(l); cum > target {
+					break
+				}
+			}
 		}
 	}
 	return int32(pick), float32(float64(logits[pick])/temp - zmax - math.Log(s))
@@ -164,45 +179,50 @@ func before(x []float32, a, b int32) bool { return x[a] > x[b] || (x[a] == x[b] 
 // at most ~10⁶ probabilities differ by < 10⁻¹⁰.
 const topPEps = 1e-9
 
-// topP applies the top-p filter to the kept tokens idx (ev[i]/s their
-// probabilities, the reference's expression): walking them in the order
-// of before, a token survives while the mass before it is < topP. A
-// quickselect on that order narrows the cut to ≤ 64 tokens, adding whole
-// partitions' masses (in any order), then sorts and walks only those. If a
-// decision falls within topPEps of topP, where summation order could
-// matter, it redoes the reference's full sort and sequential sum, so the
-// result is always the reference's.
+// topP applies the top-p filter to the kept tokens idx (in index order;
+// ev[j]/s is the probability of token idx[j], the reference's expression):
+// walking them in the order of before, a token survives while the mass
+// before it is < topP. A quickselect on that order narrows the cut to ≤ 64
+// tokens, adding whole partitions' masses (in any order), then sorts and
+// walks only those. If a decision falls within topPEps of topP, where
+// summation order could matter, it redoes the reference's full sort and
+// sequential sum, so the result is always the reference's.
 func topP(x, keep []float32, idx []int32, ev []float64, s, topP float64) {
-	lo, hi := 0, len(idx) // idx[:lo] all kept, idx[hi:] all dropped
-	above := 0.0          // mass of idx[:lo]
+	pos := make([]int32, len(idx)) // a permutation of positions into idx/ev
+	for j := range pos {
+		pos[j] = int32(j)
+	}
+	prec := func(a, b int32) bool { return before(x, idx[a], idx[b]) }
+	lo, hi := 0, len(pos) // pos[:lo] all kept, pos[hi:] all dropped
+	above := 0.0          // mass of pos[:lo]
 	for hi-lo > 64 {
-		a, b, c := idx[lo], idx[(lo+hi)/2], idx[hi-1]
-		if before(x, b, a) {
+		a, b, c := pos[lo], pos[(lo+hi)/2], pos[hi-1]
+		if prec(b, a) {
 			a, b = b, a
 		}
-		if before(x, c, b) {
+		if prec(c, b) {
 			b = c
-			if before(x, b, a) {
+			if prec(b, a) {
 				b = a
 			}
 		}
 		pivot, mid := b, lo // partition: the tokens before the pivot, then the pivot
 		for j := lo; j < hi; j++ {
-			if before(x, idx[j], pivot) {
-				idx[mid], idx[j] = idx[j], idx[mid]
+			if prec(pos[j], pivot) {
+				pos[mid], pos[j] = pos[j], pos[mid]
 				mid++
 			}
 		}
 		for j := mid; j < hi; j++ {
-			if idx[j] == pivot {
-				idx[mid], idx[j] = idx[j], idx[mid]
+			if pos[j] == pivot {
+				pos[mid], pos[j] = pos[j], pos[mid]
 				break
 			}
 		}
 		mid++
 		var mass float64
-		for _, i := range idx[lo:mid] {
-			mass += ev[i] / s
+		for _, j := range pos[lo:mid] {
+			mass += ev[j] / s
 		}
 		switch t := above + mass; {
 		case t < topP-topPEps: // every token up to the pivot has mass before it < topP
@@ -210,49 +230,49 @@ func topP(x, keep []float32, idx []int32, ev []float64, s, topP float64) {
 		case t > topP+topPEps: // the token after the pivot has mass before it ≥ topP
 			hi = mid
 		default:
-			topPSorted(x, keep, idx, ev, s, topP)
+			topPSorted(keep, idx, ev, s, topP, pos, prec)
 			return
 		}
 	}
-	region := idx[lo:hi]
+	region := pos[lo:hi]
 	slices.SortFunc(region, func(a, b int32) int {
-		if before(x, a, b) {
+		if prec(a, b) {
 			return -1
 		}
 		return 1
 	})
 	cut, cum := hi, above
-	for j, i := range region {
+	for j, q := range region {
 		if math.Abs(cum-topP) < topPEps {
-			topPSorted(x, keep, idx, ev, s, topP)
+			topPSorted(keep, idx, ev, s, topP, pos, prec)
 			return
 		}
 		if cum >= topP {
 			cut = lo + j
 			break
 		}
-		cum += ev[i] / s
+		cum += ev[q] / s
 	}
-	for _, i := range idx[cut:] {
-		keep[i] = 0
+	for _, q := range pos[cut:] {
+		keep[idx[q]] = 0
 	}
 }
 
 // topPSorted is the reference's top-p: a full sort and a sequential sum.
-func topPSorted(x, keep []float32, idx []int32, ev []float64, s, topP float64) {
-	slices.SortFunc(idx, func(a, b int32) int {
-		if before(x, a, b) {
+func topPSorted(keep []float32, idx []int32, ev []float64, s, topP float64, pos []int32, prec func(a, b int32) bool) {
+	slices.SortFunc(pos, func(a, b int32) int {
+		if prec(a, b) {
 			return -1
 		}
 		return 1
 	})
 	var cum float64
-	for _, i := range idx {
+	for _, q := range pos {
 		if cum >= topP {
-			keep[i] = 0
+			keep[idx[q]] = 0
 			continue
 		}
-		cum += ev[i] / s
+		cum += ev[q] / s
 	}
 }
 
