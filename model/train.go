@@ -63,8 +63,10 @@ func Weights(w [][]float32) WeightFunc {
 // recomputable) activations, per-token log-probs and entropies, and a
 // backward from per-token loss weights that accumulates (+=) gradients into
 // the trainable parameters. It is loss-agnostic: the caller turns log-probs
-// into d loss / d logp. Not safe for concurrent use; while it trains, the
-// Model must not run inference in other goroutines.
+// into d loss / d logp. If Backward or Accumulate fail midway (a cancelled
+// context), the gradients hold part of the batch: call ZeroGrad. Not safe
+// for concurrent use; while it trains, the Model must not run inference in
+// other goroutines.
 type Trainable struct {
 	m    *Model
 	be   kernels.Backend

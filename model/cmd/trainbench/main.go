@@ -36,6 +36,7 @@ type flags struct {
 	warmup                      int
 	rank, threads, chunk        int
 	full, checkpoint, forward   bool
+	optimes                     bool
 }
 
 func main() {
@@ -55,6 +56,7 @@ func main() {
 	flag.BoolVar(&f.full, "full", false, "full fine-tuning instead of LoRA")
 	flag.BoolVar(&f.checkpoint, "checkpoint", true, "activation checkpointing")
 	flag.BoolVar(&f.forward, "forward", true, "also time the no-grad forward (LogProbs)")
+	flag.BoolVar(&f.optimes, "optimes", false, "time each heavy op (adds a little overhead) and print the breakdown of the measured steps")
 	flag.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the measured steps to this file")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -99,6 +101,11 @@ func run(ctx context.Context, f flags) error {
 		fmt.Printf("backend cpu, %d threads, %s\n", c.Threads(), c.SIMD())
 	} else if f.backend != "ref" {
 		return fmt.Errorf("unknown -backend %q (want cpu or ref)", f.backend)
+	}
+	var timed *timedBackend
+	if f.optimes {
+		timed = newTimedBackend(be)
+		be = timed
 	}
 	m, err := model.Load(dir, be)
 	if err != nil {
@@ -149,6 +156,10 @@ func run(ctx context.Context, f flags) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if timed != nil {
+		clear(timed.total)
+		clear(timed.calls)
+	}
 	start := time.Now()
 	for range f.steps {
 		tr.ZeroGrad()
@@ -158,6 +169,9 @@ func run(ctx context.Context, f flags) error {
 	}
 	el := time.Since(start).Seconds() / float64(f.steps)
 	fmt.Printf("forward+backward: %.3f s/step, %.1f tok/s\n", el, float64(tokens)/el)
+	if timed != nil {
+		timed.report(os.Stdout, f.steps)
+	}
 	if f.forward {
 		start = time.Now()
 		if _, _, err := tr.LogProbs(ctx, seqs, true); err != nil {

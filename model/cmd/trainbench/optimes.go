@@ -1,0 +1,112 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/x/kernels"
+)
+
+// timedBackend wraps a Backend and adds up the wall time of its heavy ops,
+// keyed by op and shape, to show where a training step spends its time.
+type timedBackend struct {
+	kernels.Backend
+	total map[string]time.Duration
+	calls map[string]int
+}
+
+func newTimedBackend(b kernels.Backend) *timedBackend {
+	return &timedBackend{Backend: b, total: map[string]time.Duration{}, calls: map[string]int{}}
+}
+
+func (t *timedBackend) since(key string, start time.Time) {
+	t.total[key] += time.Since(start)
+	t.calls[key]++
+}
+
+func (t *timedBackend) MatMul(out, x []float32, w kernels.Mat, m int, acc bool) {
+	defer t.since(fmt.Sprintf("MatMul   M=%d N=%d K=%d", m, w.Rows, w.Cols), time.Now())
+	t.Backend.MatMul(out, x, w, m, acc)
+}
+
+func (t *timedBackend) MatMulNN(out, dy []float32, w kernels.Mat, m int, acc bool) {
+	defer t.since(fmt.Sprintf("MatMulNN M=%d N=%d K=%d", m, w.Rows, w.Cols), time.Now())
+	t.Backend.MatMulNN(out, dy, w, m, acc)
+}
+
+func (t *timedBackend) MatMulTN(dw, dy, x []float32, m, n, k int) {
+	defer t.since(fmt.Sprintf("MatMulTN M=%d N=%d K=%d", m, n, k), time.Now())
+	t.Backend.MatMulTN(dw, dy, x, m, n, k)
+}
+
+func (t *timedBackend) Attention(seqs []kernels.AttentionSeq, h, kvh, d int, scale float32) {
+	defer t.since("Attention", time.Now())
+	t.Backend.Attention(seqs, h, kvh, d, scale)
+}
+
+func (t *timedBackend) AttentionBackward(seqs []kernels.AttentionGradSeq, h, kvh, d int, scale float32) {
+	defer t.since("AttentionBackward", time.Now())
+	t.Backend.AttentionBackward(seqs, h, kvh, d, scale)
+}
+
+func (t *timedBackend) RMSNorm(out, x, w []float32, rows, cols int, eps float32) {
+	defer t.since("RMSNorm", time.Now())
+	t.Backend.RMSNorm(out, x, w, rows, cols, eps)
+}
+
+func (t *timedBackend) RMSNormBackward(dx, dw, dout, x, w []float32, rows, cols int, eps float32) {
+	defer t.since("RMSNormBackward", time.Now())
+	t.Backend.RMSNormBackward(dx, dw, dout, x, w, rows, cols, eps)
+}
+
+func (t *timedBackend) SwiGLU(out, gate, up []float32) {
+	defer t.since("SwiGLU", time.Now())
+	t.Backend.SwiGLU(out, gate, up)
+}
+
+func (t *timedBackend) SwiGLUBackward(dg, du, dout, gate, up []float32) {
+	defer t.since("SwiGLUBackward", time.Now())
+	t.Backend.SwiGLUBackward(dg, du, dout, gate, up)
+}
+
+func (t *timedBackend) Add(dst, src []float32) {
+	defer t.since("Add", time.Now())
+	t.Backend.Add(dst, src)
+}
+
+func (t *timedBackend) RoPE(x []float32, pos []int32, h, d int, theta float64) {
+	defer t.since("RoPE", time.Now())
+	t.Backend.RoPE(x, pos, h, d, theta)
+}
+
+func (t *timedBackend) RoPEBackward(dx []float32, pos []int32, h, d int, theta float64) {
+	defer t.since("RoPEBackward", time.Now())
+	t.Backend.RoPEBackward(dx, pos, h, d, theta)
+}
+
+func (t *timedBackend) LogSoftmaxGather(lp, ent, logits []float32, tgt []int32, rows, v int) {
+	defer t.since("LogSoftmaxGather", time.Now())
+	t.Backend.LogSoftmaxGather(lp, ent, logits, tgt, rows, v)
+}
+
+func (t *timedBackend) LogSoftmaxGatherBackward(dl, logits []float32, tgt []int32, dlp []float32, rows, v int) {
+	defer t.since("LogSoftmaxGatherBackward", time.Now())
+	t.Backend.LogSoftmaxGatherBackward(dl, logits, tgt, dlp, rows, v)
+}
+
+// report prints the ops by total time, largest first.
+func (t *timedBackend) report(w io.Writer, steps int) {
+	keys := make([]string, 0, len(t.total))
+	var sum time.Duration
+	for k, d := range t.total {
+		keys = append(keys, k)
+		sum += d
+	}
+	slices.SortFunc(keys, func(a, b string) int { return int(t.total[b] - t.total[a]) })
+	fmt.Fprintf(w, "op times per step (timed ops total %.3f s):\n", sum.Seconds()/float64(steps))
+	for _, k := range keys {
+		fmt.Fprintf(w, "  %-40s %8.3f s %6d calls\n", k, t.total[k].Seconds()/float64(steps), t.calls[k]/steps)
+	}
+}
