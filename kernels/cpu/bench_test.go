@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"syscall"
 	"testing"
+	"unsafe"
 
 	"github.com/x/kernels"
 )
@@ -265,4 +266,39 @@ func BenchmarkSample(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkMicroKernel times the AVX-512 register blocks alone on
+// cache-resident data, one thread: dotNT 6×4 over K = 1024 (L1) including
+// its horizontal reduction, axpy 6×64 over a 512-row packed panel (L2), and
+// the FMA loop as the ceiling. The gap between these and BenchmarkMatMul is
+// the cost of the tiling around them.
+func BenchmarkMicroKernel(b *testing.B) {
+	if !detect().avx512 {
+		b.Skip("no AVX-512")
+	}
+	const k = 1024
+	x, w, out := benchVec(6*k), benchVec(4*k), make([]float32, 6*4)
+	b.Run("dotNT_6x4_K1024", func(b *testing.B) {
+		cpu0 := cpuSeconds()
+		for range b.N {
+			dotNTAsm(0, 6, 4, &x[0], k*4, unsafe.Pointer(&w[0]), k*4, k/16, &out[0], 16, 0)
+		}
+		flops(b, 2*6*4*k, cpu0)
+	})
+	a, p, c := benchVec(6*512), benchVec(512*64), make([]float32, 6*64)
+	b.Run("axpy_6x64_P512", func(b *testing.B) {
+		cpu0 := cpuSeconds()
+		for range b.N {
+			axpyAsm(0, 6, 4, &a[0], 512*4, 4, unsafe.Pointer(&p[0]), 64*4, 512, &c[0], 64*4, 1)
+		}
+		flops(b, 2*6*64*512, cpu0)
+	})
+	b.Run("fmaLoop", func(b *testing.B) {
+		cpu0 := cpuSeconds()
+		for range b.N {
+			fmaLoop(1000)
+		}
+		flops(b, 768*1000, cpu0)
+	})
 }
