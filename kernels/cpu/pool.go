@@ -170,7 +170,9 @@ func (b *Backend) parallelForWorker(n int, fn func(w, lo, hi int)) {
 		fn(0, 0, n)
 		return
 	}
-	// A few chunks per thread balance load on a shared, noisy machine.
-	chunk := max(1, (n+4*b.threads-1)/(4*b.threads))
+	// Several chunks per thread balance load (the last chunk of a call is
+	// where one thread idles) on a shared, noisy machine; a chunk costs one
+	// atomic add.
+	chunk := max(1, (n+8*b.threads-1)/(8*b.threads))
 	b.pool.do(n, chunk, fn)
 }
