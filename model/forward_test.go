@@ -233,6 +233,17 @@ func TestLoRAMatchesReference(t *testing.T) {
 			out, err := m.Generate(t.Context(), []Request{{Seq: NewSequence(0, lr.GreedyPrompt...), MaxNewTokens: len(lr.GreedyTokens)}}, BatchOptions{})
 			require.NoError(t, err)
 			assert.Equal(t, lr.GreedyTokens, out[0].Tokens)
+
+			// With adapters off, generation and scoring are the base model's.
+			g := want.Greedy
+			out, err = m.Generate(t.Context(), []Request{{Seq: NewSequence(0, g.PromptIDs...), MaxNewTokens: g.MaxNewTokens}}, BatchOptions{NoAdapters: true})
+			require.NoError(t, err)
+			assert.Equal(t, g.Tokens, out[0].Tokens)
+			lp := want.LogProbs
+			toks := append(append([]int32{}, lp.PromptIDs...), lp.CompletionIDs...)
+			res, err = m.LogProbs(t.Context(), []Scored{{Tokens: toks}}, LogProbsOptions{NoAdapters: true})
+			require.NoError(t, err)
+			assertClose(t, res[0].LogProbs[len(lp.PromptIDs):], lp.LogProbs, refAtol, refRtol, "base logprobs with adapters off")
 		})
 	}
 }
