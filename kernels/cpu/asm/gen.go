@@ -136,11 +136,41 @@ func dotNT(s, g *bytes.Buffer, dt string, mr, nr int) {
 			fmt.Fprintf(s, "\tVPXORD Z%d, Z%d, Z%d\n", acc(i, j), acc(i, j), acc(i, j))
 		}
 	}
-	fmt.Fprintf(s, "\tTESTQ CX, CX\n\tJZ %s_reduce\n%s_loop:\n", name, name)
-	for j := 0; j < nr; j++ {
-		if mr <= 2 { // the GEMV-like blocks stream weights from memory: prefetch ahead
-			fmt.Fprintf(s, "\tPREFETCHT0 %s\n", rowAddr("DI", "R12", "R11", j, prefetchAhead))
+	ws := 16 * size(dt)
+	if mr <= 2 {
+		// The GEMV-like blocks stream weights from memory: two steps per
+		// iteration into a second set of accumulators (Z8–Z15), a whole
+		// cache line of every bf16 row per iteration, prefetching ahead.
+		acc2 := func(i, j int) int { return 8 + i*4 + j }
+		for i := 0; i < mr; i++ {
+			for j := 0; j < nr; j++ {
+				fmt.Fprintf(s, "\tVPXORD Z%d, Z%d, Z%d\n", acc2(i, j), acc2(i, j), acc2(i, j))
+			}
 		}
+		fmt.Fprintf(s, "\tMOVQ CX, BX\n\tSHRQ $1, CX\n\tJZ %s_one\n%s_loop2:\n", name, name)
+		for j := 0; j < nr; j++ {
+			fmt.Fprintf(s, "\tPREFETCHT0 %s\n", rowAddr("DI", "R12", "R11", j, prefetchAhead))
+			load16(s, dt, rowAddr("DI", "R12", "R11", j, 0), 24+j)
+			load16(s, dt, rowAddr("DI", "R12", "R11", j, ws), 16+j)
+		}
+		for i := 0; i < mr; i++ {
+			fmt.Fprintf(s, "\tVMOVUPS %s, Z28\n\tVMOVUPS %s, Z29\n", rowAddr("SI", "R10", "R8", i, 0), rowAddr("SI", "R10", "R8", i, 64))
+			for j := 0; j < nr; j++ {
+				fmt.Fprintf(s, "\tVFMADD231PS Z%d, Z28, Z%d\n\tVFMADD231PS Z%d, Z29, Z%d\n", 24+j, acc(i, j), 16+j, acc2(i, j))
+			}
+		}
+		fmt.Fprintf(s, "\tADDQ $128, SI\n\tADDQ $128, R10\n\tADDQ $%d, DI\n\tADDQ $%d, R12\n", 2*ws, 2*ws)
+		fmt.Fprintf(s, "\tDECQ CX\n\tJNZ %s_loop2\n%s_one:\n", name, name)
+		for i := 0; i < mr; i++ {
+			for j := 0; j < nr; j++ {
+				fmt.Fprintf(s, "\tVADDPS Z%d, Z%d, Z%d\n", acc2(i, j), acc(i, j), acc(i, j))
+			}
+		}
+		fmt.Fprintf(s, "\tANDQ $1, BX\n\tJZ %s_reduce\n", name)
+	} else {
+		fmt.Fprintf(s, "\tTESTQ CX, CX\n\tJZ %s_reduce\n%s_loop:\n", name, name)
+	}
+	for j := 0; j < nr; j++ {
 		load16(s, dt, rowAddr("DI", "R12", "R11", j, 0), 24+j)
 	}
 	for i := 0; i < mr; i++ {
@@ -149,9 +179,11 @@ func dotNT(s, g *bytes.Buffer, dt string, mr, nr int) {
 			fmt.Fprintf(s, "\tVFMADD231PS Z%d, Z28, Z%d\n", 24+j, acc(i, j))
 		}
 	}
-	ws := 16 * size(dt)
-	fmt.Fprintf(s, "\tADDQ $64, SI\n\tADDQ $64, R10\n\tADDQ $%d, DI\n\tADDQ $%d, R12\n", ws, ws)
-	fmt.Fprintf(s, "\tDECQ CX\n\tJNZ %s_loop\n%s_reduce:\n", name, name)
+	if mr > 2 {
+		fmt.Fprintf(s, "\tADDQ $64, SI\n\tADDQ $64, R10\n\tADDQ $%d, DI\n\tADDQ $%d, R12\n", ws, ws)
+		fmt.Fprintf(s, "\tDECQ CX\n\tJNZ %s_loop\n", name)
+	}
+	fmt.Fprintf(s, "%s_reduce:\n", name)
 	// K1 picks lanes 0, 4, 8, 12; K2 the nr outputs; K3 = K2 if acc else 0.
 	fmt.Fprintf(s, "\tMOVQ out+40(FP), DX\n\tMOVQ ldo+48(FP), R9\n\tMOVQ acc+56(FP), BX\n")
 	fmt.Fprintf(s, "\tMOVL $0x1111, AX\n\tKMOVW AX, K1\n\tMOVL $%d, AX\n\tKMOVW AX, K2\n", 1<<nr-1)
