@@ -9,7 +9,9 @@
 // the logits of the last one. A decode test (tgN at batch B) runs N steps
 // of B sequences, each feeding one token and sampling the next greedily
 // (after an untimed prefill of -d tokens per sequence), so its tokens/s is
-// B·N divided by the time. -random writes a random-weight checkpoint of a
+// B·N divided by the time. A log-prob test (lpN at batch B) scores B
+// sequences of N tokens by teacher forcing (every token, with entropies),
+// as a GRPO step does for the old and reference policies. -random writes a random-weight checkpoint of a
 // named shape to a temporary folder (removed at exit unless -keep).
 package main
 
@@ -53,6 +55,7 @@ type options struct {
 	threads  []int
 	prompts  []int
 	gens     []int
+	scores   []int
 	batches  []int
 	depth    int
 	reps     int
@@ -104,7 +107,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o options
-	var threads, prompts, gens, batches, dtype string
+	var threads, prompts, gens, scores, batches, dtype string
 	fs.StringVar(&o.modelDir, "model", "", "Hugging Face Qwen3 folder (config.json + model.safetensors)")
 	fs.StringVar(&o.random, "random", "", "write random weights of a named shape instead: qwen3-0.6b, qwen3-1.7b, tiny")
 	fs.StringVar(&dtype, "dtype", "bf16", "dtype of -random weights: bf16, f16, f32")
@@ -112,7 +115,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&threads, "threads", strconv.Itoa(runtime.NumCPU()), "threads, comma-separated list")
 	fs.StringVar(&prompts, "p", "512", "prefill tests: prompt lengths, comma-separated (0 = none)")
 	fs.StringVar(&gens, "n", "64", "decode tests: generated tokens, comma-separated (0 = none)")
-	fs.StringVar(&batches, "b", "1", "decode tests: batch sizes, comma-separated")
+	fs.StringVar(&scores, "lp", "", "log-prob tests: tokens per sequence scored by teacher forcing, comma-separated (batch sizes from -b)")
+	fs.StringVar(&batches, "b", "1", "decode and log-prob tests: batch sizes, comma-separated")
 	fs.IntVar(&o.depth, "d", 0, "decode tests: prompt tokens per sequence before decoding (untimed)")
 	fs.IntVar(&o.reps, "r", 5, "repetitions of each test")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per test")
@@ -124,7 +128,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	for _, l := range []struct {
 		dst *[]int
 		s   string
-	}{{&o.threads, threads}, {&o.prompts, prompts}, {&o.gens, gens}, {&o.batches, batches}} {
+	}{{&o.threads, threads}, {&o.prompts, prompts}, {&o.gens, gens}, {&o.scores, scores}, {&o.batches, batches}} {
 		if *l.dst, err = intList(l.s); err != nil {
 			return o, err
 		}
@@ -270,6 +274,39 @@ func runThreads(ctx context.Context, o options, dir, name, shape string, threads
 			res := base
 			res.Test, res.NGen, res.NDepth, res.Batch = fmt.Sprintf("tg%d", n), n, o.depth, b
 			if err := emit(res, samples, float64(total.Nanoseconds())/float64(o.reps*n)); err != nil {
+				return err
+			}
+		}
+	}
+	for _, n := range o.scores {
+		if n < 2 {
+			continue
+		}
+		for _, b := range o.batches {
+			seqs := make([]model.Scored, b)
+			var samples []float64
+			var total time.Duration
+			for rep := -1; rep < o.reps; rep++ {
+				for i := range seqs {
+					toks := make([]int32, n)
+					for j := range toks {
+						toks[j] = int32(rng.IntN(V))
+					}
+					seqs[i] = model.Scored{Tokens: toks}
+				}
+				start := time.Now()
+				if _, err := m.LogProbs(ctx, seqs, model.LogProbsOptions{Entropy: true}); err != nil {
+					return err
+				}
+				d := time.Since(start)
+				if rep >= 0 {
+					samples = append(samples, float64(b*n)/d.Seconds())
+					total += d
+				}
+			}
+			res := base
+			res.Test, res.NPrompt, res.Batch = fmt.Sprintf("lp%d", n), n, b
+			if err := emit(res, samples, float64(total.Nanoseconds())/float64(o.reps)); err != nil {
 				return err
 			}
 		}

@@ -13,7 +13,7 @@ import (
 
 func TestRunRandomTinyJSON(t *testing.T) {
 	var out bytes.Buffer
-	err := run(t.Context(), []string{"-random", "tiny", "-dtype", "f16", "-threads", "1,2", "-p", "8", "-n", "3", "-b", "1,2", "-d", "2", "-r", "2", "-json"}, &out, io.Discard)
+	err := run(t.Context(), []string{"-random", "tiny", "-dtype", "f16", "-threads", "1,2", "-p", "8", "-n", "3", "-b", "1,2", "-d", "2", "-lp", "5", "-r", "2", "-json"}, &out, io.Discard)
 	require.NoError(t, err)
 	var got []Result
 	sc := bufio.NewScanner(&out)
@@ -22,7 +22,7 @@ func TestRunRandomTinyJSON(t *testing.T) {
 		require.NoError(t, json.Unmarshal(sc.Bytes(), &r), sc.Text())
 		got = append(got, r)
 	}
-	require.Len(t, got, 6, "per thread count: pp8, tg3 at B=1 and B=2")
+	require.Len(t, got, 10, "per thread count: pp8, tg3 and lp5 at B=1 and B=2")
 	for _, r := range got {
 		assert.Equal(t, "F16", r.DType)
 		assert.Equal(t, "tiny", r.Shape)
@@ -36,7 +36,9 @@ func TestRunRandomTinyJSON(t *testing.T) {
 	assert.Equal(t, "tg3", got[2].Test)
 	assert.Equal(t, 2, got[2].Batch)
 	assert.Equal(t, 2, got[2].NDepth)
-	assert.Equal(t, 2, got[3].Threads)
+	assert.Equal(t, "lp5", got[4].Test)
+	assert.Equal(t, 2, got[4].Batch)
+	assert.Equal(t, 2, got[5].Threads)
 }
 
 func TestRunFlagErrors(t *testing.T) {
