@@ -2,7 +2,6 @@ package catch
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -11,12 +10,9 @@ import (
 	"github.com/x/env/openenv"
 )
 
-// Result is one typed reset or step reply.
-type Result struct {
-	Observation Observation
-	Reward      *float64 // nil at reset, as OpenSpiel sends null
-	Done        bool
-}
+// Result is one typed reset or step reply; its Reward is nil at reset, as
+// OpenSpiel sends null.
+type Result = openenv.TypedResult[Observation]
 
 // ResetOptions are the reset keys: Seed for any server, BallColumn only
 // for ours (a Python server ignores it).
@@ -28,59 +24,35 @@ type ResetOptions struct {
 // Client is a typed client of an OpenSpiel catch server (ours or
 // OpenEnv's). It serves one caller at a time.
 type Client struct {
-	c *openenv.Client
+	t *openenv.TypedClient[Observation, State]
 }
 
 // Dial connects to the server at url.
 func Dial(ctx context.Context, url string, opts ...openenv.Option) (*Client, error) {
-	c, err := openenv.Dial(ctx, url, opts...)
+	t, err := openenv.DialTyped[Observation, State](ctx, "catch", url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("catch: dial %s: %w", url, err)
+		return nil, err
 	}
-	return &Client{c: c}, nil
+	return &Client{t: t}, nil
 }
 
 // Reset starts a game.
 func (c *Client) Reset(ctx context.Context, o ResetOptions) (Result, error) {
-	r, err := c.c.Reset(ctx, o)
-	if err != nil {
-		return Result{}, fmt.Errorf("catch: reset: %w", err)
-	}
-	return decode(r)
+	return c.t.Reset(ctx, o)
 }
 
 // Step sends an action id (0 left, 1 stay, 2 right).
 func (c *Client) Step(ctx context.Context, actionID int) (Result, error) {
-	r, err := c.c.Step(ctx, Action{ActionID: actionID, GameName: "catch", GameParams: map[string]any{}})
-	if err != nil {
-		return Result{}, fmt.Errorf("catch: step: %w", err)
-	}
-	return decode(r)
+	return c.t.Step(ctx, Action{ActionID: actionID, GameName: "catch", GameParams: map[string]any{}})
 }
 
 // State returns the session state.
 func (c *Client) State(ctx context.Context) (State, error) {
-	raw, err := c.c.State(ctx)
-	if err != nil {
-		return State{}, fmt.Errorf("catch: state: %w", err)
-	}
-	var s State
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return State{}, fmt.Errorf("catch: decode state: %w", err)
-	}
-	return s, nil
+	return c.t.State(ctx)
 }
 
 // Close ends the session.
-func (c *Client) Close() error { return c.c.Close() }
-
-func decode(r openenv.Result) (Result, error) {
-	var obs Observation
-	if err := r.DecodeObservation(&obs); err != nil {
-		return Result{}, fmt.Errorf("catch: decode observation: %w", err)
-	}
-	return Result{Observation: obs, Reward: r.Reward, Done: r.Done}, nil
-}
+func (c *Client) Close() error { return c.t.Close() }
 
 // Remote is the tool-style catch env backed by a server: the same move
 // tool, text and reward as Env, each move a step on the server. It holds

@@ -2,77 +2,47 @@ package echo
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/x/env"
 	"github.com/x/env/openenv"
 )
 
 // Result is one typed reset or step reply.
-type Result struct {
-	Observation Observation
-	Reward      *float64
-	Done        bool
-}
+type Result = openenv.TypedResult[Observation]
 
 // Client is a typed client of an echo server (ours or Python's). Like the
 // underlying openenv.Client it serves one caller at a time.
 type Client struct {
-	c *openenv.Client
+	t *openenv.TypedClient[Observation, State]
 }
 
 // Dial connects to the echo server at url (http://host:port).
 func Dial(ctx context.Context, url string, opts ...openenv.Option) (*Client, error) {
-	c, err := openenv.Dial(ctx, url, opts...)
+	t, err := openenv.DialTyped[Observation, State](ctx, "echo", url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("echo: dial %s: %w", url, err)
+		return nil, err
 	}
-	return &Client{c: c}, nil
+	return &Client{t: t}, nil
 }
 
 // Reset starts an episode.
 func (c *Client) Reset(ctx context.Context) (Result, error) {
-	r, err := c.c.Reset(ctx, map[string]any{})
-	if err != nil {
-		return Result{}, fmt.Errorf("echo: reset: %w", err)
-	}
-	return decode(r)
+	return c.t.Reset(ctx, map[string]any{})
 }
 
 // Step sends a message.
 func (c *Client) Step(ctx context.Context, a Action) (Result, error) {
-	r, err := c.c.Step(ctx, a)
-	if err != nil {
-		return Result{}, fmt.Errorf("echo: step: %w", err)
-	}
-	return decode(r)
+	return c.t.Step(ctx, a)
 }
 
 // State returns the session state.
 func (c *Client) State(ctx context.Context) (State, error) {
-	raw, err := c.c.State(ctx)
-	if err != nil {
-		return State{}, fmt.Errorf("echo: state: %w", err)
-	}
-	var s State
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return State{}, fmt.Errorf("echo: decode state: %w", err)
-	}
-	return s, nil
+	return c.t.State(ctx)
 }
 
 // Close ends the session.
-func (c *Client) Close() error { return c.c.Close() }
-
-func decode(r openenv.Result) (Result, error) {
-	var obs Observation
-	if err := r.DecodeObservation(&obs); err != nil {
-		return Result{}, fmt.Errorf("echo: decode observation: %w", err)
-	}
-	return Result{Observation: obs, Reward: r.Reward, Done: r.Done}, nil
-}
+func (c *Client) Close() error { return c.t.Close() }
 
 // Remote is the tool-style echo env backed by a server: the same tool and
 // reward as Env, each echo a step on the server. It holds one session

@@ -2,19 +2,13 @@ package guess
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 
 	"github.com/x/env"
 	"github.com/x/env/openenv"
 )
 
 // Result is one typed reset or step reply.
-type Result struct {
-	Observation Observation
-	Reward      *float64
-	Done        bool
-}
+type Result = openenv.TypedResult[Observation]
 
 // ResetOptions are the reset keys.
 type ResetOptions struct {
@@ -26,59 +20,35 @@ type ResetOptions struct {
 // Client is a typed client of a guess-the-number server. It serves one
 // caller at a time.
 type Client struct {
-	c *openenv.Client
+	t *openenv.TypedClient[Observation, State]
 }
 
 // Dial connects to the server at url.
 func Dial(ctx context.Context, url string, opts ...openenv.Option) (*Client, error) {
-	c, err := openenv.Dial(ctx, url, opts...)
+	t, err := openenv.DialTyped[Observation, State](ctx, "guess", url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("guess: dial %s: %w", url, err)
+		return nil, err
 	}
-	return &Client{c: c}, nil
+	return &Client{t: t}, nil
 }
 
 // Reset starts a game.
 func (c *Client) Reset(ctx context.Context, o ResetOptions) (Result, error) {
-	r, err := c.c.Reset(ctx, o)
-	if err != nil {
-		return Result{}, fmt.Errorf("guess: reset: %w", err)
-	}
-	return decode(r)
+	return c.t.Reset(ctx, o)
 }
 
 // Step sends a guess.
 func (c *Client) Step(ctx context.Context, n int) (Result, error) {
-	r, err := c.c.Step(ctx, Action{Guess: n})
-	if err != nil {
-		return Result{}, fmt.Errorf("guess: step: %w", err)
-	}
-	return decode(r)
+	return c.t.Step(ctx, Action{Guess: n})
 }
 
 // State returns the session state.
 func (c *Client) State(ctx context.Context) (State, error) {
-	raw, err := c.c.State(ctx)
-	if err != nil {
-		return State{}, fmt.Errorf("guess: state: %w", err)
-	}
-	var s State
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return State{}, fmt.Errorf("guess: decode state: %w", err)
-	}
-	return s, nil
+	return c.t.State(ctx)
 }
 
 // Close ends the session.
-func (c *Client) Close() error { return c.c.Close() }
-
-func decode(r openenv.Result) (Result, error) {
-	var obs Observation
-	if err := r.DecodeObservation(&obs); err != nil {
-		return Result{}, fmt.Errorf("guess: decode observation: %w", err)
-	}
-	return Result{Observation: obs, Reward: r.Reward, Done: r.Done}, nil
-}
+func (c *Client) Close() error { return c.t.Close() }
 
 // Remote is the tool-style game backed by a server: the guess tool steps
 // the server and answers with its message. It holds one session.

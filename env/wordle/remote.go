@@ -2,7 +2,6 @@ package wordle
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -11,11 +10,7 @@ import (
 )
 
 // Result is one typed reset or step reply.
-type Result struct {
-	Observation Observation
-	Reward      *float64
-	Done        bool
-}
+type Result = openenv.TypedResult[Observation]
 
 // ResetOptions are the reset keys: Seed and EpisodeID for any server,
 // SecretWord only for ours (a Python server ignores it).
@@ -28,59 +23,35 @@ type ResetOptions struct {
 // Client is a typed client of a Wordle server (ours or OpenEnv's
 // textarena_env). It serves one caller at a time.
 type Client struct {
-	c *openenv.Client
+	t *openenv.TypedClient[Observation, State]
 }
 
 // Dial connects to the server at url.
 func Dial(ctx context.Context, url string, opts ...openenv.Option) (*Client, error) {
-	c, err := openenv.Dial(ctx, url, opts...)
+	t, err := openenv.DialTyped[Observation, State](ctx, "wordle", url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("wordle: dial %s: %w", url, err)
+		return nil, err
 	}
-	return &Client{c: c}, nil
+	return &Client{t: t}, nil
 }
 
 // Reset starts a game.
 func (c *Client) Reset(ctx context.Context, o ResetOptions) (Result, error) {
-	r, err := c.c.Reset(ctx, o)
-	if err != nil {
-		return Result{}, fmt.Errorf("wordle: reset: %w", err)
-	}
-	return decode(r)
+	return c.t.Reset(ctx, o)
 }
 
 // Step sends one move (the raw text, e.g. "[crane]").
 func (c *Client) Step(ctx context.Context, message string) (Result, error) {
-	r, err := c.c.Step(ctx, Action{Message: message})
-	if err != nil {
-		return Result{}, fmt.Errorf("wordle: step: %w", err)
-	}
-	return decode(r)
+	return c.t.Step(ctx, Action{Message: message})
 }
 
 // State returns the session state.
 func (c *Client) State(ctx context.Context) (State, error) {
-	raw, err := c.c.State(ctx)
-	if err != nil {
-		return State{}, fmt.Errorf("wordle: state: %w", err)
-	}
-	var s State
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return State{}, fmt.Errorf("wordle: decode state: %w", err)
-	}
-	return s, nil
+	return c.t.State(ctx)
 }
 
 // Close ends the session.
-func (c *Client) Close() error { return c.c.Close() }
-
-func decode(r openenv.Result) (Result, error) {
-	var obs Observation
-	if err := r.DecodeObservation(&obs); err != nil {
-		return Result{}, fmt.Errorf("wordle: decode observation: %w", err)
-	}
-	return Result{Observation: obs, Reward: r.Reward, Done: r.Done}, nil
-}
+func (c *Client) Close() error { return c.t.Close() }
 
 // Remote is the tool-style Wordle backed by a server, like TRL's Wordle
 // environment class: the guess tool steps the server and answers with the
