@@ -79,6 +79,8 @@ type Trainable struct {
 	dEmbed []float32    // [V, C] (Full)
 	dHead  []float32    // [V, C] untied lm_head (Full)
 
+	lmHeadT kernels.Mat // [C, V] lm_head transposed (LoRA mode), see headT
+
 	st      passState // training pass (Forward, Backward, Accumulate)
 	inf     passState // LogProbs, so a pending Forward survives it
 	pending bool      // a Forward awaits its Backward
@@ -99,7 +101,9 @@ type normGrad struct {
 // copied to a float32 master (memory-mapped or bf16 weights are never
 // written) that replaces it in m; otherwise the attached adapters (which
 // AttachLoRA and LoadAdapter allocate) are the parameters, updated in
-// place. Make one Trainable per Model, after attaching adapters.
+// place, and the Trainable keeps one transposed copy of the frozen lm_head
+// for a faster backward. Make one Trainable per Model, after attaching
+// adapters.
 func NewTrainable(m *Model, opts TrainOptions) (*Trainable, error) {
 	if opts.LogitsChunk < 0 {
 		return nil, fmt.Errorf("train: logits chunk %d < 0", opts.LogitsChunk)

@@ -277,3 +277,25 @@ func TestMaskedTokensGetNoGradient(t *testing.T) {
 		assert.Less(t, trRelErr(g, trF64(want[i])), 1e-6, tr.Params()[i].Name)
 	}
 }
+
+// TestTransposeMat checks the tiled transposition used for lm_head at
+// shapes that do not divide the tile, in both storage types.
+func TestTransposeMat(t *testing.T) {
+	for _, sh := range [][2]int{{1, 1}, {3, 130}, {67, 65}, {128, 64}} {
+		r, c := sh[0], sh[1]
+		f := make([]float32, r*c)
+		u := make([]uint16, r*c)
+		for i := range f {
+			f[i], u[i] = float32(i), uint16(i)
+		}
+		for _, w := range []kernels.Mat{kernels.MatF32(f, r, c), {DType: kernels.BF16, Rows: r, Cols: c, U16: u}} {
+			tw := transposeMat(w)
+			require.Equal(t, [2]int{c, r}, [2]int{tw.Rows, tw.Cols})
+			for i := range r {
+				for j := range c {
+					require.Equal(t, w.At(i, j), tw.At(j, i), "%v [%d,%d] at %d,%d", w.DType, r, c, i, j)
+				}
+			}
+		}
+	}
+}
