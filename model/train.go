@@ -79,7 +79,8 @@ type Trainable struct {
 	dEmbed []float32    // [V, C] (Full)
 	dHead  []float32    // [V, C] untied lm_head (Full)
 
-	lmHeadT kernels.Mat // [C, V] lm_head transposed (LoRA mode), see headT
+	lmHeadT kernels.Mat    // [C, V] lm_head transposed (LoRA mode), see headT
+	bT      [][7][]float32 // [L][proj] adapters' Bᵀ [R, Out], see refreshBT
 
 	st      passState // training pass (Forward, Backward, Accumulate)
 	inf     passState // LogProbs, so a pending Forward survives it
@@ -120,7 +121,7 @@ func NewTrainable(m *Model, opts TrainOptions) (*Trainable, error) {
 	if m.Backend == nil {
 		return nil, errors.New("train: model has no backend")
 	}
-	tr := &Trainable{m: m, be: m.Backend, opts: opts, lin: make([][7]linGrad, len(m.Layers))}
+	tr := &Trainable{m: m, be: m.Backend, opts: opts, lin: make([][7]linGrad, len(m.Layers)), bT: make([][7][]float32, len(m.Layers))}
 	if opts.Full {
 		if err := tr.initFull(); err != nil {
 			return nil, err
