@@ -21,7 +21,7 @@ type TrainOptions struct {
 	// vector per layer, for about one more forward of compute.
 	Checkpoint bool
 	// LogitsChunk is how many scored rows of [rows, V] logits exist at a
-	// time (default 64), so a 151,936-token vocabulary never needs a
+	// time (default 128: 78 MB at V = 151,936), so a large vocabulary never needs a
 	// [tokens, V] buffer.
 	LogitsChunk int
 	// MicroBatchTokens, if > 0, makes LogProbs and Accumulate run the batch
@@ -110,7 +110,7 @@ func NewTrainable(m *Model, opts TrainOptions) (*Trainable, error) {
 		return nil, fmt.Errorf("train: logits chunk %d < 0", opts.LogitsChunk)
 	}
 	if opts.LogitsChunk == 0 {
-		opts.LogitsChunk = 64
+		opts.LogitsChunk = 128
 	}
 	if opts.Temperature < 0 {
 		return nil, fmt.Errorf("train: temperature %v < 0", opts.Temperature)
