@@ -214,6 +214,8 @@ func TestBackwardVariantsAgree(t *testing.T) {
 			tr, err := NewTrainable(m, TrainOptions{Full: full, Checkpoint: checkpoint, LogitsChunk: 4})
 			require.NoError(t, err)
 			ctx := context.Background()
+			old, _, err := tr.LogProbs(ctx, seqs, true) // GRPO's old-policy pass
+			require.NoError(t, err)
 			var lp [][]float32
 			if fused {
 				lp, _, err = tr.Accumulate(ctx, seqs, Weights(w))
@@ -223,6 +225,7 @@ func TestBackwardVariantsAgree(t *testing.T) {
 				require.NoError(t, err)
 				require.NoError(t, tr.Backward(ctx, w))
 			}
+			assert.Equal(t, old, lp, "no-grad log-probs equal the training pass's bit for bit (ratio exactly 1)")
 			bytes[checkpoint] = tr.ActivationBytes()
 			return lp, trGrads(tr)
 		}
