@@ -199,3 +199,52 @@ func trLogSoftmax(row []float32, temp float32, target int32) (float64, float64) 
 	}
 	return float64(row[target]/temp) - lse, h
 }
+
+// TestTrainableRejectsBadUse: misuse and bad batches are errors, not
+// panics, and leave the gradients untouched.
+func TestTrainableRejectsBadUse(t *testing.T) {
+	ctx := context.Background()
+	m := trRandomModel(t, trMicroConfig(true), kernels.F32, ref.Backend{}, 2)
+	_, err := NewTrainable(m, TrainOptions{})
+	assert.ErrorContains(t, err, "nothing to train")
+	require.NoError(t, AttachLoRA(m, LoRAConfig{R: 2, Alpha: 2}, 1))
+	_, err = NewTrainable(m, TrainOptions{Full: true})
+	assert.ErrorContains(t, err, "merge or detach")
+	_, err = NewTrainable(m, TrainOptions{LogitsChunk: -1})
+	assert.Error(t, err)
+	_, err = NewTrainable(m, TrainOptions{Temperature: -1})
+	assert.Error(t, err)
+
+	tr, err := NewTrainable(m, TrainOptions{})
+	require.NoError(t, err)
+	assert.ErrorContains(t, tr.Backward(ctx, nil), "without a pending Forward")
+	ok := TrainSeq{IDs: []int32{1, 2, 3}, Start: 1}
+	for _, bad := range [][]TrainSeq{
+		nil,
+		{{IDs: []int32{1, 2}, Start: 0}},
+		{{IDs: []int32{1, 2}, Start: 3}},
+		{ok, {IDs: []int32{1, 48}, Start: 1}},
+		{{IDs: []int32{1, 2, 3}, Start: 1, Mask: []bool{true}}},
+	} {
+		_, _, err := tr.Accumulate(ctx, bad, func(int, int, float32, float32) float32 { return 1 })
+		assert.Error(t, err, "%v", bad)
+		_, _, err = tr.LogProbs(ctx, bad, true)
+		assert.Error(t, err, "%v", bad)
+	}
+	for _, p := range tr.Params() {
+		assert.Equal(t, make([]float32, len(p.Grad)), p.Grad, "no gradient from rejected batches")
+	}
+	_, _, err = tr.Forward(ctx, []TrainSeq{ok})
+	require.NoError(t, err)
+	assert.ErrorContains(t, tr.Backward(ctx, [][]float32{{1}}), "weights")
+	assert.ErrorContains(t, tr.Backward(ctx, [][]float32{{1, 1}, {1}}), "sequences")
+	require.NoError(t, tr.Backward(ctx, [][]float32{{1, 1}}))
+	assert.Error(t, tr.Backward(ctx, [][]float32{{1, 1}}), "one Backward per Forward")
+
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, _, err = tr.Accumulate(cancelled, []TrainSeq{ok}, Weights([][]float32{{1, 1}}))
+	assert.ErrorIs(t, err, context.Canceled)
+	_, _, err = tr.LogProbs(cancelled, []TrainSeq{ok}, true)
+	assert.ErrorIs(t, err, context.Canceled)
+}
