@@ -21,8 +21,8 @@ type TrainOptions struct {
 	// vector per layer, for about one more forward of compute.
 	Checkpoint bool
 	// LogitsChunk is how many scored rows of [rows, V] logits exist at a
-	// time (default 128: 78 MB at V = 151,936), so a large vocabulary never needs a
-	// [tokens, V] buffer.
+	// time (default 128: 78 MB at V = 151,936), so a large vocabulary
+	// never needs a [tokens, V] buffer.
 	LogitsChunk int
 	// MicroBatchTokens, if > 0, makes LogProbs and Accumulate run the batch
 	// in groups of whole sequences of at most this many tokens, bounding
@@ -34,8 +34,8 @@ type TrainOptions struct {
 	Temperature float32
 }
 
-// TrainSeq is one token sequence of a training batch and which of its tokens are
-// scored. Token IDs[i] for i ≥ Start is scored by the log-probability the
+// TrainSeq is one token sequence of a training batch and which of its
+// tokens are scored: token IDs[i], i ≥ Start, by the log-probability the
 // model gives it after IDs[:i].
 type TrainSeq struct {
 	IDs   []int32
