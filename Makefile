@@ -25,9 +25,14 @@ lint:
 fuzz:
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
 
-## bench: every benchmark once (figures go to BENCHMARKS.md).
+## bench: every benchmark once, then the llama-bench-style model and training
+## commands on random weights of the tiny and Qwen3-0.6B shapes (figures go to BENCHMARKS.md).
 bench: setup
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 -timeout 60m ./...
+	$(GO) run ./model/cmd/bench -random tiny -dtype bf16 -threads 2 -p 128,512 -n 64 -b 1,8,64 -r 3
+	$(GO) run ./model/cmd/bench -random qwen3-0.6b -dtype bf16 -threads 2 -p 512 -n 64 -b 1,8,64 -r 3
+	$(GO) run ./model/cmd/trainbench -shape tiny -dtype f32 -seqs 1 -len 512 -steps 3 -checkpoint=false
+	$(GO) run ./model/cmd/trainbench -shape qwen3-0.6b -dtype f32 -seqs 1 -len 512 -steps 3 -checkpoint=false
 
 ## demo: the main job: a tiny Qwen3 learns guess-the-number with tool calls (no download, no GPU).
 demo:
