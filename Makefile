@@ -1,7 +1,7 @@
 # Every target works on a CPU-only machine. `make test` is what CI runs.
 GO ?= go
 STATICCHECK_VERSION ?= v0.8.2
-FUZZTIME ?= 5s
+FUZZTIME ?= 20000x
 
 .PHONY: all setup test unit lint fuzz bench demo clean
 
