@@ -253,6 +253,28 @@ type DynamicTools interface {
 	ToolSet() *tools.Set
 }
 
+// Tools returns the tools e offers now: for a DynamicTools env, ToolSet's
+// tools followed by its tool methods (ToolSet itself is not one); for any
+// other env, its tool methods (tools.Discover with opts). A DynamicTools env
+// defines its tools at Reset, so call Tools after each Reset. A Pool does
+// this for its Instances; Tools is for code that drives an env itself.
+func Tools(e Env, opts ...tools.Option) (*tools.Set, error) {
+	methods, err := methodTools(e, opts)
+	if err != nil {
+		return nil, err
+	}
+	return joinDynamic(e, methods)
+}
+
+// joinDynamic puts a DynamicTools env's run-time tools before its methods.
+func joinDynamic(e Env, methods *tools.Set) (*tools.Set, error) {
+	d, ok := e.(DynamicTools)
+	if !ok {
+		return methods, nil
+	}
+	return tools.Join(d.ToolSet(), methods)
+}
+
 // methodTools discovers e's tool methods.
 func methodTools(e Env, opts []tools.Option) (*tools.Set, error) {
 	if _, ok := e.(DynamicTools); ok {
@@ -263,11 +285,7 @@ func methodTools(e Env, opts []tools.Option) (*tools.Set, error) {
 
 // refresh recomputes the tools of a DynamicTools env.
 func (i *Instance) refresh() error {
-	d, ok := i.Env.(DynamicTools)
-	if !ok {
-		return nil
-	}
-	set, err := tools.Join(d.ToolSet(), i.methods)
+	set, err := joinDynamic(i.Env, i.methods)
 	if err != nil {
 		return fmt.Errorf("env %s: %w", i.label(), err)
 	}

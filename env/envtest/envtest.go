@@ -13,7 +13,6 @@ import (
 	"sync"
 
 	"github.com/x/env"
-	"github.com/x/tools"
 )
 
 // ErrScriptEnded is returned by Scripted.Act once every reply is used.
@@ -140,13 +139,15 @@ type Episode struct {
 // error is for a failing Reset, tool discovery or Reward. The env is left
 // in its final state.
 func Play(ctx context.Context, e env.Env, row env.Row, calls ...Call) (Episode, error) {
-	set, err := tools.Discover(e)
-	if err != nil {
-		return Episode{}, err
-	}
 	var ep Episode
+	var err error
 	if ep.Observation, err = e.Reset(ctx, row); err != nil {
 		return ep, fmt.Errorf("envtest: reset: %w", err)
+	}
+	// After Reset: an env.DynamicTools env lists its tools then.
+	set, err := env.Tools(e)
+	if err != nil {
+		return ep, err
 	}
 	for _, c := range calls {
 		resp, err := set.Call(ctx, c.Tool, json.RawMessage(c.Args))

@@ -2,6 +2,7 @@ package envtest_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -121,4 +122,40 @@ func (n *notAnEnvTool) Peek() string { return "" }
 func TestPlayDiscoveryError(t *testing.T) {
 	_, err := envtest.Play(context.Background(), &notAnEnvTool{}, nil)
 	assert.ErrorContains(t, err, "Peek")
+}
+
+// dynEnv defines its tool at Reset, as a remote MCP-style env does, and has
+// one tool method too.
+type dynEnv struct{ set *tools.Set }
+
+func (d *dynEnv) Reset(ctx context.Context, row env.Row) (string, error) {
+	name, _, err := row.String("tool")
+	if err != nil {
+		return "", err
+	}
+	tool, err := tools.New(name, "Shout the text.", json.RawMessage(`{"type":"object","properties":{"text":{"type":"string","description":"what to shout"}},"required":["text"]}`),
+		func(ctx context.Context, args json.RawMessage) (string, error) {
+			return strings.ToUpper(string(args)), nil
+		})
+	if err != nil {
+		return "", err
+	}
+	d.set, err = tools.NewSet(tool)
+	return "ready", err
+}
+
+func (d *dynEnv) ToolSet() *tools.Set { return d.set }
+
+func (d *dynEnv) Ping(ctx context.Context) (string, error) { return "pong", nil }
+
+func (d *dynEnv) ToolDescriptions() map[string]string { return map[string]string{"Ping": "Ping."} }
+
+func TestPlayDynamicTools(t *testing.T) {
+	ep, err := envtest.Play(context.Background(), &dynEnv{}, env.Row{"tool": "shout"},
+		envtest.Call{Tool: "shout", Args: `{"text":"hi"}`}, envtest.Call{Tool: "ping"})
+	require.NoError(t, err)
+	require.Len(t, ep.Steps, 2)
+	assert.NoError(t, ep.Steps[0].Err)
+	assert.Equal(t, `{"TEXT":"HI"}`, ep.Steps[0].Response, "the tool listed at Reset is offered")
+	assert.Equal(t, "pong", ep.Steps[1].Response, "and the env's tool methods after it")
 }

@@ -46,14 +46,14 @@ func (tf *toolFactory) NewEnvironment(ctx context.Context) (Environment, error) 
 	if err != nil {
 		return nil, fmt.Errorf("new %s env: %w", tf.name, err)
 	}
-	set, err := tools.Discover(e, tf.opts...)
+	set, err := env.Tools(e, tf.opts...)
 	if err != nil {
 		if c, ok := e.(env.Closer); ok {
 			_ = c.Close()
 		}
 		return nil, fmt.Errorf("discover %s tools: %w", tf.name, err)
 	}
-	return &toolEnvironment{env: e, tools: set}, nil
+	return &toolEnvironment{env: e, tools: set, opts: tf.opts}, nil
 }
 
 // Metadata describes the served env.
@@ -75,6 +75,7 @@ func (tf *toolFactory) ObservationSchema() json.RawMessage {
 type toolEnvironment struct {
 	env       env.Env
 	tools     *tools.Set
+	opts      []tools.Option // for an env.DynamicTools env, rediscovered after each Reset
 	episodeID string
 	steps     int
 }
@@ -105,6 +106,11 @@ func (te *toolEnvironment) Reset(ctx context.Context, opts json.RawMessage) (Res
 	text, err := te.env.Reset(ctx, row)
 	if err != nil {
 		return Result{}, err
+	}
+	if _, ok := te.env.(env.DynamicTools); ok {
+		if te.tools, err = env.Tools(te.env, te.opts...); err != nil {
+			return Result{}, err
+		}
 	}
 	obs, err := marshalCompact(struct {
 		Text string `json:"text"`

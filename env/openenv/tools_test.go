@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x/env"
+	"github.com/x/tools"
 )
 
 // notesEnv is a tool-style env: two tools, its own reward.
@@ -283,4 +285,48 @@ func TestFromFactoryMatchesUpstreamMCPShapes(t *testing.T) {
 		n++
 	}
 	assert.Equal(t, 3, n, "list_tools, call_tool, unknown tool")
+}
+
+// shoutEnv defines its tool at Reset (named by the row), as a RemoteEnv
+// does, so it is an env.DynamicTools.
+type shoutEnv struct{ set *tools.Set }
+
+func (s *shoutEnv) Reset(ctx context.Context, row env.Row) (string, error) {
+	name, _, err := row.String("tool")
+	if err != nil {
+		return "", err
+	}
+	tool, err := tools.New(name, "Shout the text.", json.RawMessage(`{"type":"object","properties":{"text":{"type":"string","description":"what to shout"}},"required":["text"]}`),
+		func(ctx context.Context, args json.RawMessage) (string, error) {
+			var a struct{ Text string }
+			if err := json.Unmarshal(args, &a); err != nil {
+				return "", err
+			}
+			return strings.ToUpper(a.Text), nil
+		})
+	if err != nil {
+		return "", err
+	}
+	s.set, err = tools.NewSet(tool)
+	return "ready", err
+}
+
+func (s *shoutEnv) ToolSet() *tools.Set { return s.set }
+
+func TestFromFactoryServesDynamicTools(t *testing.T) {
+	f := FromFactory(env.FactoryFunc(func(ctx context.Context) (env.Env, error) { return &shoutEnv{}, nil }), "shout")
+	_, hs := startServer(t, f)
+	c := dial(t, hs.URL)
+	ctx := ctxTimeout(t, 5*time.Second)
+
+	for _, name := range []string{"shout", "yell"} { // each reset defines the tools anew
+		_, err := c.Reset(ctx, map[string]any{"tool": name})
+		require.NoError(t, err)
+		res, err := c.Step(ctx, map[string]any{"type": "list_tools"})
+		require.NoError(t, err)
+		assert.Contains(t, string(res.Observation), `"name":"`+name+`"`)
+		res, err = c.Step(ctx, map[string]any{"type": "call_tool", "tool_name": name, "arguments": map[string]any{"text": "hi"}})
+		require.NoError(t, err)
+		assert.Contains(t, string(res.Observation), `"data":"HI"`)
+	}
 }
