@@ -179,6 +179,15 @@ func (tr *Trainable) initFull() error {
 		tr.params = append(tr.params, Param{Name: name, Data: d, Grad: g, Decay: true})
 		return g
 	}
+	// Refuse adapters before converting anything, so an error leaves the
+	// model as it was.
+	for li := range m.Layers {
+		for _, nl := range m.Layers[li].Linears() {
+			if nl.Linear.LoRA != nil {
+				return fmt.Errorf("train: Full with a LoRA adapter on layer %d %s: merge or detach adapters first", li, nl.Name)
+			}
+		}
+	}
 	tr.dEmbed = mat("model.embed_tokens.weight", &m.Embed)
 	if m.Config.TieWordEmbeddings {
 		m.LMHead = m.Embed
@@ -190,9 +199,6 @@ func (tr *Trainable) initFull() error {
 		l := &m.Layers[li]
 		p := fmt.Sprintf("model.layers.%d.", li)
 		for j, nl := range l.Linears() {
-			if nl.Linear.LoRA != nil {
-				return fmt.Errorf("train: Full with a LoRA adapter on layer %d %s: merge or detach adapters first", li, nl.Name)
-			}
 			tr.lin[li][j].dW = mat(p+nl.Name+".weight", &nl.Linear.W)
 		}
 		ng := &tr.norms[li]

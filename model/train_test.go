@@ -126,7 +126,9 @@ func TestLoRAGradientsMatchReference(t *testing.T) {
 				require.Len(t, p.Grad, len(g), p.Name)
 				e := trRelErr(p.Grad, g)
 				worst = max(worst, e)
-				assert.Less(t, e, 1e-3, "%s relative error", p.Name)
+				// The issue asks for 1e-3; measured worst 4.2e-7 (ref) and
+				// 1.2e-6 (cpu), so 1e-5 catches a systematic error early.
+				assert.Less(t, e, 1e-5, "%s relative error", p.Name)
 			}
 			t.Logf("%s: LoRA gradients: worst relative error %.2e over %d tensors", tc.name, worst, len(tr.Params()))
 		})
@@ -207,9 +209,15 @@ func TestTrainableRejectsBadUse(t *testing.T) {
 	m := trRandomModel(t, trMicroConfig(true), kernels.F32, ref.Backend{}, 2)
 	_, err := NewTrainable(m, TrainOptions{})
 	assert.ErrorContains(t, err, "nothing to train")
-	require.NoError(t, AttachLoRA(m, LoRAConfig{R: 2, Alpha: 2}, 1))
+	// An adapter on the last layer only: Full must refuse before touching
+	// any weight (the embedding is converted first).
+	require.NoError(t, AttachLoRA(m, LoRAConfig{R: 2, Alpha: 2, Layers: []int{len(m.Layers) - 1}}, 1))
+	embed := &m.Embed.F32[0]
 	_, err = NewTrainable(m, TrainOptions{Full: true})
 	assert.ErrorContains(t, err, "merge or detach")
+	assert.Same(t, embed, &m.Embed.F32[0], "a refused Full conversion leaves the weights as they were")
+	DetachLoRA(m)
+	require.NoError(t, AttachLoRA(m, LoRAConfig{R: 2, Alpha: 2}, 1))
 	_, err = NewTrainable(m, TrainOptions{LogitsChunk: -1})
 	assert.Error(t, err)
 	_, err = NewTrainable(m, TrainOptions{Temperature: -1})
