@@ -78,7 +78,7 @@ func LoadAdapter(dir string, m *Model) (LoRAConfig, error) {
 	if err != nil {
 		return LoRAConfig{}, fmt.Errorf("load adapter: %w", err)
 	}
-	cfg, err := parseAdapterConfig(data)
+	cfg, err := parseAdapterConfig(data, len(m.Layers))
 	if err != nil {
 		return LoRAConfig{}, fmt.Errorf("load adapter %s: %w", dir, err)
 	}

@@ -86,9 +86,10 @@ type adapterConfigFile struct {
 	LoraDropout       float64         `json:"lora_dropout"`
 }
 
-// parseAdapterConfig decodes and validates adapter_config.json. It rejects
-// what this model does not implement with an error naming the field.
-func parseAdapterConfig(data []byte) (LoRAConfig, error) {
+// parseAdapterConfig decodes and validates adapter_config.json for a model
+// of numLayers decoder layers. It rejects what this model does not
+// implement with an error naming the field.
+func parseAdapterConfig(data []byte, numLayers int) (LoRAConfig, error) {
 	var f adapterConfigFile
 	if err := json.Unmarshal(data, &f); err != nil {
 		return LoRAConfig{}, fmt.Errorf("adapter_config.json: %w", err)
@@ -115,18 +116,18 @@ func parseAdapterConfig(data []byte) (LoRAConfig, error) {
 		return LoRAConfig{}, fmt.Errorf("adapter_config.json: modules_to_save %s: fully trained extra modules are not supported", f.ModulesToSave)
 	}
 	c := LoRAConfig{R: f.R, Alpha: f.LoraAlpha, RSLoRA: f.UseRSLoRA}
-	targets, err := parseTargetModules(f.TargetModules)
-	if err != nil {
-		return LoRAConfig{}, err
-	}
-	c.Targets = targets
+	var err error
+	var layers []int
 	if !emptyJSON(f.LayersToTransform) {
 		var one int
 		if err := json.Unmarshal(f.LayersToTransform, &one); err == nil {
-			c.Layers = []int{one}
-		} else if err := json.Unmarshal(f.LayersToTransform, &c.Layers); err != nil {
+			layers = []int{one}
+		} else if err := json.Unmarshal(f.LayersToTransform, &layers); err != nil {
 			return LoRAConfig{}, fmt.Errorf("adapter_config.json: layers_to_transform %s: want an int or a list of ints", f.LayersToTransform)
 		}
+	}
+	if c.Targets, c.Layers, err = parseTargetModules(f.TargetModules, layers, numLayers); err != nil {
+		return LoRAConfig{}, err
 	}
 	if err := c.Validate(); err != nil {
 		return LoRAConfig{}, fmt.Errorf("adapter_config.json: %w", err)
@@ -134,50 +135,97 @@ func parseAdapterConfig(data []byte) (LoRAConfig, error) {
 	return c, nil
 }
 
-// parseTargetModules accepts PEFT's forms: a list of module names, the
-// string "all-linear", or a regular expression matched in full against
-// module paths such as "model.layers.0.self_attn.q_proj".
-func parseTargetModules(raw json.RawMessage) ([]string, error) {
+// parseTargetModules resolves target_modules (and layers_to_transform) for
+// a model of numLayers decoder layers the way PEFT does, by matching every
+// projection's module path, "model.layers.N.self_attn.q_proj":
+//   - a list: an entry selects a module whose path it equals or ends with
+//     after a dot ("q_proj", "self_attn.q_proj", "layers.3.mlp.down_proj");
+//     entries that select nothing are ignored, as in PEFT;
+//   - the string "all-linear": every projection;
+//   - any other string: a regular expression matched against the whole path
+//     (or, as a convenience, the bare projection name).
+//
+// layers, if not nil, is layers_to_transform, which narrows the selection.
+// The result must be the same projections on a set of layers (what
+// LoRAConfig expresses); a selection of lm_head or the embedding, or of
+// different projections on different layers, is an error.
+func parseTargetModules(raw json.RawMessage, layers []int, numLayers int) ([]string, []int, error) {
 	if emptyJSON(raw) {
-		return nil, fmt.Errorf("adapter_config.json: target_modules is missing")
+		return nil, nil, fmt.Errorf("adapter_config.json: target_modules is missing")
 	}
+	var match func(path, name string) bool
 	var list []string
 	if err := json.Unmarshal(raw, &list); err == nil {
 		if len(list) == 0 {
-			return nil, fmt.Errorf("adapter_config.json: target_modules is empty")
+			return nil, nil, fmt.Errorf("adapter_config.json: target_modules is empty")
 		}
-		var out []string
-		for _, t := range list {
-			if !slices.Contains(loraTargets[:], t) {
-				return nil, fmt.Errorf("adapter_config.json: target module %q is not a Qwen3 projection (want among %s)", t, strings.Join(loraTargets[:], ", "))
+		match = func(path, _ string) bool {
+			for _, e := range list {
+				if path == e || strings.HasSuffix(path, "."+e) {
+					return true
+				}
 			}
-			if !slices.Contains(out, t) {
-				out = append(out, t)
+			return false
+		}
+	} else {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, nil, fmt.Errorf("adapter_config.json: target_modules %s: want a list of names or a string", raw)
+		}
+		if s == "all-linear" {
+			match = func(path, name string) bool { return name != "" }
+		} else {
+			re, err := regexp.Compile(`^(?:` + s + `)$`)
+			if err != nil {
+				return nil, nil, fmt.Errorf("adapter_config.json: target_modules regex %q: %w", s, err)
+			}
+			match = func(path, name string) bool { return re.MatchString(path) || (name != "" && re.MatchString(name)) }
+		}
+	}
+	for _, other := range []string{"lm_head", "model.embed_tokens"} {
+		if match(other, "") {
+			return nil, nil, fmt.Errorf("adapter_config.json: target_modules %s selects %s, which this model cannot adapt (only %s)", raw, other, strings.Join(loraTargets[:], ", "))
+		}
+	}
+	for _, l := range layers {
+		if l < 0 || l >= numLayers {
+			return nil, nil, fmt.Errorf("adapter_config.json: layers_to_transform %d: the model has %d layers", l, numLayers)
+		}
+	}
+
+	// selected[l] lists the projections chosen on layer l.
+	selected := make([][]string, numLayers)
+	var targets []string
+	var chosen []int
+	for l := range numLayers {
+		if layers != nil && !slices.Contains(layers, l) {
+			continue
+		}
+		for _, t := range loraTargets {
+			if match(fmt.Sprintf("model.layers.%d.%s", l, modulePath(t)), t) {
+				selected[l] = append(selected[l], t)
+				if !slices.Contains(targets, t) {
+					targets = append(targets, t)
+				}
 			}
 		}
-		return out, nil
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, fmt.Errorf("adapter_config.json: target_modules %s: want a list of names or a string", raw)
-	}
-	if s == "all-linear" {
-		return LoRATargets(), nil
-	}
-	re, err := regexp.Compile(`^(?:` + s + `)$`)
-	if err != nil {
-		return nil, fmt.Errorf("adapter_config.json: target_modules regex %q: %w", s, err)
-	}
-	var out []string
-	for _, t := range loraTargets {
-		if re.MatchString("model.layers.0."+modulePath(t)) || re.MatchString(t) {
-			out = append(out, t)
+		if len(selected[l]) > 0 {
+			chosen = append(chosen, l)
 		}
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("adapter_config.json: target_modules regex %q matches no projection", s)
+	if len(targets) == 0 {
+		return nil, nil, fmt.Errorf("adapter_config.json: target_modules %s selects no projection (want among %s)", raw, strings.Join(loraTargets[:], ", "))
 	}
-	return out, nil
+	slices.SortFunc(targets, func(a, b string) int { return slices.Index(loraTargets[:], a) - slices.Index(loraTargets[:], b) })
+	for _, l := range chosen {
+		if len(selected[l]) != len(targets) {
+			return nil, nil, fmt.Errorf("adapter_config.json: target_modules %s selects %v on layer %d but %v on others; only the same projections on a set of layers is supported", raw, selected[l], l, targets)
+		}
+	}
+	if len(chosen) == numLayers {
+		chosen = nil // every layer
+	}
+	return targets, chosen, nil
 }
 
 func emptyJSON(raw json.RawMessage) bool {

@@ -101,28 +101,51 @@ func TestAdapterConfigRejects(t *testing.T) {
 		{`{"peft_type":"LORA","r":4,"lora_alpha":8,"target_modules":"(("}`, "regex"},
 		{`{"peft_type":"LORA",`, "adapter_config.json"},
 	} {
-		_, err := parseAdapterConfig([]byte(tc.json))
+		_, err := parseAdapterConfig([]byte(tc.json), 2)
 		if assert.Error(t, err, tc.json) {
 			assert.Contains(t, err.Error(), tc.want)
 		}
 	}
 }
 
-// TestAdapterConfigTargetForms: PEFT's string forms of target_modules.
+// TestAdapterConfigTargetForms: PEFT's forms of target_modules, matched as
+// PEFT matches them against every module path of a 2-layer model, with and
+// without layers_to_transform.
 func TestAdapterConfigTargetForms(t *testing.T) {
 	for _, tc := range []struct {
-		targets string
-		want    []string
+		targets    string
+		layers     string // layers_to_transform, "" for none
+		want       []string
+		wantLayers []int // nil: every layer
+		err        string
 	}{
-		{`"all-linear"`, LoRATargets()},
-		{`".*(q_proj|v_proj)"`, []string{"q_proj", "v_proj"}},
-		{`"down_proj"`, []string{"down_proj"}},
-		{`["v_proj","q_proj","q_proj"]`, []string{"v_proj", "q_proj"}},
+		{targets: `"all-linear"`, want: LoRATargets()},
+		{targets: `".*(q_proj|v_proj)"`, layers: `1`, want: []string{"q_proj", "v_proj"}, wantLayers: []int{1}},
+		{targets: `"down_proj"`, want: []string{"down_proj"}},
+		{targets: `["v_proj","q_proj","q_proj"]`, want: []string{"q_proj", "v_proj"}},
+		{targets: `["self_attn.q_proj","mlp.down_proj"]`, want: []string{"q_proj", "down_proj"}},
+		{targets: `["model.layers.1.self_attn.q_proj"]`, want: []string{"q_proj"}, wantLayers: []int{1}},
+		{targets: `["layers.0.mlp.up_proj","c_attn"]`, want: []string{"up_proj"}, wantLayers: []int{0}},
+		{targets: `".*\\.layers\\.1\\.self_attn\\.q_proj"`, want: []string{"q_proj"}, wantLayers: []int{1}},
+		{targets: `".*\\.layers\\.1\\.self_attn\\.q_proj"`, layers: `[0]`, err: "selects no projection"},
+		{targets: `["model.layers.0.self_attn.q_proj","model.layers.1.self_attn.v_proj"]`, err: "same projections"},
+		{targets: `["q_proj","lm_head"]`, err: "lm_head"},
+		{targets: `".*"`, err: "cannot adapt"},
+		{targets: `["c_attn"]`, err: "selects no projection"},
+		{targets: `["q_proj"]`, layers: `[2]`, err: "has 2 layers"},
 	} {
-		c, err := parseAdapterConfig([]byte(`{"peft_type":"LORA","r":2,"lora_alpha":4,"layers_to_transform":1,"target_modules":` + tc.targets + `}`))
-		require.NoError(t, err, tc.targets)
-		assert.Equal(t, tc.want, c.Targets, tc.targets)
-		assert.Equal(t, []int{1}, c.Layers)
+		js := `{"peft_type":"LORA","r":2,"lora_alpha":4,"target_modules":` + tc.targets
+		if tc.layers != "" {
+			js += `,"layers_to_transform":` + tc.layers
+		}
+		c, err := parseAdapterConfig([]byte(js+`}`), 2)
+		if tc.err != "" {
+			assert.ErrorContains(t, err, tc.err, js)
+			continue
+		}
+		require.NoError(t, err, js)
+		assert.Equal(t, tc.want, c.Targets, js)
+		assert.Equal(t, tc.wantLayers, c.Layers, js)
 	}
 }
 
@@ -184,14 +207,14 @@ func FuzzAdapterConfig(f *testing.F) {
 	f.Add([]byte(`{"peft_type":"LORA","r":2,"lora_alpha":4,"target_modules":"all-linear","layers_to_transform":[0,1]}`))
 	f.Add([]byte(`{"peft_type":"LORA","r":2,"lora_alpha":4,"target_modules":".*proj","use_rslora":true}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := parseAdapterConfig(data)
+		c, err := parseAdapterConfig(data, 4)
 		if err != nil {
 			return
 		}
 		require.NoError(t, c.Validate())
 		js, err := marshalAdapterConfig(c, "")
 		require.NoError(t, err)
-		c2, err := parseAdapterConfig(js)
+		c2, err := parseAdapterConfig(js, 4)
 		require.NoError(t, err)
 		require.Equal(t, c.R, c2.R)
 		require.Equal(t, c.Scaling(), c2.Scaling())
