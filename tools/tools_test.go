@@ -396,6 +396,10 @@ func (c counting) ToolDescriptions() map[string]string {
 func (counting) Go(ctx context.Context) (string, error) { return "went", nil }
 
 func TestDiscoverCachesPerType(t *testing.T) {
+	// Start from an empty memo so that the counts below do not depend on
+	// an earlier run in this process (go test -count=N); other tests only
+	// recompute what they need.
+	cache.Clear()
 	n := 0
 	for range 3 {
 		s, err := Discover(counting{calls: &n})
