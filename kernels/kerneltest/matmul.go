@@ -30,54 +30,41 @@ func matmulTol(op string, red int) Tol {
 
 // MatMul checks out[M,N] (=, +=) x[M,K]·wᵀ for every weight dtype.
 func MatMul(t *testing.T, b kernels.Backend) {
-	var r ref.Backend
-	for _, s := range matmulShapes() {
-		m, n, k := s[0], s[1], s[2]
-		for _, dt := range dtypes() {
-			for _, acc := range []bool{false, true} {
-				name := fmt.Sprintf("M%d_N%d_K%d_%s_acc%v", m, n, k, dt, acc)
-				t.Run(name, func(t *testing.T) {
-					rng := newRNG("MatMul" + name)
-					x := uniform(rng, m*k, 1/math.Sqrt(float64(k)))
-					w := randMat(rng, dt, n, k, 1)
-					init := uniform(rng, m*n, 1)
-					want := clone(init)
-					r.MatMul(want, x, w, m, acc)
-					got := padded(init, 5)
-					b.MatMul(got, x, w, m, acc)
-					CheckClose(t, "out", got[:m*n], want, matmulTol("MatMul", k))
-					CheckExact(t, "out past M·N", got[m*n:], padded(nil, 5))
-					again := clone(init)
-					b.MatMul(again, x, w, m, acc)
-					CheckExact(t, "repeated call", again, got[:m*n])
-				})
-			}
-		}
-	}
+	matmulFamily(t, "MatMul", b.MatMul, ref.Backend{}.MatMul, func(n, k int) (int, int) { return k, n })
 }
 
 // MatMulNN checks out[M,K] (=, +=) dy[M,N]·w[N,K] for every weight dtype.
 func MatMulNN(t *testing.T, b kernels.Backend) {
-	var r ref.Backend
+	matmulFamily(t, "MatMulNN", b.MatMulNN, ref.Backend{}.MatMulNN, func(n, k int) (int, int) { return n, k })
+}
+
+// matmulOp is the shape of MatMul and MatMulNN.
+type matmulOp func(out, in []float32, w kernels.Mat, m int, accumulate bool)
+
+// matmulFamily checks op against its reference for every shape, dtype and
+// accumulate mode: in is [M, reduce], out is [M, width], where dims gives
+// (reduce, width) from w's [N, K].
+func matmulFamily(t *testing.T, op string, got, want matmulOp, dims func(n, k int) (reduce, width int)) {
 	for _, s := range matmulShapes() {
 		m, n, k := s[0], s[1], s[2]
+		reduce, width := dims(n, k)
 		for _, dt := range dtypes() {
 			for _, acc := range []bool{false, true} {
 				name := fmt.Sprintf("M%d_N%d_K%d_%s_acc%v", m, n, k, dt, acc)
 				t.Run(name, func(t *testing.T) {
-					rng := newRNG("MatMulNN" + name)
-					dy := uniform(rng, m*n, 1/math.Sqrt(float64(n)))
+					rng := newRNG(op + name)
+					in := uniform(rng, m*reduce, 1/math.Sqrt(float64(reduce)))
 					w := randMat(rng, dt, n, k, 1)
-					init := uniform(rng, m*k, 1)
-					want := clone(init)
-					r.MatMulNN(want, dy, w, m, acc)
-					got := padded(init, 5)
-					b.MatMulNN(got, dy, w, m, acc)
-					CheckClose(t, "out", got[:m*k], want, matmulTol("MatMulNN", n))
-					CheckExact(t, "out past M·K", got[m*k:], padded(nil, 5))
+					init := uniform(rng, m*width, 1)
+					ref := clone(init)
+					want(ref, in, w, m, acc)
+					out := padded(init, 5)
+					got(out, in, w, m, acc)
+					CheckClose(t, "out", out[:m*width], ref, matmulTol(op, reduce))
+					CheckExact(t, "out past the output", out[m*width:], padded(nil, 5))
 					again := clone(init)
-					b.MatMulNN(again, dy, w, m, acc)
-					CheckExact(t, "repeated call", again, got[:m*k])
+					got(again, in, w, m, acc)
+					CheckExact(t, "repeated call", again, out[:m*width])
 				})
 			}
 		}
