@@ -32,9 +32,10 @@ import (
 
 var dtypes = []string{"f32", "bf16", "f16"}
 
-// prefetchAhead is how many bytes ahead of the current position the
-// GEMV-like dotNT blocks (mr ≤ 2) prefetch each weight row.
-const prefetchAhead = 1024
+// prefetchMax caps how far (bytes) ahead of each weight row the GEMV-like
+// dotNT blocks (mr ≤ 2) prefetch: nr·ldw (the next block's rows) up to
+// this, so long rows don't prefetch so far ahead that L1 evicts the lines.
+const prefetchMax = 8192
 
 func main() {
 	sOut := flag.String("s", "matmul_amd64.s", "assembly output")
@@ -147,9 +148,16 @@ func dotNT(s, g *bytes.Buffer, dt string, mr, nr int) {
 				fmt.Fprintf(s, "\tVPXORD Z%d, Z%d, Z%d\n", acc2(i, j), acc2(i, j), acc2(i, j))
 			}
 		}
+		// R13 (rows 0–2) and R14 (rows 3–5) walk the next block's rows,
+		// nr·ldw further on: each iteration prefetches the line of every
+		// next-block row that this iteration reads of its own rows, so a
+		// whole-K block (the direct MatMul path) fetches the next block
+		// while it computes. (Rows nr·ldw apart stay distinct streams.)
+		fmt.Fprintf(s, "\tMOVQ R11, R13\n\tIMULQ $%d, R13\n\tMOVQ $%d, AX\n\tCMPQ R13, AX\n\tCMOVQGT AX, R13\n", nr, prefetchMax)
+		fmt.Fprintf(s, "\tADDQ DI, R13\n\tLEAQ (R13)(R11*2), R14\n\tADDQ R11, R14\n")
 		fmt.Fprintf(s, "\tMOVQ CX, BX\n\tSHRQ $1, CX\n\tJZ %s_one\n%s_loop2:\n", name, name)
 		for j := 0; j < nr; j++ {
-			fmt.Fprintf(s, "\tPREFETCHT0 %s\n", rowAddr("DI", "R12", "R11", j, prefetchAhead))
+			fmt.Fprintf(s, "\tPREFETCHT0 %s\n", rowAddr("R13", "R14", "R11", j, 0))
 			load16(s, dt, rowAddr("DI", "R12", "R11", j, 0), 24+j)
 			load16(s, dt, rowAddr("DI", "R12", "R11", j, ws), 16+j)
 		}
@@ -159,7 +167,7 @@ func dotNT(s, g *bytes.Buffer, dt string, mr, nr int) {
 				fmt.Fprintf(s, "\tVFMADD231PS Z%d, Z28, Z%d\n\tVFMADD231PS Z%d, Z29, Z%d\n", 24+j, acc(i, j), 16+j, acc2(i, j))
 			}
 		}
-		fmt.Fprintf(s, "\tADDQ $128, SI\n\tADDQ $128, R10\n\tADDQ $%d, DI\n\tADDQ $%d, R12\n", 2*ws, 2*ws)
+		fmt.Fprintf(s, "\tADDQ $128, SI\n\tADDQ $128, R10\n\tADDQ $%d, DI\n\tADDQ $%d, R12\n\tADDQ $%d, R13\n\tADDQ $%d, R14\n", 2*ws, 2*ws, 2*ws, 2*ws)
 		fmt.Fprintf(s, "\tDECQ CX\n\tJNZ %s_loop2\n%s_one:\n", name, name)
 		for i := 0; i < mr; i++ {
 			for j := 0; j < nr; j++ {
