@@ -109,12 +109,13 @@ func BenchmarkMatMul(b *testing.B) {
 }
 
 // BenchmarkMatMulNN and BenchmarkMatMulTN: the two gradient matmuls at a
-// training shape (M = 512 tokens).
+// training shape (M = 512 tokens; MatMulNN also at the lm_head's N).
 func BenchmarkMatMulNN(b *testing.B) {
 	be := New(0)
 	defer be.Close()
 	for _, dt := range []kernels.DType{kernels.BF16, kernels.F32} {
-		for _, s := range [][3]int{{512, 1024, 1024}, {512, 3072, 1024}, {512, 1024, 3072}} {
+		// N 151936: the lm_head's input gradient (N ≫ K).
+		for _, s := range [][3]int{{512, 1024, 1024}, {512, 3072, 1024}, {512, 1024, 3072}, {128, 151936, 1024}} {
 			m, n, k := s[0], s[1], s[2]
 			b.Run(fmt.Sprintf("%s_M%d_N%d_K%d", dt, m, n, k), func(b *testing.B) {
 				w := benchMat(dt, n, k)

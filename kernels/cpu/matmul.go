@@ -40,6 +40,7 @@ const (
 	cols  = 64   // output columns per axpy block (4 zmm)
 	pc    = 512  // reduction chunk of MatMulNN and MatMulTN
 	mbAx  = 96   // output rows per MatMulNN / MatMulTN task (a multiple of mr)
+	cgAx  = 8    // most column blocks per MatMulNN task (they share each dy chunk)
 	vecSz = 16   // float32 lanes per zmm
 )
 
@@ -254,18 +255,27 @@ func (b *Backend) MatMulNN(out, dy []float32, w kernels.Mat, m int, accumulate b
 	k16 := k &^ (kn.vec - 1)
 	colBlocks := (k16 + kn.cols - 1) / kn.cols
 	mBlocks := (m + mbAx - 1) / mbAx
-	b.parallelForWorker(colBlocks*mBlocks, func(wk, lo, hi int) {
+	// Up to cgAx column blocks per task, but at least 2 tasks per thread.
+	cg := max(1, min(cgAx, colBlocks*mBlocks/(2*b.threads)))
+	groups := (colBlocks + cg - 1) / cg
+	b.parallelForWorker(groups*mBlocks, func(wk, lo, hi int) {
 		bp := b.scratch(wk, pc*kn.cols) // the packed, widened panel w[p0:p0+pl, c0:c0+vec·nv]
 		for task := lo; task < hi; task++ {
-			c0, m0 := (task/mBlocks)*kn.cols, (task%mBlocks)*mbAx
-			nv := (min(c0+kn.cols, k16) - c0) / kn.vec
+			g0, m0 := (task/mBlocks)*cg*kn.cols, (task%mBlocks)*mbAx
+			g1 := min(g0+cg*kn.cols, k16)
 			m1 := min(m0+mbAx, m)
 			for p0 := 0; p0 < n; p0 += pc {
 				pl := min(pc, n-p0)
-				packPanel(kn, bp, w, p0, pl, c0, nv*kn.vec)
 				acc := b2i(accumulate || p0 > 0)
-				for i0 := m0; i0 < m1; i0 += kn.mr {
-					kn.axpy(0, min(kn.mr, m1-i0), nv, &dy[i0*n+p0], n*4, 4, unsafe.Pointer(&bp[0]), kn.cols*4, pl, &out[i0*k+c0], k*4, acc)
+				// The column blocks of the group reuse this chunk of dy
+				// rows from L2; each output element still sums p0 chunks
+				// in order, so the grouping leaves results unchanged.
+				for c0 := g0; c0 < g1; c0 += kn.cols {
+					nv := (min(c0+kn.cols, k16) - c0) / kn.vec
+					packPanel(kn, bp, w, p0, pl, c0, nv*kn.vec)
+					for i0 := m0; i0 < m1; i0 += kn.mr {
+						kn.axpy(0, min(kn.mr, m1-i0), nv, &dy[i0*n+p0], n*4, 4, unsafe.Pointer(&bp[0]), kn.cols*4, pl, &out[i0*k+c0], k*4, acc)
+					}
 				}
 			}
 		}
