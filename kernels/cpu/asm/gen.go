@@ -216,29 +216,10 @@ func dotNT(s, g *bytes.Buffer, dt string, mr, nr int) {
 
 func axpy(s, g *bytes.Buffer, dt string, mr, nv int) {
 	name := fmt.Sprintf("axpy_%s_%dx%d", dt, mr, nv)
-	fmt.Fprintf(g, "//go:noescape\nfunc %s(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)\n\n", name)
-	acc := func(i, j int) int { return i*4 + j }
-	fmt.Fprintf(s, "\n// func %s(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)\n", name)
-	fmt.Fprintf(s, "TEXT ·%s(SB), NOSPLIT, $0-72\n", name)
-	fmt.Fprintf(s, "\tMOVQ a+0(FP), AX\n\tMOVQ sai+8(FP), R8\n\tMOVQ sap+16(FP), R9\n\tMOVQ b+24(FP), DI\n\tMOVQ ldb+32(FP), R11\n")
-	fmt.Fprintf(s, "\tMOVQ steps+40(FP), CX\n\tMOVQ c+48(FP), DX\n\tMOVQ ldc+56(FP), R10\n\tMOVQ acc+64(FP), BX\n")
+	axpyHead(s, g, name)
+	acc := axpyAcc
 	fmt.Fprintf(s, "\tLEAQ (AX)(R8*2), R13\n\tADDQ R8, R13\n")
-	fmt.Fprintf(s, "\tTESTQ BX, BX\n\tJZ %s_zero\n\tMOVQ DX, R14\n", name)
-	for i := 0; i < mr; i++ {
-		for j := 0; j < nv; j++ {
-			fmt.Fprintf(s, "\tVMOVUPS %d(R14), Z%d\n", 64*j, acc(i, j))
-		}
-		if i < mr-1 {
-			fmt.Fprintf(s, "\tADDQ R10, R14\n")
-		}
-	}
-	fmt.Fprintf(s, "\tJMP %s_start\n%s_zero:\n", name, name)
-	for i := 0; i < mr; i++ {
-		for j := 0; j < nv; j++ {
-			fmt.Fprintf(s, "\tVPXORD Z%d, Z%d, Z%d\n", acc(i, j), acc(i, j), acc(i, j))
-		}
-	}
-	fmt.Fprintf(s, "%s_start:\n\tTESTQ CX, CX\n\tJZ %s_store\n%s_loop:\n", name, name, name)
+	axpyAccumulators(s, name, mr, nv, "Z", 64, "VPXORD")
 	for j := 0; j < nv; j++ {
 		load16(s, dt, fmt.Sprintf("%d(DI)", 16*size(dt)*j), 24+j)
 	}
@@ -249,9 +230,51 @@ func axpy(s, g *bytes.Buffer, dt string, mr, nv int) {
 		}
 	}
 	fmt.Fprintf(s, "\tADDQ R9, AX\n\tADDQ R9, R13\n\tADDQ R11, DI\n\tDECQ CX\n\tJNZ %s_loop\n%s_store:\n", name, name)
+	axpyStore(s, mr, nv, "Z", 64)
+}
+
+// axpyAcc is the accumulator register of row i, vector j of an axpy block.
+func axpyAcc(i, j int) int { return i*4 + j }
+
+// axpyHead writes an axpy kernel's Go declaration and its assembly header,
+// which loads the arguments: a AX, sai R8, sap R9, b DI, ldb R11, steps CX,
+// c DX, ldc R10, acc BX.
+func axpyHead(s, g *bytes.Buffer, name string) {
+	fmt.Fprintf(g, "//go:noescape\nfunc %s(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)\n\n", name)
+	fmt.Fprintf(s, "\n// func %s(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)\n", name)
+	fmt.Fprintf(s, "TEXT ·%s(SB), NOSPLIT, $0-72\n", name)
+	fmt.Fprintf(s, "\tMOVQ a+0(FP), AX\n\tMOVQ sai+8(FP), R8\n\tMOVQ sap+16(FP), R9\n\tMOVQ b+24(FP), DI\n\tMOVQ ldb+32(FP), R11\n")
+	fmt.Fprintf(s, "\tMOVQ steps+40(FP), CX\n\tMOVQ c+48(FP), DX\n\tMOVQ ldc+56(FP), R10\n\tMOVQ acc+64(FP), BX\n")
+}
+
+// axpyAccumulators loads the mr×nv accumulators (register prefix reg, vbytes
+// bytes each) from c when acc is set, or clears them with zero, and opens
+// the loop over steps.
+func axpyAccumulators(s *bytes.Buffer, name string, mr, nv int, reg string, vbytes int, zero string) {
+	fmt.Fprintf(s, "\tTESTQ BX, BX\n\tJZ %s_zero\n\tMOVQ DX, R14\n", name)
 	for i := 0; i < mr; i++ {
 		for j := 0; j < nv; j++ {
-			fmt.Fprintf(s, "\tVMOVUPS Z%d, %d(DX)\n", acc(i, j), 64*j)
+			fmt.Fprintf(s, "\tVMOVUPS %d(R14), %s%d\n", vbytes*j, reg, axpyAcc(i, j))
+		}
+		if i < mr-1 {
+			fmt.Fprintf(s, "\tADDQ R10, R14\n")
+		}
+	}
+	fmt.Fprintf(s, "\tJMP %s_start\n%s_zero:\n", name, name)
+	for i := 0; i < mr; i++ {
+		for j := 0; j < nv; j++ {
+			a := axpyAcc(i, j)
+			fmt.Fprintf(s, "\t%s %s%d, %s%d, %s%d\n", zero, reg, a, reg, a, reg, a)
+		}
+	}
+	fmt.Fprintf(s, "%s_start:\n\tTESTQ CX, CX\n\tJZ %s_store\n%s_loop:\n", name, name, name)
+}
+
+// axpyStore writes the accumulators back to c and returns.
+func axpyStore(s *bytes.Buffer, mr, nv int, reg string, vbytes int) {
+	for i := 0; i < mr; i++ {
+		for j := 0; j < nv; j++ {
+			fmt.Fprintf(s, "\tVMOVUPS %s%d, %d(DX)\n", reg, axpyAcc(i, j), vbytes*j)
 		}
 		if i < mr-1 {
 			fmt.Fprintf(s, "\tADDQ R10, DX\n")
@@ -349,28 +372,9 @@ func dotNT2(s, g *bytes.Buffer, dt string, mr, nr int) {
 // axpy2 is axpy for AVX2 + FMA: mr ≤ 3 rows × nv ≤ 4 vectors of 8 columns.
 func axpy2(s, g *bytes.Buffer, dt string, mr, nv int) {
 	name := fmt.Sprintf("axpy2_%s_%dx%d", dt, mr, nv)
-	fmt.Fprintf(g, "//go:noescape\nfunc %s(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)\n\n", name)
-	acc := func(i, j int) int { return i*4 + j }
-	fmt.Fprintf(s, "\n// func %s(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)\n", name)
-	fmt.Fprintf(s, "TEXT ·%s(SB), NOSPLIT, $0-72\n", name)
-	fmt.Fprintf(s, "\tMOVQ a+0(FP), AX\n\tMOVQ sai+8(FP), R8\n\tMOVQ sap+16(FP), R9\n\tMOVQ b+24(FP), DI\n\tMOVQ ldb+32(FP), R11\n")
-	fmt.Fprintf(s, "\tMOVQ steps+40(FP), CX\n\tMOVQ c+48(FP), DX\n\tMOVQ ldc+56(FP), R10\n\tMOVQ acc+64(FP), BX\n")
-	fmt.Fprintf(s, "\tTESTQ BX, BX\n\tJZ %s_zero\n\tMOVQ DX, R14\n", name)
-	for i := 0; i < mr; i++ {
-		for j := 0; j < nv; j++ {
-			fmt.Fprintf(s, "\tVMOVUPS %d(R14), Y%d\n", 32*j, acc(i, j))
-		}
-		if i < mr-1 {
-			fmt.Fprintf(s, "\tADDQ R10, R14\n")
-		}
-	}
-	fmt.Fprintf(s, "\tJMP %s_start\n%s_zero:\n", name, name)
-	for i := 0; i < mr; i++ {
-		for j := 0; j < nv; j++ {
-			fmt.Fprintf(s, "\tVXORPS Y%d, Y%d, Y%d\n", acc(i, j), acc(i, j), acc(i, j))
-		}
-	}
-	fmt.Fprintf(s, "%s_start:\n\tTESTQ CX, CX\n\tJZ %s_store\n%s_loop:\n", name, name, name)
+	axpyHead(s, g, name)
+	acc := axpyAcc
+	axpyAccumulators(s, name, mr, nv, "Y", 32, "VXORPS")
 	for i := 0; i < mr; i++ {
 		fmt.Fprintf(s, "\tVBROADCASTSS %s, Y%d\n", rowAddr("AX", "AX", "R8", i, 0), 12+i)
 	}
@@ -381,15 +385,7 @@ func axpy2(s, g *bytes.Buffer, dt string, mr, nv int) {
 		}
 	}
 	fmt.Fprintf(s, "\tADDQ R9, AX\n\tADDQ R11, DI\n\tDECQ CX\n\tJNZ %s_loop\n%s_store:\n", name, name)
-	for i := 0; i < mr; i++ {
-		for j := 0; j < nv; j++ {
-			fmt.Fprintf(s, "\tVMOVUPS Y%d, %d(DX)\n", acc(i, j), 32*j)
-		}
-		if i < mr-1 {
-			fmt.Fprintf(s, "\tADDQ R10, DX\n")
-		}
-	}
-	fmt.Fprintf(s, "\tVZEROUPPER\n\tRET\n")
+	axpyStore(s, mr, nv, "Y", 32)
 }
 
 func cvt2(s, g *bytes.Buffer, dt string) {
