@@ -54,7 +54,7 @@ func TestNewDefaultThreads(t *testing.T) {
 	b := New(0)
 	defer b.Close()
 	assert.Positive(t, b.Threads())
-	assert.Contains(t, []string{"avx512", "generic"}, b.SIMD())
+	assert.Contains(t, []string{"avx512", "avx2", "generic"}, b.SIMD())
 }
 
 // BenchmarkParallelForOverhead is the fixed cost of one parallelFor over
