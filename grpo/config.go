@@ -1,0 +1,750 @@
+package grpo
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/x/kernels"
+	"github.com/x/model"
+	"github.com/x/tokenizer"
+)
+
+// LossType names a policy loss (TRL's loss_type). Each differs in its
+// per-token objective and in how token losses are normalised (loss.go).
+type LossType string
+
+// The loss types TRL offers.
+const (
+	// LossDAPO (the default) sums token losses over the micro-batch and
+	// divides by the number of loss tokens in the whole generation batch,
+	// so every token weighs the same whatever its sequence's length.
+	LossDAPO LossType = "dapo"
+	// LossGRPO averages each sequence's token losses, then the sequences.
+	LossGRPO LossType = "grpo"
+	// LossBNPO divides by the number of loss tokens in the micro-batch.
+	LossBNPO LossType = "bnpo"
+	// LossDrGRPO divides by micro-batch rows × MaxCompletionLength.
+	LossDrGRPO LossType = "dr_grpo"
+	// LossCISPO clips the importance weight itself (stop-gradient) and
+	// multiplies it with A·logp (MiniMax-M1); normalised like dapo.
+	LossCISPO LossType = "cispo"
+	// LossSAPO replaces the hard clip with a temperature-controlled sigmoid
+	// gate; normalised like grpo.
+	LossSAPO LossType = "sapo"
+	// LossLUSPO is GSPO with each sequence's loss scaled by its length;
+	// it needs sequence-level importance sampling.
+	LossLUSPO LossType = "luspo"
+	// LossVESPO weights A·logp by a gamma-shaped function of the sequence
+	// ratio (stop-gradient); normalised like dapo.
+	LossVESPO LossType = "vespo"
+)
+
+// LossTypes lists every loss type, in TRL's documentation order.
+func LossTypes() []LossType {
+	return []LossType{LossDAPO, LossGRPO, LossBNPO, LossDrGRPO, LossCISPO, LossSAPO, LossLUSPO, LossVESPO}
+}
+
+// Valid reports whether l is a known loss type.
+func (l LossType) Valid() bool {
+	for _, k := range LossTypes() {
+		if l == k {
+			return true
+		}
+	}
+	return false
+}
+
+// clipped reports whether l uses the PPO-style two-sided clip
+// (-min(w·A, clip(w)·A)), to which Delta and the clip metrics apply.
+func (l LossType) clipped() bool {
+	switch l {
+	case LossGRPO, LossBNPO, LossDrGRPO, LossDAPO, LossLUSPO:
+		return true
+	}
+	return false
+}
+
+// ISLevel is the granularity of the importance ratio
+// (TRL's importance_sampling_level).
+type ISLevel string
+
+// Importance-sampling levels.
+const (
+	// ISToken (the default) gives every token its own ratio exp(logp − old).
+	ISToken ISLevel = "token"
+	// ISSequence (GSPO) gives each sequence one ratio: exp of the mean
+	// log-ratio over its loss tokens.
+	ISSequence ISLevel = "sequence"
+)
+
+// ScaleRewards says what the group-centred rewards are divided by
+// (TRL's scale_rewards).
+type ScaleRewards string
+
+// Reward scalings.
+const (
+	// ScaleGroup (the default; TRL's True) divides by the group's std.
+	ScaleGroup ScaleRewards = "group"
+	// ScaleBatch divides by the std of the whole generation batch (the mean
+	// stays per group).
+	ScaleBatch ScaleRewards = "batch"
+	// ScaleNone (TRL's False) does not scale (Dr. GRPO).
+	ScaleNone ScaleRewards = "none"
+)
+
+// Aggregation says how several reward functions combine
+// (TRL's multi_objective_aggregation).
+type Aggregation string
+
+// Reward aggregations.
+const (
+	// SumThenNormalize (the default) sums the weighted rewards, then forms
+	// group-relative advantages of the sum.
+	SumThenNormalize Aggregation = "sum_then_normalize"
+	// NormalizeThenSum (GDPO) normalises each function's rewards within its
+	// group, sums them with the weights, then normalises the sum over the
+	// batch; ScaleRewards is ignored.
+	NormalizeThenSum Aggregation = "normalize_then_sum"
+)
+
+// ISCorrection is how the ratio between training and sampling log-probs
+// corrects the loss when the two differ (TRL's
+// vllm_importance_sampling_mode, with "none" for off).
+type ISCorrection string
+
+// Sampling-mismatch corrections. ρ = exp(old − sampling), per token or
+// summed per sequence; C = ISCorrectionCap.
+const (
+	ISCorrectionNone             ISCorrection = "none"              // no correction
+	ISCorrectionTokenTruncate    ISCorrection = "token_truncate"    // ρ_t = min(ρ_t, C)
+	ISCorrectionTokenMask        ISCorrection = "token_mask"        // ρ_t, or 0 above C
+	ISCorrectionSequenceTruncate ISCorrection = "sequence_truncate" // ρ_i = min(ρ_i, C)
+	ISCorrectionSequenceMask     ISCorrection = "sequence_mask"     // ρ_i, or 0 above C (TRL's default)
+)
+
+// Unlimited is the MaxToolCallingIterations value for no cap (TRL's None).
+const Unlimited = -1
+
+// Config holds the trainer's settings. Field docs give TRL's name and
+// default; DefaultConfig sets those defaults, and Validate reports every
+// inconsistent setting at once. The JSON form uses TRL's names, so a
+// checkpoint's saved config reads like a GRPOConfig.
+//
+// Batch layout (one process, as TRL lays it out): PerDeviceTrainBatchSize
+// completions form a micro-batch; an optimizer step accumulates
+// GradientAccumulationSteps micro-batches; one generation produces
+// GenerationBatchSize = PerDeviceTrainBatchSize × StepsPerGeneration
+// completions, that is GenerationBatchSize / NumGenerations prompts each
+// sampled NumGenerations times (rows [g·G, (g+1)·G) are group g), and its
+// StepsPerGeneration micro-batches are trained on NumIterations times.
+type Config struct {
+	// --- generation ---
+
+	// NumGenerations is G, completions sampled per prompt (num_generations,
+	// 8); at least 2.
+	NumGenerations int `json:"num_generations"`
+	// NumGenerationsEval is G for Evaluate (num_generations_eval, None):
+	// 0 means NumGenerations.
+	NumGenerationsEval int `json:"num_generations_eval"`
+	// MaxPromptLength caps the rendered prompt in tokens; a longer prompt is
+	// an error naming its row. 0 (the default) means no cap. TRL removed
+	// max_prompt_length in 0.26 and asks users to filter the dataset.
+	MaxPromptLength int `json:"max_prompt_length"`
+	// MaxCompletionLength caps the whole multi-turn completion, model and
+	// tool/template tokens together (max_completion_length, 512).
+	MaxCompletionLength int `json:"max_completion_length"`
+	// MaxToolCallingIterations caps the tool-calling rounds of a rollout
+	// (max_tool_calling_iterations, None): Unlimited (-1, the default) for
+	// no cap, 0 to never execute tools.
+	MaxToolCallingIterations int `json:"max_tool_calling_iterations"`
+	// Temperature divides the logits, when sampling and when scoring
+	// log-probs (temperature, 1.0); must be > 0 for training.
+	Temperature float32 `json:"temperature"`
+	// TopP keeps the smallest set of tokens with this cumulative probability
+	// (top_p, 1.0 = all).
+	TopP float32 `json:"top_p"`
+	// TopK keeps the K most likely tokens (top_k, 0 = all).
+	TopK int `json:"top_k"`
+	// MinP drops tokens below MinP × the top probability (min_p, None = 0).
+	MinP float32 `json:"min_p"`
+	// EnableThinking is chat_template_kwargs {"enable_thinking": …} (None =
+	// tokenizer.ThinkingUnset): ThinkingOff renders an empty think block in
+	// every generation prompt and tool suffix.
+	EnableThinking tokenizer.Thinking `json:"enable_thinking"`
+
+	// --- optimisation ---
+
+	// LearningRate is the peak rate (learning_rate, 1e-6).
+	LearningRate float64 `json:"learning_rate"`
+	// LRSchedule is the rate's schedule (lr_scheduler_type, "linear").
+	LRSchedule model.ScheduleKind `json:"lr_scheduler_type"`
+	// WarmupSteps ramps the rate from 0 over this many optimizer steps
+	// (warmup_steps, 0). Set it or WarmupRatio, not both.
+	WarmupSteps int `json:"warmup_steps"`
+	// WarmupRatio is the warmup as a fraction of the run's optimizer steps,
+	// rounded up (warmup_ratio, 0).
+	WarmupRatio float64 `json:"warmup_ratio"`
+	// WeightDecay is AdamW's decoupled weight decay (weight_decay, 0).
+	WeightDecay float64 `json:"weight_decay"`
+	// AdamBeta1 is AdamW's β1 (adam_beta1, 0.9).
+	AdamBeta1 float64 `json:"adam_beta1"`
+	// AdamBeta2 is AdamW's β2 (adam_beta2, 0.999).
+	AdamBeta2 float64 `json:"adam_beta2"`
+	// AdamEpsilon is AdamW's ε (adam_epsilon, 1e-8).
+	AdamEpsilon float64 `json:"adam_epsilon"`
+	// MaxGradNorm clips the global gradient norm before each step
+	// (max_grad_norm, 1.0); 0 turns clipping off.
+	MaxGradNorm float64 `json:"max_grad_norm"`
+	// GradientCheckpointing recomputes each layer's activations in the
+	// backward instead of keeping them (gradient_checkpointing, True).
+	GradientCheckpointing bool `json:"gradient_checkpointing"`
+
+	// --- batch layout (see the type's doc) ---
+
+	// PerDeviceTrainBatchSize is the completions per micro-batch
+	// (per_device_train_batch_size, 8).
+	PerDeviceTrainBatchSize int `json:"per_device_train_batch_size"`
+	// GradientAccumulationSteps is micro-batches per optimizer step
+	// (gradient_accumulation_steps, 1).
+	GradientAccumulationSteps int `json:"gradient_accumulation_steps"`
+	// StepsPerGeneration is micro-batches per generation
+	// (steps_per_generation, None): 0 means GradientAccumulationSteps, or
+	// GenerationBatchSize / PerDeviceTrainBatchSize when that is set. Set it
+	// or GenerationBatchSize, not both.
+	StepsPerGeneration int `json:"steps_per_generation"`
+	// GenerationBatchSize is completions per generation
+	// (generation_batch_size, None): 0 means PerDeviceTrainBatchSize ×
+	// StepsPerGeneration.
+	GenerationBatchSize int `json:"generation_batch_size"`
+	// NumIterations is μ, the passes over each generation batch
+	// (num_iterations, 1).
+	NumIterations int `json:"num_iterations"`
+	// NumEpochs is passes over the dataset when MaxSteps is 0
+	// (num_train_epochs, 3; whole epochs only here).
+	NumEpochs int `json:"num_train_epochs"`
+	// MaxSteps, if > 0, is the run's length in optimizer steps and
+	// overrides NumEpochs (max_steps, -1 = off; 0 here). Training without a
+	// dataset needs it.
+	MaxSteps int `json:"max_steps"`
+	// ShuffleDataset shuffles the rows each epoch from Seed
+	// (shuffle_dataset, True).
+	ShuffleDataset bool `json:"shuffle_dataset"`
+	// Seed seeds the data order, sampling and adapter initialisation
+	// (seed, 42).
+	Seed uint64 `json:"seed"`
+
+	// --- rewards and advantages ---
+
+	// ScaleRewards is the advantage's divisor (scale_rewards, "group").
+	ScaleRewards ScaleRewards `json:"scale_rewards"`
+	// Aggregation combines several reward functions
+	// (multi_objective_aggregation, "sum_then_normalize").
+	Aggregation Aggregation `json:"multi_objective_aggregation"`
+	// Reward weights (reward_weights, None = all 1) are given with each
+	// function: WithReward(name, weight, fn). Env-owned rewards weigh 1.
+
+	// --- loss ---
+
+	// LossType is the policy loss (loss_type, "dapo").
+	LossType LossType `json:"loss_type"`
+	// ImportanceSamplingLevel is token or sequence (GSPO)
+	// (importance_sampling_level, "token").
+	ImportanceSamplingLevel ISLevel `json:"importance_sampling_level"`
+	// Beta weighs the k3 KL to the reference policy (the model with its
+	// adapters off; no second copy) (beta, 0.0 = no reference pass).
+	Beta float64 `json:"beta"`
+	// Epsilon is the lower clip ε_low: ratios below 1−ε_low are clipped
+	// (epsilon, 0.2).
+	Epsilon float64 `json:"epsilon"`
+	// EpsilonHigh is the upper clip: ratios above 1+ε_high are clipped
+	// (epsilon_high, None). 0 means Epsilon. For cispo it is the absolute
+	// cap on the ratio (MiniMax-M1 uses values around 5), not 1+ε.
+	EpsilonHigh float64 `json:"epsilon_high"`
+	// Delta caps the unclipped ratio (two-sided GRPO, INTELLECT-2)
+	// (delta, None). 0 means off; set it above 1+EpsilonHigh.
+	Delta float64 `json:"delta"`
+	// MaskTruncatedCompletions gives no loss to completions cut off by the
+	// token budget (mask_truncated_completions, False).
+	MaskTruncatedCompletions bool `json:"mask_truncated_completions"`
+	// EntropyCoef subtracts coef × the mean entropy of loss tokens from the
+	// loss (entropy_coef, 0.0).
+	EntropyCoef float64 `json:"entropy_coef"`
+	// TopEntropyQuantile keeps in the policy loss only tokens whose entropy
+	// is at least the (1−ρ) quantile of the batch's loss-token entropies
+	// (top_entropy_quantile, 1.0 = all).
+	TopEntropyQuantile float64 `json:"top_entropy_quantile"`
+	// UseBiasCorrectionKL multiplies the KL term by the importance ratio
+	// (use_bias_correction_kl, False).
+	UseBiasCorrectionKL bool `json:"use_bias_correction_kl"`
+	// SAPOTemperaturePos is sapo's gate temperature for A > 0
+	// (sapo_temperature_pos, 1.0).
+	SAPOTemperaturePos float64 `json:"sapo_temperature_pos"`
+	// SAPOTemperatureNeg is sapo's gate temperature for A ≤ 0
+	// (sapo_temperature_neg, 1.05).
+	SAPOTemperatureNeg float64 `json:"sapo_temperature_neg"`
+	// VESPOKPos is vespo's gamma shape k for A ≥ 0 (vespo_k_pos, 2.0).
+	VESPOKPos float64 `json:"vespo_k_pos"`
+	// VESPOLambdaPos is vespo's gamma rate λ for A ≥ 0 (vespo_lambda_pos, 3.0).
+	VESPOLambdaPos float64 `json:"vespo_lambda_pos"`
+	// VESPOKNeg is vespo's gamma shape k for A < 0 (vespo_k_neg, 3.0).
+	VESPOKNeg float64 `json:"vespo_k_neg"`
+	// VESPOLambdaNeg is vespo's gamma rate λ for A < 0 (vespo_lambda_neg, 2.0).
+	VESPOLambdaNeg float64 `json:"vespo_lambda_neg"`
+	// ISCorrection corrects for sampling log-probs that differ from
+	// training's (vllm_importance_sampling_mode, "sequence_mask"; TRL applies
+	// it only with vLLM). It acts only when old log-probs are recomputed by
+	// a training forward; when sampling and training agree the ratio is 1.
+	ISCorrection ISCorrection `json:"importance_sampling_correction"`
+	// ISCorrectionCap is C for ISCorrection (vllm_importance_sampling_cap, 3.0).
+	ISCorrectionCap float64 `json:"importance_sampling_cap"`
+
+	// --- rollouts (Go trainer) ---
+
+	// ToolConcurrency bounds the tool calls running at once across
+	// rollouts (16).
+	ToolConcurrency int `json:"tool_concurrency"`
+	// ToolTimeout is each tool call's deadline (30s); 0 means none. A call
+	// past it answers the model with an error and counts as a failure.
+	ToolTimeout time.Duration `json:"tool_timeout"`
+	// RolloutAttempts is how many times a rollout whose env failed is played
+	// from the start on a fresh env (3, the first included).
+	RolloutAttempts int `json:"rollout_attempts"`
+	// RolloutRetryBudget bounds the time of all attempts of one rollout
+	// (0 = none); when it runs out no further attempt starts.
+	RolloutRetryBudget time.Duration `json:"rollout_retry_budget"`
+
+	// --- output ---
+
+	// OutputDir receives checkpoints, the metrics JSONL, completions and
+	// the plot (output_dir). "" (the default) writes no files.
+	OutputDir string `json:"output_dir"`
+	// LoggingSteps is optimizer steps between logged metric lines
+	// (logging_steps, 10).
+	LoggingSteps int `json:"logging_steps"`
+	// SaveSteps is optimizer steps between checkpoints (save_steps, 500);
+	// 0 means never. Checkpoints need OutputDir.
+	SaveSteps int `json:"save_steps"`
+	// SaveTotalLimit keeps only the newest this many checkpoints
+	// (save_total_limit, None = 0 = keep all).
+	SaveTotalLimit int `json:"save_total_limit"`
+	// LogCompletions writes each step's completions to OutputDir
+	// (log_completions, False).
+	LogCompletions bool `json:"log_completions"`
+}
+
+// DefaultConfig returns TRL's GRPOConfig defaults (§5 of the spec) and the
+// Go trainer's own.
+func DefaultConfig() Config {
+	return Config{
+		NumGenerations:           8,
+		MaxCompletionLength:      512,
+		MaxToolCallingIterations: Unlimited,
+		Temperature:              1,
+		TopP:                     1,
+
+		LearningRate:          1e-6,
+		LRSchedule:            model.ScheduleLinear,
+		AdamBeta1:             0.9,
+		AdamBeta2:             0.999,
+		AdamEpsilon:           1e-8,
+		MaxGradNorm:           1,
+		GradientCheckpointing: true,
+
+		PerDeviceTrainBatchSize:   8,
+		GradientAccumulationSteps: 1,
+		NumIterations:             1,
+		NumEpochs:                 3,
+		ShuffleDataset:            true,
+		Seed:                      42,
+
+		ScaleRewards: ScaleGroup,
+		Aggregation:  SumThenNormalize,
+
+		LossType:                LossDAPO,
+		ImportanceSamplingLevel: ISToken,
+		Epsilon:                 0.2,
+		TopEntropyQuantile:      1,
+		SAPOTemperaturePos:      1,
+		SAPOTemperatureNeg:      1.05,
+		VESPOKPos:               2,
+		VESPOLambdaPos:          3,
+		VESPOKNeg:               3,
+		VESPOLambdaNeg:          2,
+		ISCorrection:            ISCorrectionSequenceMask,
+		ISCorrectionCap:         3,
+
+		ToolConcurrency: 16,
+		ToolTimeout:     30 * time.Second,
+		RolloutAttempts: 3,
+
+		LoggingSteps: 10,
+		SaveSteps:    500,
+	}
+}
+
+// ConfigError is one invalid Config setting: the Go field, TRL's name for
+// it, and what is wrong with what to change.
+type ConfigError struct {
+	Field   string // Go field name, e.g. "EpsilonHigh"
+	TRLName string // e.g. "epsilon_high"; "" for fields TRL lacks
+	Problem string // what is wrong and what to change
+}
+
+// Error implements error.
+func (e *ConfigError) Error() string {
+	if e.TRLName == "" {
+		return fmt.Sprintf("grpo: config %s: %s", e.Field, e.Problem)
+	}
+	return fmt.Sprintf("grpo: config %s (%s): %s", e.Field, e.TRLName, e.Problem)
+}
+
+// EpsilonHighOrDefault is the upper clip in effect: EpsilonHigh, or Epsilon
+// when EpsilonHigh is 0 (TRL's None).
+func (c Config) EpsilonHighOrDefault() float64 {
+	if c.EpsilonHigh == 0 {
+		return c.Epsilon
+	}
+	return c.EpsilonHigh
+}
+
+// Layout is the batch layout a Config implies, with the defaults resolved.
+type Layout struct {
+	G                         int // completions per prompt (NumGenerations)
+	MicroBatch                int // completions per micro-batch (PerDeviceTrainBatchSize)
+	GradientAccumulationSteps int // micro-batches per optimizer step
+	StepsPerGeneration        int // micro-batches per generation (per pass)
+	GenerationBatchSize       int // completions per generation
+	Prompts                   int // unique prompts per generation = GenerationBatchSize / G
+	NumIterations             int // passes over each generation batch (μ)
+}
+
+// OptimizerSteps is the number of optimizer steps one generation feeds:
+// StepsPerGeneration × NumIterations / GradientAccumulationSteps (Validate
+// requires it to be whole).
+func (l Layout) OptimizerSteps() int {
+	return l.StepsPerGeneration * l.NumIterations / max(1, l.GradientAccumulationSteps)
+}
+
+// NeedsOldLogProbs reports whether the policy moves between sampling and
+// training on a generation's data, so that old log-probs must come from
+// the policy as it was at sampling time rather than be the current ones
+// under a stop-gradient. TRL: gradient_accumulation_steps %
+// (steps_per_generation × num_iterations) != 0.
+func (l Layout) NeedsOldLogProbs() bool {
+	passes := l.StepsPerGeneration * l.NumIterations
+	return passes > 0 && l.GradientAccumulationSteps%passes != 0
+}
+
+// Layout resolves the batch layout (StepsPerGeneration and
+// GenerationBatchSize defaults). Call Validate first; an invalid Config
+// gives a layout with zero or inconsistent fields.
+func (c Config) Layout() Layout {
+	l := Layout{
+		G:                         c.NumGenerations,
+		MicroBatch:                c.PerDeviceTrainBatchSize,
+		GradientAccumulationSteps: c.GradientAccumulationSteps,
+		StepsPerGeneration:        c.StepsPerGeneration,
+		GenerationBatchSize:       c.GenerationBatchSize,
+		NumIterations:             c.NumIterations,
+	}
+	switch {
+	case l.GenerationBatchSize == 0 && l.StepsPerGeneration == 0:
+		l.StepsPerGeneration = l.GradientAccumulationSteps
+		l.GenerationBatchSize = l.MicroBatch * l.StepsPerGeneration
+	case l.StepsPerGeneration == 0 && l.MicroBatch > 0:
+		l.StepsPerGeneration = l.GenerationBatchSize / l.MicroBatch
+	case l.GenerationBatchSize == 0:
+		l.GenerationBatchSize = l.MicroBatch * l.StepsPerGeneration
+	}
+	if l.G > 0 {
+		l.Prompts = l.GenerationBatchSize / l.G
+	}
+	return l
+}
+
+// Sampling is the generation's sampling parameters.
+func (c Config) Sampling() kernels.SamplingParams {
+	return kernels.SamplingParams{Temperature: c.Temperature, TopK: c.TopK, TopP: c.TopP, MinP: c.MinP}
+}
+
+// Warmup is the warmup in optimizer steps for a run of totalSteps:
+// WarmupSteps, or ⌈WarmupRatio × totalSteps⌉ as transformers rounds it.
+func (c Config) Warmup(totalSteps int) int {
+	if c.WarmupSteps > 0 {
+		return c.WarmupSteps
+	}
+	return int(math.Ceil(c.WarmupRatio * float64(totalSteps)))
+}
+
+// AdamW is the optimizer configuration for a run of totalSteps optimizer
+// steps: AdamW with this Config's betas, ε, weight decay, clipping and
+// learning-rate schedule.
+func (c Config) AdamW(totalSteps int) model.AdamWConfig {
+	return model.AdamWConfig{
+		Beta1:       float32(c.AdamBeta1),
+		Beta2:       float32(c.AdamBeta2),
+		Eps:         float32(c.AdamEpsilon),
+		WeightDecay: float32(c.WeightDecay),
+		MaxGradNorm: c.MaxGradNorm,
+		Schedule: model.Schedule{
+			Kind:        c.LRSchedule,
+			LR:          c.LearningRate,
+			WarmupSteps: c.Warmup(totalSteps),
+			TotalSteps:  totalSteps,
+		},
+	}
+}
+
+// Validate reports every invalid or inconsistent setting at once, joined
+// (errors.Join); each is a *ConfigError naming the field and what to
+// change. It returns nil for a usable Config.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field, trl, format string, args ...any) {
+		errs = append(errs, &ConfigError{Field: field, TRLName: trl, Problem: fmt.Sprintf(format, args...)})
+	}
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+	// generation
+	if c.NumGenerations < 2 {
+		bad("NumGenerations", "num_generations", "%d: GRPO needs at least 2 completions per prompt to form a group baseline; set it to 2 or more", c.NumGenerations)
+	}
+	if c.NumGenerationsEval < 0 {
+		bad("NumGenerationsEval", "num_generations_eval", "%d: must be ≥ 0 (0 uses NumGenerations)", c.NumGenerationsEval)
+	}
+	if c.MaxPromptLength < 0 {
+		bad("MaxPromptLength", "max_prompt_length", "%d: must be ≥ 0 (0 = no cap)", c.MaxPromptLength)
+	}
+	if c.MaxCompletionLength < 1 {
+		bad("MaxCompletionLength", "max_completion_length", "%d: must be ≥ 1", c.MaxCompletionLength)
+	}
+	if c.MaxToolCallingIterations < Unlimited {
+		bad("MaxToolCallingIterations", "max_tool_calling_iterations", "%d: must be ≥ 0, or Unlimited (-1)", c.MaxToolCallingIterations)
+	}
+	if t := float64(c.Temperature); !finite(t) || t <= 0 {
+		bad("Temperature", "temperature", "%v: training needs a temperature > 0 (greedy sampling gives G identical completions, and log-probs divide by it); greedy evaluation is an Evaluate option", c.Temperature)
+	}
+	if p := float64(c.TopP); !(p > 0 && p <= 1) {
+		bad("TopP", "top_p", "%v: must be in (0, 1] (1 keeps every token)", c.TopP)
+	}
+	if c.TopK < 0 {
+		bad("TopK", "top_k", "%d: must be ≥ 0 (0 keeps every token)", c.TopK)
+	}
+	if p := float64(c.MinP); !(p >= 0 && p <= 1) {
+		bad("MinP", "min_p", "%v: must be in [0, 1] (0 = off)", c.MinP)
+	}
+	switch c.EnableThinking {
+	case tokenizer.ThinkingUnset, tokenizer.ThinkingOn, tokenizer.ThinkingOff:
+	default:
+		bad("EnableThinking", "chat_template_kwargs", "%d: use tokenizer.ThinkingUnset, ThinkingOn or ThinkingOff", c.EnableThinking)
+	}
+
+	// optimisation
+	if !finite(c.LearningRate) || c.LearningRate < 0 {
+		bad("LearningRate", "learning_rate", "%v: must be finite and ≥ 0", c.LearningRate)
+	}
+	switch c.LRSchedule {
+	case model.ScheduleConstant, model.ScheduleLinear, model.ScheduleCosine:
+	default:
+		bad("LRSchedule", "lr_scheduler_type", "%q: use %q, %q or %q", c.LRSchedule, model.ScheduleConstant, model.ScheduleLinear, model.ScheduleCosine)
+	}
+	if c.WarmupSteps < 0 {
+		bad("WarmupSteps", "warmup_steps", "%d: must be ≥ 0", c.WarmupSteps)
+	}
+	if !(c.WarmupRatio >= 0 && c.WarmupRatio < 1) {
+		bad("WarmupRatio", "warmup_ratio", "%v: must be in [0, 1)", c.WarmupRatio)
+	}
+	if c.WarmupSteps > 0 && c.WarmupRatio > 0 {
+		bad("WarmupRatio", "warmup_ratio", "%v set together with WarmupSteps %d: set only one", c.WarmupRatio, c.WarmupSteps)
+	}
+	if !finite(c.WeightDecay) || c.WeightDecay < 0 {
+		bad("WeightDecay", "weight_decay", "%v: must be finite and ≥ 0", c.WeightDecay)
+	}
+	if !(c.AdamBeta1 >= 0 && c.AdamBeta1 < 1) {
+		bad("AdamBeta1", "adam_beta1", "%v: must be in [0, 1)", c.AdamBeta1)
+	}
+	if !(c.AdamBeta2 >= 0 && c.AdamBeta2 < 1) {
+		bad("AdamBeta2", "adam_beta2", "%v: must be in [0, 1)", c.AdamBeta2)
+	}
+	if !finite(c.AdamEpsilon) || c.AdamEpsilon <= 0 {
+		bad("AdamEpsilon", "adam_epsilon", "%v: must be finite and > 0", c.AdamEpsilon)
+	}
+	if !finite(c.MaxGradNorm) || c.MaxGradNorm < 0 {
+		bad("MaxGradNorm", "max_grad_norm", "%v: must be finite and ≥ 0 (0 = no clipping)", c.MaxGradNorm)
+	}
+
+	// batch layout
+	layoutOK := true
+	if c.PerDeviceTrainBatchSize < 1 {
+		bad("PerDeviceTrainBatchSize", "per_device_train_batch_size", "%d: must be ≥ 1", c.PerDeviceTrainBatchSize)
+		layoutOK = false
+	}
+	if c.GradientAccumulationSteps < 1 {
+		bad("GradientAccumulationSteps", "gradient_accumulation_steps", "%d: must be ≥ 1", c.GradientAccumulationSteps)
+		layoutOK = false
+	}
+	if c.NumIterations < 1 {
+		bad("NumIterations", "num_iterations", "%d: must be ≥ 1", c.NumIterations)
+		layoutOK = false
+	}
+	if c.StepsPerGeneration < 0 {
+		bad("StepsPerGeneration", "steps_per_generation", "%d: must be ≥ 0 (0 = GradientAccumulationSteps)", c.StepsPerGeneration)
+		layoutOK = false
+	}
+	if c.GenerationBatchSize < 0 {
+		bad("GenerationBatchSize", "generation_batch_size", "%d: must be ≥ 0 (0 = derived)", c.GenerationBatchSize)
+		layoutOK = false
+	}
+	if c.StepsPerGeneration > 0 && c.GenerationBatchSize > 0 {
+		bad("GenerationBatchSize", "generation_batch_size", "%d set together with StepsPerGeneration %d: set only one (the other is derived)", c.GenerationBatchSize, c.StepsPerGeneration)
+		layoutOK = false
+	}
+	if layoutOK {
+		l := c.Layout()
+		if c.GenerationBatchSize > 0 && c.GenerationBatchSize%c.PerDeviceTrainBatchSize != 0 {
+			bad("GenerationBatchSize", "generation_batch_size", "%d is not a multiple of PerDeviceTrainBatchSize %d: make it one", c.GenerationBatchSize, c.PerDeviceTrainBatchSize)
+		} else if c.NumGenerations >= 2 && l.GenerationBatchSize%c.NumGenerations != 0 {
+			bad("GenerationBatchSize", "generation_batch_size", "%d (= PerDeviceTrainBatchSize %d × StepsPerGeneration %d) is not a multiple of NumGenerations %d: a generation must hold whole groups; change one of them",
+				l.GenerationBatchSize, l.MicroBatch, l.StepsPerGeneration, c.NumGenerations)
+		}
+		if l.StepsPerGeneration > 0 && (l.StepsPerGeneration*l.NumIterations)%l.GradientAccumulationSteps != 0 {
+			bad("GradientAccumulationSteps", "gradient_accumulation_steps", "%d does not divide StepsPerGeneration %d × NumIterations %d: an optimizer step would span two generations; make the product a multiple of it",
+				l.GradientAccumulationSteps, l.StepsPerGeneration, l.NumIterations)
+		}
+	}
+	if c.NumEpochs < 0 {
+		bad("NumEpochs", "num_train_epochs", "%d: must be ≥ 0", c.NumEpochs)
+	}
+	if c.MaxSteps < 0 {
+		bad("MaxSteps", "max_steps", "%d: must be ≥ 0 (0 = run NumEpochs)", c.MaxSteps)
+	}
+	if c.MaxSteps == 0 && c.NumEpochs == 0 {
+		bad("MaxSteps", "max_steps", "0 with NumEpochs 0: the run would have no steps; set either")
+	}
+
+	// rewards and advantages
+	switch c.ScaleRewards {
+	case ScaleGroup, ScaleBatch, ScaleNone:
+	default:
+		bad("ScaleRewards", "scale_rewards", "%q: use %q, %q or %q", c.ScaleRewards, ScaleGroup, ScaleBatch, ScaleNone)
+	}
+	switch c.Aggregation {
+	case SumThenNormalize, NormalizeThenSum:
+	default:
+		bad("Aggregation", "multi_objective_aggregation", "%q: use %q or %q", c.Aggregation, SumThenNormalize, NormalizeThenSum)
+	}
+
+	// loss
+	if !c.LossType.Valid() {
+		bad("LossType", "loss_type", "%q: use one of %v", c.LossType, LossTypes())
+	}
+	switch c.ImportanceSamplingLevel {
+	case ISToken:
+		if c.LossType == LossLUSPO {
+			bad("ImportanceSamplingLevel", "importance_sampling_level", "%q with loss type luspo: LUSPO is defined on sequence-level ratios; set it to %q", c.ImportanceSamplingLevel, ISSequence)
+		}
+	case ISSequence:
+		switch c.LossType {
+		case LossCISPO, LossSAPO, LossVESPO:
+			bad("ImportanceSamplingLevel", "importance_sampling_level", "%q with loss type %s: %s needs token-level ratios; set it to %q or change LossType", c.ImportanceSamplingLevel, c.LossType, c.LossType, ISToken)
+		}
+	default:
+		bad("ImportanceSamplingLevel", "importance_sampling_level", "%q: use %q or %q", c.ImportanceSamplingLevel, ISToken, ISSequence)
+	}
+	if !finite(c.Beta) || c.Beta < 0 {
+		bad("Beta", "beta", "%v: must be finite and ≥ 0 (0 = no KL term)", c.Beta)
+	}
+	epsOK := finite(c.Epsilon) && c.Epsilon >= 0 && c.Epsilon < 1
+	if !epsOK {
+		bad("Epsilon", "epsilon", "%v: must be in [0, 1) (the lower clip is 1−ε)", c.Epsilon)
+	}
+	epsHigh := c.EpsilonHighOrDefault()
+	switch {
+	case !finite(c.EpsilonHigh) || c.EpsilonHigh < 0:
+		bad("EpsilonHigh", "epsilon_high", "%v: must be finite and ≥ 0 (0 = Epsilon)", c.EpsilonHigh)
+	case c.LossType == LossCISPO:
+		if epsHigh < 1 {
+			bad("EpsilonHigh", "epsilon_high", "%v with loss type cispo: cispo caps the ratio at EpsilonHigh itself (falling back to Epsilon when 0), so every ratio would be capped below 1; set EpsilonHigh ≥ 1 (MiniMax-M1 uses about 5)", epsHigh)
+		}
+	case epsOK && c.EpsilonHigh != 0 && c.EpsilonHigh < c.Epsilon:
+		bad("EpsilonHigh", "epsilon_high", "%v is below Epsilon %v: the upper clip 1+ε_high should be at least as wide as the lower one (DAPO suggests 0.28); raise it or leave it 0", c.EpsilonHigh, c.Epsilon)
+	}
+	if c.Delta != 0 {
+		switch {
+		case !finite(c.Delta):
+			bad("Delta", "delta", "%v: must be finite (0 = off)", c.Delta)
+		case c.LossType.Valid() && !c.LossType.clipped():
+			bad("Delta", "delta", "%v with loss type %s: two-sided clipping applies only to grpo, bnpo, dr_grpo, dapo and luspo; set it to 0", c.Delta, c.LossType)
+		case c.LossType.clipped() && c.Delta <= 1+epsHigh:
+			bad("Delta", "delta", "%v is not above 1+ε_high = %v: it would cut the ratio inside the clip range; set it above (INTELLECT-2 uses 4) or to 0", c.Delta, 1+epsHigh)
+		}
+	}
+	if !finite(c.EntropyCoef) {
+		bad("EntropyCoef", "entropy_coef", "%v: must be finite", c.EntropyCoef)
+	}
+	if !(c.TopEntropyQuantile >= 0 && c.TopEntropyQuantile <= 1) {
+		bad("TopEntropyQuantile", "top_entropy_quantile", "%v: must be in [0, 1] (1 keeps every token)", c.TopEntropyQuantile)
+	}
+	if c.LossType == LossSAPO {
+		if !finite(c.SAPOTemperaturePos) || c.SAPOTemperaturePos <= 0 {
+			bad("SAPOTemperaturePos", "sapo_temperature_pos", "%v: must be finite and > 0", c.SAPOTemperaturePos)
+		}
+		if !finite(c.SAPOTemperatureNeg) || c.SAPOTemperatureNeg <= 0 {
+			bad("SAPOTemperatureNeg", "sapo_temperature_neg", "%v: must be finite and > 0", c.SAPOTemperatureNeg)
+		}
+	}
+	if c.LossType == LossVESPO {
+		for _, f := range []struct {
+			field, trl string
+			v          float64
+		}{
+			{"VESPOKPos", "vespo_k_pos", c.VESPOKPos}, {"VESPOLambdaPos", "vespo_lambda_pos", c.VESPOLambdaPos},
+			{"VESPOKNeg", "vespo_k_neg", c.VESPOKNeg}, {"VESPOLambdaNeg", "vespo_lambda_neg", c.VESPOLambdaNeg},
+		} {
+			if !finite(f.v) || f.v <= 0 {
+				bad(f.field, f.trl, "%v: must be finite and > 0", f.v)
+			}
+		}
+	}
+	switch c.ISCorrection {
+	case ISCorrectionNone:
+	case ISCorrectionTokenTruncate, ISCorrectionTokenMask, ISCorrectionSequenceTruncate, ISCorrectionSequenceMask:
+		if !finite(c.ISCorrectionCap) || c.ISCorrectionCap <= 0 {
+			bad("ISCorrectionCap", "vllm_importance_sampling_cap", "%v: must be finite and > 0 (TRL uses 3)", c.ISCorrectionCap)
+		}
+	default:
+		bad("ISCorrection", "vllm_importance_sampling_mode", "%q: use %q, %q, %q, %q or %q", c.ISCorrection,
+			ISCorrectionNone, ISCorrectionTokenTruncate, ISCorrectionTokenMask, ISCorrectionSequenceTruncate, ISCorrectionSequenceMask)
+	}
+
+	// rollouts
+	if c.ToolConcurrency < 1 {
+		bad("ToolConcurrency", "", "%d: must be ≥ 1", c.ToolConcurrency)
+	}
+	if c.ToolTimeout < 0 {
+		bad("ToolTimeout", "", "%v: must be ≥ 0 (0 = no deadline)", c.ToolTimeout)
+	}
+	if c.RolloutAttempts < 1 {
+		bad("RolloutAttempts", "", "%d: must be ≥ 1 (1 = no replay)", c.RolloutAttempts)
+	}
+	if c.RolloutRetryBudget < 0 {
+		bad("RolloutRetryBudget", "", "%v: must be ≥ 0 (0 = no limit)", c.RolloutRetryBudget)
+	}
+
+	// output
+	if c.LoggingSteps < 1 {
+		bad("LoggingSteps", "logging_steps", "%d: must be ≥ 1", c.LoggingSteps)
+	}
+	if c.SaveSteps < 0 {
+		bad("SaveSteps", "save_steps", "%d: must be ≥ 0 (0 = never)", c.SaveSteps)
+	}
+	if c.SaveTotalLimit < 0 {
+		bad("SaveTotalLimit", "save_total_limit", "%d: must be ≥ 0 (0 = keep all)", c.SaveTotalLimit)
+	}
+	if c.LogCompletions && c.OutputDir == "" {
+		bad("LogCompletions", "log_completions", "set without OutputDir: completions are written there; set OutputDir")
+	}
+	return errors.Join(errs...)
+}
