@@ -6,8 +6,8 @@
 #   Hugging Face Qwen/Qwen3-0.6B) into .cache/qwen3-tokenizer/, checked by SHA-256;
 # - downloads Go modules.
 #
-# Nothing here needs a GPU. CUDA (Debian non-free nvidia-cuda-toolkit) is only
-# installed by scripts/setup-cuda.sh, for `go build -tags cuda`.
+# Nothing here needs a GPU, and there is no CUDA set-up: the CUDA backend is
+# not built yet, so every package builds and tests on the CPU alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
