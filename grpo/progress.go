@@ -1,0 +1,178 @@
+package grpo
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+)
+
+// ProgressMode selects how a Progress shows itself.
+type ProgressMode int
+
+const (
+	// ProgressAuto draws a bar on a terminal and writes plain lines
+	// otherwise (CI logs, files, pipes).
+	ProgressAuto ProgressMode = iota
+	// ProgressBar always draws a bar (redrawn in place with \r).
+	ProgressBar
+	// ProgressLines writes one plain line per reported step.
+	ProgressLines
+	// ProgressOff shows nothing.
+	ProgressOff
+)
+
+// ProgressOptions configure a Progress. The zero value is ready to use.
+type ProgressOptions struct {
+	Mode        ProgressMode
+	Description string // shown first, e.g. "grpo" or "sft"
+	// LineEvery writes a plain line every this many steps (0 means 1); the
+	// first and last steps always get one.
+	LineEvery int
+	// Now is the clock for elapsed time and ETA; nil means time.Now.
+	Now func() time.Time
+}
+
+// progressFigures are the metrics a progress line shows, when present.
+var progressFigures = [...]string{MetricReward, MetricLoss, MetricKL, MetricMeanTokenAccuracy, EvalPrefix + MetricReward}
+
+// Progress shows training progress: the step out of the total, the key
+// figures (reward, loss, kl) and the ETA. On a terminal it is a
+// github.com/schollz/progressbar bar; elsewhere it writes plain lines that
+// read well in CI logs. Not safe for concurrent use.
+type Progress struct {
+	w     io.Writer
+	total int
+	opts  ProgressOptions
+	mode  ProgressMode
+	start time.Time
+	bar   *progressbar.ProgressBar
+	last  int
+}
+
+// NewProgress returns a Progress over total steps (≤ 0 if unknown) writing
+// to w. The clock starts now.
+func NewProgress(w io.Writer, total int, opts ProgressOptions) *Progress {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.LineEvery <= 0 {
+		opts.LineEvery = 1
+	}
+	p := &Progress{w: w, total: total, opts: opts, mode: opts.Mode, start: opts.Now()}
+	if p.mode == ProgressAuto {
+		p.mode = ProgressLines
+		if isTerminal(w) {
+			p.mode = ProgressBar
+		}
+	}
+	if p.mode == ProgressBar {
+		n := total
+		if n <= 0 {
+			n = -1
+		}
+		p.bar = progressbar.NewOptions(n,
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionSetDescription(opts.Description),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionSetElapsedTime(true),
+			progressbar.OptionShowDescriptionAtLineEnd(),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionThrottle(0),
+			// No spinner goroutine: the bar only redraws on Update.
+			progressbar.OptionSetSpinnerChangeInterval(0),
+			progressbar.OptionSetRenderBlankState(false))
+	}
+	return p
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(interface{ Fd() uintptr })
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// Update shows that step (counted from 1) finished with metrics m.
+func (p *Progress) Update(step int, m Metrics) error {
+	p.last = step
+	switch p.mode {
+	case ProgressBar:
+		p.bar.Describe(p.describe(m))
+		if err := p.bar.Set(step); err != nil {
+			return fmt.Errorf("progress: %w", err)
+		}
+	case ProgressLines:
+		if step != 1 && step != p.total && step%p.opts.LineEvery != 0 {
+			return nil
+		}
+		if _, err := io.WriteString(p.w, p.line(step, m)+"\n"); err != nil {
+			return fmt.Errorf("progress: %w", err)
+		}
+	}
+	return nil
+}
+
+// Callback returns p.Update as a Callback.
+func (p *Progress) Callback() Callback { return p.Update }
+
+// Finish ends the bar (a newline after it); plain lines need nothing.
+func (p *Progress) Finish() error {
+	if p.mode != ProgressBar {
+		return nil
+	}
+	if p.total > 0 && p.last < p.total {
+		// Stopped early (cancelled): leave the bar where it was.
+		_, err := io.WriteString(p.w, "\n")
+		return err
+	}
+	if err := p.bar.Finish(); err != nil {
+		return fmt.Errorf("progress: %w", err)
+	}
+	_, err := io.WriteString(p.w, "\n")
+	return err
+}
+
+// describe is the bar's description: the name and the key figures.
+func (p *Progress) describe(m Metrics) string {
+	return strings.TrimSpace(p.opts.Description + " " + figures(m))
+}
+
+// line is a plain progress line, e.g.
+// "grpo step 3/10 (30%) reward 0.5 loss 0.0123 kl 0.0004 elapsed 12s eta 28s".
+func (p *Progress) line(step int, m Metrics) string {
+	var b strings.Builder
+	if p.opts.Description != "" {
+		b.WriteString(p.opts.Description + " ")
+	}
+	elapsed := p.opts.Now().Sub(p.start)
+	if p.total > 0 {
+		fmt.Fprintf(&b, "step %d/%d (%d%%)", step, p.total, 100*step/p.total)
+	} else {
+		fmt.Fprintf(&b, "step %d", step)
+	}
+	if f := figures(m); f != "" {
+		b.WriteString(" " + f)
+	}
+	fmt.Fprintf(&b, " elapsed %s", elapsed.Round(time.Second))
+	if p.total > 0 && step > 0 && step < p.total {
+		eta := time.Duration(float64(elapsed) / float64(step) * float64(p.total-step))
+		fmt.Fprintf(&b, " eta %s", eta.Round(time.Second))
+	}
+	return b.String()
+}
+
+// figures formats the key metrics present in m, with 4 significant digits.
+func figures(m Metrics) string {
+	var parts []string
+	for _, k := range progressFigures {
+		if v, ok := m[k]; ok && !math.IsNaN(v) {
+			parts = append(parts, fmt.Sprintf("%s %.4g", k, v))
+		}
+	}
+	return strings.Join(parts, " ")
+}
