@@ -15,7 +15,7 @@ import (
 // BenchmarkTrainStep times forward+backward (Accumulate) on the tiny shape
 // (hidden 128, 4 layers, vocab 4096) with the CPU backend: LoRA r=16 on
 // every projection and full fine-tuning, 4 sequences of 256 tokens. The
-// 0.6B figures come from cmd/trainbench (benchmarks/training.md).
+// 0.6B figures come from cmd/trainbench ("Training throughput" in BENCHMARKS.md).
 func BenchmarkTrainStep(b *testing.B) {
 	cfg, err := NamedConfig("tiny")
 	require.NoError(b, err)

@@ -234,7 +234,7 @@ func headScale(headDim int) float32 { return float32(1 / math.Sqrt(float64(headD
 // headT is lm_head transposed, [C, V] in its storage type, made once: in
 // LoRA mode lm_head is frozen, and d xf = dlogits·W runs about twice as
 // fast as MatMul against Wᵀ as MatMulNN against W at V ≫ C (a CPU
-// backend measurement; see benchmarks/training.md). It costs one copy of
+// backend measurement; see "Training throughput" in BENCHMARKS.md). It costs one copy of
 // lm_head.
 func (tr *Trainable) headT() kernels.Mat {
 	if tr.lmHeadT.Rows == 0 {
