@@ -1,6 +1,7 @@
 package grpo
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -306,7 +307,9 @@ type Config struct {
 	// rollouts (16).
 	ToolConcurrency int `json:"tool_concurrency"`
 	// ToolTimeout is each tool call's deadline (30s); 0 means none. A call
-	// past it answers the model with an error and counts as a failure.
+	// past it is an env failure (the env's state is unknown, a remote
+	// session may be lost): the rollout is played again from the start on a
+	// fresh env, within RolloutAttempts and RolloutRetryBudget.
 	ToolTimeout time.Duration `json:"tool_timeout"`
 	// RolloutAttempts is how many times a rollout whose env failed is played
 	// from the start on a fresh env (3, the first included).
@@ -467,6 +470,15 @@ func (c Config) Layout() Layout {
 // Sampling is the generation's sampling parameters.
 func (c Config) Sampling() kernels.SamplingParams {
 	return kernels.SamplingParams{Temperature: c.Temperature, TopK: c.TopK, TopP: c.TopP, MinP: c.MinP}
+}
+
+// RenderOptions are the chat-template options of every rendering the
+// trainer and SFT do: the given tool schemas, an open assistant turn,
+// EnableThinking, and the prefix-preserving training variant of the
+// template (every assistant turn keeps its think block), so that the
+// tokens SFT trains on are the tokens rollouts produce.
+func (c Config) RenderOptions(tools []json.RawMessage) tokenizer.RenderOptions {
+	return tokenizer.RenderOptions{Tools: tools, AddGenerationPrompt: true, EnableThinking: c.EnableThinking, KeepAllReasoning: true}
 }
 
 // Warmup is the warmup in optimizer steps for a run of totalSteps:

@@ -249,3 +249,11 @@ func TestLossTypesValid(t *testing.T) {
 	assert.True(t, slices.Equal(names, []string{"dapo", "grpo", "bnpo", "dr_grpo", "cispo", "sapo", "luspo", "vespo"}))
 	assert.False(t, LossType("DAPO").Valid())
 }
+
+func TestConfigRenderOptions(t *testing.T) {
+	c := DefaultConfig()
+	c.EnableThinking = tokenizer.ThinkingOff
+	tools := []json.RawMessage{json.RawMessage(`{"type":"function"}`)}
+	o := c.RenderOptions(tools)
+	assert.Equal(t, tokenizer.RenderOptions{Tools: tools, AddGenerationPrompt: true, EnableThinking: tokenizer.ThinkingOff, KeepAllReasoning: true}, o)
+}
