@@ -123,7 +123,7 @@ func TestRewardTableTotalAndMetrics(t *testing.T) {
 		},
 		{
 			name: "one scored value has no std", names: []string{"a"}, weights: []float64{1},
-			scores: [][]float64{{nan, 5}},
+			scores:  [][]float64{{nan, 5}},
 			total:   []float64{nan, 5},
 			metrics: map[string]float64{"reward": 5, "reward_std": nan, "rewards/a/mean": 5, "rewards/a/std": nan},
 		},
