@@ -88,6 +88,15 @@ func (m Metrics) Keys() []string {
 	return keys
 }
 
+// Clone returns a copy of m.
+func (m Metrics) Clone() Metrics {
+	out := make(Metrics, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
 // WithPrefix returns a copy of m with prefix in front of every name
 // (EvalPrefix for evaluation metrics).
 func (m Metrics) WithPrefix(prefix string) Metrics {

@@ -1,0 +1,347 @@
+package grpo
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/x/model"
+)
+
+// Checkpoint folder layout, after the transformers Trainer's: OutputDir/
+// checkpoint-<step>/ holds the weights (adapter_config.json and
+// adapter_model.safetensors, a PEFT folder that PEFT and vLLM load; or
+// config.json and model.safetensors after full fine-tuning), the
+// optimizer's moments and step (optimizer.safetensors) and
+// trainer_state.json (step, the trainer's state, the config).
+const (
+	CheckpointPrefix   = "checkpoint-"
+	OptimizerStateFile = "optimizer.safetensors"
+	TrainerStateFile   = "trainer_state.json"
+	modelWeightsFile   = "model.safetensors"
+)
+
+// CheckpointWeights is what a checkpoint saves and restores besides the
+// trainer's own state: the parameters being trained (restored in place,
+// by name, bit for bit) and the optimizer.
+type CheckpointWeights struct {
+	Model *model.Model
+	// Params are the Trainable's parameters (Trainable.Params): PEFT names
+	// for adapters, Hugging Face names in full fine-tuning.
+	Params []model.Param
+	// LoRA is the adapters' config; nil means full fine-tuning, saved as a
+	// whole Hugging Face checkpoint.
+	LoRA      *model.LoRAConfig
+	BaseModel string       // recorded in adapter_config.json
+	Optimizer *model.AdamW // nil: no optimizer state saved or loaded
+}
+
+// trainerStateFile is trainer_state.json.
+type trainerStateFile struct {
+	Step   int             `json:"global_step"`
+	Mode   string          `json:"mode"` // "lora" or "full"
+	State  json.RawMessage `json:"state,omitempty"`
+	Config json.RawMessage `json:"config,omitempty"`
+}
+
+func (w CheckpointWeights) mode() string {
+	if w.LoRA != nil {
+		return "lora"
+	}
+	return "full"
+}
+
+// SaveCheckpoint writes OutputDir/checkpoint-<step>/ with the weights,
+// the optimizer state, and state and cfg (any JSON-marshalable values,
+// e.g. the Trainer's TrainerState and Config) in trainer_state.json. The
+// folder appears whole or not at all: it is written under a temporary name
+// and renamed, replacing an older checkpoint of the same step. With keep
+// > 0 only the newest keep checkpoints remain afterwards. It returns the
+// folder's path.
+func SaveCheckpoint(outputDir string, step, keep int, w CheckpointWeights, state, cfg any) (dir string, err error) {
+	if outputDir == "" {
+		return "", errors.New("save checkpoint: no output folder (set OutputDir)")
+	}
+	if step < 0 || keep < 0 {
+		return "", fmt.Errorf("save checkpoint: step %d and keep %d must be >= 0", step, keep)
+	}
+	if w.Model == nil {
+		return "", errors.New("save checkpoint: no model")
+	}
+	st := trainerStateFile{Step: step, Mode: w.mode()}
+	if st.State, err = marshalOptional(state); err != nil {
+		return "", fmt.Errorf("save checkpoint: trainer state: %w", err)
+	}
+	if st.Config, err = marshalOptional(cfg); err != nil {
+		return "", fmt.Errorf("save checkpoint: config: %w", err)
+	}
+	js, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("save checkpoint: %w", err)
+	}
+	if err := os.MkdirAll(outputDir, 0o755); err != nil {
+		return "", fmt.Errorf("save checkpoint: %w", err)
+	}
+	name := CheckpointPrefix + strconv.Itoa(step)
+	tmp, err := os.MkdirTemp(outputDir, "."+name+".tmp")
+	if err != nil {
+		return "", fmt.Errorf("save checkpoint: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(tmp)
+		}
+	}()
+	if w.LoRA != nil {
+		err = model.SaveAdapter(tmp, w.Model, *w.LoRA, w.BaseModel)
+	} else {
+		err = model.SaveCheckpoint(tmp, w.Model)
+	}
+	if err != nil {
+		return "", fmt.Errorf("save checkpoint %d: %w", step, err)
+	}
+	if w.Optimizer != nil {
+		if err := w.Optimizer.SaveState(filepath.Join(tmp, OptimizerStateFile)); err != nil {
+			return "", fmt.Errorf("save checkpoint %d: %w", step, err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(tmp, TrainerStateFile), append(js, '\n'), 0o644); err != nil {
+		return "", fmt.Errorf("save checkpoint %d: %w", step, err)
+	}
+	dir = filepath.Join(outputDir, name)
+	if err := replaceDir(tmp, dir); err != nil {
+		return "", fmt.Errorf("save checkpoint %d: %w", step, err)
+	}
+	if keep > 0 {
+		if err := pruneCheckpoints(outputDir, keep); err != nil {
+			return dir, fmt.Errorf("save checkpoint %d: %w", step, err)
+		}
+	}
+	return dir, nil
+}
+
+func marshalOptional(v any) (json.RawMessage, error) {
+	if v == nil {
+		return nil, nil
+	}
+	return json.Marshal(v)
+}
+
+// replaceDir renames tmp to dir, moving an existing dir aside first and
+// removing it only once tmp is in place.
+func replaceDir(tmp, dir string) error {
+	old := ""
+	if _, err := os.Stat(dir); err == nil {
+		old = tmp + ".old"
+		if err := os.Rename(dir, old); err != nil {
+			return err
+		}
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if old != "" {
+			os.Rename(old, dir)
+		}
+		return err
+	}
+	if old != "" {
+		return os.RemoveAll(old)
+	}
+	return nil
+}
+
+// checkpointStep parses "checkpoint-<step>".
+func checkpointStep(name string) (int, bool) {
+	s, ok := strings.CutPrefix(name, CheckpointPrefix)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || strconv.Itoa(n) != s {
+		return 0, false
+	}
+	return n, true
+}
+
+// Checkpoints lists the checkpoint folders under outputDir, oldest step
+// first. A missing outputDir has none.
+func Checkpoints(outputDir string) ([]string, error) {
+	entries, err := os.ReadDir(outputDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list checkpoints: %w", err)
+	}
+	type ck struct {
+		step int
+		path string
+	}
+	var cks []ck
+	for _, e := range entries {
+		if n, ok := checkpointStep(e.Name()); ok && e.IsDir() {
+			cks = append(cks, ck{n, filepath.Join(outputDir, e.Name())})
+		}
+	}
+	slices.SortFunc(cks, func(a, b ck) int { return a.step - b.step })
+	out := make([]string, len(cks))
+	for i, c := range cks {
+		out[i] = c.path
+	}
+	return out, nil
+}
+
+// LatestCheckpoint returns the newest checkpoint folder under outputDir;
+// if there is none the error wraps fs.ErrNotExist.
+func LatestCheckpoint(outputDir string) (string, error) {
+	cks, err := Checkpoints(outputDir)
+	if err != nil {
+		return "", err
+	}
+	if len(cks) == 0 {
+		return "", fmt.Errorf("no %s<step> folder in %q: %w", CheckpointPrefix, outputDir, fs.ErrNotExist)
+	}
+	return cks[len(cks)-1], nil
+}
+
+func pruneCheckpoints(outputDir string, keep int) error {
+	cks, err := Checkpoints(outputDir)
+	if err != nil {
+		return err
+	}
+	for len(cks) > keep {
+		if err := os.RemoveAll(cks[0]); err != nil {
+			return fmt.Errorf("remove old checkpoint: %w", err)
+		}
+		cks = cks[1:]
+	}
+	return nil
+}
+
+// LoadCheckpoint restores a checkpoint written by SaveCheckpoint: it
+// copies every saved parameter into w.Params by name (bit for bit; the
+// file must hold exactly these parameters, as float32), loads the
+// optimizer's moments and step into w.Optimizer, and decodes the saved
+// trainer state into state (a pointer, or nil to skip it). Everything is
+// read and checked before anything changes, so on error w and state are as
+// they were. It returns the checkpoint's step.
+func LoadCheckpoint(dir string, w CheckpointWeights, state any) (int, error) {
+	data, err := os.ReadFile(filepath.Join(dir, TrainerStateFile))
+	if err != nil {
+		return 0, fmt.Errorf("load checkpoint: %w", err)
+	}
+	var st trainerStateFile
+	if err := json.Unmarshal(data, &st); err != nil {
+		return 0, fmt.Errorf("load checkpoint %s: %s: %w", dir, TrainerStateFile, err)
+	}
+	if st.Mode != w.mode() {
+		return 0, fmt.Errorf("load checkpoint %s: saved by %s training, resuming %s training", dir, st.Mode, w.mode())
+	}
+	weights := filepath.Join(dir, modelWeightsFile)
+	if w.LoRA != nil {
+		weights = filepath.Join(dir, model.AdapterWeightsFile)
+		if err := checkAdapterConfig(filepath.Join(dir, model.AdapterConfigFile), *w.LoRA); err != nil {
+			return 0, fmt.Errorf("load checkpoint %s: %w", dir, err)
+		}
+	}
+	values, err := readParams(weights, w.Params)
+	if err != nil {
+		return 0, fmt.Errorf("load checkpoint %s: %w", dir, err)
+	}
+	// Decode the state into a fresh value, so a bad state leaves *state alone.
+	var decoded reflect.Value
+	if state != nil && len(st.State) > 0 {
+		rv := reflect.ValueOf(state)
+		if rv.Kind() != reflect.Pointer || rv.IsNil() {
+			return 0, fmt.Errorf("load checkpoint: state must be a non-nil pointer, got %T", state)
+		}
+		decoded = reflect.New(rv.Elem().Type())
+		if err := json.Unmarshal(st.State, decoded.Interface()); err != nil {
+			return 0, fmt.Errorf("load checkpoint %s: trainer state: %w", dir, err)
+		}
+	}
+	if w.Optimizer != nil {
+		if err := w.Optimizer.LoadState(filepath.Join(dir, OptimizerStateFile)); err != nil {
+			return 0, fmt.Errorf("load checkpoint %s: %w", dir, err)
+		}
+	}
+	if decoded.IsValid() {
+		reflect.ValueOf(state).Elem().Set(decoded.Elem())
+	}
+	for i, p := range w.Params {
+		copy(p.Data, values[i])
+	}
+	return st.Step, nil
+}
+
+// readParams reads one float32 slice per param from a safetensors file
+// that must hold exactly those tensors.
+func readParams(path string, params []model.Param) ([][]float32, error) {
+	f, err := model.OpenSafetensors(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	want := make(map[string]bool, len(params))
+	out := make([][]float32, len(params))
+	for i, p := range params {
+		want[p.Name] = true
+		t, ok := f.Tensor(p.Name)
+		if !ok {
+			return nil, fmt.Errorf("%s: no tensor %s (saved for a different model or adapter?)", path, p.Name)
+		}
+		if t.DType != "F32" {
+			return nil, fmt.Errorf("%s: tensor %s is %s, not F32: it cannot be restored bit for bit", path, p.Name, t.DType)
+		}
+		n := 1
+		for _, d := range t.Shape {
+			n *= d
+		}
+		if n != len(p.Data) {
+			return nil, fmt.Errorf("%s: tensor %s has shape %v (%d values), the parameter has %d", path, p.Name, t.Shape, n, len(p.Data))
+		}
+		if out[i], err = f.Float32s(p.Name, t.Shape...); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		for j, v := range out[i] {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return nil, fmt.Errorf("%s: tensor %s holds %v at %d", path, p.Name, v, j)
+			}
+		}
+	}
+	for _, t := range f.Header.Tensors {
+		if !want[t.Name] {
+			return nil, fmt.Errorf("%s: tensor %s is not a trained parameter of this run", path, t.Name)
+		}
+	}
+	return out, nil
+}
+
+// checkAdapterConfig compares the saved adapter's rank and scaling with
+// the run's: the same tensors under another alpha would train differently.
+func checkAdapterConfig(path string, cfg model.LoRAConfig) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var saved struct {
+		R      int     `json:"r"`
+		Alpha  float64 `json:"lora_alpha"`
+		RSLoRA bool    `json:"use_rslora"`
+	}
+	if err := json.Unmarshal(data, &saved); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if saved.R != cfg.R || saved.Alpha != cfg.Alpha || saved.RSLoRA != cfg.RSLoRA {
+		return fmt.Errorf("%s: adapter r=%d alpha=%v rslora=%v, this run has r=%d alpha=%v rslora=%v",
+			path, saved.R, saved.Alpha, saved.RSLoRA, cfg.R, cfg.Alpha, cfg.RSLoRA)
+	}
+	return nil
+}
