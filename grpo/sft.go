@@ -1,0 +1,571 @@
+package grpo
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/x/model"
+	"github.com/x/tokenizer"
+)
+
+// Conversation is one SFT example in the format of TRL's conversational
+// datasets: messages (system, user, assistant with tool calls, tool) and
+// the tool schemas the system prompt lists.
+type Conversation struct {
+	Messages []tokenizer.Message `json:"messages"`
+	Tools    []json.RawMessage   `json:"tools,omitempty"`
+}
+
+// LoadConversations reads a JSONL file of Conversations, one per line
+// ({"messages": [...], "tools": [...]}). A malformed line, or one with no
+// messages, is an error naming the file and line.
+func LoadConversations(path string) ([]Conversation, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load conversations: %w", err)
+	}
+	var out []Conversation
+	for i, line := range bytes.Split(data, []byte("\n")) {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var c Conversation
+		if err := json.Unmarshal(line, &c); err != nil {
+			return nil, fmt.Errorf("load conversations %s:%d: %w", path, i+1, err)
+		}
+		if len(c.Messages) == 0 {
+			return nil, fmt.Errorf("load conversations %s:%d: no messages", path, i+1)
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("load conversations %s: no conversations", path)
+	}
+	return out, nil
+}
+
+// SFTConfig configures SFT; names follow TRL's SFTConfig. DefaultSFTConfig
+// gives its defaults.
+type SFTConfig struct {
+	// NumEpochs is passes over the data when MaxSteps is 0
+	// (num_train_epochs, 3).
+	NumEpochs int `json:"num_train_epochs"`
+	// MaxSteps, if > 0, is the number of optimizer steps and overrides
+	// NumEpochs.
+	MaxSteps int `json:"max_steps"`
+	// LearningRate is the peak rate (learning_rate, 2e-5).
+	LearningRate float64 `json:"learning_rate"`
+	// LRSchedule is the schedule (lr_scheduler_type, "linear").
+	LRSchedule model.ScheduleKind `json:"lr_scheduler_type"`
+	// WarmupSteps ramps the rate from 0 (warmup_steps, 0); WarmupRatio
+	// gives it as a fraction of the run instead. Set one, not both.
+	WarmupSteps int     `json:"warmup_steps"`
+	WarmupRatio float64 `json:"warmup_ratio"`
+	// WeightDecay is AdamW's decoupled weight decay (weight_decay, 0).
+	WeightDecay float64 `json:"weight_decay"`
+	// MaxGradNorm clips the gradient norm (max_grad_norm, 1); 0 = off.
+	MaxGradNorm float64 `json:"max_grad_norm"`
+	// BatchSize is conversations per micro-batch
+	// (per_device_train_batch_size, 8).
+	BatchSize int `json:"per_device_train_batch_size"`
+	// GradientAccumulationSteps is micro-batches per optimizer step (1).
+	GradientAccumulationSteps int `json:"gradient_accumulation_steps"`
+	// MaxLength truncates each tokenized conversation (max_length, 1024);
+	// one with no assistant token left is dropped.
+	MaxLength int `json:"max_length"`
+	// GradientCheckpointing recomputes activations in the backward (True).
+	GradientCheckpointing bool `json:"gradient_checkpointing"`
+	// EnableThinking is the template's enable_thinking.
+	EnableThinking tokenizer.Thinking `json:"enable_thinking"`
+	// LoRA, if set, trains adapters of this shape (attached from Seed if
+	// the model has none); nil trains every weight.
+	LoRA *model.LoRAConfig `json:"lora,omitempty"`
+	// Seed seeds the data order and adapter initialisation (42).
+	Seed uint64 `json:"seed"`
+
+	// OutputDir receives metrics.jsonl, plot.png and checkpoints; "" writes
+	// no files.
+	OutputDir string `json:"output_dir"`
+	// SaveSteps is optimizer steps between checkpoints (0 = never);
+	// SaveTotalLimit keeps the newest that many (0 = all).
+	SaveSteps      int `json:"save_steps"`
+	SaveTotalLimit int `json:"save_total_limit"`
+	// ResumeFrom is a checkpoint folder to continue from, or "latest" for
+	// the newest under OutputDir.
+	ResumeFrom string `json:"resume_from_checkpoint,omitempty"`
+	// Progress receives the progress bar (plain lines if not a terminal);
+	// nil shows none.
+	Progress io.Writer `json:"-"`
+}
+
+// DefaultSFTConfig returns TRL's SFTConfig defaults.
+func DefaultSFTConfig() SFTConfig {
+	return SFTConfig{NumEpochs: 3, LearningRate: 2e-5, LRSchedule: model.ScheduleLinear, MaxGradNorm: 1,
+		BatchSize: 8, GradientAccumulationSteps: 1, MaxLength: 1024, GradientCheckpointing: true, Seed: 42}
+}
+
+// Validate reports every inconsistent setting at once.
+func (c SFTConfig) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if c.MaxSteps < 0 {
+		bad("max_steps %d must be >= 0", c.MaxSteps)
+	}
+	if c.MaxSteps == 0 && c.NumEpochs <= 0 {
+		bad("num_train_epochs %d must be > 0 when max_steps is 0", c.NumEpochs)
+	}
+	if !(c.LearningRate >= 0) || math.IsInf(c.LearningRate, 0) {
+		bad("learning_rate %v must be finite and >= 0", c.LearningRate)
+	}
+	switch c.LRSchedule {
+	case "", model.ScheduleConstant, model.ScheduleLinear, model.ScheduleCosine:
+	default:
+		bad("lr_scheduler_type %q: want constant, linear or cosine", c.LRSchedule)
+	}
+	if c.WarmupSteps < 0 || !(c.WarmupRatio >= 0 && c.WarmupRatio <= 1) {
+		bad("warmup_steps %d / warmup_ratio %v: want >= 0 and a ratio in [0, 1]", c.WarmupSteps, c.WarmupRatio)
+	}
+	if c.WarmupSteps > 0 && c.WarmupRatio > 0 {
+		bad("set warmup_steps or warmup_ratio, not both")
+	}
+	if !(c.WeightDecay >= 0) || !(c.MaxGradNorm >= 0) {
+		bad("weight_decay %v and max_grad_norm %v must be >= 0", c.WeightDecay, c.MaxGradNorm)
+	}
+	if c.BatchSize <= 0 || c.GradientAccumulationSteps <= 0 {
+		bad("per_device_train_batch_size %d and gradient_accumulation_steps %d must be > 0", c.BatchSize, c.GradientAccumulationSteps)
+	}
+	if c.MaxLength < 2 {
+		bad("max_length %d must be >= 2", c.MaxLength)
+	}
+	if c.LoRA != nil {
+		if err := c.LoRA.Validate(); err != nil {
+			bad("lora: %w", err)
+		}
+	}
+	if c.SaveSteps < 0 || c.SaveTotalLimit < 0 {
+		bad("save_steps %d and save_total_limit %d must be >= 0", c.SaveSteps, c.SaveTotalLimit)
+	}
+	if (c.SaveSteps > 0 || c.ResumeFrom == "latest") && c.OutputDir == "" {
+		bad("save_steps / resume_from_checkpoint=latest need output_dir")
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("sft config: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// SFTReport is what an SFT run did.
+type SFTReport struct {
+	Steps   int           // optimizer steps taken in total (resumed ones included)
+	History []StepMetrics // metrics of the steps this call ran
+	Dropped int           // conversations with no assistant token within MaxLength
+}
+
+// sftState is the SFT part of a checkpoint: the step and how many
+// examples of the epoch stream have been consumed.
+type sftState struct {
+	Step     int `json:"global_step"`
+	Position int `json:"data_position"`
+}
+
+// SFT fine-tunes m on conversations with tool calls, the warm start before
+// GRPO: the loss is the mean negative log-likelihood of the assistant's
+// tokens only (what the model would generate: its turns up to and
+// including <|im_end|>), while system, user and tool tokens are attended to
+// but masked. Conversations are rendered with the Qwen3 template's
+// training variant (every turn keeps its think block), whose rendering of
+// any prefix of a conversation is a prefix of the whole, so the tokens
+// trained on are exactly those a rollout would hold. Each step's metrics
+// (loss, entropy, learning_rate, grad_norm, num_tokens, epoch, step_time,
+// time/backward, time/optimizer) go to the callbacks, OutputDir/
+// metrics.jsonl and the progress bar; checkpoints and a plot of the loss go
+// to OutputDir. The examples are shuffled from Seed each epoch; an
+// optimizer step takes BatchSize × GradientAccumulationSteps of them,
+// running on into the next epoch when one ends.
+func SFT(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, data []Conversation, cfg SFTConfig, callbacks ...Callback) (*SFTReport, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	chat, err := tokenizer.NewChat(tok)
+	if err != nil {
+		return nil, fmt.Errorf("sft: %w", err)
+	}
+	seqs, dropped, err := encodeConversations(chat, data, cfg)
+	if err != nil {
+		return nil, err
+	}
+	rep := &SFTReport{Dropped: dropped}
+	perStep := cfg.BatchSize * cfg.GradientAccumulationSteps
+	total := cfg.MaxSteps
+	if total == 0 {
+		total = cfg.NumEpochs * ((len(seqs) + perStep - 1) / perStep)
+	}
+	run, err := newSFTRun(m, cfg, total)
+	if err != nil {
+		return nil, err
+	}
+	var st sftState
+	if cfg.ResumeFrom != "" {
+		dir := cfg.ResumeFrom
+		if dir == "latest" {
+			if dir, err = LatestCheckpoint(cfg.OutputDir); err != nil {
+				return nil, fmt.Errorf("sft: resume: %w", err)
+			}
+		}
+		if _, err := LoadCheckpoint(dir, run.weights(), &st); err != nil {
+			return nil, fmt.Errorf("sft: resume: %w", err)
+		}
+		if st.Step != run.opt.Steps() {
+			return nil, fmt.Errorf("sft: resume %s: trainer state is at step %d, optimizer at %d", dir, st.Step, run.opt.Steps())
+		}
+	}
+	out, err := newRunOutput(cfg.OutputDir, cfg.Progress, total, "sft", st.Step > 0)
+	if err != nil {
+		return nil, err
+	}
+	defer out.close()
+	callbacks = append(out.callbacks(), callbacks...)
+
+	order := newEpochOrder(len(seqs), cfg.Seed)
+	tokens := 0
+	for st.Step < total {
+		begin := time.Now()
+		batch := make([]model.TrainSeq, perStep)
+		for i := range batch {
+			batch[i] = seqs[order.at(st.Position+i)]
+		}
+		met, err := run.step(ctx, batch, cfg.BatchSize)
+		if err != nil {
+			return rep, fmt.Errorf("sft step %d: %w", st.Step+1, err)
+		}
+		st.Step++
+		st.Position += perStep
+		for _, s := range batch {
+			tokens += len(s.IDs)
+		}
+		met[MetricNumTokens] = float64(tokens)
+		met[MetricEpoch] = float64(st.Position) / float64(len(seqs))
+		met[MetricStepTime] = time.Since(begin).Seconds()
+		rep.History = append(rep.History, StepMetrics{Step: st.Step, Metrics: met})
+		for _, cb := range callbacks {
+			if err := cb(st.Step, met.Clone()); err != nil {
+				return rep, fmt.Errorf("sft step %d: callback: %w", st.Step, err)
+			}
+		}
+		if cfg.SaveSteps > 0 && (st.Step%cfg.SaveSteps == 0 || st.Step == total) {
+			if _, err := SaveCheckpoint(cfg.OutputDir, st.Step, cfg.SaveTotalLimit, run.weights(), st, cfg); err != nil {
+				return rep, fmt.Errorf("sft: %w", err)
+			}
+		}
+		rep.Steps = st.Step
+	}
+	rep.Steps = st.Step
+	if err := out.finish(); err != nil {
+		return rep, fmt.Errorf("sft: %w", err)
+	}
+	return rep, nil
+}
+
+// encodeConversations tokenizes every conversation, dropping those with no
+// assistant token within MaxLength.
+func encodeConversations(chat *tokenizer.Chat, data []Conversation, cfg SFTConfig) ([]model.TrainSeq, int, error) {
+	if len(data) == 0 {
+		return nil, 0, errors.New("sft: no conversations")
+	}
+	seqs := make([]model.TrainSeq, 0, len(data))
+	for i, c := range data {
+		s, err := EncodeConversation(chat, c, cfg.EnableThinking)
+		if err != nil {
+			return nil, 0, fmt.Errorf("sft: conversation %d: %w", i, err)
+		}
+		if len(s.IDs) > cfg.MaxLength {
+			s.Mask = s.Mask[:max(0, cfg.MaxLength-s.Start)]
+			s.IDs = s.IDs[:cfg.MaxLength]
+		}
+		if s.Start >= len(s.IDs) || !slices.Contains(s.Mask, true) {
+			continue
+		}
+		seqs = append(seqs, s)
+	}
+	if len(seqs) == 0 {
+		return nil, 0, fmt.Errorf("sft: no conversation has an assistant token within max_length %d", cfg.MaxLength)
+	}
+	return seqs, len(data) - len(seqs), nil
+}
+
+// EncodeConversation renders c with the Qwen3 template's training variant
+// (tools in the system prompt, every think block kept) and returns its
+// tokens with the assistant's tokens scored: for each assistant turn, the
+// tokens after its generation prompt up to and including <|im_end|>, i.e.
+// what the model generates in a rollout. Start is the first assistant
+// token. It fails if the conversation has no assistant turn, starts with
+// one, or renders in a way that is not prefix-preserving.
+func EncodeConversation(chat *tokenizer.Chat, c Conversation, thinking tokenizer.Thinking) (model.TrainSeq, error) {
+	end, ok := chat.Tokenizer().TokenID("<|im_end|>")
+	if !ok {
+		return model.TrainSeq{}, errors.New("tokenizer has no <|im_end|>")
+	}
+	opts := tokenizer.RenderOptions{Tools: c.Tools, EnableThinking: thinking, KeepAllReasoning: true}
+	full, err := chat.RenderIDs(c.Messages, opts)
+	if err != nil {
+		return model.TrainSeq{}, err
+	}
+	scored := make([]bool, len(full))
+	start := -1
+	for i, msg := range c.Messages {
+		if msg.Role != "assistant" {
+			continue
+		}
+		if i == 0 {
+			return model.TrainSeq{}, errors.New("starts with an assistant turn: nothing to condition it on")
+		}
+		gen := opts
+		gen.AddGenerationPrompt = true
+		prefix, err := chat.RenderIDs(c.Messages[:i], gen)
+		if err != nil {
+			return model.TrainSeq{}, err
+		}
+		turn, err := chat.RenderIDs(c.Messages[:i+1], opts)
+		if err != nil {
+			return model.TrainSeq{}, err
+		}
+		if !hasPrefix(turn, prefix) || !hasPrefix(full, turn) {
+			return model.TrainSeq{}, fmt.Errorf("message %d: the template's rendering is not prefix-preserving here", i)
+		}
+		stop := slices.Index(turn[len(prefix):], end)
+		if stop < 0 {
+			return model.TrainSeq{}, fmt.Errorf("message %d: the assistant turn has no <|im_end|>", i)
+		}
+		for j := len(prefix); j <= len(prefix)+stop; j++ {
+			scored[j] = true
+		}
+		if start < 0 {
+			start = len(prefix)
+		}
+	}
+	if start < 0 {
+		return model.TrainSeq{}, errors.New("no assistant turn to learn from")
+	}
+	return model.TrainSeq{IDs: full, Start: start, Mask: scored[start:]}, nil
+}
+
+func hasPrefix(s, prefix []int32) bool {
+	return len(s) >= len(prefix) && slices.Equal(s[:len(prefix)], prefix)
+}
+
+// epochOrder is the example order: a fresh shuffle of 0..n-1 from the seed
+// for each epoch, concatenated, so a position is all a resume needs.
+type epochOrder struct {
+	n     int
+	seed  uint64
+	epoch int
+	perm  []int
+}
+
+func newEpochOrder(n int, seed uint64) *epochOrder {
+	return &epochOrder{n: n, seed: seed, epoch: -1}
+}
+
+// at returns the example at position pos of the stream.
+func (o *epochOrder) at(pos int) int {
+	if e := pos / o.n; e != o.epoch {
+		o.epoch = e
+		r := rand.New(rand.NewPCG(o.seed, uint64(e)))
+		o.perm = r.Perm(o.n)
+	}
+	return o.perm[pos%o.n]
+}
+
+// sftRun holds the model, its Trainable and optimizer for SFT. Every call
+// into model.Trainable lives in its methods.
+type sftRun struct {
+	m    *model.Model
+	tr   *model.Trainable
+	opt  *model.AdamW
+	lora *model.LoRAConfig
+}
+
+func newSFTRun(m *model.Model, cfg SFTConfig, total int) (*sftRun, error) {
+	if cfg.LoRA != nil && !hasAdapters(m) {
+		if err := model.AttachLoRA(m, *cfg.LoRA, cfg.Seed); err != nil {
+			return nil, fmt.Errorf("sft: %w", err)
+		}
+	}
+	if cfg.LoRA == nil && hasAdapters(m) {
+		return nil, errors.New("sft: the model carries LoRA adapters: set SFTConfig.LoRA to train them, or merge them for full fine-tuning")
+	}
+	tr, err := model.NewTrainable(m, model.TrainOptions{Full: cfg.LoRA == nil, Checkpoint: cfg.GradientCheckpointing})
+	if err != nil {
+		return nil, fmt.Errorf("sft: %w", err)
+	}
+	warmup := cfg.WarmupSteps
+	if cfg.WarmupRatio > 0 {
+		warmup = int(math.Ceil(cfg.WarmupRatio * float64(total)))
+	}
+	kind := cfg.LRSchedule
+	if kind == "" {
+		kind = model.ScheduleLinear
+	}
+	if kind != model.ScheduleConstant && total <= warmup {
+		return nil, fmt.Errorf("sft: %d steps leave no room after %d warmup steps for the %s schedule", total, warmup, kind)
+	}
+	acfg := model.DefaultAdamWConfig(cfg.LearningRate)
+	acfg.WeightDecay = float32(cfg.WeightDecay)
+	acfg.MaxGradNorm = cfg.MaxGradNorm
+	acfg.Schedule = model.Schedule{Kind: kind, LR: cfg.LearningRate, WarmupSteps: warmup, TotalSteps: total}
+	opt, err := model.NewAdamW(m.Backend, tr.Params(), acfg)
+	if err != nil {
+		return nil, fmt.Errorf("sft: %w", err)
+	}
+	return &sftRun{m: m, tr: tr, opt: opt, lora: cfg.LoRA}, nil
+}
+
+func (r *sftRun) weights() CheckpointWeights {
+	return CheckpointWeights{Model: r.m, Params: r.tr.Params(), LoRA: r.lora, Optimizer: r.opt}
+}
+
+// step runs one optimizer step over batch in micro-batches of micro
+// sequences, minimising the mean NLL over all the step's scored tokens.
+func (r *sftRun) step(ctx context.Context, batch []model.TrainSeq, micro int) (Metrics, error) {
+	scored := 0
+	for _, s := range batch {
+		scored += countTrue(s.Mask)
+	}
+	w := -1 / float32(scored)
+	var nll, ent float64
+	r.tr.ZeroGrad()
+	t0 := time.Now()
+	for lo := 0; lo < len(batch); lo += micro {
+		mb := batch[lo:min(lo+micro, len(batch))]
+		logp, entropy, err := r.tr.Accumulate(ctx, mb, func(_, _ int, _, _ float32) float32 { return w })
+		if err != nil {
+			r.tr.ZeroGrad()
+			return nil, err
+		}
+		for i, s := range mb {
+			for j, ok := range s.Mask {
+				if ok {
+					nll -= float64(logp[i][j])
+					ent += float64(entropy[i][j])
+				}
+			}
+		}
+	}
+	t1 := time.Now()
+	st, err := r.opt.Step()
+	r.tr.ZeroGrad()
+	if err != nil {
+		return nil, err
+	}
+	return Metrics{
+		MetricLoss:          nll / float64(scored),
+		MetricEntropy:       ent / float64(scored),
+		MetricLearningRate:  st.LR,
+		MetricGradNorm:      st.GradNorm,
+		MetricTimeBackward:  t1.Sub(t0).Seconds(),
+		MetricTimeOptimizer: time.Since(t1).Seconds(),
+	}, nil
+}
+
+func countTrue(mask []bool) int {
+	n := 0
+	for _, b := range mask {
+		if b {
+			n++
+		}
+	}
+	return n
+}
+
+// Output file names under OutputDir.
+const (
+	MetricsFile     = "metrics.jsonl"
+	CompletionsFile = "completions.jsonl"
+	PlotFile        = "plot.png"
+)
+
+// runOutput is what a run shows and writes besides checkpoints: the
+// metrics log, the progress bar and, at the end, the plot.
+type runOutput struct {
+	dir      string
+	metrics  *MetricsWriter
+	progress *Progress
+}
+
+// newRunOutput opens OutputDir/metrics.jsonl (appending when resuming) and
+// the progress bar on w (nil for none).
+func newRunOutput(dir string, w io.Writer, total int, name string, resume bool) (*runOutput, error) {
+	o := &runOutput{dir: dir}
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("%s: output folder: %w", name, err)
+		}
+		flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
+		if resume {
+			flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND
+		}
+		f, err := os.OpenFile(filepath.Join(dir, MetricsFile), flags, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("%s: metrics log: %w", name, err)
+		}
+		o.metrics = NewMetricsWriter(f)
+		o.metrics.closer = f
+	}
+	if w != nil {
+		o.progress = NewProgress(w, total, ProgressOptions{Description: name})
+	}
+	return o, nil
+}
+
+func (o *runOutput) callbacks() []Callback {
+	var cbs []Callback
+	if o.metrics != nil {
+		cbs = append(cbs, o.metrics.Callback())
+	}
+	if o.progress != nil {
+		cbs = append(cbs, o.progress.Callback())
+	}
+	return cbs
+}
+
+// finish ends the progress bar and plots the whole metrics log.
+func (o *runOutput) finish() error {
+	var err error
+	if o.progress != nil {
+		err = o.progress.Finish()
+		o.progress = nil
+	}
+	if o.metrics != nil {
+		err = errors.Join(err, o.metrics.Close())
+		o.metrics = nil
+		steps, rerr := ReadMetrics(filepath.Join(o.dir, MetricsFile))
+		if rerr == nil && len(steps) > 0 {
+			rerr = WritePlot(filepath.Join(o.dir, PlotFile), steps, PlotOptions{})
+		}
+		if rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = errors.Join(err, rerr)
+		}
+	}
+	return err
+}
+
+// close releases what finish did not (on an early return).
+func (o *runOutput) close() {
+	if o.progress != nil {
+		o.progress.Finish()
+	}
+	if o.metrics != nil {
+		o.metrics.Close()
+	}
+}
