@@ -478,16 +478,6 @@ func (r *sftRun) step(ctx context.Context, batch []model.TrainSeq, micro int) (M
 	}, nil
 }
 
-func countTrue(mask []bool) int {
-	n := 0
-	for _, b := range mask {
-		if b {
-			n++
-		}
-	}
-	return n
-}
-
 // Output file names under OutputDir.
 const (
 	MetricsFile     = "metrics.jsonl"
