@@ -1,6 +1,9 @@
 package grpo
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // nanMean is the mean of the non-NaN values of x (torch.nanmean), NaN if
 // there are none.
@@ -34,4 +37,21 @@ func nanStd(x []float64) float64 {
 		return math.NaN()
 	}
 	return math.Sqrt(ss / float64(n-1))
+}
+
+// quantileLinear is the q-quantile of x with linear interpolation between
+// order statistics (torch.quantile's default). x must not be empty; it is
+// not modified.
+func quantileLinear(x []float64, q float64) float64 {
+	s := slices.Clone(x)
+	slices.Sort(s)
+	pos := q * float64(len(s)-1)
+	lo := int(math.Floor(pos))
+	if lo >= len(s)-1 {
+		return s[len(s)-1]
+	}
+	if lo < 0 {
+		return s[0]
+	}
+	return s[lo] + (pos-float64(lo))*(s[lo+1]-s[lo])
 }
