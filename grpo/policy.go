@@ -1,0 +1,234 @@
+package grpo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/x/kernels"
+	"github.com/x/model"
+)
+
+// This file is the only one that calls model's generation, scoring and
+// training API, behind the small functions below, so that a change of that
+// API (paged KV cache, batched sampling with both log-probs, per-token loss
+// tensors) is made here and nowhere else.
+
+// policy is the model being trained: generation with its current adapters,
+// teacher-forced scoring and the optimizer. It is used by one goroutine at a
+// time (the model's backend serves one caller).
+type policy struct {
+	m     *model.Model
+	tr    *model.Trainable
+	opt   *model.AdamW
+	lora  *model.LoRAConfig // nil: full fine-tuning
+	temp  float32           // training temperature (the sampling temperature)
+	batch int               // most sequences decoded together
+}
+
+// newPolicy prepares m for training: it attaches adapters when lora is set
+// and m has none, trains the adapters m carries, and otherwise every weight.
+func newPolicy(m *model.Model, lora *model.LoRAConfig, seed uint64, temperature float32, adamw model.AdamWConfig, microTokens int) (*policy, error) {
+	if m == nil {
+		return nil, errors.New("grpo: nil policy model")
+	}
+	has := hasAdapters(m)
+	if lora != nil && !has {
+		if err := model.AttachLoRA(m, *lora, seed); err != nil {
+			return nil, fmt.Errorf("grpo: attach LoRA: %w", err)
+		}
+		has = true
+	}
+	tr, err := model.NewTrainable(m, model.TrainOptions{Full: !has, Checkpoint: true, Temperature: temperature, MicroBatchTokens: microTokens})
+	if err != nil {
+		return nil, fmt.Errorf("grpo: prepare training: %w", err)
+	}
+	opt, err := model.NewAdamW(m.Backend, tr.Params(), adamw)
+	if err != nil {
+		return nil, fmt.Errorf("grpo: optimizer: %w", err)
+	}
+	p := &policy{m: m, tr: tr, opt: opt, temp: temperature, batch: 64}
+	if has {
+		p.lora = lora
+	}
+	return p, nil
+}
+
+func hasAdapters(m *model.Model) bool {
+	for li := range m.Layers {
+		for _, nl := range m.Layers[li].Linears() {
+			if nl.Linear.LoRA != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sampling is how tokens are drawn; Temperature 0 is greedy.
+type sampling struct {
+	Temperature, TopP, MinP float32
+	TopK                    int
+}
+
+// filtered reports whether sampling draws from anything other than the
+// plain tempered distribution, in which case the sampling log-probs are not
+// the training ones.
+func (s sampling) filtered() bool {
+	return s.TopK > 0 || (s.TopP > 0 && s.TopP < 1) || s.MinP > 0
+}
+
+// seq is one token sequence being generated, with its cache.
+type seq struct{ s *model.Sequence }
+
+func newSeq(seed uint64, prompt []int32) seq { return seq{model.NewSequence(seed, prompt...)} }
+
+// fork copies sq and its cache with a new sampling stream.
+func (sq seq) fork(seed uint64) seq { return seq{sq.s.Fork(seed)} }
+
+// appendTokens adds tokens (a tool response) to be fed before the next
+// sampled token.
+func (sq seq) appendTokens(ids []int32) { sq.s.Append(ids...) }
+
+// release drops the cache.
+func (sq seq) release() { sq.s.Cache.Release() }
+
+// prefill feeds the sequences' pending tokens into their caches.
+func (p *policy) prefill(ctx context.Context, seqs []seq) error {
+	ms := make([]*model.Sequence, len(seqs))
+	for i, s := range seqs {
+		ms[i] = s.s
+	}
+	return p.m.Prefill(ctx, ms, model.BatchOptions{})
+}
+
+// genRequest asks for one turn of a sequence.
+type genRequest struct {
+	seq       seq
+	maxTokens int
+}
+
+// turn is one generated assistant turn.
+type turn struct {
+	ids      []int32
+	logprobs []float32 // under the distribution each token was drawn from
+	stopped  bool      // ended on a stop token
+}
+
+// turnDecoder generates turns with continuous batching: requests join
+// whenever, each step advances every running request, and a request
+// leaves as soon as its turn ends. It extends each request's sequence in
+// place with the generated tokens. Tests swap in a scripted one.
+type turnDecoder interface {
+	add(r genRequest) (int, error)
+	len() int
+	step(ctx context.Context) (map[int]turn, error)
+}
+
+// decoder is the model's turnDecoder: each step decodes one token of every
+// running request.
+type decoder struct {
+	b    *model.Batch
+	stop []int32
+	smp  kernels.SamplingParams
+}
+
+func (p *policy) newDecoder(s sampling, stop []int32) turnDecoder {
+	return &decoder{
+		b:    p.m.NewBatch(model.BatchOptions{MaxBatch: p.batch}),
+		stop: stop,
+		smp:  kernels.SamplingParams{Temperature: s.Temperature, TopK: s.TopK, TopP: s.TopP, MinP: s.MinP},
+	}
+}
+
+// add queues a request and returns its id.
+func (d *decoder) add(r genRequest) (int, error) {
+	return d.b.Add(model.Request{Seq: r.seq.s, MaxNewTokens: r.maxTokens, Stop: d.stop, Sampling: d.smp})
+}
+
+// len is the number of requests queued or running.
+func (d *decoder) len() int { return d.b.Len() }
+
+// step decodes one token of every running request and returns the turns
+// that finished, by id.
+func (d *decoder) step(ctx context.Context) (map[int]turn, error) {
+	fin, err := d.b.Step(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int]turn, len(fin))
+	for _, f := range fin {
+		out[f.ID] = turn{ids: f.Tokens, logprobs: f.LogProbs, stopped: f.Stopped}
+	}
+	return out, nil
+}
+
+// trainSeq is one rollout as the trainer scores it: prompt then completion,
+// with the loss mask over the completion.
+type trainSeq struct {
+	ids   []int32 // prompt + completion
+	start int     // len(prompt)
+	mask  []bool  // [len(ids)-start]
+}
+
+func toModel(seqs []trainSeq) []model.TrainSeq {
+	out := make([]model.TrainSeq, len(seqs))
+	for i, s := range seqs {
+		out[i] = model.TrainSeq{IDs: s.ids, Start: s.start, Mask: s.mask}
+	}
+	return out
+}
+
+// logProbs scores seqs without a backward pass: per completion token,
+// [seq][i], with the adapters on (the current policy) or off (the KL
+// reference of a LoRA run).
+func (p *policy) logProbs(ctx context.Context, seqs []trainSeq, adapters bool) ([][]float32, error) {
+	lp, _, err := p.tr.LogProbs(ctx, toModel(seqs), adapters)
+	if err != nil {
+		return nil, err
+	}
+	return cloneRows(lp), nil
+}
+
+// forward runs the training forward over seqs and returns the completion
+// tokens' log-probs and entropies, [seq][i]; backward must follow.
+func (p *policy) forward(ctx context.Context, seqs []trainSeq) (logp, entropy [][]float32, err error) {
+	lp, ent, err := p.tr.Forward(ctx, toModel(seqs))
+	if err != nil {
+		return nil, nil, err
+	}
+	return cloneRows(lp), cloneRows(ent), nil
+}
+
+// backward accumulates the gradients of the last forward given d loss / d
+// logp per completion token.
+func (p *policy) backward(ctx context.Context, dlogp [][]float32) error {
+	return p.tr.Backward(ctx, dlogp)
+}
+
+// optimizerStep applies the accumulated gradients (clipped as configured)
+// and zeroes them.
+func (p *policy) optimizerStep() (model.StepStats, error) {
+	st, err := p.opt.Step()
+	p.tr.ZeroGrad()
+	return st, err
+}
+
+// zeroGrad drops gradients accumulated by an unfinished step.
+func (p *policy) zeroGrad() { p.tr.ZeroGrad() }
+
+// learningRate is the rate of the next optimizer step.
+func (p *policy) learningRate() float64 {
+	return p.opt.Config().Schedule.At(p.opt.Steps())
+}
+
+// params returns the trainable tensors (for tests and checkpoints).
+func (p *policy) params() []model.Param { return p.tr.Params() }
+
+func cloneRows(x [][]float32) [][]float32 {
+	out := make([][]float32, len(x))
+	for i, r := range x {
+		out[i] = append([]float32(nil), r...)
+	}
+	return out
+}
