@@ -126,7 +126,7 @@ func (t *RewardTable) Unscored() []int {
 // rewards/<name>/mean and rewards/<name>/std of each function (NaN-aware
 // mean and Bessel std), and reward and reward_std of the weighted sum, as
 // TRL logs them. A value with nothing to average is NaN.
-func (t *RewardTable) Metrics(m map[string]float64, include []bool) {
+func (t *RewardTable) Metrics(m Metrics, include []bool) {
 	pick := func(x []float64) []float64 {
 		if include == nil {
 			return x
@@ -141,10 +141,10 @@ func (t *RewardTable) Metrics(m map[string]float64, include []bool) {
 	}
 	for k, name := range t.Names {
 		col := pick(t.Scores[k])
-		m["rewards/"+name+"/mean"] = nanMean(col)
-		m["rewards/"+name+"/std"] = nanStd(col)
+		m[RewardMeanName(name)] = nanMean(col)
+		m[RewardStdName(name)] = nanStd(col)
 	}
 	total := pick(t.Total())
-	m["reward"] = nanMean(total)
-	m["reward_std"] = nanStd(total)
+	m[MetricReward] = nanMean(total)
+	m[MetricRewardStd] = nanStd(total)
 }

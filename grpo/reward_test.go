@@ -142,7 +142,7 @@ func TestRewardTableTotalAndMetrics(t *testing.T) {
 				}
 			}
 			assertFloats(t, tt.total, tab.Total(), tol)
-			m := map[string]float64{}
+			m := Metrics{}
 			tab.Metrics(m, tt.include)
 			require.Len(t, m, len(tt.metrics))
 			for k, want := range tt.metrics {

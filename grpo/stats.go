@@ -1,9 +1,289 @@
 package grpo
 
 import (
+	"fmt"
 	"math"
 	"slices"
 )
+
+// Pure metric math: each function puts TRL's metrics (spec §6, names in
+// metrics.go) into a Metrics map. A metric with nothing to average is NaN
+// ("no value"), except where TRL defines 0.
+
+// CompletionStats puts the completion-length metrics of a generation batch:
+// completions/mean_length, min_length and max_length over modelTokens (each
+// rollout's model-sampled tokens, Σ mask: tool tokens do not count),
+// completions/clipped_ratio, the fraction cut off by the token budget
+// (clipped[i]: no EOS at the end), and mean/min/max_terminated_length over
+// the rollouts that were not clipped (0 when all were). Pass only the
+// rollouts that count (failed ones left out).
+func CompletionStats(m Metrics, modelTokens []int, clipped []bool) error {
+	if len(clipped) != len(modelTokens) {
+		return fmt.Errorf("grpo: completion stats: %d clipped flags for %d rollouts", len(clipped), len(modelTokens))
+	}
+	all := make([]float64, len(modelTokens))
+	var term []float64
+	nClipped := 0
+	for i, n := range modelTokens {
+		all[i] = float64(n)
+		if clipped[i] {
+			nClipped++
+		} else {
+			term = append(term, float64(n))
+		}
+	}
+	m[MetricCompletionsMeanLength], m[MetricCompletionsMinLength], m[MetricCompletionsMaxLength] = meanMinMax(all)
+	m[MetricCompletionsClippedRatio] = math.NaN()
+	if len(modelTokens) > 0 {
+		m[MetricCompletionsClippedRatio] = float64(nClipped) / float64(len(modelTokens))
+	}
+	if len(term) == 0 {
+		term = []float64{0}
+	}
+	m[MetricCompletionsMeanTermLength], m[MetricCompletionsMinTermLength], m[MetricCompletionsMaxTermLength] = meanMinMax(term)
+	return nil
+}
+
+// ToolStats puts tools/call_frequency, the tool calls per rollout, and
+// tools/failure_frequency, the failed calls per call (0 when there were no
+// calls), from each rollout's call and failure counts.
+func ToolStats(m Metrics, calls, failures []int) error {
+	if len(failures) != len(calls) {
+		return fmt.Errorf("grpo: tool stats: %d failure counts for %d rollouts", len(failures), len(calls))
+	}
+	c, f := 0, 0
+	for i := range calls {
+		if failures[i] > calls[i] || failures[i] < 0 {
+			return fmt.Errorf("grpo: tool stats: rollout %d has %d failures in %d calls", i, failures[i], calls[i])
+		}
+		c += calls[i]
+		f += failures[i]
+	}
+	m[MetricToolsCallFrequency] = math.NaN()
+	if len(calls) > 0 {
+		m[MetricToolsCallFrequency] = float64(c) / float64(len(calls))
+	}
+	m[MetricToolsFailureFrequency] = 0
+	if c > 0 {
+		m[MetricToolsFailureFrequency] = float64(f) / float64(c)
+	}
+	return nil
+}
+
+// LossStats accumulates the loss metrics of the micro-batches of one
+// optimizer step (or logging window): each micro-batch's values are
+// computed as TRL computes them and then averaged over the micro-batches
+// (NaN-aware), as TRL averages what it appended; "loss" is their sum, the
+// optimizer step's loss. Use NewLossStats; not safe for concurrent use.
+type LossStats struct {
+	p    LossParams
+	loss float64
+	vals map[string][]float64
+}
+
+// NewLossStats returns an empty accumulator for loss parameters p.
+func NewLossStats(p LossParams) *LossStats {
+	return &LossStats{p: p, vals: map[string][]float64{}}
+}
+
+// Add records one micro-batch: its input and PolicyLoss's output.
+//
+//	kl, entropy: mean over loss tokens (kl only when Beta ≠ 0)
+//	clip_ratio/low_mean, high_mean, region_mean: mean of the flags over
+//	  loss tokens; at sequence level a plain mean over sequences
+//	clip_ratio/low_min, high_max: min (max) over sequences of the
+//	  sequence's flagged fraction; a sequence with no loss token is NaN
+//	  and skipped (token level), at sequence level its 0/1 flag counts
+//	cispo_clip_ratio (cispo), vespo/phi_seq_mean (vespo, mean over sequences)
+func (s *LossStats) Add(in LossInput, out LossOutput) {
+	s.loss += out.Loss
+	put := func(name string, v float64) { s.vals[name] = append(s.vals[name], v) }
+	maskedMean := func(x func(i, t int) float64) float64 {
+		sum, n := 0.0, 0
+		for i, row := range in.Mask {
+			for t, ok := range row {
+				if ok {
+					sum += x(i, t)
+					n++
+				}
+			}
+		}
+		if n == 0 {
+			return math.NaN()
+		}
+		return sum / float64(n)
+	}
+	if out.KL != nil {
+		put(MetricKL, maskedMean(func(i, t int) float64 { return out.KL[i][t] }))
+	}
+	if in.Entropy != nil {
+		put(MetricEntropy, maskedMean(func(i, t int) float64 { return float64(in.Entropy[i][t]) }))
+	}
+	b2f := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	switch {
+	case s.p.Type.clipped():
+		if s.p.Level == ISSequence {
+			// one flag per sequence (every loss token carries it); rows
+			// with no loss token carry the sequence's flag too in TRL, where
+			// they are computed at ratio 1: unflagged.
+			low, high, region := make([]float64, len(in.Mask)), make([]float64, len(in.Mask)), make([]float64, len(in.Mask))
+			for i, row := range in.Mask {
+				for t, ok := range row {
+					if ok {
+						low[i], high[i] = b2f(out.ClipLow[i][t]), b2f(out.ClipHigh[i][t])
+						region[i] = b2f(out.ClipLow[i][t] || out.ClipHigh[i][t])
+						break
+					}
+				}
+			}
+			put(MetricClipRatioLowMean, nanMean(low))
+			put(MetricClipRatioHighMean, nanMean(high))
+			put(MetricClipRatioRegionMean, nanMean(region))
+			put(MetricClipRatioLowMin, nanMin(low))
+			put(MetricClipRatioHighMax, nanMax(high))
+			break
+		}
+		put(MetricClipRatioLowMean, maskedMean(func(i, t int) float64 { return b2f(out.ClipLow[i][t]) }))
+		put(MetricClipRatioHighMean, maskedMean(func(i, t int) float64 { return b2f(out.ClipHigh[i][t]) }))
+		put(MetricClipRatioRegionMean, maskedMean(func(i, t int) float64 { return b2f(out.ClipLow[i][t] || out.ClipHigh[i][t]) }))
+		low, high := make([]float64, len(in.Mask)), make([]float64, len(in.Mask))
+		for i, row := range in.Mask {
+			nl, nh, n := 0, 0, 0
+			for t, ok := range row {
+				if ok {
+					n++
+					nl += int(b2f(out.ClipLow[i][t]))
+					nh += int(b2f(out.ClipHigh[i][t]))
+				}
+			}
+			low[i], high[i] = math.NaN(), math.NaN() // 0/0, skipped as TRL's nan-aware min/max do
+			if n > 0 {
+				low[i], high[i] = float64(nl)/float64(n), float64(nh)/float64(n)
+			}
+		}
+		put(MetricClipRatioLowMin, nanMin(low))
+		put(MetricClipRatioHighMax, nanMax(high))
+	case s.p.Type == LossCISPO:
+		put(MetricCISPOClipRatio, maskedMean(func(i, t int) float64 { return b2f(out.ClipHigh[i][t]) }))
+	case s.p.Type == LossVESPO:
+		put(MetricVESPOPhiSeqMean, nanMean(out.Phi))
+	}
+}
+
+// Metrics puts the averages of what was added, and "loss".
+func (s *LossStats) Metrics(m Metrics) {
+	m[MetricLoss] = s.loss
+	for name, v := range s.vals {
+		m[name] = nanMean(v)
+	}
+}
+
+// SamplingStats accumulates the mismatch between sampling log-probs (those
+// recorded at generation) and training log-probs of the same tokens over a
+// generation batch: sampling/sampling_logp_difference/mean and max of
+// |train − sampling| over loss tokens, and
+// sampling/importance_sampling_ratio/min, mean and max of the ratio in use
+// (per loss token, or per sequence for sequence modes). Use
+// NewSamplingStats; not safe for concurrent use.
+type SamplingStats struct {
+	diffSum, diffMax float64
+	diffN            int
+	ratioSum         float64
+	ratioMin         float64
+	ratioMax         float64
+	ratioN           int
+}
+
+// NewSamplingStats returns an empty accumulator.
+func NewSamplingStats() *SamplingStats {
+	return &SamplingStats{diffMax: math.Inf(-1), ratioMin: math.Inf(1), ratioMax: math.Inf(-1)}
+}
+
+// Add records rows of training and sampling log-probs with their loss
+// mask. rho is the correction ratio in use (SamplingISRatio), perSequence
+// its mode; rho nil records the raw per-token ratio exp(train − sampling).
+func (s *SamplingStats) Add(train, sampling [][]float32, mask [][]bool, rho [][]float64, perSequence bool) error {
+	if len(train) != len(mask) || len(sampling) != len(mask) || (rho != nil && len(rho) != len(mask)) {
+		return fmt.Errorf("grpo: sampling stats: %d train, %d sampling, %d ratio rows for %d masks", len(train), len(sampling), len(rho), len(mask))
+	}
+	ratio := func(r float64) {
+		s.ratioSum += r
+		s.ratioN++
+		s.ratioMin = math.Min(s.ratioMin, r)
+		s.ratioMax = math.Max(s.ratioMax, r)
+	}
+	for i, row := range mask {
+		if len(train[i]) != len(row) || len(sampling[i]) != len(row) || (rho != nil && len(rho[i]) != len(row)) {
+			return fmt.Errorf("grpo: sampling stats: row %d lengths differ from its mask's %d", i, len(row))
+		}
+		for t, ok := range row {
+			if !ok {
+				continue
+			}
+			d := float64(train[i][t]) - float64(sampling[i][t])
+			s.diffSum += math.Abs(d)
+			s.diffMax = math.Max(s.diffMax, math.Abs(d))
+			s.diffN++
+			switch {
+			case rho == nil:
+				ratio(math.Exp(d))
+			case !perSequence:
+				ratio(rho[i][t])
+			}
+		}
+		if rho != nil && perSequence && len(row) > 0 {
+			ratio(rho[i][0])
+		}
+	}
+	return nil
+}
+
+// Metrics puts the sampling/* metrics (NaN when nothing was added).
+func (s *SamplingStats) Metrics(m Metrics) {
+	m[MetricSamplingLogpDiffMean], m[MetricSamplingLogpDiffMax] = math.NaN(), math.NaN()
+	if s.diffN > 0 {
+		m[MetricSamplingLogpDiffMean], m[MetricSamplingLogpDiffMax] = s.diffSum/float64(s.diffN), s.diffMax
+	}
+	m[MetricSamplingISRatioMin], m[MetricSamplingISRatioMean], m[MetricSamplingISRatioMax] = math.NaN(), math.NaN(), math.NaN()
+	if s.ratioN > 0 {
+		m[MetricSamplingISRatioMin], m[MetricSamplingISRatioMean], m[MetricSamplingISRatioMax] = s.ratioMin, s.ratioSum/float64(s.ratioN), s.ratioMax
+	}
+}
+
+// meanMinMax of x, NaN for each when x is empty.
+func meanMinMax(x []float64) (mean, lo, hi float64) {
+	if len(x) == 0 {
+		return math.NaN(), math.NaN(), math.NaN()
+	}
+	return nanMean(x), slices.Min(x), slices.Max(x)
+}
+
+// nanMin is the minimum of the non-NaN values of x, NaN if none.
+func nanMin(x []float64) float64 {
+	r := math.NaN()
+	for _, v := range x {
+		if !math.IsNaN(v) && (math.IsNaN(r) || v < r) {
+			r = v
+		}
+	}
+	return r
+}
+
+// nanMax is the maximum of the non-NaN values of x, NaN if none.
+func nanMax(x []float64) float64 {
+	r := math.NaN()
+	for _, v := range x {
+		if !math.IsNaN(v) && (math.IsNaN(r) || v > r) {
+			r = v
+		}
+	}
+	return r
+}
 
 // nanMean is the mean of the non-NaN values of x (torch.nanmean), NaN if
 // there are none.

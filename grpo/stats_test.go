@@ -1,0 +1,204 @@
+package grpo
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func assertMetrics(t *testing.T, want, got Metrics) {
+	t.Helper()
+	require.Len(t, got, len(want), "got %v", got)
+	for k, v := range want {
+		_, ok := got[k]
+		require.True(t, ok, "missing %s", k)
+		assertFloat(t, v, got[k], tol, k)
+	}
+}
+
+func TestCompletionStats(t *testing.T) {
+	tests := []struct {
+		name    string
+		tokens  []int
+		clipped []bool
+		want    Metrics
+	}{
+		{"mixed", []int{3, 5, 10}, []bool{false, false, true}, Metrics{
+			MetricCompletionsMeanLength: 6, MetricCompletionsMinLength: 3, MetricCompletionsMaxLength: 10,
+			MetricCompletionsClippedRatio:   1.0 / 3,
+			MetricCompletionsMeanTermLength: 4, MetricCompletionsMinTermLength: 3, MetricCompletionsMaxTermLength: 5,
+		}},
+		{"all clipped: terminated lengths are 0", []int{7, 9}, []bool{true, true}, Metrics{
+			MetricCompletionsMeanLength: 8, MetricCompletionsMinLength: 7, MetricCompletionsMaxLength: 9,
+			MetricCompletionsClippedRatio:   1,
+			MetricCompletionsMeanTermLength: 0, MetricCompletionsMinTermLength: 0, MetricCompletionsMaxTermLength: 0,
+		}},
+		{"none", nil, nil, Metrics{
+			MetricCompletionsMeanLength: nan, MetricCompletionsMinLength: nan, MetricCompletionsMaxLength: nan,
+			MetricCompletionsClippedRatio:   nan,
+			MetricCompletionsMeanTermLength: 0, MetricCompletionsMinTermLength: 0, MetricCompletionsMaxTermLength: 0,
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := Metrics{}
+			require.NoError(t, CompletionStats(m, tt.tokens, tt.clipped))
+			assertMetrics(t, tt.want, m)
+		})
+	}
+	assert.Error(t, CompletionStats(Metrics{}, []int{1}, nil))
+}
+
+func TestToolStats(t *testing.T) {
+	tests := []struct {
+		name            string
+		calls, failures []int
+		call, fail      float64
+	}{
+		// §8.1: a valid call, an unknown tool, plain text.
+		{"env factory", []int{1, 1, 0}, []int{0, 1, 0}, 2.0 / 3, 0.5},
+		// §8.4: two envs, each row of one calls once.
+		{"multiple environments", []int{1, 0, 1, 0}, []int{0, 0, 0, 0}, 0.5, 0},
+		{"no calls: failure frequency 0", []int{0, 0}, []int{0, 0}, 0, 0},
+		{"several calls per rollout", []int{3, 1}, []int{2, 0}, 2, 0.5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := Metrics{}
+			require.NoError(t, ToolStats(m, tt.calls, tt.failures))
+			assertMetrics(t, Metrics{MetricToolsCallFrequency: tt.call, MetricToolsFailureFrequency: tt.fail}, m)
+		})
+	}
+	assert.Error(t, ToolStats(Metrics{}, []int{1}, []int{2}), "more failures than calls")
+	assert.Error(t, ToolStats(Metrics{}, []int{1}, nil))
+}
+
+func TestLossStatsTokenLevel(t *testing.T) {
+	s := NewLossStats(baseParams(LossDAPO))
+	in := LossInput{
+		Mask:    [][]bool{{true, true, false}, {true, true}, {false}},
+		Entropy: [][]float32{{1, 2, 100}, {3, 4}, {100}},
+	}
+	out := LossOutput{
+		Loss:     0.5,
+		ClipLow:  [][]bool{{true, false, false}, {false, false}, {false}},
+		ClipHigh: [][]bool{{false, false, false}, {true, true}, {false}},
+		KL:       [][]float64{{0.1, 0.3, 9}, {0.2, 0.2}, {9}},
+	}
+	s.Add(in, out)
+	m := Metrics{}
+	s.Metrics(m)
+	assertMetrics(t, Metrics{
+		MetricLoss: 0.5, MetricKL: 0.2, MetricEntropy: 2.5,
+		MetricClipRatioLowMean: 0.25, MetricClipRatioHighMean: 0.5, MetricClipRatioRegionMean: 0.75,
+		// per-sequence fractions: low {1/2, 0, NaN}, high {0, 1, NaN}; NaN skipped
+		MetricClipRatioLowMin: 0, MetricClipRatioHighMax: 1,
+	}, m)
+
+	// A second micro-batch: values are averaged, losses summed.
+	out2 := LossOutput{Loss: 0.25,
+		ClipLow:  [][]bool{{false, false, false}, {false, false}, {false}},
+		ClipHigh: [][]bool{{false, false, false}, {false, false}, {false}},
+		KL:       [][]float64{{0, 0, 0}, {0, 0}, {0}},
+	}
+	s.Add(in, out2)
+	m = Metrics{}
+	s.Metrics(m)
+	assertFloat(t, 0.75, m[MetricLoss], tol, "loss")
+	assertFloat(t, 0.1, m[MetricKL], tol, "kl")
+	assertFloat(t, 0.125, m[MetricClipRatioLowMean], tol, "low_mean")
+	assertFloat(t, 0.5, m[MetricClipRatioHighMax], tol, "high_max")
+}
+
+// Errata 10.2: at sequence level the clip means are plain means over
+// sequences, fully masked rows included, and min/max take the 0/1 flags.
+func TestLossStatsSequenceLevel(t *testing.T) {
+	p := baseParams(LossGRPO)
+	p.Level = ISSequence
+	s := NewLossStats(p)
+	in := LossInput{Mask: [][]bool{{true, true}, {false, true}, {false}}}
+	out := LossOutput{
+		ClipLow:  [][]bool{{true, true}, {false, false}, {false}},
+		ClipHigh: [][]bool{{false, false}, {false, true}, {false}},
+	}
+	s.Add(in, out)
+	m := Metrics{}
+	s.Metrics(m)
+	assertMetrics(t, Metrics{MetricLoss: 0,
+		MetricClipRatioLowMean: 1.0 / 3, MetricClipRatioHighMean: 1.0 / 3, MetricClipRatioRegionMean: 2.0 / 3,
+		MetricClipRatioLowMin: 0, MetricClipRatioHighMax: 1,
+	}, m)
+}
+
+func TestLossStatsCISPOAndVESPO(t *testing.T) {
+	s := NewLossStats(baseParams(LossCISPO))
+	in := LossInput{Mask: [][]bool{{true, true, true, false}}}
+	s.Add(in, LossOutput{ClipLow: [][]bool{make([]bool, 4)}, ClipHigh: [][]bool{{true, false, false, true}}})
+	m := Metrics{}
+	s.Metrics(m)
+	assertMetrics(t, Metrics{MetricLoss: 0, MetricCISPOClipRatio: 1.0 / 3}, m)
+
+	s = NewLossStats(baseParams(LossVESPO))
+	s.Add(LossInput{Mask: [][]bool{{true}, {true}}}, LossOutput{Phi: []float64{0.5, 1}, ClipLow: [][]bool{{false}, {false}}, ClipHigh: [][]bool{{false}, {false}}})
+	m = Metrics{}
+	s.Metrics(m)
+	assertMetrics(t, Metrics{MetricLoss: 0, MetricVESPOPhiSeqMean: 0.75}, m)
+}
+
+// The loss metrics of a real PolicyLoss output: on-policy nothing clips.
+func TestLossStatsFromPolicyLoss(t *testing.T) {
+	p := baseParams(LossDAPO)
+	p.Beta = 0.1
+	in := LossInput{LogP: [][]float32{{-1, -2}}, Ref: [][]float32{{-1, -2}}, Mask: [][]bool{{true, true}}, Adv: []float64{1}, Weight: ones(2)}
+	out, err := PolicyLoss(p, in)
+	require.NoError(t, err)
+	s := NewLossStats(p)
+	s.Add(in, out)
+	m := Metrics{}
+	s.Metrics(m)
+	assertFloat(t, 0, m[MetricKL], tol, "kl of identical policies")
+	assertFloat(t, 0, m[MetricClipRatioRegionMean], tol, "region")
+	assertFloat(t, -2, m[MetricLoss], tol, "loss = Σ −A·w")
+}
+
+func TestSamplingStats(t *testing.T) {
+	train := [][]float32{{-1, -2, -0.5}}
+	samp := [][]float32{{-1.5, -1.75, -1.5}} // d = 0.5, −0.25 (masked), 1
+	mask := [][]bool{{true, false, true}}
+	e := math.Exp
+
+	s := NewSamplingStats()
+	require.NoError(t, s.Add(train, samp, mask, nil, false))
+	m := Metrics{}
+	s.Metrics(m)
+	assertMetrics(t, Metrics{
+		MetricSamplingLogpDiffMean: 0.75, MetricSamplingLogpDiffMax: 1,
+		MetricSamplingISRatioMin: e(0.5), MetricSamplingISRatioMean: (e(0.5) + e(1)) / 2, MetricSamplingISRatioMax: e(1),
+	}, m)
+
+	s = NewSamplingStats()
+	require.NoError(t, s.Add([][]float32{{-1, -1}, {-1}}, [][]float32{{-1, -1}, {-1}}, [][]bool{{true, true}, {true}},
+		[][]float64{{2, 2}, {0.5}}, true))
+	m = Metrics{}
+	s.Metrics(m)
+	assertFloat(t, 0, m[MetricSamplingLogpDiffMax], tol, "identical log-probs")
+	assertFloat(t, 0.5, m[MetricSamplingISRatioMin], tol, "min over sequences")
+	assertFloat(t, 1.25, m[MetricSamplingISRatioMean], tol, "mean over sequences")
+	assertFloat(t, 2, m[MetricSamplingISRatioMax], tol, "max over sequences")
+
+	m = Metrics{}
+	NewSamplingStats().Metrics(m)
+	assert.True(t, math.IsNaN(m[MetricSamplingLogpDiffMean]))
+	assert.Error(t, NewSamplingStats().Add(train, samp[:0], mask, nil, false))
+}
+
+func TestQuantileLinear(t *testing.T) {
+	x := []float64{4, 1, 3, 2}
+	assert.InDelta(t, 1, quantileLinear(x, 0), tol)
+	assert.InDelta(t, 4, quantileLinear(x, 1), tol)
+	assert.InDelta(t, 2.5, quantileLinear(x, 0.5), tol)
+	assert.InDelta(t, 1.3, quantileLinear(x, 0.1), tol)
+	assert.Equal(t, []float64{4, 1, 3, 2}, x, "input untouched")
+}
