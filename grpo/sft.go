@@ -7,11 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -230,7 +228,7 @@ func SFT(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, data []C
 			return nil, fmt.Errorf("sft: resume %s: trainer state is at step %d, optimizer at %d", dir, st.Step, run.opt.Steps())
 		}
 	}
-	out, err := newRunOutput(cfg.OutputDir, cfg.Progress, total, "sft", st.Step > 0)
+	out, err := newRunOutput(cfg.OutputDir, cfg.Progress, total, "sft", st.Step > 0, false)
 	if err != nil {
 		return nil, err
 	}
@@ -476,86 +474,4 @@ func (r *sftRun) step(ctx context.Context, batch []model.TrainSeq, micro int) (M
 		MetricTimeBackward:  t1.Sub(t0).Seconds(),
 		MetricTimeOptimizer: time.Since(t1).Seconds(),
 	}, nil
-}
-
-// Output file names under OutputDir.
-const (
-	MetricsFile     = "metrics.jsonl"
-	CompletionsFile = "completions.jsonl"
-	PlotFile        = "plot.png"
-)
-
-// runOutput is what a run shows and writes besides checkpoints: the
-// metrics log, the progress bar and, at the end, the plot.
-type runOutput struct {
-	dir      string
-	metrics  *MetricsWriter
-	progress *Progress
-}
-
-// newRunOutput opens OutputDir/metrics.jsonl (appending when resuming) and
-// the progress bar on w (nil for none).
-func newRunOutput(dir string, w io.Writer, total int, name string, resume bool) (*runOutput, error) {
-	o := &runOutput{dir: dir}
-	if dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("%s: output folder: %w", name, err)
-		}
-		flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
-		if resume {
-			flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND
-		}
-		f, err := os.OpenFile(filepath.Join(dir, MetricsFile), flags, 0o644)
-		if err != nil {
-			return nil, fmt.Errorf("%s: metrics log: %w", name, err)
-		}
-		o.metrics = NewMetricsWriter(f)
-		o.metrics.closer = f
-	}
-	if w != nil {
-		o.progress = NewProgress(w, total, ProgressOptions{Description: name})
-	}
-	return o, nil
-}
-
-func (o *runOutput) callbacks() []Callback {
-	var cbs []Callback
-	if o.metrics != nil {
-		cbs = append(cbs, o.metrics.Callback())
-	}
-	if o.progress != nil {
-		cbs = append(cbs, o.progress.Callback())
-	}
-	return cbs
-}
-
-// finish ends the progress bar and plots the whole metrics log.
-func (o *runOutput) finish() error {
-	var err error
-	if o.progress != nil {
-		err = o.progress.Finish()
-		o.progress = nil
-	}
-	if o.metrics != nil {
-		err = errors.Join(err, o.metrics.Close())
-		o.metrics = nil
-		steps, rerr := ReadMetrics(filepath.Join(o.dir, MetricsFile))
-		if rerr == nil && len(steps) > 0 {
-			rerr = WritePlot(filepath.Join(o.dir, PlotFile), steps, PlotOptions{})
-		}
-		if rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-			err = errors.Join(err, rerr)
-		}
-	}
-	return err
-}
-
-// close releases what finish did not (on an early return).
-func (o *runOutput) close() {
-	if o.progress != nil {
-		o.progress.Finish()
-	}
-	if o.metrics != nil {
-		o.metrics.Close()
-	}
 }
