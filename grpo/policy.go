@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/x/kernels"
 	"github.com/x/model"
@@ -49,9 +52,49 @@ func newPolicy(m *model.Model, lora *model.LoRAConfig, seed uint64, temperature 
 	}
 	p := &policy{m: m, tr: tr, opt: opt, temp: temperature, batch: 64}
 	if has {
+		if lora == nil {
+			c := adapterConfig(m)
+			lora = &c
+		}
 		p.lora = lora
 	}
 	return p, nil
+}
+
+// adapterConfig describes the adapters a model already carries (e.g. from
+// model.LoadAdapter): rank and scaling of the first one, the projections
+// and layers that have one. Alpha assumes plain (not rank-stabilised)
+// scaling, which gives the same Scaling either way.
+func adapterConfig(m *model.Model) model.LoRAConfig {
+	var c model.LoRAConfig
+	targets := map[string]bool{}
+	var layers []int
+	for li := range m.Layers {
+		has := false
+		for _, nl := range m.Layers[li].Linears() {
+			a := nl.Linear.LoRA
+			if a == nil {
+				continue
+			}
+			if c.R == 0 {
+				c.R, c.Alpha = a.R, float64(a.Scaling)*float64(a.R)
+			}
+			targets[nl.Name[strings.LastIndexByte(nl.Name, '.')+1:]] = true
+			has = true
+		}
+		if has {
+			layers = append(layers, li)
+		}
+	}
+	for _, name := range model.LoRATargets() {
+		if targets[name] {
+			c.Targets = append(c.Targets, name)
+		}
+	}
+	if len(layers) < len(m.Layers) {
+		c.Layers = layers
+	}
+	return c
 }
 
 func hasAdapters(m *model.Model) bool {
@@ -212,6 +255,31 @@ func (p *policy) optimizerStep() (model.StepStats, error) {
 	st, err := p.opt.Step()
 	p.tr.ZeroGrad()
 	return st, err
+}
+
+// reschedule replaces the optimizer's configuration (the learning-rate
+// schedule's length), keeping its moments and step count.
+func (p *policy) reschedule(cfg model.AdamWConfig) error {
+	opt, err := model.NewAdamW(p.m.Backend, p.tr.Params(), cfg)
+	if err != nil {
+		return fmt.Errorf("grpo: optimizer: %w", err)
+	}
+	if p.opt.Steps() > 0 {
+		dir, err := os.MkdirTemp("", "grpo-optimizer-")
+		if err != nil {
+			return fmt.Errorf("grpo: optimizer: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		path := filepath.Join(dir, "state.safetensors")
+		if err := p.opt.SaveState(path); err != nil {
+			return fmt.Errorf("grpo: optimizer: %w", err)
+		}
+		if err := opt.LoadState(path); err != nil {
+			return fmt.Errorf("grpo: optimizer: %w", err)
+		}
+	}
+	p.opt = opt
+	return nil
 }
 
 // zeroGrad drops gradients accumulated by an unfinished step.

@@ -1,0 +1,95 @@
+// Package grpo trains language-model agents with GRPO (Group Relative
+// Policy Optimization) against environments, following Hugging Face TRL's
+// GRPOTrainer with environment_factory where it is right and doing better
+// where its users hit problems.
+//
+//	cfg := grpo.DefaultConfig()
+//	cfg.NumGenerations, cfg.MaxSteps = 8, 200
+//	tr, err := grpo.NewTrainer(policy, tok, cfg,
+//		grpo.WithEnv(wordle.NewFactory(wordle.Options{})),
+//		grpo.WithReward("win", 1, win),
+//		grpo.WithLoRA(model.LoRAConfig{R: 16, Alpha: 32}))
+//	defer tr.Close()
+//	err = tr.Train(ctx, grpo.NewDataset(rows))
+//
+// # One generation batch
+//
+// Step (Train calls it for each batch of prompts) plays NumGenerations
+// rollouts per prompt. Each rollout takes an environment from a pool
+// ("construct once, reset often"), resets it with the dataset row (every
+// column; the observation it returns is appended to the prompt), renders
+// the prompt with the environment's tool schemas and Qwen3's chat template
+// (Config.RenderOptions), and generates. The loop of TRL's _tool_call_loop
+// follows, with three differences that matter:
+//
+//   - Continuous batching: all rollouts decode in one batch; a rollout
+//     whose turn ends with tool calls leaves the batch, its calls run on
+//     their own goroutine (at most Config.ToolConcurrency at once, each
+//     with Config.ToolTimeout), and it rejoins as soon as they answer. A
+//     slow environment delays only its own rollout. The G rollouts of one
+//     prompt share its prefill (the prompt is fed once and its cache forked).
+//   - Token ids are the currency: the tool responses are rendered as the
+//     template's tool turn plus the next generation prompt
+//     (tokenizer.Chat.ToolSuffixIDs) and appended to the token sequence;
+//     what the model generated is never decoded and re-encoded. Each
+//     rollout carries one explicit mask: true on sampled tokens (they get
+//     loss), false on tool and template tokens (attended to, no loss).
+//   - Failures: a malformed call, an unknown tool, bad arguments or a tool
+//     error go back to the model as the tool's response ({"error": ...})
+//     and are counted (tools/failure_frequency). An environment failure (a
+//     lost OpenEnv session, a dead server, a tool past its deadline, an
+//     error wrapping ErrEnvFailed) replays the rollout from the start on a
+//     fresh environment, up to Config.RolloutAttempts within
+//     Config.RolloutRetryBudget; a rollout failing every attempt is left
+//     out of the loss and of its group's baseline, counted in
+//     rollouts/failed and logged with its cause. A step whose rollouts all
+//     failed is an error.
+//
+// A rollout ends when its last turn calls no tool, when
+// Config.MaxToolCallingIterations rounds ran, or when the shared token
+// budget Config.MaxCompletionLength (model and tool tokens together) is
+// spent: a turn is generated with at most the remaining budget, and tool
+// responses that would leave no room are dropped (the tools did run).
+//
+// Rewards (WithReward, and env.Rewarder environments, named by their type)
+// see each Rollout with its environment in its final state; advantages,
+// the loss of every TRL loss type, and the metrics are pure functions of
+// the scored batch (advantage.go, loss.go, stats.go). The batch is then
+// shuffled and cut into StepsPerGeneration micro-batches, trained on
+// NumIterations times, with an optimizer step every
+// GradientAccumulationSteps micro-batches (TRL's layout). Old log-probs
+// are the sampling ones when the policy moves within a generation and
+// sampling used no top-k/top-p/min-p filter (they are then training's),
+// recomputed by a scoring pass otherwise; sampling/* logs how far the
+// sampling log-probs are from the training forward's.
+//
+// # Producing rollouts apart from learning
+//
+// Step is generate (rollouts and their environments), score (rewards,
+// advantages) and learn (micro-batches, optimizer steps); the three meet
+// only in a batch of scored rollouts. An asynchronous mode plugs in
+// between them without touching either: a producer goroutine runs
+// generate and score for generation k+1 while learn consumes generation
+// k, handing batches over a channel of capacity s (the staleness bound:
+// a batch is at most s optimizer steps behind the policy that trains on
+// it). Because the producer samples with an older policy, learn must then
+// always take old log-probs from sampling (recomputed when filtered) and
+// apply the sampling correction (Config.ISCorrection) to the ratio between
+// the policy that sampled and the one that trains; both are already
+// supported. What the mode needs beyond that is a model that can sample
+// with a snapshot of the adapters while training updates the live ones
+// (the CPU backend serves one goroutine at a time, so on the CPU the
+// overlap is only between tool calls and training).
+//
+// A RolloutFunc replaces the whole rollout side for users who own
+// generation; the trainer scores and learns from what it returns.
+//
+// # Cancellation and state
+//
+// Cancelling Train's or Step's context stops after the last complete
+// optimizer step: gradients of an unfinished step are dropped, the
+// environments go back to their pools, and State counts only the steps
+// taken, so a checkpoint written then is consistent. Every random draw is
+// derived from Config.Seed and the state's counters, so a run resumed from
+// a checkpoint draws what the uninterrupted run drew.
+package grpo

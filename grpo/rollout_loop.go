@@ -1,0 +1,548 @@
+package grpo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/x/env"
+	"github.com/x/env/openenv"
+	"github.com/x/tokenizer"
+)
+
+// rolloutConfig is what the multi-turn loop needs from Config.
+type rolloutConfig struct {
+	maxCompletion   int // token budget of the whole completion, model and tool tokens
+	maxIters        int // tool rounds per rollout; < 0 unlimited, 0 never run tools
+	thinking        tokenizer.Thinking
+	attempts        int           // env attempts per rollout (≥ 1)
+	budget          time.Duration // wall-clock budget of one rollout's attempts; 0 none
+	toolTimeout     time.Duration // deadline of one reset or tool call; 0 none
+	toolConcurrency int           // env operations (resets, tool rounds) in flight at once
+	maxPrompt       int           // longest rendered prompt, tokens; 0 no cap
+}
+
+// envSource starts an episode on a pooled environment (env.Pool, env.Router).
+type envSource interface {
+	Start(ctx context.Context, row env.Row) (*env.Instance, string, error)
+}
+
+// engine plays rollouts: the loop of spec §1.5 with continuous batching,
+// concurrent tool rounds and env-failure replay.
+type engine struct {
+	pol  *policy
+	chat *tokenizer.Chat
+	envs envSource // nil: no environment, prompts come from the rows
+	cfg  rolloutConfig
+	stop []int32
+	log  *slog.Logger
+	// decoder makes the turn decoder of a batch (the policy's by default).
+	decoder func(s sampling, stop []int32) turnDecoder
+}
+
+// rolloutTiming is where a batch of rollouts spent its wall time.
+type rolloutTiming struct {
+	generation time.Duration // decoding and prefill
+	tools      time.Duration // waiting on resets and tool rounds with nothing to decode
+}
+
+// live is one rollout being played.
+type live struct {
+	r        *Rollout
+	idx      int
+	inst     *env.Instance
+	sq       seq
+	hasSeq   bool
+	opts     tokenizer.RenderOptions
+	iters    int
+	deadline time.Time // zero: none
+	lastErr  error
+	done     bool
+}
+
+// event is the result of an env operation run off the decoding goroutine.
+type event struct {
+	idx      int
+	reset    bool
+	inst     *env.Instance
+	obs      string
+	msgs     []tokenizer.Message // tool responses of a round
+	failures int
+	err      error // an env failure: the rollout is replayed
+}
+
+// play runs len(rows) rollouts (rows already repeated per generation):
+// rollout i uses rows[i] and group groups[i]. smp is the sampling; seed
+// makes the batch's draws reproducible. The returned instances (aligned
+// with the rollouts, nil for failed ones) belong to the caller, who must
+// release them after scoring.
+func (e *engine) play(ctx context.Context, rows []env.Row, groups []int, smp sampling, seed uint64) ([]*Rollout, []*env.Instance, rolloutTiming, error) {
+	var tm rolloutTiming
+	n := len(rows)
+	ls := make([]*live, n)
+	start := time.Now()
+	for i := range ls {
+		ls[i] = &live{r: &Rollout{Row: rows[i], Group: groups[i]}, idx: i}
+		if e.cfg.budget > 0 {
+			ls[i].deadline = start.Add(e.cfg.budget)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	events := make(chan event, n) // one op in flight per rollout: sends never block
+	sem := make(chan struct{}, max(e.cfg.toolConcurrency, 1))
+	run := func(l *live, f func(ctx context.Context) event) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				events <- event{idx: l.idx, err: ctx.Err()}
+				return
+			}
+			defer func() { <-sem }()
+			events <- f(ctx)
+		}()
+	}
+	cleanup := func() {
+		cancel()
+		wg.Wait()
+		close(events)
+		for ev := range events {
+			if ev.inst != nil {
+				_ = ev.inst.Discard()
+			}
+		}
+		for _, l := range ls {
+			if l.hasSeq {
+				l.sq.release()
+			}
+			if l.inst != nil {
+				_ = l.inst.Discard()
+				l.inst = nil
+			}
+		}
+	}
+
+	dec := e.decoder(smp, e.stop)
+	byID := map[int]*live{}
+	pending := n
+	var fatal error
+
+	// finish ends l, successful or failed.
+	finish := func(l *live) {
+		l.done = true
+		pending--
+		if l.hasSeq {
+			l.sq.release()
+			l.hasSeq = false
+		}
+	}
+	// enqueue asks for l's next turn within the remaining budget.
+	enqueue := func(l *live) error {
+		id, err := dec.add(genRequest{seq: l.sq, maxTokens: e.cfg.maxCompletion - len(l.r.CompletionIDs)})
+		if err != nil {
+			return fmt.Errorf("grpo: queue generation of rollout %d: %w", l.idx, err)
+		}
+		byID[id] = l
+		return nil
+	}
+	// startReset launches attempt l.r.Attempts+1 of l's episode.
+	startReset := func(l *live, backoff time.Duration) {
+		l.r.Attempts++
+		row := l.r.Row
+		if e.envs == nil {
+			events <- event{idx: l.idx, reset: true}
+			return
+		}
+		run(l, func(ctx context.Context) event {
+			if backoff > 0 {
+				t := time.NewTimer(backoff)
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					t.Stop()
+					return event{idx: l.idx, reset: true, err: ctx.Err()}
+				}
+			}
+			octx, ocancel := e.opContext(ctx, l)
+			defer ocancel()
+			inst, obs, err := e.envs.Start(octx, row)
+			if err != nil && octx.Err() != nil && ctx.Err() == nil {
+				err = fmt.Errorf("reset: %w (deadline %v)", err, context.DeadlineExceeded)
+			}
+			return event{idx: l.idx, reset: true, inst: inst, obs: obs, err: err}
+		})
+	}
+	// failAttempt handles an env failure of l: replay or give up.
+	failAttempt := func(l *live, err error) {
+		if l.inst != nil {
+			_ = l.inst.Discard()
+			l.inst = nil
+		}
+		if l.hasSeq {
+			l.sq.release()
+			l.hasSeq = false
+		}
+		l.lastErr = err
+		r := l.r
+		r.Prompt, r.Completion, r.PromptIDs = nil, nil, nil
+		r.CompletionIDs, r.Mask, r.LogProbs = nil, nil, nil
+		r.ToolCalls, r.ToolFailures, r.Truncated = 0, 0, false
+		l.iters = 0
+		backoff := time.Duration(50<<min(r.Attempts-1, 6)) * time.Millisecond
+		if r.Attempts < e.cfg.attempts && (l.deadline.IsZero() || time.Now().Add(backoff).Before(l.deadline)) {
+			startReset(l, backoff)
+			return
+		}
+		r.Err = fmt.Errorf("rollout %d (group %d) failed after %d attempt(s): %w", l.idx, r.Group, r.Attempts, err)
+		if e.log != nil {
+			e.log.Warn("grpo: rollout left out", "rollout", l.idx, "group", r.Group, "attempts", r.Attempts, "cause", err)
+		}
+		finish(l)
+	}
+
+	// First attempts: reset every env, then share each group's prefill.
+	for _, l := range ls {
+		startReset(l, 0)
+	}
+	resets := make([]event, 0, n)
+	for range n {
+		ev, err := e.wait(ctx, events, &tm)
+		if err != nil {
+			cleanup()
+			return nil, nil, tm, err
+		}
+		resets = append(resets, ev)
+	}
+	slices.SortFunc(resets, func(a, b event) int { return a.idx - b.idx }) // batch order independent of env timing
+	var fresh []*live
+	for _, ev := range resets {
+		l := ls[ev.idx]
+		if ev.err != nil {
+			if ctx.Err() != nil {
+				cleanup()
+				return nil, nil, tm, ctx.Err()
+			}
+			failAttempt(l, ev.err)
+			continue
+		}
+		if err := e.begin(l, ev, seed); err != nil {
+			fatal = err
+			break
+		}
+		fresh = append(fresh, l)
+	}
+	if fatal == nil {
+		t0 := time.Now()
+		fatal = e.sharePrefill(ctx, fresh, seed)
+		tm.generation += time.Since(t0)
+	}
+	for _, l := range fresh {
+		if fatal != nil {
+			break
+		}
+		fatal = enqueue(l)
+	}
+
+	for fatal == nil && pending > 0 {
+		// Take what the env side has finished; block only when there is
+		// nothing to decode.
+		for fatal == nil && pending > 0 {
+			var ev event
+			if dec.len() == 0 {
+				var err error
+				if ev, err = e.wait(ctx, events, &tm); err != nil {
+					fatal = err
+					break
+				}
+			} else {
+				got := false
+				select {
+				case ev = <-events:
+					got = true
+				default:
+				}
+				if !got {
+					break
+				}
+			}
+			l := ls[ev.idx]
+			switch {
+			case ev.err != nil && ctx.Err() != nil:
+				fatal = ctx.Err()
+			case ev.err != nil:
+				failAttempt(l, ev.err)
+			case ev.reset:
+				if err := e.begin(l, ev, seed); err != nil {
+					fatal = err
+				} else {
+					fatal = enqueue(l)
+				}
+			default:
+				if cont, err := e.afterTools(l, ev); err != nil {
+					fatal = err
+				} else if cont {
+					fatal = enqueue(l)
+				} else {
+					finish(l)
+				}
+			}
+		}
+		if fatal != nil || dec.len() == 0 {
+			continue
+		}
+		t0 := time.Now()
+		fin, err := dec.step(ctx)
+		tm.generation += time.Since(t0)
+		if err != nil {
+			fatal = fmt.Errorf("grpo: generate: %w", err)
+			break
+		}
+		for id, tu := range fin {
+			l := byID[id]
+			delete(byID, id)
+			round, cont := e.afterTurn(l, tu)
+			switch {
+			case !cont:
+				finish(l)
+			case round != nil:
+				run(l, round)
+			default: // a malformed call answered in place
+				if more, err := e.afterTools(l, e.malformed()); err != nil {
+					fatal = err
+				} else if more {
+					fatal = enqueue(l)
+				} else {
+					finish(l)
+				}
+			}
+		}
+	}
+	if fatal != nil {
+		cleanup()
+		return nil, nil, tm, fatal
+	}
+	wg.Wait()
+	out := make([]*Rollout, n)
+	insts := make([]*env.Instance, n)
+	for i, l := range ls {
+		out[i] = l.r
+		insts[i] = l.inst
+		if l.inst != nil {
+			l.r.Env = l.inst.Env
+			l.r.EnvName = l.inst.Name
+		}
+	}
+	return out, insts, tm, nil
+}
+
+// wait blocks for the next env event, counting the time as tool time.
+func (e *engine) wait(ctx context.Context, events <-chan event, tm *rolloutTiming) (event, error) {
+	t0 := time.Now()
+	defer func() { tm.tools += time.Since(t0) }()
+	select {
+	case ev := <-events:
+		return ev, nil
+	case <-ctx.Done():
+		return event{}, ctx.Err()
+	}
+}
+
+// opContext bounds one env operation by the tool deadline and the
+// rollout's budget.
+func (e *engine) opContext(ctx context.Context, l *live) (context.Context, context.CancelFunc) {
+	d := l.deadline
+	if e.cfg.toolTimeout > 0 {
+		if t := time.Now().Add(e.cfg.toolTimeout); d.IsZero() || t.Before(d) {
+			d = t
+		}
+	}
+	if d.IsZero() {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, d)
+}
+
+// begin builds l's prompt from its reset and starts its token sequence.
+func (e *engine) begin(l *live, ev event, seed uint64) error {
+	l.inst = ev.inst
+	msgs, err := promptMessages(l.r.Row, ev.obs)
+	if err != nil {
+		return fmt.Errorf("grpo: rollout %d: %w", l.idx, err)
+	}
+	l.opts = tokenizer.RenderOptions{AddGenerationPrompt: true, EnableThinking: e.cfg.thinking, KeepAllReasoning: true}
+	if l.inst != nil && l.inst.Tools != nil && l.inst.Tools.Len() > 0 {
+		l.opts.Tools = l.inst.Tools.Schemas()
+	}
+	ids, err := e.chat.RenderIDs(msgs, l.opts)
+	if err != nil {
+		return fmt.Errorf("grpo: render the prompt of rollout %d: %w", l.idx, err)
+	}
+	if e.cfg.maxPrompt > 0 && len(ids) > e.cfg.maxPrompt {
+		return fmt.Errorf("grpo: rollout %d: the prompt of row %v renders to %d tokens, over MaxPromptLength %d: filter the dataset or raise the cap", l.idx, l.r.Row, len(ids), e.cfg.maxPrompt)
+	}
+	if err := e.pol.m.CheckTokens(ids); err != nil {
+		return fmt.Errorf("grpo: prompt of rollout %d: %w", l.idx, err)
+	}
+	l.r.Prompt, l.r.PromptIDs = msgs, ids
+	l.sq, l.hasSeq = newSeq(mix(seed, uint64(l.idx), uint64(l.r.Attempts)), ids), true
+	return nil
+}
+
+// sharePrefill makes rollouts with the same prompt share one prefill: the
+// prompt is fed once and the others fork its cache.
+func (e *engine) sharePrefill(ctx context.Context, ls []*live, seed uint64) error {
+	byPrompt := map[string][]*live{}
+	var keys []string
+	for _, l := range ls {
+		k := idsKey(l.r.PromptIDs)
+		if _, ok := byPrompt[k]; !ok {
+			keys = append(keys, k)
+		}
+		byPrompt[k] = append(byPrompt[k], l)
+	}
+	var roots []seq
+	for _, k := range keys {
+		if g := byPrompt[k]; len(g) > 1 {
+			roots = append(roots, g[0].sq)
+		}
+	}
+	if len(roots) == 0 {
+		return nil
+	}
+	if err := e.pol.prefill(ctx, roots); err != nil {
+		return fmt.Errorf("grpo: prefill prompts: %w", err)
+	}
+	for _, k := range keys {
+		g := byPrompt[k]
+		for _, l := range g[1:] {
+			l.sq.release()
+			l.sq = g[0].sq.fork(mix(seed, uint64(l.idx), uint64(l.r.Attempts)))
+		}
+	}
+	return nil
+}
+
+// afterTurn records a generated turn and decides what follows: the end of
+// the rollout (cont false), a tool round to run off the decoding goroutine
+// (round), or a malformed call to answer in place (cont true, round nil).
+func (e *engine) afterTurn(l *live, tu turn) (round func(context.Context) event, cont bool) {
+	r := l.r
+	r.CompletionIDs = append(r.CompletionIDs, tu.ids...)
+	r.LogProbs = append(r.LogProbs, tu.logprobs...)
+	for range tu.ids {
+		r.Mask = append(r.Mask, true)
+	}
+	msg, ok := e.chat.ParseAssistant(tu.ids)
+	msg.Role = "assistant"
+	r.Completion = append(r.Completion, msg)
+	if !tu.stopped {
+		r.Truncated = true
+		return nil, false
+	}
+	if ok && len(msg.ToolCalls) == 0 {
+		return nil, false
+	}
+	if e.cfg.maxIters >= 0 && l.iters >= e.cfg.maxIters {
+		return nil, false // the cap leaves this turn's calls unexecuted
+	}
+	if !ok {
+		if e.envs == nil || !hasToolCallTag(e.chat, tu.ids) {
+			return nil, false
+		}
+		return nil, true
+	}
+	if l.inst == nil || l.inst.Tools == nil {
+		return nil, false
+	}
+	calls := msg.ToolCalls
+	inst := l.inst
+	return func(ctx context.Context) event {
+		ev := event{idx: l.idx}
+		for _, c := range calls {
+			octx, cancel := e.opContext(ctx, l)
+			resp, err := inst.Tools.Call(octx, c.Name, c.Arguments)
+			expired := octx.Err() != nil
+			cancel()
+			if err != nil {
+				if ctx.Err() != nil {
+					return event{idx: l.idx, err: ctx.Err()}
+				}
+				if envFailure(err) || expired {
+					return event{idx: l.idx, err: fmt.Errorf("tool %s: %w", c.Name, err)}
+				}
+				ev.failures++
+			}
+			ev.msgs = append(ev.msgs, tokenizer.Message{Role: "tool", Name: c.Name, Content: resp})
+		}
+		return ev
+	}, true
+}
+
+// malformed is the tool round of a turn whose call did not parse.
+func (e *engine) malformed() event {
+	return event{failures: 1, msgs: []tokenizer.Message{{Role: "tool", Content: `{"error": "malformed tool call: expected <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>"}`}}}
+}
+
+// afterTools appends a tool round's responses and reports whether the
+// rollout generates again (false when the responses do not fit the
+// budget: they are dropped, as TRL does, though the tools ran).
+func (e *engine) afterTools(l *live, ev event) (bool, error) {
+	r := l.r
+	r.ToolCalls += len(ev.msgs)
+	r.ToolFailures += ev.failures
+	l.iters++
+	suffix, err := e.chat.ToolSuffixIDs(ev.msgs, l.opts)
+	if err != nil {
+		return false, fmt.Errorf("grpo: render the tool responses of rollout %d: %w", l.idx, err)
+	}
+	if len(r.CompletionIDs)+len(suffix) >= e.cfg.maxCompletion {
+		return false, nil
+	}
+	r.Completion = append(r.Completion, ev.msgs...)
+	r.CompletionIDs = append(r.CompletionIDs, suffix...)
+	r.Mask = append(r.Mask, make([]bool, len(suffix))...)
+	r.LogProbs = append(r.LogProbs, make([]float32, len(suffix))...)
+	l.sq.appendTokens(suffix)
+	return true, nil
+}
+
+// envFailure reports whether a tool error means the episode is lost.
+func envFailure(err error) bool {
+	return errors.Is(err, ErrEnvFailed) || errors.Is(err, openenv.ErrSessionLost)
+}
+
+// hasToolCallTag reports whether ids contain <tool_call>: a turn that
+// does but does not parse is a malformed call, not plain text.
+func hasToolCallTag(chat *tokenizer.Chat, ids []int32) bool {
+	id, ok := chat.Tokenizer().TokenID("<tool_call>")
+	return ok && slices.Contains(ids, id)
+}
+
+func idsKey(ids []int32) string {
+	b := make([]byte, 4*len(ids))
+	for i, v := range ids {
+		b[4*i], b[4*i+1], b[4*i+2], b[4*i+3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+	}
+	return string(b)
+}
+
+// mix derives a seed from several values (splitmix64 finalizer).
+func mix(vals ...uint64) uint64 {
+	h := uint64(0x9e3779b97f4a7c15)
+	for _, v := range vals {
+		h ^= v + 0x9e3779b97f4a7c15 + (h << 6) + (h >> 2)
+		h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9
+		h = (h ^ (h >> 27)) * 0x94d049bb133111eb
+		h ^= h >> 31
+	}
+	return h
+}

@@ -1,0 +1,432 @@
+package grpo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"reflect"
+	"slices"
+	"time"
+
+	"github.com/x/env"
+	"github.com/x/model"
+	"github.com/x/tokenizer"
+)
+
+// Trainer trains a policy model with GRPO against environments. It owns
+// the model's training state (adapters or weights, optimizer) and the
+// environment pools. A Trainer is used by one goroutine at a time.
+type Trainer struct {
+	cfg    Config
+	layout Layout
+	o      options
+	chat   *tokenizer.Chat
+	pol    *policy
+	eng    *engine
+	pools  io.Closer   // *env.Pool or *env.Router; nil without environments
+	router *env.Router // multi-env routing (for its errors); nil otherwise
+	log    *slog.Logger
+
+	envRewards     []string                // env-owned reward columns, after the user's
+	envRewardTypes map[reflect.Type]string // env type -> its column
+
+	state      TrainerState
+	totalSteps int // optimizer steps the learning-rate schedule spans
+	numTokens  int // prompt and model tokens seen (TRL's num_tokens)
+	evals      int // evaluations run (seeds their draws)
+}
+
+// TrainerState is where a run stands: what a checkpoint records besides
+// the weights and the optimizer. Every random draw derives from
+// Config.Seed and these counters, so there is no other RNG state.
+type TrainerState struct {
+	GlobalStep int `json:"global_step"` // optimizer steps taken
+	Generation int `json:"generation"`  // generation batches completed
+	DataPos    int `json:"data_position"`
+	Epoch      int `json:"epoch"`
+}
+
+// StepReport is what one Step did.
+type StepReport struct {
+	// Rollouts are the generation batch, prompt by prompt, G each. Their
+	// Env fields are nil: environments went back to their pools.
+	Rollouts []*Rollout
+	// Rewards are the weighted rewards (NaN: no score or failed).
+	Rewards []float64
+	// Scores are each reward function's scores (NaN: no score).
+	Scores *RewardTable
+	// Advantages are the group-relative advantages (0 outside the loss).
+	Advantages []float64
+	// Metrics has one entry per optimizer step the generation fed.
+	Metrics []Metrics
+}
+
+// NewTrainer makes a trainer of policy (a loaded model: its LoRA adapters
+// train when it has some or WithLoRA is given, otherwise every weight)
+// with tok's Qwen3 chat template. cfg is validated; environments are
+// probed (one instance per factory), so a factory that fails or an env
+// whose tools are malformed is an error here.
+func NewTrainer(policy *model.Model, tok *tokenizer.Tokenizer, cfg Config, opts ...Option) (*Trainer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if tok == nil {
+		return nil, errors.New("grpo: nil tokenizer")
+	}
+	var o options
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	if o.rollout != nil && (o.factory != nil || o.factories != nil) {
+		return nil, errors.New("grpo: WithRolloutFunc generates the rollouts itself: it cannot be combined with WithEnv/WithEnvs")
+	}
+	if cfg.EntropyCoef != 0 {
+		return nil, &ConfigError{Field: "EntropyCoef", TRLName: "entropy_coef", Problem: fmt.Sprintf("%v: the entropy bonus needs entropy gradients, which model.Trainable.Backward does not take yet; set it to 0", cfg.EntropyCoef)}
+	}
+	chat, err := tokenizer.NewChat(tok)
+	if err != nil {
+		return nil, fmt.Errorf("grpo: chat template: %w", err)
+	}
+	if policy == nil {
+		return nil, errors.New("grpo: nil policy model")
+	}
+	if tok.EOS() < 0 {
+		return nil, errors.New("grpo: the tokenizer has no end-of-turn token (<|im_end|>)")
+	}
+	if err := policy.CheckTokens([]int32{tok.EOS()}); err != nil {
+		return nil, fmt.Errorf("grpo: the tokenizer's end-of-turn token does not fit the model's vocabulary: %w", err)
+	}
+	if cfg.Beta > 0 && o.lora == nil && !hasAdapters(policy) {
+		return nil, &ConfigError{Field: "Beta", TRLName: "beta", Problem: fmt.Sprintf("%v with full fine-tuning: the KL reference is the model with its adapters off, so it needs LoRA (WithLoRA); set Beta to 0 or train adapters", cfg.Beta)}
+	}
+
+	t := &Trainer{cfg: cfg, layout: cfg.Layout(), o: o, chat: chat, log: o.log}
+	t.totalSteps = cfg.MaxSteps
+	pol, err := newPolicy(policy, o.lora, cfg.Seed, cfg.Temperature, cfg.AdamW(max(t.totalSteps, 1)), 0)
+	if err != nil {
+		return nil, err
+	}
+	t.pol = pol
+
+	ctx := context.Background()
+	if cfg.ToolTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.ToolTimeout)
+		defer cancel()
+	}
+	var src envSource
+	var pools []*env.Pool
+	switch {
+	case o.factory != nil:
+		p, err := env.NewPool(ctx, o.factory)
+		if err != nil {
+			return nil, fmt.Errorf("grpo: environment: %w", err)
+		}
+		t.pools, src, pools = p, p, []*env.Pool{p}
+	case o.factories != nil:
+		r, err := env.NewRouter(ctx, o.factories)
+		if err != nil {
+			return nil, fmt.Errorf("grpo: environments: %w", err)
+		}
+		t.pools, src, t.router = r, r, r
+		for _, name := range r.Names() {
+			p, _ := r.Pool(name)
+			pools = append(pools, p)
+		}
+	}
+	if t.envRewards, t.envRewardTypes, err = probeEnvRewards(ctx, pools); err != nil {
+		t.Close()
+		return nil, err
+	}
+	if len(o.rewards) == 0 && len(t.envRewards) == 0 {
+		t.Close()
+		return nil, errors.New("grpo: no reward source provided: add WithReward, or use an environment that implements env.Rewarder")
+	}
+	t.eng = &engine{
+		pol:  pol,
+		chat: chat,
+		envs: src,
+		cfg: rolloutConfig{
+			maxCompletion:   cfg.MaxCompletionLength,
+			maxIters:        cfg.MaxToolCallingIterations,
+			thinking:        cfg.EnableThinking,
+			attempts:        cfg.RolloutAttempts,
+			budget:          cfg.RolloutRetryBudget,
+			toolTimeout:     cfg.ToolTimeout,
+			toolConcurrency: cfg.ToolConcurrency,
+			maxPrompt:       cfg.MaxPromptLength,
+		},
+		stop:    []int32{tok.EOS()},
+		log:     o.log,
+		decoder: pol.newDecoder,
+	}
+	return t, nil
+}
+
+// Close closes the environment pools (their envs' sessions). The model is
+// the caller's and stays open.
+func (t *Trainer) Close() error {
+	if t.pools == nil {
+		return nil
+	}
+	err := t.pools.Close()
+	t.pools = nil
+	return err
+}
+
+// Config returns the trainer's configuration.
+func (t *Trainer) Config() Config { return t.cfg }
+
+// Model returns the policy model being trained.
+func (t *Trainer) Model() *model.Model { return t.pol.m }
+
+// Params returns the trainable tensors (adapters, or every weight), in a
+// fixed order, for checkpoints.
+func (t *Trainer) Params() []model.Param { return t.pol.params() }
+
+// Optimizer returns the AdamW optimizer.
+func (t *Trainer) Optimizer() *model.AdamW { return t.pol.opt }
+
+// LoRAConfig returns the adapters' configuration when the trainer attached
+// them with WithLoRA.
+func (t *Trainer) LoRAConfig() (model.LoRAConfig, bool) {
+	if t.pol.lora == nil {
+		return model.LoRAConfig{}, false
+	}
+	return *t.pol.lora, true
+}
+
+// checkpointWeights is what a checkpoint saves and restores of the policy.
+func (t *Trainer) checkpointWeights() CheckpointWeights {
+	return CheckpointWeights{Model: t.pol.m, Params: t.pol.params(), LoRA: t.pol.lora, Optimizer: t.pol.opt}
+}
+
+// State returns where the run stands.
+func (t *Trainer) State() TrainerState { return t.state }
+
+// SetState moves the run to s, e.g. when resuming from a checkpoint whose
+// weights and optimizer were restored.
+func (t *Trainer) SetState(s TrainerState) error {
+	if s.GlobalStep < 0 || s.Generation < 0 || s.DataPos < 0 || s.Epoch < 0 {
+		return fmt.Errorf("grpo: trainer state %+v has a negative counter", s)
+	}
+	if got := t.pol.opt.Steps(); got != s.GlobalStep {
+		return fmt.Errorf("grpo: trainer state at step %d but the optimizer has taken %d steps: restore the optimizer first", s.GlobalStep, got)
+	}
+	t.state = s
+	return nil
+}
+
+// Step runs one generation batch: it plays NumGenerations rollouts of
+// each row (rows are the batch's distinct prompts, Config.Layout().Prompts
+// of them), scores them, computes advantages, and takes the optimizer
+// steps the batch feeds (StepsPerGeneration × NumIterations micro-batches,
+// one optimizer step per GradientAccumulationSteps). Callbacks get each
+// optimizer step's metrics.
+//
+// If ctx is cancelled, Step returns its error after the last complete
+// optimizer step: gradients of an unfinished step are dropped and the
+// state counts only the steps taken.
+func (t *Trainer) Step(ctx context.Context, rows []env.Row) (*StepReport, error) {
+	if len(rows) != t.layout.Prompts {
+		return nil, fmt.Errorf("grpo: Step got %d rows; a generation batch takes %d prompts (GenerationBatchSize %d / NumGenerations %d)",
+			len(rows), t.layout.Prompts, t.layout.GenerationBatchSize, t.layout.G)
+	}
+	if t.totalSteps == 0 && t.cfg.LRSchedule != model.ScheduleConstant {
+		return nil, &ConfigError{Field: "MaxSteps", TRLName: "max_steps", Problem: fmt.Sprintf("0 with a %s learning-rate schedule: Step needs the run's length to schedule the rate; set MaxSteps (Train derives it from the dataset) or use a constant schedule", t.cfg.LRSchedule)}
+	}
+	begin := time.Now()
+	gen, err := t.generate(ctx, rows, t.layout.G, t.sampling(), mix(t.cfg.Seed, uint64(t.state.Generation)))
+	if err != nil {
+		return nil, err
+	}
+	defer gen.release()
+
+	t0 := time.Now()
+	tab, err := t.score(ctx, gen.rollouts, gen.insts)
+	if err != nil {
+		return nil, fmt.Errorf("grpo: score generation %d: %w", t.state.Generation, err)
+	}
+	scoring := time.Since(t0)
+	ok := make([]bool, len(gen.rollouts))
+	failed := 0
+	for i, r := range gen.rollouts {
+		ok[i] = r.Err == nil
+		if !ok[i] {
+			failed++
+		}
+	}
+	if failed == len(gen.rollouts) {
+		return nil, fmt.Errorf("grpo: generation %d: all %d rollouts failed; first cause: %w", t.state.Generation, failed, gen.rollouts[0].Err)
+	}
+	adv, err := t.advantages(tab, ok)
+	if err != nil {
+		return nil, fmt.Errorf("grpo: advantages of generation %d: %w", t.state.Generation, err)
+	}
+	gm, err := t.generationMetrics(gen, tab, adv, ok)
+	if err != nil {
+		return nil, err
+	}
+	gm[MetricTimeGeneration] = gen.timing.generation.Seconds()
+	gm[MetricTimeTools] = gen.timing.tools.Seconds()
+	gm[MetricTimeScoring] = scoring.Seconds()
+	gm[MetricRolloutsFailed] = float64(failed)
+
+	ms, err := t.learn(ctx, gen.rollouts, adv, gm, begin)
+	rep := &StepReport{Rollouts: gen.rollouts, Rewards: tab.Total(), Scores: tab, Advantages: adv.A, Metrics: ms}
+	for _, r := range gen.rollouts {
+		r.Env = nil
+	}
+	if err != nil {
+		return rep, err
+	}
+	t.state.Generation++
+	return rep, nil
+}
+
+// sampling is the training sampling.
+func (t *Trainer) sampling() sampling {
+	return sampling{Temperature: t.cfg.Temperature, TopK: t.cfg.TopK, TopP: t.cfg.TopP, MinP: t.cfg.MinP}
+}
+
+// advantages turns the reward table into group-relative advantages.
+func (t *Trainer) advantages(tab *RewardTable, ok []bool) (Advantages, error) {
+	if t.cfg.Aggregation == NormalizeThenSum {
+		return ComputeAdvantagesGDPO(tab, ok, t.layout.G)
+	}
+	return ComputeAdvantages(tab.Total(), ok, t.layout.G, t.cfg.ScaleRewards)
+}
+
+// batchOut is a generation batch: the rollouts and the environments they
+// hold until scored.
+type batchOut struct {
+	rollouts []*Rollout
+	insts    []*env.Instance
+	timing   rolloutTiming
+}
+
+// release gives the environments back to their pools.
+func (b *batchOut) release() {
+	for i, inst := range b.insts {
+		if inst != nil {
+			inst.Release()
+			b.insts[i] = nil
+		}
+	}
+}
+
+// generate plays g rollouts of each row, with the rollout function when
+// one is set.
+func (t *Trainer) generate(ctx context.Context, rows []env.Row, g int, smp sampling, seed uint64) (*batchOut, error) {
+	rep := make([]env.Row, 0, len(rows)*g)
+	groups := make([]int, 0, len(rows)*g)
+	for i, row := range rows {
+		if t.router != nil {
+			if _, err := t.router.Route(row); err != nil {
+				return nil, fmt.Errorf("grpo: row %d: %w", i, err)
+			}
+		}
+		for range g {
+			rep = append(rep, maps.Clone(row))
+			groups = append(groups, i)
+		}
+	}
+	if t.o.rollout != nil {
+		t0 := time.Now()
+		rs, err := t.fromRolloutFunc(ctx, rep, groups)
+		if err != nil {
+			return nil, err
+		}
+		return &batchOut{rollouts: rs, insts: make([]*env.Instance, len(rs)), timing: rolloutTiming{generation: time.Since(t0)}}, nil
+	}
+	rs, insts, tm, err := t.eng.play(ctx, rep, groups, smp, seed)
+	if err != nil {
+		return nil, fmt.Errorf("grpo: rollouts of generation %d: %w", t.state.Generation, err)
+	}
+	return &batchOut{rollouts: rs, insts: insts, timing: tm}, nil
+}
+
+// fromRolloutFunc runs the user's rollout function and checks what it
+// returned.
+func (t *Trainer) fromRolloutFunc(ctx context.Context, rows []env.Row, groups []int) ([]*Rollout, error) {
+	gens, err := t.o.rollout(ctx, rows)
+	if err != nil {
+		return nil, fmt.Errorf("grpo: rollout function: %w", err)
+	}
+	if len(gens) != len(rows) {
+		return nil, fmt.Errorf("grpo: rollout function returned %d rollouts for %d rows (each prompt row appears NumGenerations times)", len(gens), len(rows))
+	}
+	eos := t.eng.stop[0]
+	out := make([]*Rollout, len(gens))
+	for i, g := range gens {
+		switch {
+		case len(g.PromptIDs) == 0:
+			return nil, fmt.Errorf("grpo: rollout function: rollout %d has no prompt ids", i)
+		case len(g.LogProbs) != len(g.CompletionIDs):
+			return nil, fmt.Errorf("grpo: rollout function: rollout %d has %d log-probs for %d completion ids", i, len(g.LogProbs), len(g.CompletionIDs))
+		case g.Mask != nil && len(g.Mask) != len(g.CompletionIDs):
+			return nil, fmt.Errorf("grpo: rollout function: rollout %d has a mask of %d for %d completion ids", i, len(g.Mask), len(g.CompletionIDs))
+		case len(g.CompletionIDs) > t.cfg.MaxCompletionLength:
+			return nil, fmt.Errorf("grpo: rollout function: rollout %d has %d completion ids, over MaxCompletionLength %d", i, len(g.CompletionIDs), t.cfg.MaxCompletionLength)
+		}
+		if err := t.pol.m.CheckTokens(g.PromptIDs); err != nil {
+			return nil, fmt.Errorf("grpo: rollout function: rollout %d prompt: %w", i, err)
+		}
+		if err := t.pol.m.CheckTokens(g.CompletionIDs); err != nil {
+			return nil, fmt.Errorf("grpo: rollout function: rollout %d completion: %w", i, err)
+		}
+		mask := g.Mask
+		if mask == nil {
+			mask = make([]bool, len(g.CompletionIDs))
+			for j := range mask {
+				mask[j] = true
+			}
+		}
+		r := &Rollout{
+			Row: rows[i], Group: groups[i], Attempts: 1,
+			PromptIDs:     slices.Clone(g.PromptIDs),
+			CompletionIDs: slices.Clone(g.CompletionIDs),
+			Mask:          slices.Clone(mask),
+			LogProbs:      slices.Clone(g.LogProbs),
+			Extra:         g.Extra,
+		}
+		for j := range r.LogProbs {
+			if !r.Mask[j] {
+				r.LogProbs[j] = 0
+			}
+		}
+		n := len(r.CompletionIDs)
+		r.Truncated = n > 0 && r.CompletionIDs[n-1] != eos && r.CompletionIDs[n-1] != t.chat.Tokenizer().Pad()
+		r.Completion = t.messagesOf(r)
+		out[i] = r
+	}
+	return out, nil
+}
+
+// messagesOf reads a rollout function's completion as messages: each run
+// of model tokens parsed as an assistant turn, each run of other tokens
+// decoded as a tool message.
+func (t *Trainer) messagesOf(r *Rollout) []tokenizer.Message {
+	var msgs []tokenizer.Message
+	for i := 0; i < len(r.Mask); {
+		j := i
+		for j < len(r.Mask) && r.Mask[j] == r.Mask[i] {
+			j++
+		}
+		ids := r.CompletionIDs[i:j]
+		if r.Mask[i] {
+			m, _ := t.chat.ParseAssistant(ids)
+			m.Role = "assistant"
+			msgs = append(msgs, m)
+		} else {
+			msgs = append(msgs, tokenizer.Message{Role: "tool", Content: t.chat.Tokenizer().Decode(ids, true)})
+		}
+		i = j
+	}
+	return msgs
+}

@@ -1,0 +1,296 @@
+package grpo
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// learnBatch is the part of a generation batch that takes part in the
+// loss, aligned: seqs[j] is rollout rows[j].
+type learnBatch struct {
+	rows     []int       // rollout indices
+	seqs     []trainSeq  // prompt + completion, loss mask
+	sampling [][]float32 // [j][i] sampling log-probs
+	old, ref [][]float32 // [j][i]; old nil when on-policy, ref nil when Beta is 0
+	adv      []float64   // [j]
+	tokens   int         // Σ mask over the batch (dapo's normaliser)
+	// recomputed is set when old log-probs come from a scoring pass (the
+	// sampling ones are not training's), so the sampling correction applies.
+	recomputed bool
+}
+
+// prepare builds the loss batch of a generation: the rollouts in the loss
+// with at least one completion token, their masks (truncated ones emptied
+// when configured), and the old and reference log-probs the layout needs.
+func (t *Trainer) prepare(ctx context.Context, rs []*Rollout, adv Advantages) (*learnBatch, error) {
+	b := &learnBatch{}
+	var masks [][]bool
+	var trunc []bool
+	for i, r := range rs {
+		if !adv.Loss[i] || len(r.CompletionIDs) == 0 {
+			continue
+		}
+		ids := make([]int32, 0, len(r.PromptIDs)+len(r.CompletionIDs))
+		ids = append(append(ids, r.PromptIDs...), r.CompletionIDs...)
+		b.rows = append(b.rows, i)
+		b.seqs = append(b.seqs, trainSeq{ids: ids, start: len(r.PromptIDs)})
+		masks = append(masks, r.Mask)
+		trunc = append(trunc, r.Truncated)
+		b.sampling = append(b.sampling, r.LogProbs)
+		b.adv = append(b.adv, adv.A[i])
+	}
+	if t.cfg.MaskTruncatedCompletions {
+		var err error
+		if masks, err = TruncatedMask(masks, trunc); err != nil {
+			return nil, err
+		}
+	}
+	for j := range b.seqs {
+		b.seqs[j].mask = append([]bool(nil), masks[j]...)
+		for _, m := range masks[j] {
+			if m {
+				b.tokens++
+			}
+		}
+	}
+	if len(b.seqs) == 0 {
+		return b, nil
+	}
+	if t.layout.NeedsOldLogProbs() {
+		if t.sampling().filtered() {
+			old, err := t.pol.logProbs(ctx, b.seqs, true)
+			if err != nil {
+				return nil, fmt.Errorf("grpo: old log-probs: %w", err)
+			}
+			b.old, b.recomputed = old, true
+		} else {
+			b.old = b.sampling
+		}
+	}
+	if t.cfg.Beta > 0 {
+		ref, err := t.pol.logProbs(ctx, b.seqs, false)
+		if err != nil {
+			return nil, fmt.Errorf("grpo: reference log-probs: %w", err)
+		}
+		b.ref = ref
+	}
+	return b, nil
+}
+
+// microBatches shuffles the loss batch (seeded by the generation) and cuts
+// it into StepsPerGeneration micro-batches of positions into b.seqs.
+func (t *Trainer) microBatches(b *learnBatch) [][]int {
+	perm := make([]int, len(b.seqs))
+	for j := range perm {
+		perm[j] = j
+	}
+	rng := rand.New(rand.NewPCG(t.cfg.Seed, mix(uint64(t.state.Generation), 0x5eed)))
+	rng.Shuffle(len(perm), func(a, c int) { perm[a], perm[c] = perm[c], perm[a] })
+	spg := t.layout.StepsPerGeneration
+	out := make([][]int, spg)
+	for k := range spg {
+		lo, hi := k*len(perm)/spg, (k+1)*len(perm)/spg
+		out[k] = perm[lo:hi]
+	}
+	return out
+}
+
+// learn trains on a scored generation batch: NumIterations passes over
+// its StepsPerGeneration micro-batches, an optimizer step every
+// GradientAccumulationSteps. It returns one Metrics per optimizer step:
+// gm (the generation's metrics) plus the step's loss, clip, KL, entropy,
+// sampling, learning-rate and timing figures.
+func (t *Trainer) learn(ctx context.Context, rs []*Rollout, adv Advantages, gm Metrics, begin time.Time) ([]Metrics, error) {
+	t0 := time.Now()
+	b, err := t.prepare(ctx, rs, adv)
+	if err != nil {
+		return nil, err
+	}
+	prep := time.Since(t0)
+	mbs := t.microBatches(b)
+	params := t.cfg.LossParams()
+	norm := t.cfg.LossNorm(b.tokens)
+
+	var out []Metrics
+	acc := newStepAccumulator(params)
+	acc.backward += prep
+	micro := 0
+	for it := range t.layout.NumIterations {
+		for _, mb := range mbs {
+			if err := ctx.Err(); err != nil {
+				t.pol.zeroGrad()
+				return out, err
+			}
+			if err := t.microStep(ctx, b, mb, it, params, norm, acc); err != nil {
+				t.pol.zeroGrad()
+				return out, fmt.Errorf("grpo: generation %d, iteration %d: %w", t.state.Generation, it, err)
+			}
+			micro++
+			if micro%t.layout.GradientAccumulationSteps != 0 {
+				continue
+			}
+			if t.totalSteps > 0 && t.state.GlobalStep >= t.totalSteps {
+				t.pol.zeroGrad() // the run ends mid-generation (MaxSteps)
+				return out, nil
+			}
+			m, err := t.optimizerStep(acc, gm, begin)
+			if err != nil {
+				return out, err
+			}
+			out = append(out, m)
+			for _, cb := range t.o.callbacks {
+				if err := cb(t.state.GlobalStep, m); err != nil {
+					return out, fmt.Errorf("grpo: callback at step %d: %w", t.state.GlobalStep, err)
+				}
+			}
+			acc = newStepAccumulator(params)
+			begin = time.Now()
+		}
+	}
+	return out, nil
+}
+
+// microStep runs forward, loss and backward over one micro-batch.
+func (t *Trainer) microStep(ctx context.Context, b *learnBatch, mb []int, iter int, params LossParams, norm LossNorm, acc *stepAccumulator) error {
+	if len(mb) == 0 {
+		return nil
+	}
+	seqs := make([]trainSeq, len(mb))
+	in := LossInput{Mask: make([][]bool, len(mb)), Adv: make([]float64, len(mb))}
+	var samp [][]float32
+	for k, j := range mb {
+		seqs[k] = b.seqs[j]
+		in.Mask[k] = b.seqs[j].mask
+		in.Adv[k] = b.adv[j]
+		samp = append(samp, b.sampling[j])
+	}
+	any := false
+	for _, m := range in.Mask {
+		for _, v := range m {
+			any = any || v
+		}
+	}
+	if !any {
+		return nil // nothing to learn from (all masked): no gradient, no change
+	}
+	t0 := time.Now()
+	logp, ent, err := t.pol.forward(ctx, seqs)
+	if err != nil {
+		return fmt.Errorf("forward: %w", err)
+	}
+	in.LogP, in.Entropy = logp, ent
+	if b.old != nil {
+		in.Old = pick(b.old, mb) // else on-policy: the ratio is exactly 1, its gradient is not
+	}
+	if b.ref != nil {
+		in.Ref = pick(b.ref, mb)
+	}
+	if b.recomputed && t.cfg.ISCorrection != ISCorrectionNone {
+		if in.ISRatio, in.ISRatioPerSequence, err = SamplingISRatio(t.cfg.ISCorrection, t.cfg.ISCorrectionCap, in.Old, samp, in.Mask); err != nil {
+			return fmt.Errorf("sampling correction: %w", err)
+		}
+	}
+	if t.cfg.TopEntropyQuantile < 1 {
+		if in.EntropyMask, err = EntropyMask(ent, in.Mask, t.cfg.TopEntropyQuantile); err != nil {
+			return fmt.Errorf("entropy mask: %w", err)
+		}
+	}
+	if in.Weight, err = LossWeights(t.cfg.LossType, norm, in.Mask); err != nil {
+		return err
+	}
+	lo, err := PolicyLoss(params, in)
+	if err != nil {
+		return fmt.Errorf("loss: %w", err)
+	}
+	if err := t.pol.backward(ctx, lo.DLogP); err != nil {
+		return fmt.Errorf("backward: %w", err)
+	}
+	acc.backward += time.Since(t0)
+	acc.loss.Add(in, lo)
+	if iter == 0 {
+		if err := acc.sampling.Add(logp, samp, in.Mask, in.ISRatio, in.ISRatioPerSequence); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// optimizerStep applies the accumulated gradients and returns the step's
+// metrics.
+func (t *Trainer) optimizerStep(acc *stepAccumulator, gm Metrics, begin time.Time) (Metrics, error) {
+	lr := t.pol.learningRate()
+	t0 := time.Now()
+	st, err := t.pol.optimizerStep()
+	if err != nil {
+		return nil, fmt.Errorf("grpo: optimizer step %d: %w", t.state.GlobalStep+1, err)
+	}
+	t.state.GlobalStep++
+	m := Metrics{}
+	for k, v := range gm {
+		m[k] = v
+	}
+	acc.metrics(m)
+	m[MetricLearningRate] = lr
+	m[MetricGradNorm] = st.GradNorm
+	m[MetricTimeOptimizer] = time.Since(t0).Seconds()
+	m[MetricTimeBackward] = acc.backward.Seconds()
+	m[MetricStepTime] = time.Since(begin).Seconds()
+	return m, nil
+}
+
+func pick(x [][]float32, idx []int) [][]float32 {
+	out := make([][]float32, len(idx))
+	for k, j := range idx {
+		out[k] = x[j]
+	}
+	return out
+}
+
+// stepAccumulator gathers one optimizer step's figures over its
+// micro-batches.
+type stepAccumulator struct {
+	loss     *LossStats
+	sampling *SamplingStats
+	backward time.Duration
+}
+
+func newStepAccumulator(p LossParams) *stepAccumulator {
+	return &stepAccumulator{loss: NewLossStats(p), sampling: NewSamplingStats()}
+}
+
+func (a *stepAccumulator) metrics(m Metrics) {
+	a.loss.Metrics(m)
+	a.sampling.Metrics(m)
+}
+
+// generationMetrics are the figures of a generation batch that every
+// optimizer step it feeds reports: rewards, advantages' zero-std share,
+// completion lengths and tool use (failed rollouts left out), tokens seen.
+func (t *Trainer) generationMetrics(gen *batchOut, tab *RewardTable, adv Advantages, ok []bool) (Metrics, error) {
+	m := Metrics{}
+	tab.Metrics(m, ok)
+	m[MetricFracRewardZeroStd] = FracRewardZeroStd(adv)
+	var lengths, calls, failures []int
+	var clipped []bool
+	for i, r := range gen.rollouts {
+		if !ok[i] {
+			continue
+		}
+		lengths = append(lengths, r.ModelTokens())
+		clipped = append(clipped, r.Truncated)
+		calls = append(calls, r.ToolCalls)
+		failures = append(failures, r.ToolFailures)
+		t.numTokens += len(r.PromptIDs) + r.ModelTokens()
+	}
+	if err := CompletionStats(m, lengths, clipped); err != nil {
+		return nil, err
+	}
+	if err := ToolStats(m, calls, failures); err != nil {
+		return nil, err
+	}
+	m[MetricNumTokens] = float64(t.numTokens)
+	m[MetricEpoch] = float64(t.state.Epoch)
+	return m, nil
+}
