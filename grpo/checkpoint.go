@@ -345,3 +345,105 @@ func checkAdapterConfig(path string, cfg model.LoRAConfig) error {
 	}
 	return nil
 }
+
+// --- the Trainer's checkpoints ---
+
+// SaveCheckpoint writes the run as it stands into
+// Config.OutputDir/checkpoint-<global step>/ (the package-level
+// SaveCheckpoint: weights, optimizer, TrainerState, Config), keeping the
+// newest Config.SaveTotalLimit checkpoints, and returns the folder. Train
+// calls it every Config.SaveSteps optimizer steps.
+func (t *Trainer) SaveCheckpoint() (string, error) {
+	return SaveCheckpoint(t.cfg.OutputDir, t.state.GlobalStep, t.cfg.SaveTotalLimit, t.checkpointWeights(), t.state, t.cfg)
+}
+
+// Resume restores a checkpoint written by SaveCheckpoint into the
+// Trainer: the adapters (or weights), the optimizer and the TrainerState,
+// so that training on from here takes the same steps, bit for bit, as the
+// run that wrote it. dir "latest" means the newest checkpoint under
+// Config.OutputDir. Settings that differ from the saved config are logged
+// as a warning: the run then continues, but not as the original would
+// have. On error the Trainer is unchanged.
+func (t *Trainer) Resume(dir string) error {
+	if dir == "latest" {
+		var err error
+		if dir, err = LatestCheckpoint(t.cfg.OutputDir); err != nil {
+			return fmt.Errorf("grpo: resume: %w", err)
+		}
+	}
+	w := t.checkpointWeights()
+	if w.Optimizer == nil {
+		return errors.New("grpo: resume: the trainer has no optimizer")
+	}
+	// Check the saved state before anything changes, so that SetState
+	// cannot fail after the weights were restored.
+	var st TrainerState
+	if err := readTrainerState(dir, &st); err != nil {
+		return fmt.Errorf("grpo: resume: %w", err)
+	}
+	if st.GlobalStep < 0 || st.Generation < 0 || st.DataPos < 0 || st.Epoch < 0 {
+		return fmt.Errorf("grpo: resume %s: trainer state %+v has a negative counter", dir, st)
+	}
+	if _, err := LoadCheckpoint(dir, w, &st); err != nil {
+		return fmt.Errorf("grpo: resume: %w", err)
+	}
+	if err := t.SetState(st); err != nil {
+		return fmt.Errorf("grpo: resume %s: %w", dir, err)
+	}
+	if diff := configDiff(dir, t.cfg); len(diff) > 0 && t.log != nil {
+		t.log.Warn("resuming with settings that differ from the checkpoint's", "checkpoint", dir, "settings", diff)
+	}
+	return nil
+}
+
+// readTrainerState decodes the state saved in checkpoint dir into st and
+// checks that it is at the checkpoint's step.
+func readTrainerState(dir string, st *TrainerState) error {
+	data, err := os.ReadFile(filepath.Join(dir, TrainerStateFile))
+	if err != nil {
+		return err
+	}
+	var f trainerStateFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	if len(f.State) == 0 {
+		return fmt.Errorf("%s: no trainer state (not a GRPO checkpoint?)", dir)
+	}
+	if err := json.Unmarshal(f.State, st); err != nil {
+		return fmt.Errorf("%s: trainer state: %w", dir, err)
+	}
+	if st.GlobalStep != f.Step {
+		return fmt.Errorf("%s: trainer state at step %d, checkpoint of step %d", dir, st.GlobalStep, f.Step)
+	}
+	return nil
+}
+
+// configDiff names the settings of cfg that differ from those saved in
+// checkpoint dir (none if it saved no config).
+func configDiff(dir string, cfg any) []string {
+	data, err := os.ReadFile(filepath.Join(dir, TrainerStateFile))
+	if err != nil {
+		return nil
+	}
+	var st trainerStateFile
+	if json.Unmarshal(data, &st) != nil || len(st.Config) == 0 {
+		return nil
+	}
+	now, err := json.Marshal(cfg)
+	if err != nil {
+		return nil
+	}
+	var a, b map[string]any
+	if json.Unmarshal(st.Config, &a) != nil || json.Unmarshal(now, &b) != nil {
+		return nil
+	}
+	var diff []string
+	for k, v := range b {
+		if old, ok := a[k]; !ok || !reflect.DeepEqual(old, v) {
+			diff = append(diff, k)
+		}
+	}
+	slices.Sort(diff)
+	return diff
+}
