@@ -29,11 +29,11 @@ type runOutput struct {
 // newRunOutput opens OutputDir/metrics.jsonl (and completions.jsonl if
 // completions is set), appending when resuming, and the progress bar on w
 // (nil for none). dir "" writes no files.
-func newRunOutput(dir string, w io.Writer, total int, name string, resume, completions bool) (o *runOutput, err error) {
-	o = &runOutput{dir: dir}
+func newRunOutput(dir string, w io.Writer, total int, name string, resume, completions bool) (_ *runOutput, err error) {
+	o := &runOutput{dir: dir}
 	defer func() {
 		if err != nil {
-			o.close()
+			o.close() // a metrics log opened before the failure
 		}
 	}()
 	if dir != "" {

@@ -1,0 +1,98 @@
+package grpo
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func runSteps(t *testing.T, o *runOutput, from, to int) {
+	for step := from; step <= to; step++ {
+		for _, cb := range o.callbacks() {
+			require.NoError(t, cb(step, Metrics{MetricReward: float64(step), MetricLoss: 1 / float64(step)}))
+		}
+		if o.completions != nil {
+			require.NoError(t, o.completions.Write(CompletionRecord{Step: step, Prompt: "p", Completion: "c"}))
+		}
+	}
+}
+
+func TestRunOutput(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	var bar bytes.Buffer
+	o, err := newRunOutput(dir, &bar, 4, "grpo", false, true)
+	require.NoError(t, err)
+	runSteps(t, o, 1, 2)
+	o.close() // stopped early: the logs keep what was written
+	logged, err := ReadMetrics(filepath.Join(dir, MetricsFile))
+	require.NoError(t, err)
+	assert.Len(t, logged, 2)
+	assert.NoFileExists(t, filepath.Join(dir, PlotFile))
+
+	o, err = newRunOutput(dir, &bar, 4, "grpo", true, true) // resumed: append
+	require.NoError(t, err)
+	runSteps(t, o, 3, 4)
+	require.NoError(t, o.finish())
+	logged, err = ReadMetrics(filepath.Join(dir, MetricsFile))
+	require.NoError(t, err)
+	require.Len(t, logged, 4)
+	assert.Equal(t, []int{1, 2, 3, 4}, []int{logged[0].Step, logged[1].Step, logged[2].Step, logged[3].Step})
+	comp, err := os.ReadFile(filepath.Join(dir, CompletionsFile))
+	require.NoError(t, err)
+	assert.Equal(t, 4, bytes.Count(comp, []byte("\n")))
+	assert.FileExists(t, filepath.Join(dir, PlotFile), "the plot covers the whole run")
+	assert.Contains(t, bar.String(), "grpo step 4/4 (100%) reward 4 loss 0.25")
+
+	o, err = newRunOutput(dir, nil, 4, "grpo", false, false) // a fresh run truncates
+	require.NoError(t, err)
+	assert.Nil(t, o.completions)
+	assert.Len(t, o.callbacks(), 1, "metrics only: no progress writer")
+	runSteps(t, o, 1, 1)
+	require.NoError(t, o.finish())
+	logged, err = ReadMetrics(filepath.Join(dir, MetricsFile))
+	require.NoError(t, err)
+	assert.Len(t, logged, 1)
+}
+
+func TestRunOutputNoFolder(t *testing.T) {
+	o, err := newRunOutput("", io.Discard, 2, "sft", false, true)
+	require.NoError(t, err)
+	assert.Nil(t, o.metrics)
+	assert.Nil(t, o.completions, "no folder, no completions log")
+	runSteps(t, o, 1, 2)
+	require.NoError(t, o.finish())
+
+	file := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	_, err = newRunOutput(filepath.Join(file, "sub"), nil, 2, "sft", false, false)
+	assert.ErrorContains(t, err, "sft: output folder")
+}
+
+// BenchmarkMetricsWriter measures one JSONL line of a typical GRPO step
+// (about 40 metrics), the per-step cost of the metrics log.
+func BenchmarkMetricsWriter(b *testing.B) {
+	m := Metrics{}
+	for _, k := range []string{MetricNumTokens, MetricCompletionsMeanLength, MetricCompletionsMinLength, MetricCompletionsMaxLength,
+		MetricCompletionsClippedRatio, MetricCompletionsMeanTermLength, MetricCompletionsMinTermLength, MetricCompletionsMaxTermLength,
+		MetricToolsCallFrequency, MetricToolsFailureFrequency, MetricReward, MetricRewardStd, MetricFracRewardZeroStd,
+		MetricSamplingLogpDiffMean, MetricSamplingLogpDiffMax, MetricSamplingISRatioMin, MetricSamplingISRatioMean, MetricSamplingISRatioMax,
+		MetricKL, MetricEntropy, MetricClipRatioLowMean, MetricClipRatioLowMin, MetricClipRatioHighMean, MetricClipRatioHighMax,
+		MetricClipRatioRegionMean, MetricLoss, MetricGradNorm, MetricLearningRate, MetricEpoch, MetricStepTime,
+		MetricTimeGeneration, MetricTimeTools, MetricTimeScoring, MetricTimeBackward, MetricTimeOptimizer,
+		RewardMeanName("win"), RewardStdName("win"), RewardMeanName("format"), RewardStdName("format")} {
+		m[k] = 0.123456789
+	}
+	w := NewMetricsWriter(io.Discard)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if err := w.Write(i, m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/line")
+}
