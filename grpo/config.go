@@ -509,6 +509,22 @@ func (c Config) AdamW(totalSteps int) model.AdamWConfig {
 	}
 }
 
+// Warnings lists settings that are valid but probably not meant, each
+// a sentence to log (TRL warns likewise): sequence-level importance
+// sampling with a loss type that sums tokens (bnpo, dr_grpo, dapo) weights
+// each sequence by its completion length.
+func (c Config) Warnings() []string {
+	var w []string
+	if c.ImportanceSamplingLevel == ISSequence {
+		switch c.LossType {
+		case LossBNPO, LossDrGRPO, LossDAPO:
+			w = append(w, fmt.Sprintf("grpo: importance_sampling_level=sequence with loss_type=%s weights each sequence by its completion length "+
+				"(the sequence ratio multiplies every token of a token-summed loss); loss_type=grpo averages per sequence instead", c.LossType))
+		}
+	}
+	return w
+}
+
 // Validate reports every invalid or inconsistent setting at once, joined
 // (errors.Join); each is a *ConfigError naming the field and what to
 // change. It returns nil for a usable Config.

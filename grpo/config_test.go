@@ -257,3 +257,24 @@ func TestConfigRenderOptions(t *testing.T) {
 	o := c.RenderOptions(tools)
 	assert.Equal(t, tokenizer.RenderOptions{Tools: tools, AddGenerationPrompt: true, EnableThinking: tokenizer.ThinkingOff, KeepAllReasoning: true}, o)
 }
+
+// §8.16: sequence-level IS with a token-summed loss warns, not with grpo.
+func TestConfigWarnings(t *testing.T) {
+	for _, tt := range []struct {
+		loss LossType
+		warn bool
+	}{{LossBNPO, true}, {LossDrGRPO, true}, {LossDAPO, true}, {LossGRPO, false}, {LossLUSPO, false}} {
+		c := DefaultConfig()
+		c.LossType = tt.loss
+		c.ImportanceSamplingLevel = ISSequence
+		require.NoError(t, c.Validate(), "%s", tt.loss)
+		w := c.Warnings()
+		if tt.warn {
+			require.Len(t, w, 1, "%s", tt.loss)
+			assert.Contains(t, w[0], "weights each sequence by its completion length")
+		} else {
+			assert.Empty(t, w, "%s", tt.loss)
+		}
+	}
+	assert.Empty(t, DefaultConfig().Warnings())
+}
