@@ -65,6 +65,7 @@ type scriptDecoder struct {
 	queue  map[int]genRequest
 	nextID int
 	steps  []int // requests finished per step
+	onStep func() // called at the start of every step, if set
 }
 
 // scripted returns a decoder factory over script that shares one record
@@ -100,6 +101,9 @@ func (d *scriptDecoder) len() int {
 func (d *scriptDecoder) step(ctx context.Context) (map[int]turn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if d.onStep != nil {
+		d.onStep()
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
