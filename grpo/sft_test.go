@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -295,6 +296,45 @@ func TestSFTLossIsAssistantOnly(t *testing.T) {
 	assert.InEpsilon(t, asst/float64(nAsst), got, 1e-6)
 	assert.Greater(t, math.Abs(all/float64(nAll)-got), 1e-3, "the non-assistant tokens are not in the loss")
 	assert.Less(t, nAsst, nAll/2)
+}
+
+// TestSFTMaskedTokensGetNoGradient trains one step on a conversation and
+// on the same conversation followed by a user turn: the user's tokens come
+// after every assistant token, so they change no scored prediction, and
+// only a loss on them could change the gradient. The gradient norms agree;
+// scoring those tokens as a control changes it.
+func TestSFTMaskedTokensGetNoGradient(t *testing.T) {
+	ctx := context.Background()
+	dir := tinyModelDir(t)
+	conv := guessConversation(3)
+	longer := conv
+	longer.Messages = append(slices.Clone(conv.Messages), tokenizer.Message{Role: "user", Content: "Well played! Shall we play another round of this game?"})
+	cfg := DefaultSFTConfig()
+	cfg.MaxSteps, cfg.BatchSize, cfg.LRSchedule = 1, 1, model.ScheduleConstant
+	gradNorm := func(c Conversation) float64 {
+		rep, err := SFT(ctx, loadTiny(t, dir), tokenizer.Tiny(), []Conversation{c}, cfg)
+		require.NoError(t, err)
+		return rep.History[0].Metrics[MetricGradNorm]
+	}
+	short, long := gradNorm(conv), gradNorm(longer)
+	// The extra tokens only lengthen the batch; 1e-6 relative covers
+	// kernels whose summation order depends on the token count.
+	assert.InEpsilon(t, short, long, 1e-6)
+
+	// Control: the same tokens scored do change the gradient.
+	m := loadTiny(t, dir)
+	tr, err := model.NewTrainable(m, model.TrainOptions{Full: true})
+	require.NoError(t, err)
+	s, err := EncodeConversation(tinyChat(t), longer, cfg.EnableThinking)
+	require.NoError(t, err)
+	all := slices.Repeat([]bool{true}, len(s.Mask))
+	for i := range s.Mask {
+		all[i] = s.Mask[i] || i >= len(s.Mask)-20
+	}
+	scored := countTrue(s.Mask)
+	_, _, err = tr.Accumulate(ctx, []model.TrainSeq{{IDs: s.IDs, Start: s.Start, Mask: all}}, func(_, _ int, _, _ float32) float32 { return -1 / float32(scored) })
+	require.NoError(t, err)
+	assert.Greater(t, math.Abs(model.GradNorm(tr.Params())-short)/short, 1e-3)
 }
 
 func TestSFTErrors(t *testing.T) {
