@@ -64,7 +64,7 @@ type scriptDecoder struct {
 	turns  map[*model.Sequence]int
 	queue  map[int]genRequest
 	nextID int
-	steps  []int // requests finished per step
+	steps  []int  // requests finished per step
 	onStep func() // called at the start of every step, if set
 }
 
