@@ -184,13 +184,18 @@ type sftState struct {
 // but masked. Conversations are rendered with the Qwen3 template's
 // training variant (every turn keeps its think block), whose rendering of
 // any prefix of a conversation is a prefix of the whole, so the tokens
-// trained on are exactly those a rollout would hold. Each step's metrics
-// (loss, entropy, learning_rate, grad_norm, num_tokens, epoch, step_time,
-// time/backward, time/optimizer) go to the callbacks, OutputDir/
-// metrics.jsonl and the progress bar; checkpoints and a plot of the loss go
-// to OutputDir. The examples are shuffled from Seed each epoch; an
-// optimizer step takes BatchSize × GradientAccumulationSteps of them,
-// running on into the next epoch when one ends.
+// trained on are exactly those a rollout would hold.
+//
+// Each step's metrics (loss, entropy, learning_rate, grad_norm,
+// num_tokens, epoch, step_time, time/backward, time/optimizer) go to the
+// callbacks, OutputDir/metrics.jsonl and the progress bar; checkpoints and
+// a plot of the loss go to OutputDir. When ctx is cancelled, a run that
+// saves checkpoints saves one of its last complete step before returning
+// ctx's error, so ResumeFrom "latest" continues it.
+//
+// The examples are shuffled from Seed each epoch; an optimizer step takes
+// BatchSize × GradientAccumulationSteps of them, running on into the next
+// epoch when one ends.
 func SFT(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, data []Conversation, cfg SFTConfig, callbacks ...Callback) (*SFTReport, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -245,7 +250,14 @@ func SFT(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, data []C
 		}
 		met, err := run.step(ctx, batch, cfg.BatchSize)
 		if err != nil {
-			return rep, fmt.Errorf("sft step %d: %w", st.Step+1, err)
+			err = fmt.Errorf("sft step %d: %w", st.Step+1, err)
+			if ctx.Err() != nil && cfg.SaveSteps > 0 && st.Step > 0 && st.Step%cfg.SaveSteps != 0 {
+				// Cancelled: keep the last complete step, so "latest" resumes it.
+				if _, serr := SaveCheckpoint(cfg.OutputDir, st.Step, cfg.SaveTotalLimit, run.weights(), st, cfg); serr != nil {
+					err = errors.Join(err, fmt.Errorf("sft: checkpoint on cancel: %w", serr))
+				}
+			}
+			return rep, err
 		}
 		st.Step++
 		st.Position += perStep

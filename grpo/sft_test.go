@@ -361,6 +361,37 @@ func TestSFTErrors(t *testing.T) {
 	assert.ErrorContains(t, err, "no checkpoint-<step> folder")
 }
 
+// TestSFTCancelSavesCheckpoint cancels a run during step 3: it returns
+// the context's error with a checkpoint of step 2, which "latest" resumes.
+func TestSFTCancelSavesCheckpoint(t *testing.T) {
+	dir := tinyModelDir(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := DefaultSFTConfig()
+	cfg.MaxSteps, cfg.BatchSize, cfg.LRSchedule = 4, 1, model.ScheduleConstant
+	cfg.OutputDir, cfg.SaveSteps = t.TempDir(), 10
+	rep, err := SFT(ctx, loadTiny(t, dir), tokenizer.Tiny(), guessConversations()[:2], cfg, func(step int, _ Metrics) error {
+		if step == 2 {
+			cancel()
+		}
+		return nil
+	})
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, 2, rep.Steps)
+	latest, err := LatestCheckpoint(cfg.OutputDir)
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(cfg.OutputDir, "checkpoint-2"), latest)
+
+	cfg.ResumeFrom = "latest"
+	rep, err = SFT(context.Background(), loadTiny(t, dir), tokenizer.Tiny(), guessConversations()[:2], cfg)
+	require.NoError(t, err)
+	assert.Equal(t, 4, rep.Steps)
+	require.Len(t, rep.History, 2)
+	logged, err := ReadMetrics(filepath.Join(cfg.OutputDir, MetricsFile))
+	require.NoError(t, err)
+	assert.Len(t, logged, 4, "the resumed run appends to the metrics log")
+}
+
 // TestSFTResumeBitExact stops a LoRA run at a checkpoint, resumes it on a
 // freshly loaded model, and requires the final adapter file to equal the
 // uninterrupted run's byte for byte.
