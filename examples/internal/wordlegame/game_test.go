@@ -1,0 +1,204 @@
+package wordlegame
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x/env"
+	"github.com/x/env/envtest"
+	"github.com/x/env/openenv"
+	"github.com/x/env/wordle"
+	"github.com/x/tokenizer"
+)
+
+func defaultTestWords(t *testing.T) []string {
+	t.Helper()
+	words, err := ParseWords(DefaultWordList)
+	require.NoError(t, err)
+	return words
+}
+
+func guess(word string) envtest.Call {
+	return envtest.Call{Tool: "guess", Args: `{"word": "` + word + `"}`}
+}
+
+// TestRewards plays scripted games and checks each reward term and the
+// tool errors the model sees.
+func TestRewards(t *testing.T) {
+	words := defaultTestWords(t)
+	tests := []struct {
+		name        string
+		secret      string
+		calls       []envtest.Call
+		win, greens float64
+		invalid     int
+		errs        []bool // which calls were tool errors
+	}{
+		{name: "win in one", secret: "crane", calls: []envtest.Call{guess("crane")},
+			win: 1 + 0.5*(1-1.0/6), errs: []bool{false}},
+		{name: "win in three", secret: "plant", calls: []envtest.Call{guess("crane"), guess("plain"), guess("plant")},
+			win: 1 + 0.5*(1-3.0/6), errs: []bool{false, false, false}},
+		{name: "not a word, then a win", secret: "plant", calls: []envtest.Call{guess("zzzzz"), guess("plant")},
+			win: 1 + 0.5*(1-1.0/6), invalid: 1, errs: []bool{true, false}},
+		{name: "guess after the win", secret: "plant", calls: []envtest.Call{guess("plant"), guess("crane")},
+			win: 1 + 0.5*(1-1.0/6), invalid: 1, errs: []bool{false, true}},
+		{name: "repeat, then stop", secret: "grain", calls: []envtest.Call{guess("brave"), guess("brave")},
+			greens: 0.1 * 2, invalid: 1, errs: []bool{false, true}},
+		{name: "two invalid in a row end it", secret: "grain", calls: []envtest.Call{guess("grand"), guess("qqqqq"), guess("zzzzz"), guess("grain")},
+			greens: 0.1 * 3, invalid: 3, errs: []bool{false, true, true, true}},
+		{name: "brackets", secret: "grain", calls: []envtest.Call{guess("[grain]")},
+			invalid: 1, errs: []bool{true}},
+		{name: "six misses", secret: "chart", calls: []envtest.Call{guess("brave"), guess("brick"), guess("bride"), guess("grace"), guess("grade"), guess("plate"), guess("chart")},
+			greens: 0.1 * 1, invalid: 1, errs: []bool{false, false, false, false, false, false, true}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := NewLocal(words)
+			ep, err := envtest.Play(context.Background(), w, env.Row{"secret_word": tc.secret}, tc.calls...)
+			require.NoError(t, err)
+			require.Len(t, ep.Steps, len(tc.errs))
+			for i, s := range ep.Steps {
+				assert.Equal(t, tc.errs[i], s.Err != nil, "call %d: %s", i, s.Response)
+				if s.Err != nil {
+					assert.Contains(t, s.Response, `"error"`, "a refused guess is a tool error the model reads")
+				}
+			}
+			g := &w.Game
+			assert.InDelta(t, tc.win, WinReward(g), 1e-12, "win")
+			assert.InDelta(t, tc.greens, GreensReward(g), 1e-12, "greens")
+			assert.InDelta(t, -0.1*float64(tc.invalid), InvalidReward(g), 1e-12, "invalid")
+			assert.Equal(t, tc.invalid, g.Invalid)
+		})
+	}
+}
+
+// TestGameOverText checks the recipe's wording of a guess after the end.
+func TestGameOverText(t *testing.T) {
+	w := NewLocal(defaultTestWords(t))
+	ep, err := envtest.Play(context.Background(), w, env.Row{"secret_word": "crane"}, guess("crane"), guess("plant"))
+	require.NoError(t, err)
+	assert.Contains(t, ep.Steps[0].Response, "Solved in 1")
+	assert.Contains(t, ep.Steps[1].Response, "Game over.")
+}
+
+// TestSolverWinsEveryWord: the SFT data is only useful if the expert wins;
+// on the default list it needs at most 4 guesses.
+func TestSolverWinsEveryWord(t *testing.T) {
+	words := defaultTestWords(t)
+	s := Solver{Words: words}
+	worst := 0
+	for _, secret := range words {
+		w := NewLocal(words)
+		conv, err := s.Play(context.Background(), w, env.Row{"secret_word": secret})
+		require.NoError(t, err, secret)
+		require.True(t, w.Game.Won, secret)
+		assert.Zero(t, w.Game.Invalid, secret)
+		worst = max(worst, len(w.Game.Guesses))
+		// user, (assistant, tool) per guess, closing assistant
+		require.Len(t, conv, 2+2*len(w.Game.Guesses), secret)
+		assert.Equal(t, "user", conv[0].Role)
+		for i, g := range w.Game.Guesses {
+			call := conv[1+2*i]
+			require.Len(t, call.ToolCalls, 1)
+			var a GuessArgs
+			require.NoError(t, json.Unmarshal(call.ToolCalls[0].Arguments, &a))
+			assert.Equal(t, g.Word, a.Word)
+			assert.NotEmpty(t, call.Content, "a short reasoning precedes each guess")
+			assert.Equal(t, "tool", conv[2+2*i].Role)
+		}
+		assert.Equal(t, "Solved: "+secret+".", conv[len(conv)-1].Content)
+	}
+	assert.LessOrEqual(t, worst, 4)
+	assert.GreaterOrEqual(t, worst, 3, "the list should make the player read feedback more than once")
+}
+
+// TestExpertConversationRenders: the solver's games render with the Qwen3
+// template and parse back into the same assistant turns, with the tiny
+// tokenizer the default model uses.
+func TestExpertConversationRenders(t *testing.T) {
+	words := defaultTestWords(t)
+	w := NewLocal(words)
+	conv, err := Solver{Words: words}.Play(context.Background(), w, env.Row{"secret_word": "plate"})
+	require.NoError(t, err)
+	chat, err := tokenizer.NewChat(tokenizer.Tiny())
+	require.NoError(t, err)
+	set, err := env.Tools(w)
+	require.NoError(t, err)
+	opts := tokenizer.RenderOptions{Tools: set.Schemas(), EnableThinking: tokenizer.ThinkingOff, KeepAllReasoning: true}
+	ids, err := chat.RenderIDs(conv, opts)
+	require.NoError(t, err)
+	assert.Less(t, len(ids), 1000, "a game stays short in tiny-tokenizer tokens")
+	t.Logf("game for plate: %d messages, %d tokens", len(conv), len(ids))
+}
+
+// TestRemoteMatchesLocal plays the solver's games against our OpenEnv
+// Wordle server over loopback, with a bearer token, and checks they are
+// the in-process games message for message.
+func TestRemoteMatchesLocal(t *testing.T) {
+	words := defaultTestWords(t)
+	srv := openenv.NewServer(wordle.NewEnvironmentFactory(wordle.Options{}), openenv.RequireBearerToken("s3cret"))
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	defer srv.Shutdown(context.Background())
+	ctx := context.Background()
+
+	_, err := RemoteFactory(hs.URL, "wrong", words).New(ctx)
+	if err == nil {
+		t.Fatal("a wrong token must be refused")
+	}
+
+	e, err := RemoteFactory(hs.URL, "s3cret", words).New(ctx)
+	require.NoError(t, err)
+	rw := e.(*Wordle)
+	defer rw.Close()
+	s := Solver{Words: words}
+	for _, secret := range []string{"chart", "plane", "brick"} {
+		remote, err := s.Play(ctx, rw, env.Row{"secret_word": secret})
+		require.NoError(t, err, secret)
+		local, err := s.Play(ctx, NewLocal(words), env.Row{"secret_word": secret})
+		require.NoError(t, err, secret)
+		assert.Equal(t, local, remote, secret)
+		assert.Equal(t, secret, rw.Game.Secret)
+	}
+	// Invalid moves and the end of the game read the same remotely.
+	ep, err := envtest.Play(ctx, rw, env.Row{"secret_word": "grain"}, guess("grand"), guess("qqqqq"), guess("zzzzz"), guess("grain"))
+	require.NoError(t, err)
+	lw := NewLocal(words)
+	lep, err := envtest.Play(ctx, lw, env.Row{"secret_word": "grain"}, guess("grand"), guess("qqqqq"), guess("zzzzz"), guess("grain"))
+	require.NoError(t, err)
+	for i := range ep.Steps {
+		assert.Equal(t, lep.Steps[i].Response, ep.Steps[i].Response, "step %d", i)
+	}
+	assert.Equal(t, lw.Game, rw.Game)
+}
+
+func TestParseWords(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    []string
+		wantErr string
+	}{
+		{in: "crane, Plant", want: []string{"crane", "plant"}},
+		{in: "crane plant\nbrick", want: []string{"crane", "plant", "brick"}},
+		{in: "", wantErr: "empty"},
+		{in: "cran", wantErr: "five letters"},
+		{in: "crane,crane", wantErr: "twice"},
+		{in: "cr4ne", wantErr: "five letters"},
+	}
+	for _, tc := range tests {
+		got, err := ParseWords(tc.in)
+		if tc.wantErr != "" {
+			assert.ErrorContains(t, err, tc.wantErr, tc.in)
+			continue
+		}
+		require.NoError(t, err, tc.in)
+		assert.Equal(t, tc.want, got)
+	}
+	assert.NoError(t, CheckAllowed(wordle.DefaultDictionary(), defaultTestWords(t)))
+	assert.ErrorContains(t, CheckAllowed(wordle.DefaultDictionary(), []string{"zzzzz"}), "zzzzz")
+}

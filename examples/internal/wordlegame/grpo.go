@@ -1,0 +1,67 @@
+package wordlegame
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/x/env"
+	"github.com/x/grpo"
+)
+
+// GameOf is the finished game of a rollout played on a Wordle env.
+func GameOf(r *grpo.Rollout) (*Game, error) {
+	if r.Err != nil {
+		return nil, fmt.Errorf("rollout failed: %w", r.Err)
+	}
+	w, ok := r.Env.(*Wordle)
+	if !ok {
+		return nil, fmt.Errorf("rollout env is %T, not the examples' Wordle", r.Env)
+	}
+	return &w.Game, nil
+}
+
+// Reward makes a reward function of one of the reward terms (WinReward,
+// GreensReward, InvalidReward). In a multi-env run it scores only the
+// rollouts of the env named envName and returns grpo.ErrNoScore for the
+// others; envName "" scores every rollout.
+func Reward(envName string, term func(*Game) float64) grpo.RewardFunc {
+	return func(ctx context.Context, r *grpo.Rollout) (float64, error) {
+		if envName != "" && r.EnvName != envName {
+			return 0, grpo.ErrNoScore
+		}
+		g, err := GameOf(r)
+		if err != nil {
+			return 0, err
+		}
+		return term(g), nil
+	}
+}
+
+// Conversations plays one solver game per secret, in process, and returns
+// them as SFT conversations with the env's tool schemas.
+func Conversations(ctx context.Context, secrets, words []string) ([]grpo.Conversation, error) {
+	s := Solver{Words: words}
+	convs := make([]grpo.Conversation, 0, len(secrets))
+	for _, secret := range secrets {
+		w := NewLocal(words)
+		msgs, err := s.Play(ctx, w, env.Row{"secret_word": secret})
+		if err != nil {
+			return nil, fmt.Errorf("solver game for %q: %w", secret, err)
+		}
+		set, err := env.Tools(w)
+		if err != nil {
+			return nil, err
+		}
+		convs = append(convs, grpo.Conversation{Messages: msgs, Tools: set.Schemas()})
+	}
+	return convs, nil
+}
+
+// Rows makes one dataset row per secret word.
+func Rows(words []string) []env.Row {
+	rows := make([]env.Row, len(words))
+	for i, w := range words {
+		rows[i] = env.Row{"secret_word": w}
+	}
+	return rows
+}

@@ -1,0 +1,149 @@
+// Command wordle is the Wordle recipe end to end, on a laptop CPU: a small
+// Qwen3 learns to play Wordle through a guess tool, first by supervised
+// fine-tuning on a few games of an expert solver (a short reasoning, then a
+// guess, per turn), then by GRPO with the recipe's rewards. It ends with the
+// recipe's table (wins, guesses per win, invalid guesses) for the model
+// before SFT, after SFT and after GRPO.
+//
+//	go run ./examples/wordle                      # the embedded default: no download, no GPU
+//	go run ./examples/wordle -model qwen3-0.6b    # a Hugging Face Qwen3 folder
+//	go run ./examples/wordle -env-url http://host:8001 -env-token s3cret
+//
+// With no -model it builds a small Qwen3 with random weights sized to the
+// project's embedded tiny tokenizer. The output folder (-out) receives the
+// SFT and GRPO metrics (metrics.jsonl), their plots, the GRPO completions,
+// the trained LoRA adapter in PEFT format, the model it applies to and the
+// evaluation table.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/x/examples/internal/wordlegame"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "wordle:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+// config is one run's settings, from the command line.
+type config struct {
+	ModelDir  string
+	Words     []string // the secrets the game draws from
+	EvalWords []string // played greedily by each evaluation
+	SFTWords  int      // the warm start sees games of the first SFTWords words
+	SFTSteps  int
+	SFTLR     float64
+	Steps     int // GRPO optimizer steps
+	Prompts   int // secrets per GRPO step
+	G         int // rollouts per secret
+	LR        float64
+	LoRARank  int
+	Out       string
+	Seed      uint64
+	Threads   int
+	EnvURL    string
+	EnvToken  string
+	Hidden    int // the embedded model's hidden size (0: the tiny shape's 128)
+}
+
+// parseFlags reads args into a config; defaults are the embedded run.
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	var c config
+	var words, evalWords string
+	fs := flag.NewFlagSet("wordle", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.ModelDir, "model", "", "Hugging Face Qwen3 folder (config.json, *.safetensors, tokenizer.json); empty: the embedded small Qwen3 with random weights")
+	fs.StringVar(&words, "words", wordlegame.DefaultWordList, "the secret words, comma- or space-separated (each must be an allowed guess)")
+	fs.StringVar(&evalWords, "eval-words", "", "words each evaluation plays, greedily, once each (default: all of -words)")
+	fs.IntVar(&c.SFTWords, "sft-words", 10, "the warm start sees games of the first this many words")
+	fs.IntVar(&c.SFTSteps, "sft-steps", 120, "supervised fine-tuning steps (0: no warm start)")
+	fs.Float64Var(&c.SFTLR, "sft-lr", 3e-3, "supervised fine-tuning peak learning rate")
+	fs.IntVar(&c.Steps, "steps", 40, "GRPO optimizer steps")
+	fs.IntVar(&c.Prompts, "prompts", 4, "secret words per GRPO step")
+	fs.IntVar(&c.G, "generations", 8, "rollouts per secret word (GRPO's group size)")
+	fs.Float64Var(&c.LR, "lr", 2e-3, "GRPO peak learning rate")
+	fs.IntVar(&c.LoRARank, "lora-rank", 16, "LoRA rank for GRPO (0: train every weight)")
+	fs.StringVar(&c.Out, "out", "wordle-out", "output folder")
+	fs.IntVar(&c.Hidden, "hidden", 0, "hidden size of the embedded model (0: 128, the tiny shape's); ignored with -model")
+	fs.Uint64Var(&c.Seed, "seed", 1, "seed of the weights, the data order and sampling")
+	fs.IntVar(&c.Threads, "threads", 0, "CPU threads (0: all)")
+	fs.StringVar(&c.EnvURL, "env-url", "", "play on this OpenEnv Wordle server (env/cmd/envserver -env wordle, or OpenEnv's textarena_env) instead of in process")
+	fs.StringVar(&c.EnvToken, "env-token", os.Getenv("OPENENV_TOKEN"), "bearer token for -env-url (default $OPENENV_TOKEN)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var err error
+	if c.Words, err = wordlegame.ParseWords(words); err != nil {
+		return c, fmt.Errorf("-words: %w", err)
+	}
+	c.EvalWords = c.Words
+	if evalWords != "" {
+		if c.EvalWords, err = wordlegame.ParseWords(evalWords); err != nil {
+			return c, fmt.Errorf("-eval-words: %w", err)
+		}
+	}
+	return c, c.validate()
+}
+
+func (c config) validate() error {
+	switch {
+	case c.SFTWords < 1 || c.SFTWords > len(c.Words):
+		return fmt.Errorf("-sft-words %d: want 1..%d (the number of -words)", c.SFTWords, len(c.Words))
+	case c.SFTSteps < 0:
+		return fmt.Errorf("-sft-steps %d is negative", c.SFTSteps)
+	case c.SFTLR <= 0:
+		return fmt.Errorf("-sft-lr %g: want a positive rate", c.SFTLR)
+	case c.Steps < 0:
+		return fmt.Errorf("-steps %d is negative", c.Steps)
+	case c.Prompts < 1:
+		return fmt.Errorf("-prompts %d: want at least 1", c.Prompts)
+	case c.G < 2:
+		return fmt.Errorf("-generations %d: GRPO needs at least 2 rollouts per word", c.G)
+	case c.LR <= 0:
+		return fmt.Errorf("-lr %g: want a positive rate", c.LR)
+	case c.LoRARank < 0:
+		return fmt.Errorf("-lora-rank %d is negative", c.LoRARank)
+	case c.Out == "":
+		return fmt.Errorf("-out: want a folder")
+	case c.Hidden < 0 || c.Hidden%32 != 0:
+		return fmt.Errorf("-hidden %d: want a multiple of 32 (the head size)", c.Hidden)
+	case c.Threads < 0:
+		return fmt.Errorf("-threads %d is negative", c.Threads)
+	}
+	for _, w := range c.EvalWords {
+		found := false
+		for _, s := range c.Words {
+			found = found || s == w
+		}
+		if !found {
+			return fmt.Errorf("-eval-words: %q is not one of -words, so the prompt would not list it", w)
+		}
+	}
+	return nil
+}
+
+// run parses args and does the whole run, printing to out.
+func run(ctx context.Context, args []string, out io.Writer) error {
+	cfg, err := parseFlags(args, out)
+	if err != nil {
+		return err
+	}
+	_, err = train(ctx, cfg, out)
+	return err
+}

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/x/env"
+	"github.com/x/env/wordle"
+	"github.com/x/examples/internal/policy"
+	"github.com/x/examples/internal/wordlegame"
+	"github.com/x/grpo"
+	"github.com/x/kernels/cpu"
+	"github.com/x/model"
+	"github.com/x/tokenizer"
+)
+
+// result is what a run measured.
+type result struct {
+	Before, AfterSFT, AfterGRPO score
+	Elapsed                     time.Duration
+}
+
+// Output layout under config.Out.
+const (
+	sftDir     = "sft"        // SFT metrics.jsonl and plot.png
+	grpoDir    = "grpo"       // GRPO metrics.jsonl, completions.jsonl, plot.png
+	baseDir    = "base-model" // the model the adapter applies to (after the warm start)
+	adapterDir = "adapter"    // the GRPO LoRA adapter, PEFT format
+	tableFile  = "eval.md"    // the evaluation table
+)
+
+// train runs the whole recipe: evaluate, SFT warm start, evaluate, GRPO,
+// evaluate; then it writes the adapter and the table.
+func train(ctx context.Context, cfg config, out io.Writer) (result, error) {
+	var res result
+	begin := time.Now()
+	if err := wordlegame.CheckAllowed(wordle.DefaultDictionary(), cfg.Words); err != nil {
+		return res, fmt.Errorf("-words: %w", err)
+	}
+	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+		return res, fmt.Errorf("output folder: %w", err)
+	}
+	be := cpu.New(cfg.Threads)
+	defer be.Close()
+	pol, err := policy.Load(policy.Options{Dir: cfg.ModelDir, Hidden: cfg.Hidden, Seed: cfg.Seed}, be)
+	if err != nil {
+		return res, err
+	}
+	defer pol.Close()
+	fmt.Fprintf(out, "model: %s\n", pol.Description)
+
+	factory := wordlegame.LocalFactory(cfg.Words)
+	where := "in process"
+	if cfg.EnvURL != "" {
+		factory = wordlegame.RemoteFactory(cfg.EnvURL, cfg.EnvToken, cfg.Words)
+		where = "on " + cfg.EnvURL
+	}
+	fmt.Fprintf(out, "env: Wordle over %d words, played %s\n", len(cfg.Words), where)
+
+	gcfg := grpoConfig(cfg)
+	lora := model.LoRAConfig{R: max(cfg.LoRARank, 1), Alpha: 2 * float64(max(cfg.LoRARank, 1))}
+	newTrainer := func(withLoRA bool) (*grpo.Trainer, error) {
+		opts := []grpo.Option{
+			grpo.WithEnv(factory),
+			grpo.WithReward("win", 1, wordlegame.Reward("", wordlegame.WinReward)),
+			grpo.WithReward("greens", 1, wordlegame.Reward("", wordlegame.GreensReward)),
+			grpo.WithReward("invalid", 1, wordlegame.Reward("", wordlegame.InvalidReward)),
+		}
+		if withLoRA {
+			opts = append(opts, grpo.WithLoRA(lora))
+		}
+		opts = append(opts, grpo.WithProgress(out))
+		return grpo.NewTrainer(pol.Model, pol.Tokenizer, gcfg, opts...)
+	}
+	evalRows := wordlegame.Rows(cfg.EvalWords)
+
+	// Before SFT. The evaluation's trainer carries fresh adapters (B = 0:
+	// the model's output is unchanged), removed afterwards so that the
+	// warm start can train every weight.
+	tr, err := newTrainer(true)
+	if err != nil {
+		return res, err
+	}
+	res.Before, err = evaluate(ctx, tr, evalRows)
+	tr.Close()
+	model.DetachLoRA(pol.Model)
+	if err != nil {
+		return res, fmt.Errorf("evaluate before SFT: %w", err)
+	}
+	fmt.Fprintf(out, "before SFT: %s\n", res.Before)
+
+	if cfg.SFTSteps > 0 {
+		if err := warmStart(ctx, cfg, pol, out); err != nil {
+			return res, fmt.Errorf("SFT: %w", err)
+		}
+	}
+	// The adapter's base: the checkpoint given, unless SFT changed it or
+	// it is the embedded model's temporary folder.
+	base := pol.Dir
+	if cfg.SFTSteps > 0 || pol.Embedded() {
+		base = filepath.Join(cfg.Out, baseDir)
+		if err := pol.Save(base); err != nil {
+			return res, err
+		}
+	}
+
+	tr, err = newTrainer(cfg.LoRARank > 0)
+	if err != nil {
+		return res, err
+	}
+	defer tr.Close()
+	if res.AfterSFT, err = evaluate(ctx, tr, evalRows); err != nil {
+		return res, fmt.Errorf("evaluate after SFT: %w", err)
+	}
+	fmt.Fprintf(out, "after SFT:  %s\n", res.AfterSFT)
+
+	fmt.Fprintf(out, "GRPO: %d steps of %d words x %d rollouts, lr %g, %s\n", cfg.Steps, cfg.Prompts, cfg.G, cfg.LR, loraText(cfg.LoRARank))
+	if cfg.Steps > 0 {
+		if err := tr.Train(ctx, grpo.NewDataset(wordlegame.Rows(cfg.Words))); err != nil {
+			return res, fmt.Errorf("GRPO: %w", err)
+		}
+	}
+	if res.AfterGRPO, err = evaluate(ctx, tr, evalRows); err != nil {
+		return res, fmt.Errorf("evaluate after GRPO: %w", err)
+	}
+	fmt.Fprintf(out, "after GRPO: %s\n", res.AfterGRPO)
+
+	if cfg.LoRARank > 0 {
+		abs, err := filepath.Abs(base)
+		if err != nil {
+			return res, err
+		}
+		if err := model.SaveAdapter(filepath.Join(cfg.Out, adapterDir), pol.Model, lora, abs); err != nil {
+			return res, fmt.Errorf("save the adapter: %w", err)
+		}
+	} else if err := pol.Save(filepath.Join(cfg.Out, adapterDir)); err != nil {
+		return res, err
+	}
+
+	res.Elapsed = time.Since(begin)
+	var table strings.Builder
+	writeTable(&table, []namedScore{{"before SFT", res.Before}, {"after SFT", res.AfterSFT}, {"after GRPO", res.AfterGRPO}})
+	fmt.Fprintf(out, "\n%s\n", table.String())
+	if err := os.WriteFile(filepath.Join(cfg.Out, tableFile), []byte(table.String()), 0o644); err != nil {
+		return res, fmt.Errorf("write the table: %w", err)
+	}
+	fmt.Fprintf(out, "done in %s; %s holds metrics, plots, completions, the adapter (%s) and its base model\n",
+		res.Elapsed.Round(time.Second), cfg.Out, adapterDir)
+	return res, nil
+}
+
+// grpoConfig is the trainer's configuration for a run.
+func grpoConfig(cfg config) grpo.Config {
+	c := grpo.DefaultConfig()
+	c.NumGenerations = cfg.G
+	c.PerDeviceTrainBatchSize = cfg.Prompts * cfg.G // one optimizer step per generation batch
+	c.MaxSteps = cfg.Steps
+	c.LearningRate = cfg.LR
+	c.LRSchedule = model.ScheduleConstant
+	c.MaxCompletionLength = 400              // a six-guess game is about 330 tokens of the tiny tokenizer
+	c.MaxToolCallingIterations = 8           // six guesses and two refused ones
+	c.EnableThinking = tokenizer.ThinkingOff // the reasoning is in the message, before the call
+	c.GradientCheckpointing = cfg.ModelDir != ""
+	c.Seed = cfg.Seed
+	c.OutputDir = filepath.Join(cfg.Out, grpoDir)
+	c.LoggingSteps = 1
+	c.SaveSteps = 0
+	c.LogCompletions = true
+	return c
+}
+
+// warmStart fine-tunes on the solver's games of the first SFTWords words:
+// every weight of the embedded model, or LoRA adapters merged afterwards
+// for a checkpoint given with -model.
+func warmStart(ctx context.Context, cfg config, pol *policy.Policy, out io.Writer) error {
+	convs, err := wordlegame.Conversations(ctx, cfg.Words[:cfg.SFTWords], cfg.Words)
+	if err != nil {
+		return err
+	}
+	sc := grpo.DefaultSFTConfig()
+	sc.MaxSteps = cfg.SFTSteps
+	sc.LearningRate = cfg.SFTLR
+	sc.LRSchedule = model.ScheduleCosine
+	sc.WarmupRatio = 0.1
+	sc.BatchSize = 8
+	sc.MaxLength = 512
+	sc.EnableThinking = tokenizer.ThinkingOff
+	sc.GradientCheckpointing = cfg.ModelDir != ""
+	sc.Seed = cfg.Seed
+	sc.OutputDir = filepath.Join(cfg.Out, sftDir)
+	if cfg.ModelDir != "" {
+		sc.LoRA = &model.LoRAConfig{R: 16, Alpha: 32}
+	}
+	sc.Progress = out
+	fmt.Fprintf(out, "SFT: %d steps on the solver's games of %d of the %d words\n", cfg.SFTSteps, len(convs), len(cfg.Words))
+	rep, err := grpo.SFT(ctx, pol.Model, pol.Tokenizer, convs, sc)
+	if err != nil {
+		return err
+	}
+	if sc.LoRA != nil {
+		model.MergeLoRA(pol.Model)
+	}
+	if n := len(rep.History); n > 0 {
+		fmt.Fprintf(out, "SFT: final loss %.4f\n", rep.History[n-1].Metrics[grpo.MetricLoss])
+	}
+	return nil
+}
+
+// evaluate plays each row once, greedily, and scores the games.
+func evaluate(ctx context.Context, tr *grpo.Trainer, rows []env.Row) (score, error) {
+	rep, err := tr.Evaluate(ctx, rows, grpo.EvalOptions{NumGenerations: 1, Greedy: true})
+	if err != nil {
+		return score{}, err
+	}
+	defer rep.Release()
+	var s score
+	for _, r := range rep.Rollouts {
+		g, err := wordlegame.GameOf(r)
+		if err != nil {
+			return score{}, err
+		}
+		s.add(g)
+	}
+	return s, nil
+}
+
+func loraText(rank int) string {
+	if rank == 0 {
+		return "every weight trained"
+	}
+	return fmt.Sprintf("LoRA rank %d", rank)
+}
