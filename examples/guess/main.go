@@ -1,117 +1,204 @@
-// Command guess is the project's default job. With no download, no weights
-// and no GPU it builds a tiny Qwen3 (random weights, the embedded tiny
-// tokenizer), measures how it plays guess-the-number through tool calls,
-// warm-starts it by supervised fine-tuning on expert games (binary search,
-// rendered with the Qwen3 chat template and its tool-call format), and
-// measures again.
+// Command guess is guess-the-number over the trainer: a small Qwen3 finds
+// a hidden number in 1..max through a guess tool whose replies say
+// "higher" or "lower". A short SFT warm start on binary-search games comes
+// first (a model with random weights cannot call a tool), then GRPO with
+// the env's own reward (fewer guesses pay more). It prints the games won,
+// greedily, before SFT, after SFT and after GRPO.
 //
-//	go run ./examples/guess              # about two minutes on 2 cores
-//	go run ./examples/guess -steps 40    # a quick look
-//	go run ./examples/guess -save out/   # also write the trained model in Hugging Face format
-//
-// Every piece is the library's: tokenizer.Chat renders prompts and parses the
-// model's tool calls, model.Batch generates the turns of all games at once
-// with KV caches kept between turns, tools dispatches the calls to the
-// env/guess environments, and model.Trainable with model.AdamW trains.
+//	go run ./examples/guess
+//	go run ./examples/guess -model DIR    # a Hugging Face Qwen3 folder
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/x/env"
+	"github.com/x/env/guess"
+	"github.com/x/examples/internal/policy"
+	"github.com/x/grpo"
+	"github.com/x/kernels/cpu"
+	"github.com/x/model"
+	"github.com/x/tokenizer"
 )
 
 func main() {
-	cfg := defaultConfig()
-	flag.IntVar(&cfg.Steps, "steps", cfg.Steps, "supervised fine-tuning steps")
-	flag.IntVar(&cfg.Batch, "batch", cfg.Batch, "expert games per step")
-	flag.Float64Var(&cfg.LR, "lr", cfg.LR, "peak learning rate (cosine schedule with warm-up)")
-	flag.IntVar(&cfg.EvalGames, "eval", cfg.EvalGames, "games played by each evaluation")
-	flag.IntVar(&cfg.Max, "max", cfg.Max, "the hidden number is in 1..max")
-	flag.IntVar(&cfg.Threads, "threads", cfg.Threads, "CPU threads (0: all)")
-	flag.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the weights, the games and sampling")
-	flag.StringVar(&cfg.SaveDir, "save", "", "write the trained model (config.json, model.safetensors, tokenizer.json) here")
-	flag.Parse()
-
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, cfg, os.Stdout); err != nil {
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "guess:", err)
+		stop()
 		os.Exit(1)
 	}
 }
 
-// config is what a run does.
-type config struct {
-	Steps     int
-	Batch     int
-	LR        float64
-	EvalGames int
-	Max       int
-	Threads   int
-	Seed      uint64
-	SaveDir   string
-	LogEvery  int
-}
-
-func defaultConfig() config {
-	return config{Steps: 150, Batch: 8, LR: 3e-3, EvalGames: 32, Max: 16, Seed: 1, LogEvery: 10}
-}
-
-func (c config) validate() error {
+func run(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("guess", flag.ContinueOnError)
+	fs.SetOutput(out)
+	modelDir := fs.String("model", "", "Hugging Face Qwen3 folder; empty: the embedded small Qwen3")
+	maxN := fs.Int("max", 16, "the hidden number is in 1..max")
+	sftGames := fs.Int("sft-games", 8, "binary-search games the warm start sees")
+	sftSteps := fs.Int("sft-steps", 60, "SFT warm-start steps (0: none)")
+	steps := fs.Int("steps", 10, "GRPO steps")
+	g := fs.Int("generations", 8, "rollouts per hidden number")
+	lr := fs.Float64("lr", 1e-3, "GRPO learning rate")
+	evalGames := fs.Int("eval", 16, "games each evaluation plays")
+	outDir := fs.String("out", "guess-out", "output folder (metrics.jsonl, plot.png, completions.jsonl)")
+	seed := fs.Uint64("seed", 1, "seed")
+	hidden := fs.Int("hidden", 0, "hidden size of the embedded model (0: 128)")
+	threads := fs.Int("threads", 0, "CPU threads (0: all)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
 	switch {
-	case c.Steps < 0:
-		return fmt.Errorf("-steps %d is negative", c.Steps)
-	case c.Batch < 1:
-		return fmt.Errorf("-batch %d: need at least 1", c.Batch)
-	case c.LR <= 0:
-		return fmt.Errorf("-lr %g: need a positive rate", c.LR)
-	case c.EvalGames < 1:
-		return fmt.Errorf("-eval %d: need at least 1 game", c.EvalGames)
-	case c.Max < 2 || c.Max > 1000:
-		return fmt.Errorf("-max %d: need 2..1000", c.Max)
-	case c.Threads < 0:
-		return fmt.Errorf("-threads %d is negative", c.Threads)
+	case *maxN < 2 || *maxN > 1000:
+		return fmt.Errorf("-max %d: want 2..1000", *maxN)
+	case *g < 2 || *steps < 0 || *sftSteps < 0 || *sftGames < 1 || *evalGames < 1 || *lr <= 0:
+		return fmt.Errorf("want -generations ≥ 2, -steps ≥ 0, -sft-steps ≥ 0, -sft-games ≥ 1, -eval ≥ 1, -lr > 0")
 	}
-	return nil
-}
+	rules := guess.Rules{Max: *maxN}
 
-func run(ctx context.Context, cfg config, out io.Writer) error {
-	if err := cfg.validate(); err != nil {
-		return err
-	}
-	p, err := newPlayer(cfg)
+	be := cpu.New(*threads)
+	defer be.Close()
+	pol, err := policy.Load(policy.Options{Dir: *modelDir, Hidden: *hidden, Seed: *seed}, be)
 	if err != nil {
 		return err
 	}
-	defer p.Close()
+	defer pol.Close()
+	fmt.Fprintln(out, "model:", pol.Description)
 
-	fmt.Fprintf(out, "tiny Qwen3: %d layers, hidden %d, vocab %d, %.2fM parameters, random weights\n",
-		p.model.Config.NumLayers, p.model.Config.HiddenSize, p.model.Config.VocabSize, float64(numParams(p.model.Config))/1e6)
-	before, err := p.evaluate(ctx, cfg.EvalGames, cfg.Seed+1_000_000)
+	cfg := grpo.DefaultConfig()
+	cfg.NumGenerations, cfg.PerDeviceTrainBatchSize = *g, 4**g // four numbers per step
+	cfg.MaxSteps, cfg.LearningRate, cfg.LRSchedule, cfg.Seed = *steps, *lr, model.ScheduleConstant, *seed
+	cfg.MaxCompletionLength, cfg.MaxToolCallingIterations = 256, 8
+	cfg.EnableThinking, cfg.GradientCheckpointing = tokenizer.ThinkingOff, *modelDir != ""
+	cfg.OutputDir, cfg.LoggingSteps, cfg.SaveSteps, cfg.LogCompletions = *outDir, 1, 0, true
+	lora := model.LoRAConfig{R: 16, Alpha: 32}
+	newTrainer := func() (*grpo.Trainer, error) {
+		return grpo.NewTrainer(pol.Model, pol.Tokenizer, cfg,
+			grpo.WithEnv(guess.NewFactory(guess.Options{Rules: rules, Seed: *seed})), // its reward is the env's own
+			grpo.WithLoRA(lora),
+			grpo.WithProgress(out))
+	}
+	evalRows := make([]env.Row, *evalGames)
+	for i := range evalRows {
+		evalRows[i] = env.Row{"seed": int64(1_000_000 + i)}
+	}
+
+	// Before SFT; the evaluation's fresh adapters (B = 0) are removed so the
+	// warm start can train every weight of the embedded model.
+	tr, err := newTrainer()
 	if err != nil {
-		return fmt.Errorf("evaluate before training: %w", err)
+		return err
 	}
-	fmt.Fprintf(out, "before: %s\n", before)
-
-	if err := p.finetune(ctx, cfg, out); err != nil {
-		return fmt.Errorf("fine-tune: %w", err)
-	}
-
-	after, err := p.evaluate(ctx, cfg.EvalGames, cfg.Seed+1_000_000)
+	before, err := won(ctx, tr, evalRows)
+	tr.Close()
+	model.DetachLoRA(pol.Model)
 	if err != nil {
-		return fmt.Errorf("evaluate after training: %w", err)
+		return fmt.Errorf("evaluate: %w", err)
 	}
-	fmt.Fprintf(out, "after:  %s\n", after)
-	if cfg.SaveDir != "" {
-		if err := p.save(cfg.SaveDir); err != nil {
+	if *sftSteps > 0 {
+		convs, err := expertGames(ctx, rules, *sftGames)
+		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "saved to %s\n", cfg.SaveDir)
+		sc := grpo.DefaultSFTConfig()
+		sc.MaxSteps, sc.LearningRate, sc.BatchSize, sc.Seed = *sftSteps, 3e-3, 8, *seed
+		sc.EnableThinking, sc.GradientCheckpointing, sc.Progress = tokenizer.ThinkingOff, *modelDir != "", out
+		if *modelDir != "" {
+			sc.LoRA = &lora
+		}
+		if _, err := grpo.SFT(ctx, pol.Model, pol.Tokenizer, convs, sc); err != nil {
+			return fmt.Errorf("SFT: %w", err)
+		}
+		if sc.LoRA != nil {
+			model.MergeLoRA(pol.Model)
+		}
 	}
+	if tr, err = newTrainer(); err != nil {
+		return err
+	}
+	defer tr.Close()
+	afterSFT, err := won(ctx, tr, evalRows)
+	if err != nil {
+		return fmt.Errorf("evaluate: %w", err)
+	}
+	rows := make([]env.Row, *maxN)
+	for i := range rows {
+		rows[i] = env.Row{"target": int64(i + 1)}
+	}
+	if err := tr.Train(ctx, grpo.NewDataset(rows)); err != nil {
+		return err
+	}
+	afterGRPO, err := won(ctx, tr, evalRows)
+	if err != nil {
+		return fmt.Errorf("evaluate: %w", err)
+	}
+	fmt.Fprintf(out, "games won, greedy, of %d: %d before SFT, %d after SFT, %d after GRPO\n", *evalGames, before, afterSFT, afterGRPO)
 	return nil
+}
+
+// won plays each row once, greedily, and counts the games found.
+func won(ctx context.Context, tr *grpo.Trainer, rows []env.Row) (int, error) {
+	rep, err := tr.Evaluate(ctx, rows, grpo.EvalOptions{NumGenerations: 1, Greedy: true})
+	if err != nil {
+		return 0, err
+	}
+	defer rep.Release()
+	n := 0
+	for _, r := range rep.Rollouts {
+		if e, ok := r.Env.(*guess.Env); ok && r.Err == nil && e.Game.Found {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// expertGames plays n games by binary search (hidden numbers from seeds
+// 0..n-1) through the env's tool and returns them as SFT conversations.
+func expertGames(ctx context.Context, rules guess.Rules, n int) ([]grpo.Conversation, error) {
+	var convs []grpo.Conversation
+	for seed := range int64(n) {
+		e := guess.NewEnv(rules, nil)
+		intro, err := e.Reset(ctx, env.Row{"seed": seed})
+		if err != nil {
+			return nil, err
+		}
+		set, err := env.Tools(e)
+		if err != nil {
+			return nil, err
+		}
+		msgs := []tokenizer.Message{{Role: "user", Content: intro}}
+		lo, hi := 1, e.Game.Rules.Max
+		for !e.Game.Done() {
+			mid := (lo + hi) / 2
+			args, err := json.Marshal(guess.GuessArgs{Number: mid})
+			if err != nil {
+				return nil, err
+			}
+			msgs = append(msgs, tokenizer.Message{Role: "assistant", ToolCalls: []tokenizer.ToolCall{{Name: "guess", Arguments: args}}})
+			resp, err := set.Call(ctx, "guess", args)
+			if err != nil {
+				return nil, fmt.Errorf("expert guess %d: %s", mid, resp)
+			}
+			msgs = append(msgs, tokenizer.Message{Role: "tool", Name: "guess", Content: resp})
+			if e.Game.Target > mid {
+				lo = mid + 1
+			} else {
+				hi = mid - 1
+			}
+		}
+		if !e.Game.Found {
+			return nil, fmt.Errorf("binary search lost game %d (target %d)", seed, e.Game.Target)
+		}
+		msgs = append(msgs, tokenizer.Message{Role: "assistant", Content: fmt.Sprintf("Found it: the number is %d.", e.Game.Target)})
+		convs = append(convs, grpo.Conversation{Messages: msgs, Tools: set.Schemas()})
+	}
+	return convs, nil
 }
