@@ -116,6 +116,9 @@ func SaveCheckpoint(outputDir string, step, keep int, w CheckpointWeights, state
 	if err := os.WriteFile(filepath.Join(tmp, TrainerStateFile), append(js, '\n'), 0o644); err != nil {
 		return "", fmt.Errorf("save checkpoint %d: %w", step, err)
 	}
+	if err := syncTree(tmp); err != nil {
+		return "", fmt.Errorf("save checkpoint %d: %w", step, err)
+	}
 	dir = filepath.Join(outputDir, name)
 	if err := replaceDir(tmp, dir); err != nil {
 		return "", fmt.Errorf("save checkpoint %d: %w", step, err)
@@ -135,6 +138,33 @@ func marshalOptional(v any) (json.RawMessage, error) {
 	return json.Marshal(v)
 }
 
+// syncTree flushes every file of a freshly written folder, and the
+// folder, to disk, so that after the rename a crash cannot leave a
+// checkpoint whose files are empty.
+func syncTree(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			if err := syncPath(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return syncPath(dir)
+}
+
+func syncPath(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	return errors.Join(err, f.Close())
+}
+
 // replaceDir renames tmp to dir, moving an existing dir aside first and
 // removing it only once tmp is in place.
 func replaceDir(tmp, dir string) error {
@@ -152,9 +182,12 @@ func replaceDir(tmp, dir string) error {
 		return err
 	}
 	if old != "" {
-		return os.RemoveAll(old)
+		if err := os.RemoveAll(old); err != nil {
+			return err
+		}
 	}
-	return nil
+	// The rename itself lives in the parent folder's entries.
+	return syncPath(filepath.Dir(dir))
 }
 
 // checkpointStep parses "checkpoint-<step>".

@@ -18,47 +18,51 @@ import (
 // scripts written for TRL read our logs unchanged. Phase timings, which TRL
 // sends only to its profiler, are ours under "time/".
 const (
-	MetricNumTokens                    = "num_tokens"
-	MetricCompletionsMeanLength        = "completions/mean_length"
-	MetricCompletionsMinLength         = "completions/min_length"
-	MetricCompletionsMaxLength         = "completions/max_length"
-	MetricCompletionsClippedRatio      = "completions/clipped_ratio"
-	MetricCompletionsMeanTermLength    = "completions/mean_terminated_length"
-	MetricCompletionsMinTermLength     = "completions/min_terminated_length"
-	MetricCompletionsMaxTermLength     = "completions/max_terminated_length"
-	MetricToolsCallFrequency           = "tools/call_frequency"
-	MetricToolsFailureFrequency        = "tools/failure_frequency"
-	MetricReward                       = "reward"
-	MetricRewardStd                    = "reward_std"
-	MetricFracRewardZeroStd            = "frac_reward_zero_std"
-	MetricSamplingLogpDiffMean         = "sampling/sampling_logp_difference/mean"
-	MetricSamplingLogpDiffMax          = "sampling/sampling_logp_difference/max"
-	MetricSamplingISRatioMin           = "sampling/importance_sampling_ratio/min"
-	MetricSamplingISRatioMean          = "sampling/importance_sampling_ratio/mean"
-	MetricSamplingISRatioMax           = "sampling/importance_sampling_ratio/max"
-	MetricKL                           = "kl"
-	MetricEntropy                      = "entropy"
-	MetricClipRatioLowMean             = "clip_ratio/low_mean"
-	MetricClipRatioLowMin              = "clip_ratio/low_min"
-	MetricClipRatioHighMean            = "clip_ratio/high_mean"
-	MetricClipRatioHighMax             = "clip_ratio/high_max"
-	MetricClipRatioRegionMean          = "clip_ratio/region_mean"
-	MetricCISPOClipRatio               = "cispo_clip_ratio"
-	MetricVESPOPhiSeqMean              = "vespo/phi_seq_mean"
-	MetricLoss                         = "loss"
-	MetricGradNorm                     = "grad_norm"
-	MetricLearningRate                 = "learning_rate"
-	MetricEpoch                        = "epoch"
-	MetricStepTime                     = "step_time"
-	MetricMeanTokenAccuracy            = "mean_token_accuracy" // SFT (TRL's SFTTrainer name)
-	MetricRolloutsFailed               = "rollouts/failed"     // rollouts left out after every attempt failed
-	MetricTimeGeneration               = "time/generation"     // seconds in model generation
-	MetricTimeTools                    = "time/tools"          // seconds waiting on tool calls and env resets
-	MetricTimeScoring                  = "time/scoring"        // seconds in reward functions
-	MetricTimeBackward                 = "time/backward"       // seconds in forward+backward passes
-	MetricTimeOptimizer                = "time/optimizer"      // seconds in the optimizer step
-	metricStep                         = "step"                // the JSONL line's own key, never a metric
-	rewardsPrefix, meanSuffix, stdSuff = "rewards/", "/mean", "/std"
+	MetricNumTokens                 = "num_tokens"
+	MetricCompletionsMeanLength     = "completions/mean_length"
+	MetricCompletionsMinLength      = "completions/min_length"
+	MetricCompletionsMaxLength      = "completions/max_length"
+	MetricCompletionsClippedRatio   = "completions/clipped_ratio"
+	MetricCompletionsMeanTermLength = "completions/mean_terminated_length"
+	MetricCompletionsMinTermLength  = "completions/min_terminated_length"
+	MetricCompletionsMaxTermLength  = "completions/max_terminated_length"
+	MetricToolsCallFrequency        = "tools/call_frequency"
+	MetricToolsFailureFrequency     = "tools/failure_frequency"
+	MetricReward                    = "reward"
+	MetricRewardStd                 = "reward_std"
+	MetricFracRewardZeroStd         = "frac_reward_zero_std"
+	MetricSamplingLogpDiffMean      = "sampling/sampling_logp_difference/mean"
+	MetricSamplingLogpDiffMax       = "sampling/sampling_logp_difference/max"
+	MetricSamplingISRatioMin        = "sampling/importance_sampling_ratio/min"
+	MetricSamplingISRatioMean       = "sampling/importance_sampling_ratio/mean"
+	MetricSamplingISRatioMax        = "sampling/importance_sampling_ratio/max"
+	MetricKL                        = "kl"
+	MetricEntropy                   = "entropy"
+	MetricClipRatioLowMean          = "clip_ratio/low_mean"
+	MetricClipRatioLowMin           = "clip_ratio/low_min"
+	MetricClipRatioHighMean         = "clip_ratio/high_mean"
+	MetricClipRatioHighMax          = "clip_ratio/high_max"
+	MetricClipRatioRegionMean       = "clip_ratio/region_mean"
+	MetricCISPOClipRatio            = "cispo_clip_ratio"
+	MetricVESPOPhiSeqMean           = "vespo/phi_seq_mean"
+	MetricLoss                      = "loss"
+	MetricGradNorm                  = "grad_norm"
+	MetricLearningRate              = "learning_rate"
+	MetricEpoch                     = "epoch"
+	MetricStepTime                  = "step_time"
+	MetricRolloutsFailed            = "rollouts/failed" // rollouts left out after every attempt failed
+	MetricTimeGeneration            = "time/generation" // seconds in model generation
+	MetricTimeTools                 = "time/tools"      // seconds waiting on tool calls and env resets
+	MetricTimeScoring               = "time/scoring"    // seconds in reward functions
+	MetricTimeBackward              = "time/backward"   // seconds in forward+backward passes
+	MetricTimeOptimizer             = "time/optimizer"  // seconds in the optimizer step
+)
+
+const (
+	metricStep    = "step" // the JSONL line's own key, never a metric
+	rewardsPrefix = "rewards/"
+	meanSuffix    = "/mean"
+	stdSuffix     = "/std"
 )
 
 // EvalPrefix is put in front of every metric of an evaluation
@@ -71,7 +75,7 @@ func RewardMeanName(fn string) string { return rewardsPrefix + fn + meanSuffix }
 
 // RewardStdName is the metric name of reward function fn's standard
 // deviation, "rewards/<fn>/std".
-func RewardStdName(fn string) string { return rewardsPrefix + fn + stdSuff }
+func RewardStdName(fn string) string { return rewardsPrefix + fn + stdSuffix }
 
 // Metrics is one step's logged values by name. NaN means "no value this
 // step" (TRL's None, e.g. a reward function that scored no rollout): it is

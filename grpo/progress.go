@@ -37,9 +37,6 @@ type ProgressOptions struct {
 	Now func() time.Time
 }
 
-// progressFigures are the metrics a progress line shows, when present.
-var progressFigures = [...]string{MetricReward, MetricLoss, MetricKL, MetricMeanTokenAccuracy, EvalPrefix + MetricReward}
-
 // Progress shows training progress: the step out of the total, the key
 // figures (reward, loss, kl) and the ETA. On a terminal it is a
 // github.com/schollz/progressbar bar; elsewhere it writes plain lines that
@@ -169,7 +166,7 @@ func (p *Progress) line(step int, m Metrics) string {
 // figures formats the key metrics present in m, with 4 significant digits.
 func figures(m Metrics) string {
 	var parts []string
-	for _, k := range progressFigures {
+	for _, k := range [...]string{MetricReward, MetricLoss, MetricKL, EvalPrefix + MetricReward} {
 		if v, ok := m[k]; ok && !math.IsNaN(v) {
 			parts = append(parts, fmt.Sprintf("%s %.4g", k, v))
 		}

@@ -72,10 +72,10 @@ func TestProgressLines(t *testing.T) {
 func TestProgressBar(t *testing.T) {
 	var buf bytes.Buffer
 	p := NewProgress(&buf, 10, ProgressOptions{Mode: ProgressBar, Description: "sft"})
-	require.NoError(t, p.Update(3, Metrics{MetricLoss: 2.5, MetricMeanTokenAccuracy: 0.25}))
+	require.NoError(t, p.Update(3, Metrics{MetricLoss: 2.5, MetricKL: 0.25}))
 	out := buf.String()
 	assert.Contains(t, out, "3/10")
-	assert.Contains(t, out, "sft loss 2.5 mean_token_accuracy 0.25")
+	assert.Contains(t, out, "sft loss 2.5 kl 0.25")
 	require.NoError(t, p.Update(10, Metrics{MetricLoss: 0.5}))
 	require.NoError(t, p.Finish())
 	assert.Contains(t, buf.String(), "10/10")
