@@ -3,7 +3,7 @@ GO ?= go
 STATICCHECK_VERSION ?= v0.8.2
 FUZZTIME ?= 20000x
 
-.PHONY: all setup test unit lint fuzz bench demo clean
+.PHONY: all setup test unit lint quickstart fuzz bench demo clean
 
 all: test
 
@@ -11,8 +11,9 @@ all: test
 setup:
 	./scripts/setup.sh
 
-## test: everything CI checks: formatting, vet, staticcheck, unit tests, short fuzzing.
-test: setup lint unit fuzz
+## test: everything CI checks: formatting, vet, staticcheck, unit tests, the README's
+## quick start as a separate module, short fuzzing.
+test: setup lint unit quickstart fuzz
 
 unit:
 	$(GO) test -count=1 -timeout 15m ./...
@@ -21,6 +22,11 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go') 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+## quickstart: the README's quick-start program and its test, copied into a fresh
+## module outside the repository that depends on it through a replace directive.
+quickstart:
+	./scripts/quickstart.sh
 
 fuzz:
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
@@ -34,9 +40,10 @@ bench: setup
 	$(GO) run ./model/cmd/trainbench -shape tiny -dtype f32 -seqs 1 -len 512 -steps 3 -checkpoint=false
 	$(GO) run ./model/cmd/trainbench -shape qwen3-0.6b -dtype f32 -seqs 1 -len 512 -steps 3 -checkpoint=false
 
-## demo: the main job: a tiny Qwen3 learns guess-the-number with tool calls (no download, no GPU).
+## demo: the main job: a small Qwen3 learns Wordle through a guess tool, SFT warm start then
+## GRPO, on the CPU with no download (see README, "The Wordle run").
 demo:
-	$(GO) run ./examples/guess
+	$(GO) run ./examples/wordle
 
 clean:
 	rm -rf .cache bin
