@@ -91,6 +91,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	cfg := grpo.DefaultConfig()
 	cfg.NumGenerations, cfg.PerDeviceTrainBatchSize = *g, 4**g // 4 prompts per step
 	cfg.MaxSteps, cfg.LearningRate, cfg.Seed = *steps, *lr, *seed
+	cfg.Temperature, cfg.TopK = 0.8, 10 // TRL's Wordle recipe: a small model's tail tokens break its tool calls
 	cfg.MaxCompletionLength, cfg.MaxToolCallingIterations = 128, 2
 	cfg.EnableThinking, cfg.GradientCheckpointing = tokenizer.ThinkingOff, *modelDir != ""
 	cfg.OutputDir, cfg.LoggingSteps, cfg.SaveSteps, cfg.LogCompletions = *outDir, 1, 0, true

@@ -113,6 +113,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	cfg := grpo.DefaultConfig()
 	cfg.NumGenerations, cfg.PerDeviceTrainBatchSize = *g, 4**g // four rows per step
 	cfg.MaxSteps, cfg.LearningRate, cfg.LRSchedule, cfg.Seed = *steps, *lr, model.ScheduleConstant, *seed
+	cfg.Temperature, cfg.TopK = 0.8, 10 // TRL's Wordle recipe: a small model's tail tokens break its tool calls
 	cfg.MaxCompletionLength, cfg.MaxToolCallingIterations = *maxLen, 10
 	cfg.EnableThinking, cfg.GradientCheckpointing = tokenizer.ThinkingOff, *modelDir != ""
 	cfg.OutputDir, cfg.LoggingSteps, cfg.SaveSteps, cfg.LogCompletions = *outDir, 1, 0, true
@@ -123,7 +124,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}),
 		grpo.WithReward("wordle_win", 1, wordlegame.Reward(wordleEnv, wordlegame.WinReward)),
 		grpo.WithReward("wordle_greens", 1, wordlegame.Reward(wordleEnv, wordlegame.GreensReward)),
-		grpo.WithReward("wordle_invalid", 1, wordlegame.Reward(wordleEnv, wordlegame.InvalidReward)),
+		grpo.WithReward("wordle_invalid", 1, wordlegame.Invalid(wordleEnv)),
 		grpo.WithReward("catch_caught", 1, catchgame.Reward(catchEnv)),
 		grpo.WithLoRA(model.LoRAConfig{R: 16, Alpha: 32}),
 		grpo.WithProgress(out))

@@ -12,19 +12,19 @@ type score struct {
 	Games   int
 	Wins    int
 	Guesses int // accepted guesses of the won games
-	Invalid int // invalid moves over all games
+	Invalid int // failed tool calls (refused guesses, malformed calls, ...) over all games
 	Reward  float64
 }
 
-// add counts one finished game.
-func (s *score) add(g *wordlegame.Game) {
+// add counts one finished game and its failed tool calls.
+func (s *score) add(g *wordlegame.Game, failures int) {
 	s.Games++
 	if g.Won {
 		s.Wins++
 		s.Guesses += len(g.Guesses)
 	}
-	s.Invalid += g.Invalid
-	s.Reward += wordlegame.WinReward(g) + wordlegame.GreensReward(g) + wordlegame.InvalidReward(g)
+	s.Invalid += failures
+	s.Reward += wordlegame.WinReward(g) + wordlegame.GreensReward(g) + wordlegame.InvalidPenalty(failures)
 }
 
 // guessesPerWin is "-" before any win.

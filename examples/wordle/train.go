@@ -69,7 +69,7 @@ func train(ctx context.Context, cfg config, out io.Writer) (result, error) {
 			grpo.WithEnv(factory),
 			grpo.WithReward("win", 1, wordlegame.Reward("", wordlegame.WinReward)),
 			grpo.WithReward("greens", 1, wordlegame.Reward("", wordlegame.GreensReward)),
-			grpo.WithReward("invalid", 1, wordlegame.Reward("", wordlegame.InvalidReward)),
+			grpo.WithReward("invalid", 1, wordlegame.Invalid("")),
 		}
 		if withLoRA {
 			opts = append(opts, grpo.WithLoRA(lora))
@@ -162,6 +162,7 @@ func grpoConfig(cfg config) grpo.Config {
 	c.MaxSteps = cfg.Steps
 	c.LearningRate = cfg.LR
 	c.LRSchedule = model.ScheduleConstant
+	c.Temperature, c.TopK = 0.8, 10          // the recipe's sampling: a tiny model's tail tokens break its tool calls
 	c.MaxCompletionLength = 400              // a six-guess game is about 330 tokens of the tiny tokenizer
 	c.MaxToolCallingIterations = 8           // six guesses and two refused ones
 	c.EnableThinking = tokenizer.ThinkingOff // the reasoning is in the message, before the call
@@ -224,7 +225,7 @@ func evaluate(ctx context.Context, tr *grpo.Trainer, rows []env.Row) (score, err
 		if err != nil {
 			return score{}, err
 		}
-		s.add(g)
+		s.add(g, r.ToolFailures)
 	}
 	return s, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/x/env/envtest"
 	"github.com/x/env/openenv"
 	"github.com/x/env/wordle"
+	"github.com/x/grpo"
 	"github.com/x/tokenizer"
 )
 
@@ -71,8 +72,24 @@ func TestRewards(t *testing.T) {
 			g := &w.Game
 			assert.InDelta(t, tc.win, WinReward(g), 1e-12, "win")
 			assert.InDelta(t, tc.greens, GreensReward(g), 1e-12, "greens")
-			assert.InDelta(t, -0.1*float64(tc.invalid), InvalidReward(g), 1e-12, "invalid")
 			assert.Equal(t, tc.invalid, g.Invalid)
+			// Every refusal was a failed tool call, which the invalid term counts.
+			failures := 0
+			for _, s := range ep.Steps {
+				if s.Err != nil {
+					failures++
+				}
+			}
+			assert.Equal(t, tc.invalid, failures)
+			r := &grpo.Rollout{Env: w, ToolFailures: failures}
+			for name, fn := range map[string]grpo.RewardFunc{"win": Reward("", WinReward), "greens": Reward("", GreensReward), "invalid": Invalid("")} {
+				got, err := fn(context.Background(), r)
+				require.NoError(t, err)
+				want := map[string]float64{"win": tc.win, "greens": tc.greens, "invalid": -0.1 * float64(tc.invalid)}[name]
+				assert.InDelta(t, want, got, 1e-12, name)
+			}
+			_, err = Invalid("wordle")(context.Background(), &grpo.Rollout{EnvName: "catch"})
+			assert.ErrorIs(t, err, grpo.ErrNoScore)
 		})
 	}
 }

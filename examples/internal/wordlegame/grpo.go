@@ -20,8 +20,8 @@ func GameOf(r *grpo.Rollout) (*Game, error) {
 	return &w.Game, nil
 }
 
-// Reward makes a reward function of one of the reward terms (WinReward,
-// GreensReward, InvalidReward). In a multi-env run it scores only the
+// Reward makes a reward function of a game's reward term (WinReward,
+// GreensReward). In a multi-env run it scores only the
 // rollouts of the env named envName and returns grpo.ErrNoScore for the
 // others; envName "" scores every rollout.
 func Reward(envName string, term func(*Game) float64) grpo.RewardFunc {
@@ -34,6 +34,20 @@ func Reward(envName string, term func(*Game) float64) grpo.RewardFunc {
 			return 0, err
 		}
 		return term(g), nil
+	}
+}
+
+// Invalid is the reward function of InvalidPenalty over the rollout's
+// failed tool calls; envName as for Reward.
+func Invalid(envName string) grpo.RewardFunc {
+	return func(ctx context.Context, r *grpo.Rollout) (float64, error) {
+		if envName != "" && r.EnvName != envName {
+			return 0, grpo.ErrNoScore
+		}
+		if _, err := GameOf(r); err != nil {
+			return 0, err
+		}
+		return InvalidPenalty(r.ToolFailures), nil
 	}
 }
 

@@ -32,8 +32,11 @@ func GreensReward(g *Game) float64 {
 	return 0.1 * float64(best)
 }
 
-// InvalidReward costs 0.1 per invalid move: a word the game refused, a
-// repeated word, or a guess after the game ended.
-func InvalidReward(g *Game) float64 {
-	return -0.1 * float64(g.Invalid)
+// InvalidPenalty costs 0.1 per failed tool call: a word the game refused,
+// a repeated word, a guess after the game ended (the env counts these in
+// Game.Invalid), and calls that never reached the game: a malformed call,
+// an unknown tool, bad arguments. The trainer counts all of them in
+// Rollout.ToolFailures.
+func InvalidPenalty(failures int) float64 {
+	return -0.1 * float64(failures)
 }
