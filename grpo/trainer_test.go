@@ -468,3 +468,50 @@ func TestEvaluate(t *testing.T) {
 	assert.False(t, changed(t, before, tr.Params()))
 	assert.Zero(t, tr.State().GlobalStep)
 }
+
+// TestStepDirection checks the sign of the whole update: one step raises
+// the log-probability of the rewarded completion and lowers the other's,
+// for every loss type.
+func TestStepDirection(t *testing.T) {
+	for _, lt := range []LossType{LossDAPO, LossGRPO, LossBNPO, LossDrGRPO} {
+		t.Run(string(lt), func(t *testing.T) {
+			cfg := testConfig(2, 1)
+			cfg.LossType = lt
+			cfg.LearningRate = 1e-3
+			answers := []string{"Yes, seven.", "No idea at all."}
+			script := func(r, _ int) string { return answers[r%2] }
+			good := func(_ context.Context, r *Rollout) (float64, error) {
+				if r.Completion[0].Content == answers[0] {
+					return 1, nil
+				}
+				return 0, nil
+			}
+			tr, _ := newScripted(t, cfg, script, WithReward("good", 1, good))
+			ctx := context.Background()
+			gen := generateOnce(t, tr, []env.Row{{"prompt": "Answer: "}})
+			seqs := make([]trainSeq, 2)
+			for k, r := range gen.rollouts {
+				seqs[k] = trainSeq{ids: slices.Concat(r.PromptIDs, r.CompletionIDs), start: len(r.PromptIDs), mask: r.Mask}
+			}
+			sum := func() [2]float64 {
+				lp, err := tr.pol.logProbs(ctx, seqs, true)
+				require.NoError(t, err)
+				var s [2]float64
+				for k := range lp {
+					for _, v := range lp[k] {
+						s[k] += float64(v)
+					}
+				}
+				return s
+			}
+			before := sum()
+			rep, err := tr.Step(ctx, []env.Row{{"prompt": "Answer: "}})
+			require.NoError(t, err)
+			require.Equal(t, answers[0], rep.Rollouts[0].Completion[0].Content)
+			require.Greater(t, rep.Advantages[0], 0.0)
+			after := sum()
+			assert.Greater(t, after[0], before[0], "the rewarded completion became more likely")
+			assert.Less(t, after[1], before[1], "the other became less likely")
+		})
+	}
+}
