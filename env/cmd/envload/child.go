@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -49,8 +50,10 @@ func newFactory(name string, seed uint64) (openenv.EnvironmentFactory, error) {
 // server's defaults (keepalive, idle reaper, limits, as envserver), prints
 // "listening ADDR", then answers commands on stdin, one a line:
 //
-//	gc     runtime.GC and debug.FreeOSMemory, then "ok"
-//	stats  "goroutines=N heap_inuse=B stack_inuse=B"
+//	gc             runtime.GC and debug.FreeOSMemory, then "ok"
+//	stats          "goroutines=N heap_inuse=B stack_inuse=B"
+//	profile FILE   start a CPU profile into FILE, then "ok"
+//	endprofile     stop it, then "ok"
 //
 // It shuts down when stdin closes, so it never outlives its parent.
 func serveChild(args []string, stdin io.Reader, stdout io.Writer) error {
@@ -79,10 +82,40 @@ func serveChild(args []string, stdin io.Reader, stdout io.Writer) error {
 	if _, err := fmt.Fprintf(stdout, "listening %s\n", ln.Addr()); err != nil {
 		return fmt.Errorf("report address: %w", err)
 	}
+	var profile *os.File
+	defer func() {
+		if profile != nil {
+			pprof.StopCPUProfile()
+			_ = profile.Close()
+		}
+	}()
 	sc := bufio.NewScanner(stdin)
 	for sc.Scan() {
 		var reply string
-		switch cmd := strings.TrimSpace(sc.Text()); cmd {
+		cmd, arg, _ := strings.Cut(strings.TrimSpace(sc.Text()), " ")
+		switch cmd {
+		case "profile":
+			reply = "ok"
+			f, err := os.Create(arg)
+			if err == nil {
+				err = pprof.StartCPUProfile(f)
+			}
+			if err != nil {
+				reply = "error " + err.Error()
+				break
+			}
+			profile = f
+		case "endprofile":
+			reply = "ok"
+			if profile == nil {
+				reply = "error no profile running"
+				break
+			}
+			pprof.StopCPUProfile()
+			if err := profile.Close(); err != nil {
+				reply = "error " + err.Error()
+			}
+			profile = nil
 		case "gc":
 			runtime.GC()
 			debug.FreeOSMemory()

@@ -3,7 +3,8 @@
 // then step after step, resetting when an episode ends) for a bounded time
 // and number of steps, and reports steps/s, p50/p99/max step latency,
 // sessions opened/failed/lost, the server's CPU time per request and its
-// resident memory per idle session (both from /proc). It stops by itself.
+// resident memory per idle session (both from /proc), and its own CPU time
+// per request. It stops by itself.
 //
 //	go run ./env/cmd/envload -env echo -sessions 1024 -duration 10s
 //
@@ -19,6 +20,7 @@
 // sessions; "after GC" has the child run a GC and return freed memory to
 // the OS first (the memory the sessions hold), "as found" does not.
 //
+// -cpuprofile FILE writes the started server's CPU profile during the load.
 // The exit status is 1 when any session failed to open or was lost.
 package main
 
@@ -31,6 +33,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync/atomic"
@@ -97,6 +100,7 @@ type config struct {
 	seed     uint64
 	idleWait time.Duration
 	parallel int
+	profile  string // CPU profile of the started server during the load
 }
 
 // parseFlags reads and checks the command line.
@@ -114,6 +118,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the started server's environments")
 	fs.DurationVar(&c.idleWait, "idle-wait", time.Second, "pause after opening the sessions before measuring idle memory")
 	fs.IntVar(&c.parallel, "dial-parallel", 64, "sessions opened at once")
+	fs.StringVar(&c.profile, "cpuprofile", "", "write the started server's CPU profile during the load to this file")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -140,6 +145,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("-pid %d: want a process id", c.pid)
 	case c.pid > 0 && c.addr == "":
 		return c, errors.New("-pid needs -addr: the started server's pid is known")
+	case c.profile != "" && c.addr != "":
+		return c, errors.New("-cpuprofile profiles the started server: not with -addr")
 	}
 	if c.addr != "" {
 		if err := checkLoopback(c.addr); err != nil {
@@ -250,6 +257,19 @@ func run(ctx context.Context, cfg config) (*result, error) {
 			return nil, err
 		}
 	}
+	if cfg.profile != "" {
+		path, err := filepath.Abs(cfg.profile)
+		if err != nil {
+			return nil, fmt.Errorf("-cpuprofile: %w", err)
+		}
+		if _, err := ch.command("profile " + path); err != nil {
+			return nil, err
+		}
+	}
+	self0, err := procCPU(os.Getpid())
+	if err != nil {
+		return nil, err
+	}
 	start := make(chan struct{})
 	results := make(chan driveResult, len(sessions))
 	var budget atomic.Int64
@@ -271,6 +291,16 @@ func run(ctx context.Context, cfg config) (*result, error) {
 		}
 	}
 	res.elapsed = time.Since(t0)
+	self1, err := procCPU(os.Getpid())
+	if err != nil {
+		return nil, err
+	}
+	res.clientCPU = self1 - self0
+	if cfg.profile != "" {
+		if _, err := ch.command("endprofile"); err != nil {
+			return nil, err
+		}
+	}
 	if pid > 0 {
 		if cpu1, err = procCPU(pid); err != nil {
 			return nil, err

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,7 @@ func TestParseFlags(t *testing.T) {
 		{name: "negative steps", args: []string{"-steps", "-1"}, err: "-steps -1"},
 		{name: "long think", args: []string{"-think", "1m"}, err: "-think 1m0s"},
 		{name: "stray argument", args: []string{"echo"}, err: "unexpected arguments"},
+		{name: "profile of a running server", args: []string{"-addr", "127.0.0.1:8000", "-cpuprofile", "x"}, err: "not with -addr"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -153,7 +155,7 @@ func TestRunAgainstChild(t *testing.T) {
 			}
 			var out strings.Builder
 			res.write(&out)
-			for _, want := range []string{"16 opened, 0 failed, 0 lost", "steps/s", "p99", "per request", "KiB/session after GC"} {
+			for _, want := range []string{"16 opened, 0 failed, 0 lost", "steps/s", "p99", "per request", "load generator CPU", "KiB/session after GC"} {
 				assert.Contains(t, out.String(), want)
 			}
 		})
@@ -170,6 +172,15 @@ func TestStepBoundAndLoss(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 100, res.steps)
 	assert.Less(t, time.Since(start), 30*time.Second, "-steps ends the run before -duration")
+
+	prof := filepath.Join(t.TempDir(), "server.prof")
+	cfg, err = parseFlags([]string{"-sessions", "2", "-steps", "50", "-idle-wait", "0", "-cpuprofile", prof}, io.Discard)
+	require.NoError(t, err)
+	_, err = run(t.Context(), cfg)
+	require.NoError(t, err)
+	st, err := os.Stat(prof)
+	require.NoError(t, err, "the server child wrote its CPU profile")
+	assert.Positive(t, st.Size())
 
 	var stdout, stderr strings.Builder
 	status := mainStatus(t.Context(), []string{"-addr", "127.0.0.1:1", "-sessions", "2", "-duration", "100ms"}, &stdout, &stderr)

@@ -21,6 +21,7 @@ type result struct {
 	elapsed       time.Duration
 	lat           latencyStats
 	serverCPU     time.Duration // user+system, during the load
+	clientCPU     time.Duration // this process's, during the load
 
 	rssBase, rssIdle, rssIdleAsFound int64
 	before, idle                     childStats // from a started server only
@@ -58,6 +59,9 @@ func (r *result) write(w io.Writer) {
 		perReq := r.serverCPU / time.Duration(r.steps+r.resets)
 		fmt.Fprintf(w, "server CPU: %.2fs = %s per request (steps and resets; GC and pings included), %.2f cores busy\n",
 			r.serverCPU.Seconds(), round(perReq), r.serverCPU.Seconds()/secs)
+	}
+	if r.steps+r.resets > 0 {
+		fmt.Fprintf(w, "load generator CPU: %.2fs = %s per request\n", r.clientCPU.Seconds(), round(r.clientCPU/time.Duration(r.steps+r.resets)))
 	}
 	if r.serverPID > 0 && r.opened > 0 {
 		fmt.Fprintf(w, "server RSS: %.1f MiB with no session; idle with %d sessions: %.1f KiB/session as found",
