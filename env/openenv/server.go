@@ -68,7 +68,8 @@ func WithMaxSessions(n int) ServerOption {
 
 // WithSlotWait makes a connection that finds every slot taken wait up to d
 // for one to free before it is refused with CAPACITY_REACHED (default 0:
-// refuse at once, as upstream does).
+// refuse at once, as upstream does). A refusal answers the client's first
+// frame when one comes within RefusalWait.
 func WithSlotWait(d time.Duration) ServerOption {
 	return func(c *serverConfig) { c.slotWait = d }
 }
@@ -231,7 +232,7 @@ func (s *Server) auth(h http.HandlerFunc) http.Handler {
 // goroutine of its own, so that net/http's connection goroutine returns
 // and frees its request, response and 4 KiB read and write buffers: an
 // idle session then holds one goroutine, one small read buffer and one
-// timer (see WithMaxSessions for the figures). A request that is not an
+// timer (about 13 KiB of server memory; BENCHMARKS.md). A request that is not an
 // upgrade gets 404, as upstream (where /ws is only a WebSocket route).
 func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	if !websocket.IsWebSocketUpgrade(r) {
