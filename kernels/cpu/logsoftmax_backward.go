@@ -1,6 +1,9 @@
 package cpu
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // lsgBlock is the column block of LogSoftmaxGatherBackward. Every row is
 // reduced block by block (block maxima, then block sums of exp added in
@@ -11,24 +14,32 @@ const lsgBlock = 1 << 13
 // LogSoftmaxGatherBackward writes dlogits[r, i] = dlogp[r]·(1[i = targets[r]]
 // − softmax(logits[r])[i]): the row max; exp(x − max) stored into dlogits
 // with its sum; dlogits scaled by −dlogp/Σ, and dlogp added at the target.
+// With dentropy it adds the entropy term (see entropyBackward).
 // With at least two rows per thread, rows run in parallel and each row's
 // three passes hit its cached copy (a 151,936-word row is 600 KB); with
 // fewer rows, each pass is split over (row, column block) tasks so a few
 // rows still use every thread. Element i is read before it is written, so
 // dlogits may alias logits.
-func (b *Backend) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []int32, dlogp []float32, rows, v int) {
+func (b *Backend) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []int32, dlogp, dentropy []float32, rows, v int) {
 	const op = "LogSoftmaxGatherBackward"
 	needDims(op, rows, v)
 	need(op, "dlogits", len(dlogits), rows*v)
 	need(op, "logits", len(logits), rows*v)
 	need(op, "targets", len(targets), rows)
 	need(op, "dlogp", len(dlogp), rows)
+	if dentropy != nil {
+		need(op, "dentropy", len(dentropy), rows)
+	}
 	for r := range rows {
 		if t := targets[r]; t < 0 || int(t) >= v {
 			panic(fmt.Sprintf("kernels/cpu: %s: targets[%d] = %d outside [0, %d)", op, r, t, v))
 		}
 	}
 	if rows == 0 || v == 0 {
+		return
+	}
+	if dentropy != nil {
+		b.entropyBackward(dlogits, logits, targets, dlogp, dentropy, rows, v)
 		return
 	}
 	l := lsg{avx: b.simd.avx512, dlogits: dlogits, logits: logits, targets: targets, dlogp: dlogp, v: v,
@@ -114,4 +125,44 @@ func (l *lsg) scale(lo, hi int) {
 			l.dlogits[t] += l.dlogp[r]
 		}
 	}
+}
+
+// entropyBackward is LogSoftmaxGatherBackward with the entropy term: with
+// e = exp(x − m) (SIMD, into the worker's scratch), S = Σe, log p = x − m −
+// log S and H = log S − Σ e·(x − m)/S (float64),
+// dlogits[i] = g·1[i = t] + e[i]·(α + β·(x[i] − m)) with α = (−g − c·(H −
+// log S))/S and β = −c/S, for g = dlogp and c = dentropy. Offsets are taken
+// from the row max so large logits do not cancel. Rows run in parallel;
+// element i is read before it is written (dlogits may alias logits).
+func (b *Backend) entropyBackward(dlogits, logits []float32, targets []int32, dlogp, dentropy []float32, rows, v int) {
+	avx := b.simd.avx512
+	b.parallelForWorker(rows, func(w, lo, hi int) {
+		e := b.scratch(w, v)
+		for r := lo; r < hi; r++ {
+			x, out := logits[r*v:(r+1)*v], dlogits[r*v:(r+1)*v]
+			m := bwMax(avx, x)
+			s := float64(bwExpSum(avx, e, x, v, m))
+			var t float64
+			for i, ei := range e {
+				if ei != 0 && x[i] >= -math.MaxFloat32 { // a −Inf logit has p = 0 (its e may not be 0)
+					t += float64(ei) * float64(x[i]-m)
+				}
+			}
+			logS := math.Log(s)
+			h := logS - t/s
+			g, c := float64(dlogp[r]), float64(dentropy[r])
+			alpha, beta := float32((-g-c*(h-logS))/s), float32(-c/s)
+			tgt := int(targets[r])
+			for i := range v {
+				d := float32(0)
+				if ei := e[i]; ei != 0 && x[i] >= -math.MaxFloat32 {
+					d = ei * (alpha + beta*(x[i]-m))
+				}
+				if i == tgt {
+					d += float32(g)
+				}
+				out[i] = d
+			}
+		}
+	})
 }

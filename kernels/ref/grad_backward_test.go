@@ -264,14 +264,14 @@ func TestLogSoftmaxGatherBackwardFiniteDifferences(t *testing.T) {
 			}
 			dlogp := fdRandom(42, tc.rows, -2, 2)
 			dl := make([]float32, tc.rows*tc.v)
-			ref.Backend{}.LogSoftmaxGatherBackward(dl, logits, targets, dlogp, tc.rows, tc.v)
+			ref.Backend{}.LogSoftmaxGatherBackward(dl, logits, targets, dlogp, nil, tc.rows, tc.v)
 			want := fdGrad(logits, func(x []float64) float64 {
 				return fdDot(logSoftmaxGather64(x, targets, tc.rows, tc.v), dlogp)
 			})
 			fdAssert(t, "dlogits", dl, nil, want)
 
 			inPlace := append([]float32(nil), logits...)
-			ref.Backend{}.LogSoftmaxGatherBackward(inPlace, inPlace, targets, dlogp, tc.rows, tc.v)
+			ref.Backend{}.LogSoftmaxGatherBackward(inPlace, inPlace, targets, dlogp, nil, tc.rows, tc.v)
 			assert.Equal(t, dl, inPlace, "dlogits aliasing logits")
 		})
 	}
@@ -391,7 +391,7 @@ func TestBackwardShapePanics(t *testing.T) {
 		{"rope", "RoPEBackward: x", func() { b.RoPEBackward(short, []int32{0}, 1, 4, 1e4) }},
 		{"swiglu", "SwiGLUBackward: up", func() { b.SwiGLUBackward(buf, buf, buf, buf, short) }},
 		{"embedding id", "ids[1] = 9", func() { b.EmbeddingBackward(buf[:8], buf, []int32{0, 9}, 4) }},
-		{"logsoftmax target", "targets[0] = 5", func() { b.LogSoftmaxGatherBackward(buf, buf, []int32{5}, buf, 1, 5) }},
+		{"logsoftmax target", "targets[0] = 5", func() { b.LogSoftmaxGatherBackward(buf, buf, []int32{5}, buf, nil, 1, 5) }},
 		{"attention K", "seqs[0].K", func() {
 			b.AttentionBackward([]kernels.AttentionGradSeq{{DOut: buf, Q: buf, Out: buf, DQ: buf, LSE: buf,
 				K: short, V: buf, DK: buf, DV: buf, T: 1, Start: 2}}, 2, 1, 8, 1)
