@@ -315,11 +315,18 @@ func BenchmarkLogSoftmaxGatherBackward(bm *testing.B) {
 	for r := range targets {
 		targets[r] = int32(r * 2311)
 	}
-	dlogp := bwRand(2, rows, 1)
-	for bm.Loop() {
-		b.LogSoftmaxGatherBackward(dl, logits, targets, dlogp, nil, rows, v)
+	dlogp, dent := bwRand(2, rows, 1), bwRand(3, rows, 1)
+	for _, c := range []struct {
+		name string
+		dent []float32
+	}{{"logp", nil}, {"logp+entropy", dent}} {
+		bm.Run(c.name, func(bm *testing.B) {
+			for bm.Loop() {
+				b.LogSoftmaxGatherBackward(dl, logits, targets, dlogp, c.dent, rows, v)
+			}
+			bm.ReportMetric(8*rows*v*float64(bm.N)/bm.Elapsed().Seconds()/1e9, "GB/s")
+		})
 	}
-	bm.ReportMetric(8*rows*v*float64(bm.N)/bm.Elapsed().Seconds()/1e9, "GB/s")
 }
 
 func BenchmarkAdamW(bm *testing.B) {

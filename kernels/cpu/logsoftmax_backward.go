@@ -142,27 +142,54 @@ func (b *Backend) entropyBackward(dlogits, logits []float32, targets []int32, dl
 			x, out := logits[r*v:(r+1)*v], dlogits[r*v:(r+1)*v]
 			m := bwMax(avx, x)
 			s := float64(bwExpSum(avx, e, x, v, m))
-			var t float64
-			for i, ei := range e {
-				if ei != 0 && x[i] >= -math.MaxFloat32 { // a −Inf logit has p = 0 (its e may not be 0)
-					t += float64(ei) * float64(x[i]-m)
-				}
-			}
+			t := expDotOffset(e, x, m)
 			logS := math.Log(s)
 			h := logS - t/s
 			g, c := float64(dlogp[r]), float64(dentropy[r])
 			alpha, beta := float32((-g-c*(h-logS))/s), float32(-c/s)
-			tgt := int(targets[r])
-			for i := range v {
-				d := float32(0)
-				if ei := e[i]; ei != 0 && x[i] >= -math.MaxFloat32 {
-					d = ei * (alpha + beta*(x[i]-m))
-				}
-				if i == tgt {
-					d += float32(g)
-				}
-				out[i] = d
-			}
+			scaleByOffset(out, e, x, m, alpha, beta)
+			out[targets[r]] += float32(g)
 		}
 	})
+}
+
+// expDotOffset is Σ e[i]·(x[i] − m) in float64 over the entries whose
+// logit is above m − 88 (below it e is 0 in float32, and a −Inf logit's e
+// from the SIMD exp may not be exactly 0), with four accumulators so the
+// float64 adds do not serialise.
+func expDotOffset(e, x []float32, m float32) float64 {
+	x = x[:len(e)]
+	var t0, t1, t2, t3 float64
+	term := func(ei, xi float32) float64 {
+		if d := xi - m; d > -88 {
+			return float64(ei) * float64(d)
+		}
+		return 0
+	}
+	i := 0
+	for ; i+4 <= len(e); i += 4 {
+		t0 += term(e[i], x[i])
+		t1 += term(e[i+1], x[i+1])
+		t2 += term(e[i+2], x[i+2])
+		t3 += term(e[i+3], x[i+3])
+	}
+	for ; i < len(e); i++ {
+		t0 += term(e[i], x[i])
+	}
+	return (t0 + t1) + (t2 + t3)
+}
+
+// scaleByOffset writes out[i] = e[i]·(alpha + beta·(x[i] − m)), 0 where the
+// logit is at or below m − 88 (see expDotOffset). x[i] is read before
+// out[i] is written, so out may alias x.
+func scaleByOffset(out, e, x []float32, m, alpha, beta float32) {
+	x, out = x[:len(e)], out[:len(e)]
+	for i, ei := range e {
+		d := x[i] - m
+		o := ei * (alpha + beta*d)
+		if !(d > -88) {
+			o = 0
+		}
+		out[i] = o
+	}
 }
