@@ -52,7 +52,7 @@ func (o Objective) String() string {
 
 // LossParams are the scalar settings of PolicyLoss. The loss of token t is
 //
-//	loss_t = Weight_t · (ℓ_t + Beta·KL_t − EntropyCoef·H_t)
+//	loss_t = Weight_t · (ρ_t·ℓ_t + Beta·KL_t − EntropyCoef·H_t)
 //
 // with KL_t = exp(ref−logp) − (ref−logp) − 1 (the k3 estimator of
 // KL(π‖π_ref)) and H_t the token's entropy. Aggregation (TRL's grpo, bnpo,
@@ -77,6 +77,10 @@ type LossParams struct {
 
 	Beta        float32 // coefficient of the k3 KL term; 0 = none (RefLogP not read)
 	EntropyCoef float32 // coefficient of the entropy bonus; 0 = none (Entropy not read)
+	// KLBiasCorrection multiplies KL_t by the importance ratio w (before
+	// Delta), TRL's use_bias_correction_kl (DeepSeek-V3.2); the gradient
+	// flows through w as well.
+	KLBiasCorrection bool
 }
 
 // Validate reports the first setting that makes no sense, naming it.
@@ -141,9 +145,14 @@ type LossInput struct {
 	Adv     []float32 // [N] advantages per token, or nil with SeqAdv
 	SeqAdv  []float32 // [S] one advantage per sequence (needs Seg), or nil with Adv
 	// Mask [N] is 1 for tokens in the loss and 0 otherwise; it selects the
-	// tokens of sequence-level ratios and VESPO's sum, and may be nil
-	// otherwise (all 1).
+	// tokens of sequence-level ratios and VESPO's sum; nil means all 1.
 	Mask []float32
+	// ISRatio [N], if not nil, is a per-token importance-sampling
+	// correction ρ held constant (TRL's vLLM IS correction: the caller
+	// computes it from old and sampling log-probs, truncated or masked): it
+	// multiplies ℓ_t (not the KL term). For VESPO its log, clamped to
+	// [log 1e-8, 20], joins the sequence's log-ratio sum instead.
+	ISRatio []float32
 	// Weight [N] is each token's weight in the total: the mask times the
 	// caller's normalisation (1/Σmask for dapo, 1/(B·len_i) for grpo, ...).
 	Weight []float32
@@ -169,7 +178,7 @@ type LossOutput struct {
 	DLogP    []float32 // [N] d total / d LogP_t
 	DEntropy []float32 // [N] d total / d Entropy_t = −EntropyCoef·Weight_t; optional
 	Ratio    []float32 // [N] the ratio w the objective used (after Delta; the sequence's w at sequence level); optional
-	KL       []float32 // [N] KL_t (0 when Beta = 0); optional
+	KL       []float32 // [N] KL_t (0 when Beta = 0; times w with KLBiasCorrection, as TRL logs it); optional
 	Clip     []uint8   // [N] ClipLow | ClipHigh flags; optional
 	Phi      []float32 // [N] VESPO's φ of the token's sequence (1 for other objectives); optional
 }
@@ -205,6 +214,7 @@ func CheckPolicyLoss(out LossOutput, in LossInput, p LossParams, n int) {
 	needN("OldLogP", len(in.OldLogP), false, in.OldLogP == nil)
 	needN("RefLogP", len(in.RefLogP), p.Beta != 0, in.RefLogP == nil)
 	needN("Mask", len(in.Mask), false, in.Mask == nil)
+	needN("ISRatio", len(in.ISRatio), false, in.ISRatio == nil)
 	needN("Loss", len(out.Loss), true, out.Loss == nil && n > 0)
 	needN("DLogP", len(out.DLogP), true, out.DLogP == nil && n > 0)
 	needN("DEntropy", len(out.DEntropy), false, out.DEntropy == nil)

@@ -29,6 +29,9 @@ type Loss struct {
 	// RefLogP are the reference policy's log-probs (Trainable.RefLogProbs);
 	// required when Beta > 0.
 	RefLogP [][]float32
+	// ISRatio, if not nil, is a per-token importance-sampling correction
+	// (see kernels.LossInput.ISRatio).
+	ISRatio [][]float32
 }
 
 // LossResult is what Accumulate computed, per token [seq][i] like its
@@ -118,6 +121,9 @@ func (l *Loss) check(seqs []TrainSeq) error {
 	if err := per("OldLogP", l.OldLogP, false); err != nil {
 		return err
 	}
+	if err := per("ISRatio", l.ISRatio, false); err != nil {
+		return err
+	}
 	return per("RefLogP", l.RefLogP, l.Beta != 0)
 }
 
@@ -126,8 +132,9 @@ func (l *Loss) check(seqs []TrainSeq) error {
 // left out), filled once per batch.
 type lossTensors struct {
 	p                   *Loss
-	rowSeq, rowI        []int32 // [N] each row's sequence and token index (from Start)
-	seg                 []int32 // [S+1] row offsets of the sequences
+	rowSeq, rowI        []int32   // [N] each row's sequence and token index (from Start)
+	is                  []float32 // [N] ISRatio, nil when not given
+	seg                 []int32   // [S+1] row offsets of the sequences
 	segScratch          []int32
 	logp, ent, old, ref []float32 // [N] inputs (logp, ent filled by the forward)
 	adv, weight         []float32 // [N]
@@ -159,6 +166,9 @@ func newLossTensors(seqs []TrainSeq, l *Loss) *lossTensors {
 			if l.Beta != 0 {
 				lt.ref = append(lt.ref, l.RefLogP[s][i])
 			}
+			if l.ISRatio != nil {
+				lt.is = append(lt.is, l.ISRatio[s][i])
+			}
 		}
 		lt.seg = append(lt.seg, int32(len(lt.rowSeq)))
 	}
@@ -179,6 +189,9 @@ func (lt *lossTensors) in(lo, hi int, seqs [2]int) kernels.LossInput {
 	}
 	if lt.ref != nil {
 		in.RefLogP = lt.ref[lo:hi]
+	}
+	if lt.is != nil {
+		in.ISRatio = lt.is[lo:hi]
 	}
 	if seqs[1] > seqs[0] {
 		lt.segScratch = lt.segScratch[:0]

@@ -35,7 +35,8 @@ func lossTotal(t *testing.T, seqs []TrainSeq, loss Loss, logp, ent [][]float32) 
 
 // grpoLoss builds a Loss over seqs: old log-probs at base − δ (δ from
 // deltas, per token, or one per sequence when perSeq), reference log-probs
-// near base, per-token advantages of both signs, weights 1/N.
+// near base, per-token advantages of both signs, IS corrections in
+// [0.8, 1.2], weights 1/N.
 func grpoLoss(rng *rand.Rand, p kernels.LossParams, seqs []TrainSeq, base [][]float32, deltas []float32, perSeq bool) Loss {
 	l := Loss{LossParams: p}
 	n := 0
@@ -44,7 +45,7 @@ func grpoLoss(rng *rand.Rand, p kernels.LossParams, seqs []TrainSeq, base [][]fl
 	}
 	for s, seq := range seqs {
 		k := seq.Scored()
-		old, rf, adv, w := make([]float32, k), make([]float32, k), make([]float32, k), make([]float32, k)
+		old, rf, adv, w, is := make([]float32, k), make([]float32, k), make([]float32, k), make([]float32, k), make([]float32, k)
 		for i := range k {
 			d := deltas[rng.IntN(len(deltas))]
 			if perSeq {
@@ -54,7 +55,9 @@ func grpoLoss(rng *rand.Rand, p kernels.LossParams, seqs []TrainSeq, base [][]fl
 			rf[i] = base[s][i] + float32(0.4*rng.Float64()-0.2)
 			adv[i] = float32(2*rng.Float64() - 1)
 			w[i] = 1 / float32(n)
+			is[i] = float32(0.8 + 0.4*rng.Float64())
 		}
+		l.ISRatio = append(l.ISRatio, is)
 		l.OldLogP, l.RefLogP = append(l.OldLogP, old), append(l.RefLogP, rf)
 		l.Adv, l.Weight = append(l.Adv, adv), append(l.Weight, w)
 	}
@@ -66,9 +69,9 @@ func grpoLoss(rng *rand.Rand, p kernels.LossParams, seqs []TrainSeq, base [][]fl
 // backward → the model) against central differences of the plain-Go loss
 // of the model's log-probs and entropies, in Full mode on a micro model
 // with the float64-accumulating reference backend, at a temperature, with
-// a masked token: SAPO at token level (smooth everywhere) and the clipped
-// objective with sequence-level ratios inside the clip range, each with
-// the KL and entropy terms. Step and tolerance as
+// a masked token and IS corrections: SAPO at token level (smooth
+// everywhere) and the clipped objective with sequence-level ratios inside
+// the clip range and the bias-corrected KL, each with KL and entropy terms. Step and tolerance as
 // TestFullGradientsFiniteDifferences (1e-2; 3e-3 abs + 3e-2 rel).
 func TestLossGradientsFiniteDifferences(t *testing.T) {
 	for _, tc := range []struct {
@@ -79,7 +82,7 @@ func TestLossGradientsFiniteDifferences(t *testing.T) {
 	}{
 		{"sapo_kl_entropy", kernels.LossParams{Objective: kernels.ObjectiveSAPO, SAPOTauPos: 1, SAPOTauNeg: 1.05, Beta: 0.2, EntropyCoef: 0.3},
 			[]float32{-0.4, -0.1, 0.2, 0.5}, false},
-		{"gspo_kl_entropy", kernels.LossParams{Objective: kernels.ObjectiveClipped, EpsLow: 0.2, EpsHigh: 0.28, SequenceRatio: true, Beta: 0.1, EntropyCoef: -0.2},
+		{"gspo_biaskl_entropy", kernels.LossParams{Objective: kernels.ObjectiveClipped, EpsLow: 0.2, EpsHigh: 0.28, SequenceRatio: true, Beta: 0.1, EntropyCoef: -0.2, KLBiasCorrection: true},
 			[]float32{0.02, -0.05}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

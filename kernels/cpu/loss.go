@@ -49,6 +49,9 @@ func policyLossSeq(out kernels.LossOutput, in kernels.LossInput, p *kernels.Loss
 			m, d := mask(t), delta(t)
 			sum += m * d
 			clamped += m * math.Min(math.Max(d, -20), 20)
+			if in.ISRatio != nil {
+				clamped += m * math.Min(math.Max(math.Log(float64(in.ISRatio[t])), math.Log(1e-8)), 20)
+			}
 			cnt += m
 		}
 		seqLogW = sum / math.Max(cnt, 1)
@@ -120,12 +123,21 @@ func policyLossSeq(out kernels.LossOutput, in kernels.LossInput, p *kernels.Loss
 		case kernels.ObjectivePG:
 			l, direct = -a*lp, -a
 		}
+		if in.ISRatio != nil && p.Objective != kernels.ObjectiveVESPO {
+			rho := float64(in.ISRatio[t])
+			l, dw, direct = l*rho, dw*rho, direct*rho
+		}
 		var kl float64
 		if beta != 0 {
 			x := float64(in.RefLogP[t]) - lp
 			ex := math.Exp(x)
 			kl = ex - x - 1
-			direct += beta * (1 - ex)
+			dkl := 1 - ex
+			if p.KLBiasCorrection {
+				dw += beta * kl
+				kl, dkl = w*kl, w*dkl
+			}
+			direct += beta * dkl
 		}
 		var h float64
 		if coef != 0 {

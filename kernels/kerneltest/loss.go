@@ -17,13 +17,14 @@ type lossCase struct {
 	old    bool // OldLogP given (else on-policy)
 	seqAdv bool // one advantage per sequence
 	mask   bool // a Mask with zeros
+	is     bool // an ISRatio
 }
 
 func lossCases() []lossCase {
 	clipped := kernels.LossParams{Objective: kernels.ObjectiveClipped, EpsLow: 0.2, EpsHigh: 0.28}
 	var cs []lossCase
 	add := func(name string, p kernels.LossParams, old, seqAdv, mask bool) {
-		cs = append(cs, lossCase{name, p, old, seqAdv, mask})
+		cs = append(cs, lossCase{name, p, old, seqAdv, mask, false})
 	}
 	add("clipped_onpolicy", clipped, false, true, false)
 	add("clipped", clipped, true, false, false)
@@ -41,6 +42,14 @@ func lossCases() []lossCase {
 	add("sapo", kernels.LossParams{Objective: kernels.ObjectiveSAPO, SAPOTauPos: 1, SAPOTauNeg: 1.05, EntropyCoef: -0.02}, true, false, false)
 	add("vespo", kernels.LossParams{Objective: kernels.ObjectiveVESPO, VESPOKPos: 2, VESPOLambdaPos: 3, VESPOKNeg: 3, VESPOLambdaNeg: 2}, true, true, true)
 	add("pg", kernels.LossParams{Objective: kernels.ObjectivePG}, false, false, false)
+	// TRL's vLLM IS correction and the bias-corrected KL.
+	bias := kl
+	bias.KLBiasCorrection = true
+	cs = append(cs, lossCase{"clipped_is_biaskl", bias, true, false, false, true})
+	gspoBias := gspo
+	gspoBias.KLBiasCorrection = true
+	cs = append(cs, lossCase{"gspo_is_biaskl", gspoBias, true, true, true, true})
+	cs = append(cs, lossCase{"vespo_is", kernels.LossParams{Objective: kernels.ObjectiveVESPO, VESPOKPos: 2, VESPOLambdaPos: 3, VESPOKNeg: 3, VESPOLambdaNeg: 2, Beta: 0.1}, true, false, true, true})
 	return cs
 }
 
@@ -98,6 +107,9 @@ func lossInputs(rng *rand.Rand, c lossCase, segs int) (kernels.LossInput, int) {
 		}
 	}
 	in.Weight = f(func() float64 { return rng.Float64() / 50 })
+	if c.is {
+		in.ISRatio = f(func() float64 { return 0.5 + rng.Float64() })
+	}
 	if c.mask {
 		in.Mask = make([]float32, n)
 		for i := range in.Mask {
@@ -123,7 +135,8 @@ func newLossOutput(n int) kernels.LossOutput {
 // PolicyLoss checks every output of PolicyLoss against the reference, for
 // each objective, token- and sequence-level ratios, on- and off-policy,
 // per-token and per-sequence advantages, with KL and entropy terms, with a
-// mask, on batches with empty sequences; clip flags exactly. It also checks
+// mask, with an IS correction and the bias-corrected KL, on batches with
+// empty sequences; clip flags exactly. It also checks
 // that a token-level loss over a batch equals the loss over any split of it
 // into chunks (what the model relies on to evaluate it chunk by chunk).
 func PolicyLoss(t *testing.T, b kernels.Backend) {
@@ -158,6 +171,9 @@ func PolicyLoss(t *testing.T, b kernels.Backend) {
 						Adv: in.Adv[lo:hi], Weight: in.Weight[lo:hi]}
 					if in.OldLogP != nil {
 						sub.OldLogP = in.OldLogP[lo:hi]
+					}
+					if in.ISRatio != nil {
+						sub.ISRatio = in.ISRatio[lo:hi]
 					}
 					o := kernels.LossOutput{Loss: chunk.Loss[lo:hi], DLogP: chunk.DLogP[lo:hi], DEntropy: chunk.DEntropy[lo:hi],
 						Ratio: chunk.Ratio[lo:hi], KL: chunk.KL[lo:hi], Clip: chunk.Clip[lo:hi], Phi: chunk.Phi[lo:hi]}

@@ -58,11 +58,15 @@ func (Backend) PolicyLoss(out kernels.LossOutput, in kernels.LossInput, p kernel
 			}
 		}
 	}
+	vespoW := make([]float64, n) // VESPO's sequence ratio
 	if p.Objective == kernels.ObjectiveVESPO {
 		for _, sg := range segs {
 			var sum float64
 			for t := sg[0]; t < sg[1]; t++ {
 				sum += mask(t) * math.Min(math.Max(delta(t), -20), 20)
+				if in.ISRatio != nil {
+					sum += mask(t) * math.Min(math.Max(math.Log(float64(in.ISRatio[t])), math.Log(1e-8)), 20)
+				}
 			}
 			lw := math.Min(math.Max(sum, math.Log(1e-8)), 20)
 			w := math.Exp(lw)
@@ -76,11 +80,11 @@ func (Backend) PolicyLoss(out kernels.LossOutput, in kernels.LossInput, p kernel
 				if math.IsNaN(f) || math.IsInf(f, 0) {
 					f = 0
 				}
-				logw[t], phi[t] = lw, f
+				vespoW[t], phi[t] = w, f
 			}
 		}
 	}
-	// dldw[t] = Weight_t · dℓ_t/dw (for the ratio's chain rule); dlogp
+	// dldw[t] = Weight_t · d(loss_t)/dw (for the ratio's chain rule); dlogp
 	// collects the direct terms.
 	dldw := make([]float64, n)
 	dlogp := make([]float64, n)
@@ -88,7 +92,7 @@ func (Backend) PolicyLoss(out kernels.LossOutput, in kernels.LossInput, p kernel
 	for t := range n {
 		a, wt, lp := adv(t), float64(in.Weight[t]), float64(in.LogP[t])
 		w := math.Exp(logw[t])
-		var l, dw float64 // ℓ and dℓ/dw
+		var l, dw, direct float64 // ℓ, dℓ/dw and ∂ℓ/∂logp at fixed w
 		ratio := w
 		var clip uint8
 		switch p.Objective {
@@ -118,8 +122,7 @@ func (Backend) PolicyLoss(out kernels.LossOutput, in kernels.LossInput, p kernel
 			}
 		case kernels.ObjectiveCISPO:
 			c := math.Min(w, float64(p.EpsHigh))
-			l = -c * a * lp
-			dlogp[t] += wt * (-c * a)
+			l, direct = -c*a*lp, -c*a
 			if w > float64(p.EpsHigh) && a > 0 {
 				clip |= kernels.ClipHigh
 			}
@@ -132,18 +135,26 @@ func (Backend) PolicyLoss(out kernels.LossOutput, in kernels.LossInput, p kernel
 			l = -(4 / tau) * sg * a
 			dw = -4 * sg * (1 - sg) * a
 		case kernels.ObjectiveVESPO:
-			l = -phi[t] * a * lp
-			dlogp[t] += wt * (-phi[t] * a)
+			l, direct = -phi[t]*a*lp, -phi[t]*a
 		case kernels.ObjectivePG:
-			l = -a * lp
-			dlogp[t] += wt * (-a)
+			l, direct = -a*lp, -a
+		}
+		if in.ISRatio != nil && p.Objective != kernels.ObjectiveVESPO {
+			rho := float64(in.ISRatio[t])
+			l, dw, direct = l*rho, dw*rho, direct*rho
 		}
 		var kl float64
 		if p.Beta != 0 {
 			x := float64(in.RefLogP[t]) - lp
 			kl = math.Exp(x) - x - 1
-			dlogp[t] += wt * float64(p.Beta) * (1 - math.Exp(x))
+			dkl := 1 - math.Exp(x)
+			if p.KLBiasCorrection { // β·w·KL: through KL at fixed w, and through w
+				dw += float64(p.Beta) * kl
+				kl, dkl = w*kl, w*dkl
+			}
+			direct += float64(p.Beta) * dkl
 		}
+		dlogp[t] += wt * direct
 		var h float64
 		if p.EntropyCoef != 0 {
 			h = float64(in.Entropy[t])
@@ -155,7 +166,7 @@ func (Backend) PolicyLoss(out kernels.LossOutput, in kernels.LossInput, p kernel
 		}
 		if out.Ratio != nil {
 			if p.Objective == kernels.ObjectiveVESPO {
-				ratio = math.Exp(logw[t])
+				ratio = vespoW[t]
 			}
 			out.Ratio[t] = float32(ratio)
 		}

@@ -75,6 +75,21 @@ func TestPolicyLossHand(t *testing.T) {
 		assert.InDelta(t, -0.1*0.5, out.DEntropy[0], 1e-7)
 	})
 
+	t.Run("is_ratio_bias_kl", func(t *testing.T) {
+		// PG with A = 1 and ρ = 0.5: ℓ = −0.5·logp; w = 2 (δ = log 2) and
+		// β = 1 with ref = logp: KL = 0 but d(w·KL)/dlogp = w·(1 − 1) + KL·w = 0;
+		// with ref = logp + log 2: KL = 1 − log 2, the term is w·KL and its
+		// derivative w·(1 − 2) + KL·w.
+		l2 := float32(math.Log(2))
+		in := kernels.LossInput{LogP: []float32{-1}, OldLogP: []float32{-1 - l2}, RefLogP: []float32{-1 + l2}, Adv: []float32{1},
+			Weight: []float32{1}, ISRatio: []float32{0.5}}
+		out := lossRun(in, kernels.LossParams{Objective: kernels.ObjectivePG, Beta: 1, KLBiasCorrection: true}, 1)
+		kl := 1 - math.Log(2)
+		assert.InDelta(t, 0.5*1+2*kl, out.Loss[0], 1e-6)
+		assert.InDelta(t, -0.5+2*(1-2)+kl*2, out.DLogP[0], 1e-6)
+		assert.InDelta(t, 2*kl, out.KL[0], 1e-6, "the logged KL includes the correction, as TRL's")
+	})
+
 	t.Run("gspo", func(t *testing.T) {
 		// One sequence, δ = (0.2, −0.4): w = e^−0.1 inside the clip range,
 		// ℓ = −w·A per token; d/dlogp_u = Σ_t(−A·w)·(1/2).
@@ -121,18 +136,22 @@ func TestPolicyLossFiniteDifferences(t *testing.T) {
 	withDelta.Delta = 1.2
 	gspo := clip
 	gspo.SequenceRatio = true
+	biasKL := clip
+	biasKL.KLBiasCorrection = true
+	gspoBias := gspo
+	gspoBias.KLBiasCorrection = true
 	for _, tc := range []struct {
 		name string
 		p    kernels.LossParams
 	}{
-		{"clipped", clip}, {"delta", withDelta}, {"gspo", gspo},
+		{"clipped", clip}, {"delta", withDelta}, {"gspo", gspo}, {"bias_kl", biasKL}, {"gspo_bias_kl", gspoBias},
 		{"sapo", kernels.LossParams{Objective: kernels.ObjectiveSAPO, SAPOTauPos: 1, SAPOTauNeg: 1.05, Beta: 0.1}},
 		{"pg", kernels.LossParams{Objective: kernels.ObjectivePG, Beta: 0.2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			seg := []int32{0, 3, 3, 7, 12}
 			n := 12
-			in := kernels.LossInput{Seg: seg, SeqAdv: []float32{0.7, -0.3, -1.1, 0.4}}
+			in := kernels.LossInput{Seg: seg, SeqAdv: []float32{0.7, -0.3, -1.1, 0.4}, ISRatio: make([]float32, 12)}
 			for s := 0; s+1 < len(seg); s++ {
 				for i := seg[s]; i < seg[s+1]; i++ {
 					lp := -0.5 - 0.4*float32(i)
@@ -145,6 +164,7 @@ func TestPolicyLossFiniteDifferences(t *testing.T) {
 					in.OldLogP = append(in.OldLogP, lp-d)
 					in.RefLogP = append(in.RefLogP, lp+0.3*float32(i%3)-0.2)
 					in.Weight = append(in.Weight, 0.1+0.05*float32(i%4))
+					in.ISRatio[i] = 0.7 + 0.1*float32(i%5)
 				}
 			}
 			out := lossRun(in, tc.p, n)
