@@ -63,11 +63,12 @@ func (s TrainSeq) Scored() int { return len(s.IDs) - s.Start }
 
 // Trainable runs training passes over a Model: forward with saved (or
 // recomputable) activations, per-token log-probs and entropies, and a
-// backward from per-token loss weights that accumulates (+=) gradients into
-// the trainable parameters. It is loss-agnostic: the caller turns log-probs
-// into d loss / d logp. If Backward or Accumulate fail midway (a cancelled
-// context), the gradients hold part of the batch: call ZeroGrad. Not safe
-// for concurrent use; while it trains, the Model must not run inference in
+// backward that accumulates (+=) gradients into the trainable parameters,
+// either from a Loss the backend evaluates over per-token tensors
+// (Accumulate) or from the caller's own d loss / d logp (Forward,
+// Backward). If Backward or Accumulate fail midway (a cancelled context),
+// the gradients hold part of the batch: call ZeroGrad. Not safe for
+// concurrent use; while it trains, the Model must not run inference in
 // other goroutines.
 type Trainable struct {
 	m    *Model
