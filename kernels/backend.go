@@ -148,7 +148,7 @@ type AttentionGradSeq struct {
 	Start int
 }
 
-// SamplingParams selects the distribution Sample draws from. Filters apply
+// SamplingParams selects the distribution SampleRows draws from. Filters apply
 // in the order Hugging Face's generate applies them: temperature, top-k,
 // top-p, min-p. A zero field disables its filter.
 type SamplingParams struct {

@@ -247,7 +247,7 @@ func (m *Model) Generate(ctx context.Context, reqs []Request, opts BatchOptions)
 	return out, nil
 }
 
-// anyFinite reports whether some logit is finite (Sample needs one).
+// anyFinite reports whether some logit is finite (SampleRows needs one).
 func anyFinite(row []float32) bool {
 	for _, v := range row {
 		if !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0) {

@@ -195,7 +195,7 @@ func TestGreedyMatchesReference(t *testing.T) {
 			assert.False(t, out[0].Stopped)
 			assert.Equal(t, append(append([]int32{}, want.Greedy.PromptIDs...), want.Greedy.Tokens...), seq.Tokens)
 			for _, lp := range out[0].LogProbs {
-				assert.Zero(t, lp, "greedy log-probs are 0 by the Sample contract")
+				assert.Zero(t, lp, "greedy log-probs are 0 by the SampleRows contract")
 			}
 		})
 	}
