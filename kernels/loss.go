@@ -54,17 +54,19 @@ func (o Objective) String() string {
 //
 //	loss_t = Weight_t · (ρ_t·ℓ_t + Beta·KL_t − EntropyCoef·H_t)
 //
-// with KL_t = exp(ref−logp) − (ref−logp) − 1 (the k3 estimator of
-// KL(π‖π_ref)) and H_t the token's entropy. Aggregation (TRL's grpo, bnpo,
-// dapo, ... normalisers) lives in the caller's Weight, so the total loss is
-// Σ_t loss_t.
+// with ρ_t the optional IS correction (LossInput.ISRatio, else 1), KL_t =
+// exp(ref−logp) − (ref−logp) − 1 (the k3 estimator of KL(π‖π_ref)) and
+// H_t the token's entropy. Aggregation (TRL's grpo, bnpo, dapo, ...
+// normalisers) lives in the caller's Weight, so the total loss is
+// Σ_t loss_t. The gradient treats OldLogP, RefLogP, advantages, weights
+// and ρ as constants.
 type LossParams struct {
 	Objective Objective
 	// SequenceRatio uses one importance ratio per sequence (GSPO, TRL's
 	// importance_sampling_level="sequence"): w = exp(Σ mask·(logp−old) /
 	// max(Σ mask, 1)) over the sequence's tokens, with gradient flowing to
 	// every masked-in token. Only with ObjectiveClipped or ObjectivePG (the
-	// latter ignores w). Needs LossInput.Seg and Mask.
+	// latter ignores w). Needs LossInput.Seg (Mask nil counts every token).
 	SequenceRatio bool
 	EpsLow        float32 // ObjectiveClipped: lower clip 1−EpsLow
 	EpsHigh       float32 // ObjectiveClipped: upper clip 1+EpsHigh; ObjectiveCISPO: the cap on w
