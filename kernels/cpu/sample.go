@@ -1,7 +1,6 @@
 package cpu
 
 import (
-	"fmt"
 	"math"
 	"slices"
 
@@ -36,17 +35,7 @@ func (b *Backend) Argmax(x []float32) int32 {
 // log-sum-exp as LogSoftmaxGather takes it, so on this backend it equals
 // Scale then LogSoftmaxGather bit for bit.
 func (b *Backend) SampleRows(ids []int32, logp, fullLogp, logits []float32, params []kernels.SamplingParams, u []float64, rows, v int) {
-	const op = "SampleRows"
-	needDims(op, rows, v)
-	need(op, "logits", len(logits), rows*v)
-	need(op, "ids", len(ids), rows)
-	need(op, "logp", len(logp), rows)
-	need(op, "fullLogp", len(fullLogp), rows)
-	need(op, "params", len(params), rows)
-	need(op, "u", len(u), rows)
-	for r := range rows {
-		checkSampling(op, v, params[r], u[r])
-	}
+	kernels.CheckSampleRows(ids, logp, fullLogp, logits, params, u, rows, v)
 	b.parallelForWorker(rows, func(w, lo, hi int) {
 		buf := b.scratch(w, 2*v)
 		keep, scaled := buf[:v], buf[v:]
@@ -319,18 +308,5 @@ func topPSorted(keep []float32, idx []int32, ev []float64, s, topP float64, pos 
 			continue
 		}
 		cum += ev[q] / s
-	}
-}
-
-// checkSampling panics on parameters no caller should pass; user-facing
-// configuration is validated before it reaches a kernel.
-func checkSampling(op string, v int, p kernels.SamplingParams, u float64) {
-	switch {
-	case v == 0:
-		panic("kernels/cpu: " + op + ": empty logits")
-	case !(p.Temperature >= 0), p.TopK < 0, !(p.TopP >= 0 && p.TopP <= 1), !(p.MinP >= 0 && p.MinP <= 1):
-		panic(fmt.Sprintf("kernels/cpu: %s: invalid sampling parameters %+v", op, p))
-	case !(u >= 0 && u < 1):
-		panic(fmt.Sprintf("kernels/cpu: %s: u = %v outside [0,1)", op, u))
 	}
 }

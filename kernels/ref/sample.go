@@ -1,7 +1,6 @@
 package ref
 
 import (
-	"fmt"
 	"math"
 	"slices"
 
@@ -25,14 +24,7 @@ func (Backend) Argmax(x []float32) int32 {
 // SampleRows draws one token per row of logits[R,V] (row r under params[r]
 // with u[r]) by sampleRow, row after row.
 func (b Backend) SampleRows(ids []int32, logp, fullLogp, logits []float32, params []kernels.SamplingParams, u []float64, rows, v int) {
-	const op = "SampleRows"
-	needDims(op, rows, v)
-	need(op, "logits", len(logits), rows*v)
-	need(op, "ids", len(ids), rows)
-	need(op, "logp", len(logp), rows)
-	need(op, "fullLogp", len(fullLogp), rows)
-	need(op, "params", len(params), rows)
-	need(op, "u", len(u), rows)
+	kernels.CheckSampleRows(ids, logp, fullLogp, logits, params, u, rows, v)
 	for r := range rows {
 		ids[r], logp[r], fullLogp[r] = b.sampleRow(logits[r*v:(r+1)*v], params[r], u[r])
 	}
@@ -57,9 +49,7 @@ func (b Backend) SampleRows(ids []int32, logp, fullLogp, logits []float32, param
 // full log-probability z − max z − log S_all with S_all the sum of e over
 // every finite token (at temperature 1 under greedy).
 func (b Backend) sampleRow(logits []float32, p kernels.SamplingParams, u float64) (id int32, logp, full float32) {
-	const op = "SampleRows"
 	v := len(logits)
-	checkSampling(op, v, p, u)
 	if p.Temperature == 0 {
 		id := b.Argmax(logits)
 		return id, 0, float32(float64(logits[id]) - logSumExp(logits))
@@ -155,17 +145,4 @@ func (b Backend) sampleRow(logits []float32, p kernels.SamplingParams, u float64
 		}
 	}
 	return int32(pick), float32(z[pick] - zmax - math.Log(s)), float32(z[pick] - zmax - math.Log(sAll))
-}
-
-// checkSampling panics on parameters no caller should pass; user-facing
-// configuration is validated before it reaches a kernel.
-func checkSampling(op string, v int, p kernels.SamplingParams, u float64) {
-	switch {
-	case v == 0:
-		panic("kernels/ref: " + op + ": empty logits")
-	case !(p.Temperature >= 0), p.TopK < 0, !(p.TopP >= 0 && p.TopP <= 1), !(p.MinP >= 0 && p.MinP <= 1):
-		panic(fmt.Sprintf("kernels/ref: %s: invalid sampling parameters %+v", op, p))
-	case !(u >= 0 && u < 1):
-		panic(fmt.Sprintf("kernels/ref: %s: u = %v outside [0,1)", op, u))
-	}
 }
