@@ -130,8 +130,7 @@ func (p *player) finetune(ctx context.Context, cfg config, out io.Writer) error 
 			scored += count(seqs[i].Mask)
 			tokens += len(seqs[i].IDs)
 		}
-		w := -1 / float32(scored)
-		logp, _, err := tr.Accumulate(ctx, seqs, func(_, _ int, _, _ float32) float32 { return w })
+		res, err := tr.Accumulate(ctx, seqs, model.SFTLoss(seqs)) // mean NLL of the masked-in tokens
 		if err != nil {
 			return err
 		}
@@ -142,23 +141,10 @@ func (p *player) finetune(ctx context.Context, cfg config, out io.Writer) error 
 		tr.ZeroGrad()
 		if (step+1)%cfg.LogEvery == 0 || step == 0 || step+1 == cfg.Steps {
 			fmt.Fprintf(out, "step %4d  loss %.4f  lr %.2e  grad-norm %.2f  %.0f tok/s\n",
-				step+1, meanNLL(logp, seqs, scored), st.LR, st.GradNorm, float64(tokens)/time.Since(begin).Seconds())
+				step+1, res.Loss, st.LR, st.GradNorm, float64(tokens)/time.Since(begin).Seconds())
 		}
 	}
 	return nil
-}
-
-// meanNLL is the mean negative log-likelihood of the scored tokens.
-func meanNLL(logp [][]float32, seqs []model.TrainSeq, scored int) float64 {
-	var s float64
-	for i, lp := range logp {
-		for j, v := range lp {
-			if seqs[i].Mask[j] {
-				s -= float64(v)
-			}
-		}
-	}
-	return s / float64(scored)
 }
 
 func count(mask []bool) int {
