@@ -39,6 +39,10 @@ bench: setup
 	$(GO) run ./model/cmd/bench -random qwen3-0.6b -dtype bf16 -threads 2 -p 512 -n 64 -b 1,8,64 -r 3
 	$(GO) run ./model/cmd/trainbench -shape tiny -dtype f32 -seqs 1 -len 512 -steps 3 -checkpoint=false
 	$(GO) run ./model/cmd/trainbench -shape qwen3-0.6b -dtype f32 -seqs 1 -len 512 -steps 3 -checkpoint=false
+	# the OpenEnv server under load (env/cmd/envload; BENCHMARKS.md "OpenEnv server at scale")
+	$(GO) run ./env/cmd/envload -env echo -sessions 64 -duration 10s
+	$(GO) run ./env/cmd/envload -env echo -sessions 1024 -duration 10s
+	$(GO) run ./env/cmd/envload -env wordle -sessions 1024 -duration 5s
 
 ## demo: the main job: a small Qwen3 learns Wordle through a guess tool, SFT warm start then
 ## GRPO, on the CPU with no download (see README, "The Wordle run").

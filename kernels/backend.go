@@ -73,23 +73,37 @@ type Backend interface {
 	// entropy[r] = −Σ p·log p of that row. The model calls it on chunks of
 	// rows so that a [T,V] buffer for the whole batch never exists.
 	LogSoftmaxGather(logp, entropy, logits []float32, targets []int32, rows, v int)
-	// LogSoftmaxGatherBackward: dlogits[R,V] = dlogp[r] · (onehot(targets[r]) − softmax(logits[r])).
+	// LogSoftmaxGatherBackward: the gradient of LogSoftmaxGather's outputs,
+	// dlogits[R,V] = dlogp[r]·(onehot(targets[r]) − p) + dentropy[r]·dH/dlogits
+	// with p = softmax(logits[r]) and dH/dlogits[i] = −p[i]·(log p[i] + H[r])
+	// (H the row's entropy). dentropy may be nil (no entropy term).
 	// dlogits may alias logits.
-	LogSoftmaxGatherBackward(dlogits, logits []float32, targets []int32, dlogp []float32, rows, v int)
+	LogSoftmaxGatherBackward(dlogits, logits []float32, targets []int32, dlogp, dentropy []float32, rows, v int)
 
 	// Softmax: x[R,V] replaced by softmax per row (in place).
 	Softmax(x []float32, rows, v int)
 	// Argmax returns the first index of the largest value in x (ties go to
 	// the lower index, as torch.argmax).
 	Argmax(x []float32) int32
-	// Sample draws one token id from logits[V] under p, using u, a uniform
-	// number in [0,1), as its only randomness (so a caller that owns one
-	// seeded stream per sequence gets the same token whatever the batch
-	// layout). It returns the id and its log-probability under the
-	// distribution actually sampled from (after temperature and filtering).
-	// With p.Temperature == 0 it is Argmax with log-prob 0. scratch, if not
-	// nil and at least V long, is used instead of allocating.
-	Sample(logits []float32, p SamplingParams, u float64, scratch []float32) (id int32, logprob float32)
+	// SampleRows draws one token for each row r of logits[R,V] under
+	// params[r], with u[r] ∈ [0,1) as its only randomness (so a caller that
+	// owns one seeded stream per sequence gets the same token whatever the
+	// batch layout). It writes ids[r]; logp[r], the token's log-probability
+	// under the distribution it was drawn from (temperature, then top-k,
+	// top-p, min-p; 0 under greedy); and fullLogp[r] =
+	// log_softmax(logits[r]/T)[ids[r]], the log-probability under the
+	// temperature-scaled unfiltered distribution, which is what training
+	// computes (T = params[r].Temperature, or 1 under greedy, as
+	// TrainOptions.Temperature 0 means 1). fullLogp − logp is the log of the
+	// probability mass the filters kept (0 without filters). Greedy
+	// (Temperature 0) rows take Argmax. Every row needs a finite logit.
+	SampleRows(ids []int32, logp, fullLogp, logits []float32, params []SamplingParams, u []float64, rows, v int)
+
+	// PolicyLoss evaluates the per-token policy-gradient loss of GRPO and
+	// its relatives (see LossParams, LossInput, LossOutput) over N tokens
+	// and writes each token's loss contribution and d loss / d logp (and
+	// d loss / d entropy) without a host round trip.
+	PolicyLoss(out LossOutput, in LossInput, p LossParams, n int)
 
 	// AdamW updates param[N] in place from grad[N] with first and second
 	// moments m[N], v[N] (decoupled weight decay, bias correction by step,
@@ -134,7 +148,7 @@ type AttentionGradSeq struct {
 	Start int
 }
 
-// SamplingParams selects the distribution Sample draws from. Filters apply
+// SamplingParams selects the distribution SampleRows draws from. Filters apply
 // in the order Hugging Face's generate applies them: temperature, top-k,
 // top-p, min-p. A zero field disables its filter.
 type SamplingParams struct {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/x/kernels"
 )
@@ -21,9 +20,19 @@ type Request struct {
 
 // Completion is what one Request generated.
 type Completion struct {
-	Tokens   []int32   // generated ids, the stop token included
-	LogProbs []float32 // [len(Tokens)] each token's log-prob under the distribution it was sampled from
-	Stopped  bool      // ended on a Stop token (otherwise on MaxNewTokens)
+	Tokens []int32 // generated ids, the stop token included
+	// LogProbs [len(Tokens)] are each token's log-prob under the
+	// distribution it was sampled from: temperature, then top-k, top-p and
+	// min-p (0 under greedy).
+	LogProbs []float32
+	// FullLogProbs [len(Tokens)] are each token's log-prob under the
+	// temperature-scaled unfiltered distribution, log_softmax(logits/T)
+	// (T = 1 under greedy): what Trainable and Model.LogProbs compute at
+	// the same temperature, so they serve as GRPO's old log-probs.
+	// FullLogProbs − LogProbs is the log of the probability mass the
+	// filters kept (0 without filters).
+	FullLogProbs []float32
+	Stopped      bool // ended on a Stop token (otherwise on MaxNewTokens)
 }
 
 // Finished is a request that completed during a Batch step.
@@ -66,11 +75,11 @@ type Batch struct {
 	active []slot
 	nextID int
 
-	caches  []*KVCache
-	feeds   [][]int32
-	rows    []int // per active slot: hidden row to sample from, −1 if none
-	hsel    []float32
-	scratch []float32
+	caches []*KVCache
+	feeds  [][]int32
+	rows   []int // per active slot: hidden row to sample from, −1 if none
+	hsel   []float32
+	smp    sampler
 }
 
 // NewBatch returns an empty Batch for m.
@@ -122,8 +131,9 @@ func (b *Batch) Add(req Request) (int, error) {
 	id := b.nextID
 	b.nextID++
 	b.queue = append(b.queue, slot{id: id, req: req, comp: Completion{
-		Tokens:   make([]int32, 0, min(req.MaxNewTokens, 4096)),
-		LogProbs: make([]float32, 0, min(req.MaxNewTokens, 4096)),
+		Tokens:       make([]int32, 0, min(req.MaxNewTokens, 4096)),
+		LogProbs:     make([]float32, 0, min(req.MaxNewTokens, 4096)),
+		FullLogProbs: make([]float32, 0, min(req.MaxNewTokens, 4096)),
 	}})
 	return id, nil
 }
@@ -179,7 +189,7 @@ func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 	hidden := b.r.Forward(b.caches, b.feeds)
 
 	// Sample for every sequence whose pending tokens are all in the cache.
-	C, V := b.m.Config.HiddenSize, b.m.Config.VocabSize
+	C := b.m.Config.HiddenSize
 	b.rows = b.rows[:0]
 	b.hsel = grow(b.hsel, len(b.active)*C)
 	row, nsel := 0, 0
@@ -194,29 +204,8 @@ func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 			b.rows = append(b.rows, -1)
 		}
 	}
-	const chunk = 64
-	b.scratch = grow(b.scratch, V)
-	for c0 := 0; c0 < nsel; c0 += chunk {
-		c1 := min(c0+chunk, nsel)
-		logits := b.r.Logits(b.hsel[c0*C:c1*C], c1-c0)
-		for i := range b.active {
-			k := b.rows[i]
-			if k < c0 || k >= c1 {
-				continue
-			}
-			s := &b.active[i]
-			row := logits[(k-c0)*V : (k-c0+1)*V]
-			if !anyFinite(row) {
-				return done, fmt.Errorf("model: request %d: no finite logit (non-finite weights?)", s.id)
-			}
-			id, lp := b.m.Backend.Sample(row, s.req.Sampling, s.req.Seq.uniform(), b.scratch)
-			s.req.Seq.Tokens = append(s.req.Seq.Tokens, id)
-			s.comp.Tokens = append(s.comp.Tokens, id)
-			s.comp.LogProbs = append(s.comp.LogProbs, lp)
-			if slices.Contains(s.req.Stop, id) {
-				s.comp.Stopped = true
-			}
-		}
+	if err := b.sample(nsel); err != nil {
+		return done, err
 	}
 	// Retire finished requests, freeing their slots.
 	kept := b.active[:0]
@@ -258,7 +247,7 @@ func (m *Model) Generate(ctx context.Context, reqs []Request, opts BatchOptions)
 	return out, nil
 }
 
-// anyFinite reports whether some logit is finite (Sample needs one).
+// anyFinite reports whether some logit is finite (SampleRows needs one).
 func anyFinite(row []float32) bool {
 	for _, v := range row {
 		if !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0) {

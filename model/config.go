@@ -29,6 +29,19 @@ type Config struct {
 	TorchDType        string  // torch_dtype / dtype as written ("bfloat16", "float32", ...)
 }
 
+// Special token ids of the named shapes (NamedConfig). Qwen3's tokenizer
+// and the project's tiny tokenizer (tokenizer.Tiny) end with the same 26
+// added tokens in the same order (<|endoftext|>, <|im_start|>, <|im_end|>,
+// ...); the first sits at 151643 in Qwen3's vocabulary and at 4096 − 26 in
+// the tiny one. A chat turn ends with <|im_end|>, which is therefore the
+// end-of-sequence id generation stops on. model does not import the
+// tokenizer package; its tests check these ids against it.
+const (
+	qwen3FirstAdded = 151643
+	tinyFirstAdded  = 4096 - 26
+	imEndOffset     = 2 // <|im_end|> among the added tokens
+)
+
 // rawConfig mirrors config.json; pointers tell absent from zero.
 type rawConfig struct {
 	ModelType         string          `json:"model_type"`

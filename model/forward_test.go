@@ -147,11 +147,7 @@ func TestLogProbsMatchReference(t *testing.T) {
 		t.Run(tb.name, func(t *testing.T) {
 			m := openTiny(t, tb.b)
 			toks := append(append([]int32{}, lp.PromptIDs...), lp.CompletionIDs...)
-			mask := make([]bool, len(toks))
-			for i := len(lp.PromptIDs); i < len(toks); i++ {
-				mask[i] = true
-			}
-			res, err := m.LogProbs(t.Context(), []Scored{{Tokens: toks, Mask: mask}}, LogProbsOptions{Entropy: true})
+			res, err := m.LogProbs(t.Context(), []Scored{{Tokens: toks, Start: len(lp.PromptIDs)}}, LogProbsOptions{Entropy: true})
 			require.NoError(t, err)
 			got := res[0].LogProbs[len(lp.PromptIDs):]
 			assertClose(t, got, lp.LogProbs, refAtol, refRtol, "logprobs")
@@ -199,7 +195,7 @@ func TestGreedyMatchesReference(t *testing.T) {
 			assert.False(t, out[0].Stopped)
 			assert.Equal(t, append(append([]int32{}, want.Greedy.PromptIDs...), want.Greedy.Tokens...), seq.Tokens)
 			for _, lp := range out[0].LogProbs {
-				assert.Zero(t, lp, "greedy log-probs are 0 by the Sample contract")
+				assert.Zero(t, lp, "greedy log-probs are 0 by the SampleRows contract")
 			}
 		})
 	}

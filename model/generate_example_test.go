@@ -62,8 +62,8 @@ func ExampleModel_LogProbs() {
 	}
 	defer m.Close()
 	tokens := []int32{1, 2, 3, 4, 5}
-	mask := []bool{false, false, false, true, true} // score tokens 3 and 4
-	res, err := m.LogProbs(context.Background(), []model.Scored{{Tokens: tokens, Mask: mask}}, model.LogProbsOptions{Entropy: true})
+	// Score tokens 3 and 4 (a Mask, if given, would count from Start too).
+	res, err := m.LogProbs(context.Background(), []model.Scored{{Tokens: tokens, Start: 3}}, model.LogProbsOptions{Entropy: true})
 	if err != nil {
 		log.Fatal(err)
 	}

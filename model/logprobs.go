@@ -3,19 +3,31 @@ package model
 import (
 	"context"
 	"fmt"
+	"math"
 )
 
-// Scored is one token sequence to score by teacher forcing.
+// Scored is one token sequence to score by teacher forcing: tokens
+// Tokens[t], t ≥ Start, each by its log-prob after Tokens[:t].
+//
+// Its mask follows TrainSeq's convention: Mask counts from Start.
 type Scored struct {
 	Tokens []int32
-	// Mask[t] selects token t (t ≥ 1) for scoring; nil scores every token
-	// from 1 on. Unselected positions cost no lm_head work.
+	// Start is the first scored token; 0 means 1 (every token that has a
+	// context).
+	Start int
+	// Mask, if not nil, has len(Tokens)−Start entries (Start taken as 1
+	// when 0); Mask[j] selects token Start+j. Unselected tokens read 0 and
+	// cost no lm_head work.
 	Mask []bool
 }
 
+// first is the first scored token index.
+func (s Scored) first() int { return max(s.Start, 1) }
+
 // TokenLogProbs are the per-token results for one Scored sequence.
 type TokenLogProbs struct {
-	// LogProbs[t] = log p(Tokens[t] | Tokens[:t]) for selected t, 0 elsewhere; [len(Tokens)].
+	// LogProbs[t] = log p(Tokens[t] | Tokens[:t]) for scored t, 0 elsewhere;
+	// [len(Tokens)], indexed by token (not from Start).
 	LogProbs []float32
 	// Entropy[t] is the entropy of the distribution over Tokens[t]'s
 	// position; [len(Tokens)], nil unless LogProbsOptions.Entropy.
@@ -32,6 +44,11 @@ type LogProbsOptions struct {
 	// ChunkRows bounds the lm_head rows computed at once, so a [T, V]
 	// buffer for the whole batch never exists; 0 means 64.
 	ChunkRows int
+	// Temperature divides the logits before the log-softmax; 0 means 1.
+	// It is TrainOptions.Temperature's setting, applied the same way
+	// (logits scaled by 1/T), so both score the distribution that sampling
+	// at T reports in Completion.FullLogProbs.
+	Temperature float32
 }
 
 // LogProbs computes teacher-forced per-token log-probs (and entropies) of
@@ -45,13 +62,22 @@ func (m *Model) LogProbs(ctx context.Context, seqs []Scored, opts LogProbsOption
 	if opts.ChunkRows <= 0 {
 		opts.ChunkRows = 64
 	}
+	if opts.Temperature < 0 || math.IsNaN(float64(opts.Temperature)) || math.IsInf(float64(opts.Temperature), 0) {
+		return nil, fmt.Errorf("model: logprobs temperature %v: must be finite and ≥ 0", opts.Temperature)
+	}
+	if opts.Temperature == 0 {
+		opts.Temperature = 1
+	}
 	out := make([]TokenLogProbs, len(seqs))
 	for i, s := range seqs {
 		if err := m.CheckTokens(s.Tokens); err != nil {
 			return nil, fmt.Errorf("model: logprobs sequence %d: %w", i, err)
 		}
-		if s.Mask != nil && len(s.Mask) != len(s.Tokens) {
-			return nil, fmt.Errorf("model: logprobs sequence %d: mask of %d for %d tokens", i, len(s.Mask), len(s.Tokens))
+		if s.Start < 0 || (len(s.Tokens) > 0 && s.first() > len(s.Tokens)) {
+			return nil, fmt.Errorf("model: logprobs sequence %d: start %d outside [0, %d]", i, s.Start, len(s.Tokens))
+		}
+		if s.Mask != nil && len(s.Mask) != len(s.Tokens)-s.first() {
+			return nil, fmt.Errorf("model: logprobs sequence %d: mask of %d entries, want len(Tokens) − Start = %d", i, len(s.Mask), len(s.Tokens)-s.first())
 		}
 		out[i].LogProbs = make([]float32, len(s.Tokens))
 		if opts.Entropy {
@@ -60,7 +86,7 @@ func (m *Model) LogProbs(ctx context.Context, seqs []Scored, opts LogProbsOption
 	}
 	r := m.NewRunner()
 	r.NoAdapters = opts.NoAdapters
-	g := &gatherer{r: r, out: out, rows: opts.ChunkRows, entropy: opts.Entropy}
+	g := &gatherer{r: r, out: out, rows: opts.ChunkRows, entropy: opts.Entropy, invT: 1 / opts.Temperature}
 	type running struct {
 		seq   int
 		fed   int
@@ -122,7 +148,7 @@ func (m *Model) LogProbs(ctx context.Context, seqs []Scored, opts LogProbsOption
 			toks := seqs[a.seq].Tokens
 			for j := range counts[i] {
 				p := a.fed + j // hidden row predicts token p+1
-				if t := p + 1; t < len(toks) && (seqs[a.seq].Mask == nil || seqs[a.seq].Mask[t]) {
+				if t, sc := p+1, seqs[a.seq]; t >= sc.first() && t < len(toks) && (sc.Mask == nil || sc.Mask[t-sc.first()]) {
 					g.add(hidden, row, a.seq, t, toks[t])
 				}
 				row++
@@ -150,6 +176,7 @@ type gatherer struct {
 	out     []TokenLogProbs
 	rows    int
 	entropy bool
+	invT    float32 // 1 / temperature
 
 	h       []float32 // [rows, C]
 	targets []int32   // [rows]
@@ -179,6 +206,9 @@ func (g *gatherer) flush() {
 	}
 	v := g.r.m.Config.VocabSize
 	logits := g.r.Logits(g.h, n)
+	if g.invT != 1 {
+		g.r.m.Backend.Scale(logits[:n*v], g.invT)
+	}
 	g.logp = grow(g.logp, n)
 	var ent []float32
 	if g.entropy {

@@ -20,8 +20,11 @@ func TestLogProbsChunkingAndBatching(t *testing.T) {
 			var seqs []Scored
 			for i, n := range []int{9, 1, 17, 4, 0, 12} {
 				s := Scored{Tokens: randomTokens(rng, n, V)}
-				if i%2 == 0 {
-					s.Mask = make([]bool, n)
+				if i == 2 {
+					s.Start = 5
+				}
+				if i%2 == 0 && n > 0 {
+					s.Mask = make([]bool, n-s.first()) // counts from Start
 					for j := range s.Mask {
 						s.Mask[j] = rng.IntN(2) == 0
 					}
@@ -39,7 +42,7 @@ func TestLogProbsChunkingAndBatching(t *testing.T) {
 				logits, err := m.Logits(s.Tokens, Options{})
 				require.NoError(t, err)
 				for p := 1; p < len(s.Tokens); p++ {
-					if s.Mask != nil && !s.Mask[p] {
+					if p < s.first() || (s.Mask != nil && !s.Mask[p-s.first()]) {
 						assert.Zero(t, want[i].LogProbs[p])
 						assert.Zero(t, want[i].Entropy[p])
 						continue
@@ -84,8 +87,12 @@ func TestLogProbsErrors(t *testing.T) {
 	m := openTiny(t, inferBackends(t)[0].b)
 	_, err := m.LogProbs(t.Context(), []Scored{{Tokens: []int32{1, 600}}}, LogProbsOptions{})
 	assert.ErrorContains(t, err, "600")
-	_, err = m.LogProbs(t.Context(), []Scored{{Tokens: []int32{1, 2}, Mask: []bool{true}}}, LogProbsOptions{})
+	_, err = m.LogProbs(t.Context(), []Scored{{Tokens: []int32{1, 2}, Mask: []bool{true, true}}}, LogProbsOptions{})
 	assert.ErrorContains(t, err, "mask")
+	_, err = m.LogProbs(t.Context(), []Scored{{Tokens: []int32{1, 2}, Start: 3}}, LogProbsOptions{})
+	assert.ErrorContains(t, err, "start")
+	_, err = m.LogProbs(t.Context(), []Scored{{Tokens: []int32{1, 2}}}, LogProbsOptions{Temperature: -1})
+	assert.ErrorContains(t, err, "temperature")
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	_, err = m.LogProbs(ctx, []Scored{{Tokens: []int32{1, 2}}}, LogProbsOptions{})

@@ -109,7 +109,7 @@ func TestResumeIsBitExact(t *testing.T) {
 				rng := rand.New(rand.NewPCG(uint64(step), 99))
 				seqs := trRandomSeqs(rng, 48, 8, 5)
 				tr.ZeroGrad()
-				_, _, err := tr.Accumulate(context.Background(), seqs, Weights(trRandomWeights(rng, seqs)))
+				_, err := tr.Accumulate(context.Background(), seqs, trGradLoss(trRandomWeights(rng, seqs)))
 				require.NoError(t, err)
 				_, err = o.Step()
 				require.NoError(t, err)

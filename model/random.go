@@ -14,23 +14,25 @@ import (
 // NamedConfig returns the config of a named Qwen3 shape: "qwen3-0.6b"
 // (hidden 1024, 28 layers, 16/8 heads, head_dim 128, MLP 3072, vocab
 // 151936, tied), "qwen3-1.7b", or "tiny" (hidden 128, 4 layers, 4/2 heads,
-// head_dim 32, MLP 384, vocab 4096, tied).
+// head_dim 32, MLP 384, vocab 4096, tied). Each shape's EOSTokenIDs is
+// <|im_end|> of the tokenizer it is sized for: Qwen3's (151645) and the
+// project's tiny tokenizer (4072).
 func NamedConfig(name string) (Config, error) {
 	base := Config{RMSNormEps: 1e-6, RopeTheta: 1e6, TieWordEmbeddings: true, BOSTokenID: -1}
 	switch strings.ToLower(name) {
 	case "qwen3-0.6b":
 		base.VocabSize, base.HiddenSize, base.IntermediateSize = 151936, 1024, 3072
 		base.NumLayers, base.NumHeads, base.NumKVHeads, base.HeadDim = 28, 16, 8, 128
-		base.EOSTokenIDs = []int32{151645}
+		base.EOSTokenIDs = []int32{qwen3FirstAdded + imEndOffset}
 	case "qwen3-1.7b":
 		base.VocabSize, base.HiddenSize, base.IntermediateSize = 151936, 2048, 6144
 		base.NumLayers, base.NumHeads, base.NumKVHeads, base.HeadDim = 28, 16, 8, 128
-		base.EOSTokenIDs = []int32{151645}
+		base.EOSTokenIDs = []int32{qwen3FirstAdded + imEndOffset}
 	case "tiny":
 		base.VocabSize, base.HiddenSize, base.IntermediateSize = 4096, 128, 384
 		base.NumLayers, base.NumHeads, base.NumKVHeads, base.HeadDim = 4, 4, 2, 32
 		base.RopeTheta = 10000
-		base.EOSTokenIDs = []int32{4095}
+		base.EOSTokenIDs = []int32{tinyFirstAdded + imEndOffset}
 	default:
 		return Config{}, fmt.Errorf("model: unknown shape %q (want qwen3-0.6b, qwen3-1.7b or tiny)", name)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/x/kernels"
 )
@@ -72,4 +73,69 @@ func (s *Sequence) Fork(seed uint64) *Sequence {
 		f.Cache.V[l] = append([]float32(nil), s.Cache.V[l]...)
 	}
 	return f
+}
+
+// sampler holds a Batch's per-row sampling buffers, reused across steps.
+type sampler struct {
+	slots    []int // [rows] index into Batch.active
+	params   []kernels.SamplingParams
+	u        []float64
+	ids      []int32
+	logp     []float32
+	fullLogp []float32
+}
+
+// sampleChunk is the most rows of [rows, V] logits that exist at once.
+const sampleChunk = 64
+
+// sample draws the next token of every active sequence with a selected
+// hidden row (b.rows[i] ≥ 0, nsel of them in b.hsel): lm_head on chunks of
+// rows, then one batched SampleRows per chunk.
+func (b *Batch) sample(nsel int) error {
+	C, V := b.m.Config.HiddenSize, b.m.Config.VocabSize
+	sm := &b.smp
+	for c0 := 0; c0 < nsel; c0 += sampleChunk {
+		c1 := min(c0+sampleChunk, nsel)
+		n := c1 - c0
+		logits := b.r.Logits(b.hsel[c0*C:c1*C], n)
+		sm.slots, sm.params, sm.u = sm.slots[:0], sm.params[:0], sm.u[:0]
+		for i := range b.active {
+			if k := b.rows[i]; k >= c0 && k < c1 {
+				sm.slots = append(sm.slots, i)
+			}
+		}
+		// b.rows numbers the selected rows in active order, so slots are
+		// in row order.
+		for j, i := range sm.slots {
+			s := &b.active[i]
+			if !anyFinite(logits[j*V : (j+1)*V]) {
+				return fmt.Errorf("model: request %d: no finite logit (non-finite weights?)", s.id)
+			}
+			sm.params = append(sm.params, s.req.Sampling)
+			sm.u = append(sm.u, s.req.Seq.uniform())
+		}
+		sm.ids = growI32(sm.ids, n)
+		sm.logp, sm.fullLogp = grow(sm.logp, n), grow(sm.fullLogp, n)
+		b.m.Backend.SampleRows(sm.ids, sm.logp, sm.fullLogp, logits[:n*V], sm.params, sm.u, n, V)
+		for j, i := range sm.slots {
+			s := &b.active[i]
+			id := sm.ids[j]
+			s.req.Seq.Tokens = append(s.req.Seq.Tokens, id)
+			s.comp.Tokens = append(s.comp.Tokens, id)
+			s.comp.LogProbs = append(s.comp.LogProbs, sm.logp[j])
+			s.comp.FullLogProbs = append(s.comp.FullLogProbs, sm.fullLogp[j])
+			if slices.Contains(s.req.Stop, id) {
+				s.comp.Stopped = true
+			}
+		}
+	}
+	return nil
+}
+
+// growI32 returns buf resized to n, reallocating only when too small.
+func growI32(buf []int32, n int) []int32 {
+	if cap(buf) < n {
+		return make([]int32, n)
+	}
+	return buf[:n]
 }

@@ -48,22 +48,13 @@ func TestSFTFromScratch(t *testing.T) {
 	o, err := NewAdamW(m.Backend, tr.Params(), opt)
 	require.NoError(t, err)
 	seqs := sftCorpus(cfg.VocabSize, 16)
-	tokens := 0
-	for _, s := range seqs {
-		tokens += s.Scored()
-	}
-	nll := func(seq, i int, logp, _ float32) float32 { return -1 / float32(tokens) }
+	nll := SFTLoss(seqs)
 	var first, last float64
 	for step := range steps {
 		tr.ZeroGrad()
-		lp, _, err := tr.Accumulate(ctx, seqs, nll)
+		res, err := tr.Accumulate(ctx, seqs, nll)
 		require.NoError(t, err)
-		loss := 0.0
-		for _, row := range lp {
-			for _, v := range row {
-				loss -= float64(v) / float64(tokens)
-			}
-		}
+		loss := res.Loss
 		if step == 0 {
 			first = loss
 		}

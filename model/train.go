@@ -30,13 +30,25 @@ type TrainOptions struct {
 	// batch.
 	MicroBatchTokens int
 	// Temperature divides the logits before the log-softmax, as TRL does
-	// with the sampling temperature; 0 means 1.
+	// with the sampling temperature; 0 means 1. LogProbsOptions.Temperature
+	// is the same setting for Model.LogProbs, and sampling at temperature T
+	// reports Completion.FullLogProbs under the same distribution.
 	Temperature float32
+	// Reference (Full mode) keeps a frozen bfloat16 copy of the initial
+	// weights as the reference policy of the KL term (RefLogProbs); it
+	// costs 2 bytes per parameter (bf16 weights are shared, not copied).
+	// Without it, a Loss with Beta > 0 is refused in Full mode. In LoRA mode
+	// the reference is the base model (adapters off) and this is ignored.
+	Reference bool
 }
 
 // TrainSeq is one token sequence of a training batch and which of its
 // tokens are scored: token IDs[i], i ≥ Start, by the log-probability the
 // model gives it after IDs[:i].
+//
+// The mask convention (shared with Scored): Mask counts from Start, so
+// Mask[j] is token IDs[Start+j], the layout of a rollout's completion mask
+// (1 = sampled by the model, 0 = tool or template tokens).
 type TrainSeq struct {
 	IDs   []int32
 	Start int // first scored token, ≥ 1 (e.g. the prompt length)
@@ -49,23 +61,14 @@ type TrainSeq struct {
 // Scored is the number of tokens the sequence scores, len(IDs) − Start.
 func (s TrainSeq) Scored() int { return len(s.IDs) - s.Start }
 
-// WeightFunc gives d loss / d logp for token i (counted from Start) of
-// sequence seq, given that token's log-prob and entropy; Accumulate calls
-// it once per scored token as soon as the token's log-prob is known.
-type WeightFunc func(seq, i int, logp, entropy float32) float32
-
-// Weights is the WeightFunc of fixed per-token weights w[seq][i].
-func Weights(w [][]float32) WeightFunc {
-	return func(seq, i int, _, _ float32) float32 { return w[seq][i] }
-}
-
 // Trainable runs training passes over a Model: forward with saved (or
 // recomputable) activations, per-token log-probs and entropies, and a
-// backward from per-token loss weights that accumulates (+=) gradients into
-// the trainable parameters. It is loss-agnostic: the caller turns log-probs
-// into d loss / d logp. If Backward or Accumulate fail midway (a cancelled
-// context), the gradients hold part of the batch: call ZeroGrad. Not safe
-// for concurrent use; while it trains, the Model must not run inference in
+// backward that accumulates (+=) gradients into the trainable parameters,
+// either from a Loss the backend evaluates over per-token tensors
+// (Accumulate) or from the caller's own d loss / d logp (Forward,
+// Backward). If Backward or Accumulate fail midway (a cancelled context),
+// the gradients hold part of the batch: call ZeroGrad. Not safe for
+// concurrent use; while it trains, the Model must not run inference in
 // other goroutines.
 type Trainable struct {
 	m    *Model
@@ -81,6 +84,8 @@ type Trainable struct {
 
 	lmHeadT kernels.Mat    // [C, V] lm_head transposed (LoRA mode), see headT
 	bT      [][7][]float32 // [L][proj] adapters' Bᵀ [R, Out], see refreshBT
+
+	ref *Model // frozen bf16 reference policy (Full mode with Reference)
 
 	st      passState // training pass (Forward, Backward, Accumulate)
 	inf     passState // LogProbs, so a pending Forward survives it
@@ -187,6 +192,9 @@ func (tr *Trainable) initFull() error {
 				return fmt.Errorf("train: Full with a LoRA adapter on layer %d %s: merge or detach adapters first", li, nl.Name)
 			}
 		}
+	}
+	if tr.opts.Reference {
+		tr.ref = frozenBF16(m)
 	}
 	tr.dEmbed = mat("model.embed_tokens.weight", &m.Embed)
 	if m.Config.TieWordEmbeddings {
@@ -298,7 +306,9 @@ func (tr *Trainable) Forward(ctx context.Context, seqs []TrainSeq) (logp, entrop
 // Backward takes dlogp[seq][i] = d loss / d logp for every scored token of
 // the last Forward and accumulates the gradients of all trainable
 // parameters. Masked tokens' weights are ignored. It recomputes the logits
-// chunk by chunk (they are never stored).
+// chunk by chunk (they are never stored). Accumulate, which evaluates a
+// Loss on the backend, is the usual way to train; Backward is for losses
+// the backend does not know.
 func (tr *Trainable) Backward(ctx context.Context, dlogp [][]float32) error {
 	if !tr.pending {
 		return errors.New("train: Backward without a pending Forward")
@@ -313,39 +323,117 @@ func (tr *Trainable) Backward(ctx context.Context, dlogp [][]float32) error {
 		}
 	}
 	tr.pending = false
-	if err := tr.logits(ctx, st, Weights(dlogp)); err != nil {
+	grad := func(r0 int, dlp, _ []float32) bool {
+		for j := range dlp {
+			r := st.rows[r0+j]
+			dlp[j] = dlogp[r.seq][r.i]
+		}
+		return false
+	}
+	if err := tr.logits(ctx, st, grad); err != nil {
 		return err
 	}
 	return tr.backward(ctx, st)
 }
 
-// Accumulate is Forward then Backward in one pass, with the weight of each
-// token given by w as soon as its log-prob is known, which saves Backward's
-// recomputation of the logits. Use Weights for fixed weights (SFT, or GRPO
-// on-policy where the ratio is 1). With MicroBatchTokens set the batch runs
-// in groups whose gradients add up, so memory is bounded by the group.
-func (tr *Trainable) Accumulate(ctx context.Context, seqs []TrainSeq, w WeightFunc) (logp, entropy [][]float32, err error) {
+// Accumulate runs the batch forward, evaluates loss on the backend over
+// per-token tensors (kernels.Backend.PolicyLoss), and accumulates (+=) the
+// gradient of the total loss, entropy term included, into the trainable
+// parameters. Per-token objectives are evaluated chunk by chunk as the
+// log-probs come out of the lm_head, so the logits are computed once;
+// sequence-level ratios and VESPO need a sequence's every log-prob first,
+// so the logits are computed twice. With MicroBatchTokens set the batch
+// runs in groups of whole sequences whose gradients add up. In Full mode
+// a loss with Beta > 0 needs TrainOptions.Reference.
+func (tr *Trainable) Accumulate(ctx context.Context, seqs []TrainSeq, loss Loss) (LossResult, error) {
 	tr.pending = false
 	if err := tr.checkBatch(seqs); err != nil {
-		return nil, nil, err
+		return LossResult{}, err
 	}
+	if err := loss.check(seqs); err != nil {
+		return LossResult{}, err
+	}
+	if loss.Beta != 0 && tr.opts.Full && tr.ref == nil {
+		return LossResult{}, errors.New("train: a KL term (Beta > 0) in Full mode needs a reference policy: set TrainOptions.Reference to keep a frozen bf16 copy of the initial weights")
+	}
+	lt := newLossTensors(seqs, &loss)
 	st := &tr.st
+	base := 0
 	for _, g := range tr.groups(seqs) {
 		if err := tr.prepare(st, seqs[g[0]:g[1]]); err != nil {
-			return nil, nil, err
+			return LossResult{}, err
 		}
 		if err := tr.forward(ctx, st, true, true); err != nil {
-			return nil, nil, err
+			return LossResult{}, err
 		}
-		first := g[0]
-		shifted := func(s, i int, lp, ent float32) float32 { return w(first+s, i, lp, ent) }
-		if err := tr.logits(ctx, st, shifted); err != nil {
-			return nil, nil, err
+		n := len(st.rows)
+		if loss.NeedsSegments() {
+			// Every log-prob of the group first, then the loss over whole
+			// sequences, then the gradient with the logits recomputed.
+			if err := tr.logits(ctx, st, nil); err != nil {
+				return LossResult{}, err
+			}
+			for j, r := range st.rows {
+				lt.logp[base+j], lt.ent[base+j] = st.logp[r.seq][r.i], st.ent[r.seq][r.i]
+			}
+			tr.be.PolicyLoss(lt.out(base, base+n), lt.in(base, base+n, g), loss.LossParams, n)
+			grad := func(r0 int, dlp, dent []float32) bool {
+				copy(dlp, lt.dlogp[base+r0:])
+				copy(dent, lt.dent[base+r0:])
+				return loss.EntropyCoef != 0
+			}
+			if err := tr.logits(ctx, st, grad); err != nil {
+				return LossResult{}, err
+			}
+		} else {
+			grad := func(r0 int, dlp, dent []float32) bool {
+				k := len(dlp)
+				lo, hi := base+r0, base+r0+k
+				copy(lt.logp[lo:hi], st.lp[:k])
+				copy(lt.ent[lo:hi], st.en[:k])
+				tr.be.PolicyLoss(lt.out(lo, hi), lt.in(lo, hi, [2]int{}), loss.LossParams, k)
+				copy(dlp, lt.dlogp[lo:hi])
+				copy(dent, lt.dent[lo:hi])
+				return loss.EntropyCoef != 0
+			}
+			if err := tr.logits(ctx, st, grad); err != nil {
+				return LossResult{}, err
+			}
 		}
 		if err := tr.backward(ctx, st); err != nil {
-			return nil, nil, err
+			return LossResult{}, err
 		}
-		logp, entropy = append(logp, st.logp...), append(entropy, st.ent...)
+		base += n
 	}
-	return logp, entropy, nil
+	return lt.result(seqs), nil
+}
+
+// RefLogProbs returns the reference policy's log-probs of the scored tokens
+// ([seq][i], i from Start), at the training temperature: the base model
+// with adapters off in LoRA mode, the frozen bf16 copy in Full mode with
+// TrainOptions.Reference, and an error in Full mode without it.
+func (tr *Trainable) RefLogProbs(ctx context.Context, seqs []TrainSeq) ([][]float32, error) {
+	if !tr.opts.Full {
+		logp, _, err := tr.LogProbs(ctx, seqs, false)
+		return logp, err
+	}
+	if tr.ref == nil {
+		return nil, errors.New("train: Full mode keeps no reference policy: set TrainOptions.Reference")
+	}
+	if err := tr.checkBatch(seqs); err != nil {
+		return nil, err
+	}
+	scored := make([]Scored, len(seqs))
+	for i, s := range seqs {
+		scored[i] = Scored{Tokens: s.IDs, Start: s.Start, Mask: s.Mask}
+	}
+	res, err := tr.ref.LogProbs(ctx, scored, LogProbsOptions{Temperature: tr.opts.Temperature, StepTokens: tr.opts.MicroBatchTokens})
+	if err != nil {
+		return nil, fmt.Errorf("train: reference log-probs: %w", err)
+	}
+	out := make([][]float32, len(seqs))
+	for i, s := range seqs {
+		out[i] = res[i].LogProbs[s.Start:]
+	}
+	return out, nil
 }

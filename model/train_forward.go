@@ -33,6 +33,7 @@ type passState struct {
 	cx, logits, dcx []float32
 	tgt             []int32
 	lp, en, dlp     []float32
+	den             []float32 // d loss / d entropy of the chunk's rows
 }
 
 // scoredRow is one scored token: the row whose logits predict it.
@@ -161,19 +162,25 @@ func (tr *Trainable) linForward(lin *Linear, out, x []float32, m int, adapters b
 	}
 }
 
-// logits computes the scored rows' log-probs and entropies chunk by chunk.
-// With w set it also turns each chunk's weights into d loss / d logits and
-// accumulates st.dxf (and the lm_head gradient in Full mode) at once, so
-// no [rows, V] buffer outlives its chunk.
-func (tr *Trainable) logits(ctx context.Context, st *passState, w WeightFunc) error {
+// chunkGrad fills d loss / d logp (dlp) and d loss / d entropy (dent) of
+// the scored rows st.rows[r0 : r0+len(dlp)], whose log-probs and entropies
+// are st.lp and st.en, and reports whether dent is used.
+type chunkGrad func(r0 int, dlp, dent []float32) bool
+
+// logits computes the scored rows' log-probs and entropies chunk by chunk,
+// on logits divided by the temperature. With grad set it also turns each
+// chunk's d loss / d logp (and d loss / d entropy) into d loss / d logits
+// and accumulates st.dxf (and the lm_head gradient in Full mode) at once,
+// so no [rows, V] buffer outlives its chunk.
+func (tr *Trainable) logits(ctx context.Context, st *passState, grad chunkGrad) error {
 	m, be := tr.m, tr.be
 	c, v := m.Config.HiddenSize, m.Config.VocabSize
 	k := min(tr.opts.LogitsChunk, max(1, len(st.rows)))
 	st.cx = growF32(st.cx, k*c)
 	st.logits = growF32(st.logits, k*v)
 	st.tgt = st.tgt[:0]
-	st.lp, st.en, st.dlp = growF32(st.lp, k), growF32(st.en, k), growF32(st.dlp, k)
-	if w != nil {
+	st.lp, st.en, st.dlp, st.den = growF32(st.lp, k), growF32(st.en, k), growF32(st.dlp, k), growF32(st.den, k)
+	if grad != nil {
 		st.dcx = growF32(st.dcx, k*c)
 		st.dxf = growF32(st.dxf, st.t*c)
 		clear(st.dxf)
@@ -199,13 +206,14 @@ func (tr *Trainable) logits(ctx context.Context, st *passState, w WeightFunc) er
 		for j, r := range rows {
 			st.logp[r.seq][r.i], st.ent[r.seq][r.i] = st.lp[j], st.en[j]
 		}
-		if w == nil {
+		if grad == nil {
 			continue
 		}
-		for j, r := range rows {
-			st.dlp[j] = w(int(r.seq), int(r.i), st.lp[j], st.en[j])
+		var dent []float32
+		if grad(r0, st.dlp[:n], st.den[:n]) {
+			dent = st.den[:n]
 		}
-		be.LogSoftmaxGatherBackward(lg, lg, st.tgt, st.dlp[:n], n, v)
+		be.LogSoftmaxGatherBackward(lg, lg, st.tgt, st.dlp[:n], dent, n, v)
 		if invT != 1 {
 			be.Scale(lg, invT)
 		}

@@ -72,6 +72,20 @@ func trRandomizeB(m *Model, rng *rand.Rand) {
 	}
 }
 
+// trGradLoss is the Loss whose d loss / d logp is w[seq][i]: plain policy
+// gradient with advantage −w and weight 1 (−(−w) is exact), the fixed
+// per-token gradients of the tests.
+func trGradLoss(w [][]float32) Loss {
+	l := Loss{LossParams: kernels.LossParams{Objective: kernels.ObjectivePG}, Adv: make([][]float32, len(w)), Weight: make([][]float32, len(w))}
+	for s, ws := range w {
+		l.Adv[s], l.Weight[s] = make([]float32, len(ws)), make([]float32, len(ws))
+		for i, x := range ws {
+			l.Adv[s][i], l.Weight[s][i] = -x, 1
+		}
+	}
+	return l
+}
+
 func trObjective(lp, w [][]float32) float64 {
 	var s float64
 	for i := range lp {
@@ -109,7 +123,7 @@ func TestFullGradientsFiniteDifferences(t *testing.T) {
 			require.NoError(t, err)
 			seqs := trRandomSeqs(rng, m.Config.VocabSize, 9, 6)
 			w := trRandomWeights(rng, seqs)
-			_, _, err = tr.Accumulate(ctx, seqs, Weights(w))
+			_, err = tr.Accumulate(ctx, seqs, trGradLoss(w))
 			require.NoError(t, err)
 			eval := func() float64 {
 				lp, _, err := tr.LogProbs(ctx, seqs, true)
@@ -151,12 +165,12 @@ func TestBatchGradientIsSumOfSingles(t *testing.T) {
 	require.NoError(t, err)
 	seqs := trRandomSeqs(rng, m.Config.VocabSize, 11, 5, 8)
 	w := trRandomWeights(rng, seqs)
-	_, _, err = tr.Accumulate(ctx, seqs, Weights(w))
+	_, err = tr.Accumulate(ctx, seqs, trGradLoss(w))
 	require.NoError(t, err)
 	batch := trGrads(tr)
 	tr.ZeroGrad()
 	for s := range seqs {
-		_, _, err = tr.Accumulate(ctx, seqs[s:s+1], Weights(w[s:s+1]))
+		_, err = tr.Accumulate(ctx, seqs[s:s+1], trGradLoss(w[s:s+1]))
 		require.NoError(t, err)
 	}
 	sum := trGrads(tr)
@@ -169,8 +183,9 @@ func TestBatchGradientIsSumOfSingles(t *testing.T) {
 	grouped, err := NewTrainable(m, TrainOptions{MicroBatchTokens: 16})
 	require.NoError(t, err)
 	assert.Equal(t, [][2]int{{0, 2}, {2, 3}}, grouped.groups(seqs))
-	lp, _, err := grouped.Accumulate(ctx, seqs, Weights(w))
+	res, err := grouped.Accumulate(ctx, seqs, trGradLoss(w))
 	require.NoError(t, err)
+	lp := res.LogP
 	require.Len(t, lp, len(seqs))
 	for i, p := range grouped.Params() {
 		assert.Less(t, trRelErr(p.Grad, trF64(batch[i])), 1e-5, p.Name)
@@ -218,8 +233,9 @@ func TestBackwardVariantsAgree(t *testing.T) {
 			require.NoError(t, err)
 			var lp [][]float32
 			if fused {
-				lp, _, err = tr.Accumulate(ctx, seqs, Weights(w))
+				res, err := tr.Accumulate(ctx, seqs, trGradLoss(w))
 				require.NoError(t, err)
+				lp = res.LogP
 			} else {
 				lp, _, err = tr.Forward(ctx, seqs)
 				require.NoError(t, err)
@@ -258,16 +274,20 @@ func TestMaskedTokensGetNoGradient(t *testing.T) {
 			w[0][i] = 0
 		}
 	}
-	full, _, err := tr.Accumulate(ctx, seqs, Weights(w))
+	fullRes, err := tr.Accumulate(ctx, seqs, trGradLoss(w))
 	require.NoError(t, err)
+	full := fullRes.LogP
 	want := trGrads(tr)
 	tr.ZeroGrad()
 	masked := []TrainSeq{{IDs: seqs[0].IDs, Start: seqs[0].Start, Mask: mask}}
-	lp, ent, err := tr.Accumulate(ctx, masked, func(_, i int, _, _ float32) float32 {
-		require.True(t, mask[i], "weight asked for masked token %d", i)
-		return w[0][i]
-	})
+	for i := range mask {
+		if !mask[i] {
+			w[0][i] = float32(math.NaN()) // a masked token's loss inputs are never read
+		}
+	}
+	res, err := tr.Accumulate(ctx, masked, trGradLoss(w))
 	require.NoError(t, err)
+	lp, ent := res.LogP, res.Entropy
 	for i := range mask {
 		if mask[i] {
 			assert.Equal(t, full[0][i], lp[0][i])

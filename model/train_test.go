@@ -136,9 +136,9 @@ func TestLoRAGradientsMatchReference(t *testing.T) {
 }
 
 // TestTrainingForwardMatchesInference: the training forward's log-probs
-// equal the inference path's (MI's LogProbs and Logits), with adapters on
-// and off, and with a sampling temperature (1e-5 absolute: both float32,
-// different op order).
+// equal the inference path's (Model.LogProbs and Logits), with adapters on
+// and off, and with a sampling temperature given to both the same way
+// (1e-5 absolute: both float32, different op order).
 func TestTrainingForwardMatchesInference(t *testing.T) {
 	ctx := context.Background()
 	m := trLoadTiny(t, ref.Backend{}, true)
@@ -160,18 +160,12 @@ func TestTrainingForwardMatchesInference(t *testing.T) {
 					assert.InDelta(t, went, ent[s][i], 1e-5, "entropy")
 				}
 			}
-			if temp != 1 {
-				continue
-			}
+			// Model.LogProbs takes the temperature the same way.
 			var scored []Scored
 			for _, seq := range seqs {
-				mask := make([]bool, len(seq.IDs))
-				for i := seq.Start; i < len(mask); i++ {
-					mask[i] = true
-				}
-				scored = append(scored, Scored{Tokens: seq.IDs, Mask: mask})
+				scored = append(scored, Scored{Tokens: seq.IDs, Start: seq.Start, Mask: seq.Mask})
 			}
-			inf, err := m.LogProbs(ctx, scored, LogProbsOptions{NoAdapters: !adapters})
+			inf, err := m.LogProbs(ctx, scored, LogProbsOptions{NoAdapters: !adapters, Temperature: temp})
 			require.NoError(t, err)
 			for s, seq := range seqs {
 				for i := range seq.Scored() {
@@ -234,7 +228,7 @@ func TestTrainableRejectsBadUse(t *testing.T) {
 		{ok, {IDs: []int32{1, 48}, Start: 1}},
 		{{IDs: []int32{1, 2, 3}, Start: 1, Mask: []bool{true}}},
 	} {
-		_, _, err := tr.Accumulate(ctx, bad, func(int, int, float32, float32) float32 { return 1 })
+		_, err := tr.Accumulate(ctx, bad, SFTLoss(bad))
 		assert.Error(t, err, "%v", bad)
 		_, _, err = tr.LogProbs(ctx, bad, true)
 		assert.Error(t, err, "%v", bad)
@@ -251,7 +245,7 @@ func TestTrainableRejectsBadUse(t *testing.T) {
 
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	_, _, err = tr.Accumulate(cancelled, []TrainSeq{ok}, Weights([][]float32{{1, 1}}))
+	_, err = tr.Accumulate(cancelled, []TrainSeq{ok}, SFTLoss([]TrainSeq{ok}))
 	assert.ErrorIs(t, err, context.Canceled)
 	_, _, err = tr.LogProbs(cancelled, []TrainSeq{ok}, true)
 	assert.ErrorIs(t, err, context.Canceled)

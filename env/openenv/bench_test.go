@@ -112,3 +112,29 @@ func BenchmarkServer(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHandleFrame is the server's work on one frame without the
+// socket: parse, call the echo test env, build the reply frame.
+//
+//	go test -run '^$' -bench BenchmarkHandleFrame -benchmem ./env/openenv/
+func BenchmarkHandleFrame(b *testing.B) {
+	for _, tt := range []struct{ name, frame string }{
+		{"step", `{"type":"step","data":{"message":"hello"}}`},
+		{"reset", `{"type":"reset"}`},
+		{"state", `{"type":"state"}`},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			env, err := (&echoFactory{}).NewEnvironment(context.Background())
+			if err != nil {
+				b.Fatal(err)
+			}
+			msg := []byte(tt.frame)
+			b.ReportAllocs()
+			for b.Loop() {
+				if rep := handleFrame(context.Background(), env, msg); rep.frame == nil {
+					b.Fatal("no reply frame")
+				}
+			}
+		})
+	}
+}

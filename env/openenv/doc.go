@@ -6,8 +6,8 @@
 // WebSocket at /ws per session, JSON text frames {"type":"reset"|"step"|
 // "state"|"close"|"mcp","data":…} answered in order by "observation",
 // "state", "mcp" or "error" frames. Error frames carry OpenEnv's codes
-// (ErrorCode); capacity and factory failures arrive as a frame right after
-// the upgrade, followed by close code 1000.
+// (ErrorCode); a session refused at connect (capacity, factory failure)
+// gets one error frame and close code 1000.
 //
 // Where upstream is fragile this package is stricter:
 //
@@ -19,6 +19,26 @@
 //     bounds every write, reaps idle sessions by closing both the env and
 //     the socket, can wait for a free slot instead of refusing, and reports
 //     its capacity in /health.
+//   - A refused session's error frame answers the client's first frame
+//     (awaited up to RefusalWait), so a client that writes first, as
+//     Python's does, reads CAPACITY_REACHED instead of a closed socket;
+//     upstream sends it right after the upgrade and loses that race.
+//
+// Deliberate differences from the Python server, for its users:
+//
+//   - GET /health adds active_sessions and max_sessions, and answers 503
+//     "unhealthy" during Shutdown.
+//   - Sessions idle for WithIdleTimeout are closed by the server (a
+//     SESSION_ERROR frame, then close 1000); peers that stop answering
+//     pings are dropped.
+//   - POST /mcp is stateless (a fresh env per request, as POST /step);
+//     upstream's openenv/session/create sessions and WS /mcp are not
+//     served, and neither are /docs, /redoc or the web interface.
+//   - /openapi.json has upstream's paths and methods with our schemas;
+//     it names the WebSocket /ws in its description, as OpenAPI cannot
+//     describe it.
+//   - With RequireBearerToken every route but /health (including
+//     /openapi.json) needs the token; upstream has no auth.
 //
 // Tool-style environments (env.Env, whose methods are tools) travel over
 // the same protocol with OpenEnv's MCP-style actions: FromFactory serves

@@ -49,9 +49,7 @@ func handleFrame(ctx context.Context, env Environment, msg []byte) reply {
 	for _, m := range members {
 		switch m.Key {
 		case "type":
-			if err := json.Unmarshal(m.Value, &typ); err != nil {
-				typ = string(m.Value)
-			}
+			typ = frameType(m.Value)
 		case "data":
 			data, hasData = m.Value, true
 		}
@@ -102,6 +100,30 @@ func handleFrame(ctx context.Context, env Environment, msg []byte) reply {
 		return reply{frame: rawFrame("mcp", mcpReply(ctx, env, data))}
 	}
 	return errorReply(&ServerError{Code: CodeUnknownType, Message: "Unknown message type: " + typ})
+}
+
+// frameType decodes a frame's "type" value. The known types, written
+// plainly, are matched without decoding (no allocation per frame); any
+// other value is decoded as a JSON string, or kept as written when it is
+// not one (for the UNKNOWN_TYPE message).
+func frameType(v json.RawMessage) string {
+	switch string(v) {
+	case `"step"`:
+		return "step"
+	case `"reset"`:
+		return "reset"
+	case `"state"`:
+		return "state"
+	case `"close"`:
+		return "close"
+	case `"mcp"`:
+		return "mcp"
+	}
+	var typ string
+	if err := json.Unmarshal(v, &typ); err != nil {
+		return string(v)
+	}
+	return typ
 }
 
 // frameErrors validates a frame's keys the way upstream's pydantic models
@@ -173,11 +195,11 @@ func resultReply(res Result, err error) reply {
 		}
 		return errorReply(&ServerError{Code: CodeExecutionError, Message: err.Error()})
 	}
-	data, err := observationData(res)
+	frame, err := observationFrame(res)
 	if err != nil {
 		return errorReply(&ServerError{Code: CodeExecutionError, Message: err.Error()})
 	}
-	return reply{frame: rawFrame("observation", data)}
+	return reply{frame: frame}
 }
 
 // validationReply is upstream's VALIDATION_ERROR frame.

@@ -259,3 +259,27 @@ func (s *Server) handleStep(w http.ResponseWriter, r *http.Request) {
 		writeResult(w, res, err)
 	})
 }
+
+// handleMCP serves the stateless POST /mcp: the body is one JSON-RPC 2.0
+// request, answered (always with 200, as upstream) by a fresh env that is
+// an MCPHandler, or with -32603 "Environment does not support MCP". A body
+// that is not JSON gets -32700, one that is not an object -32600.
+func (s *Server) handleMCP(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	null := json.RawMessage("null")
+	if _, err := parseObject(body); err != nil {
+		var no errNotObject
+		if errors.As(err, &no) {
+			writeRawJSON(w, http.StatusOK, jsonRPCError(null, -32600, "Invalid Request: the body must be a JSON-RPC request object, got "+no.kind))
+			return
+		}
+		writeRawJSON(w, http.StatusOK, jsonRPCError(null, -32700, "Parse error: "+jsonErrorText(err)))
+		return
+	}
+	s.withFreshEnv(w, r, func(ctx context.Context, env Environment) {
+		writeRawJSON(w, http.StatusOK, mcpReply(ctx, env, body))
+	})
+}

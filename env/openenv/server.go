@@ -31,6 +31,13 @@ const (
 	DefaultWriteTimeout = 10 * time.Second
 	// DefaultReadLimit is the largest frame accepted (uvicorn's 16 MiB).
 	DefaultReadLimit = 16 << 20
+	// RefusalWait is how long a connection refused with CAPACITY_REACHED
+	// or FACTORY_ERROR is given to send its first frame, which the error
+	// frame then answers.
+	RefusalWait = time.Second
+	// readBufferSize is each session's read buffer: requests are small
+	// JSON frames, and bigger ones are read through it in pieces.
+	readBufferSize = 1024
 )
 
 // serverConfig holds a Server's settings; see the ServerOption functions.
@@ -42,9 +49,12 @@ type serverConfig struct {
 	idleTimeout  time.Duration
 	writeTimeout time.Duration
 	readLimit    int64
-	token        string
-	name         string
-	logger       *slog.Logger
+	// refuseWait bounds how long a refused connection's first frame is
+	// awaited (see refuse).
+	refuseWait time.Duration
+	token      string
+	name       string
+	logger     *slog.Logger
 }
 
 // ServerOption configures a Server.
@@ -58,7 +68,8 @@ func WithMaxSessions(n int) ServerOption {
 
 // WithSlotWait makes a connection that finds every slot taken wait up to d
 // for one to free before it is refused with CAPACITY_REACHED (default 0:
-// refuse at once, as upstream does).
+// refuse at once, as upstream does). A refusal answers the client's first
+// frame when one comes within RefusalWait.
 func WithSlotWait(d time.Duration) ServerOption {
 	return func(c *serverConfig) { c.slotWait = d }
 }
@@ -141,6 +152,7 @@ func NewServer(f EnvironmentFactory, opts ...ServerOption) *Server {
 		idleTimeout:  DefaultIdleTimeout,
 		writeTimeout: DefaultWriteTimeout,
 		readLimit:    DefaultReadLimit,
+		refuseWait:   RefusalWait,
 		name:         "Environment",
 	}
 	for _, o := range opts {
@@ -159,8 +171,10 @@ func NewServer(f EnvironmentFactory, opts ...ServerOption) *Server {
 		stop:     stop,
 		upgrader: websocket.Upgrader{
 			HandshakeTimeout: 10 * time.Second,
-			ReadBufferSize:   4096,
-			WriteBufferSize:  4096,
+			// A small read buffer of its own (not net/http's 4 KiB one,
+			// which would keep the whole HTTP connection state alive).
+			ReadBufferSize:  readBufferSize,
+			WriteBufferSize: 4096,
 			// Idle sessions hold no write buffer: it returns to the pool
 			// after each frame.
 			WriteBufferPool: &sync.Pool{},
@@ -176,10 +190,12 @@ func NewServer(f EnvironmentFactory, opts ...ServerOption) *Server {
 	mux.Handle("GET /state", s.auth(s.handleState))
 	mux.Handle("POST /reset", s.auth(s.handleReset))
 	mux.Handle("POST /step", s.auth(s.handleStep))
+	mux.Handle("POST /mcp", s.auth(s.handleMCP))
+	mux.Handle("GET /openapi.json", s.auth(s.handleOpenAPI))
 	mux.Handle("GET /ws", s.auth(s.handleWS))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
-		case "/health", "/metadata", "/schema", "/state", "/reset", "/step", "/ws":
+		case "/health", "/metadata", "/schema", "/state", "/reset", "/step", "/mcp", "/openapi.json":
 			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"detail": "Method Not Allowed"})
 		default:
 			writeJSON(w, http.StatusNotFound, map[string]string{"detail": "Not Found"})
@@ -212,8 +228,17 @@ func (s *Server) auth(h http.HandlerFunc) http.Handler {
 	})
 }
 
-// handleWS runs one WebSocket session to its end.
+// handleWS upgrades a request to a WebSocket and starts its session on a
+// goroutine of its own, so that net/http's connection goroutine returns
+// and frees its request, response and 4 KiB read and write buffers: an
+// idle session then holds one goroutine, one small read buffer and one
+// timer (about 13 KiB of server memory; BENCHMARKS.md). A request that is not an
+// upgrade gets 404, as upstream (where /ws is only a WebSocket route).
 func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
+	if !websocket.IsWebSocketUpgrade(r) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "Not Found"})
+		return
+	}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -222,12 +247,21 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	}
 	s.wg.Add(1)
 	s.mu.Unlock()
-	defer s.wg.Done()
 
 	ws, err := s.upgrader.Upgrade(w, r, nil)
 	if err != nil {
+		s.wg.Done()
 		return // the upgrader has answered with an HTTP error
 	}
+	go func() {
+		defer s.wg.Done()
+		s.serveSession(ws)
+	}()
+}
+
+// serveSession runs one upgraded connection to its end: a slot, an env,
+// then frames until either side closes.
+func (s *Server) serveSession(ws *websocket.Conn) {
 	defer ws.Close()
 	ws.SetReadLimit(s.cfg.readLimit)
 
@@ -255,7 +289,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 			FactoryName: s.cfg.name})
 		return
 	}
-	sess := &session{srv: s, ws: ws, env: env, cancel: cancel, done: make(chan struct{})}
+	sess := &session{srv: s, ws: ws, env: env, cancel: cancel}
 	sess.touch()
 	if !s.register(sess) {
 		closeEnv(env, s.cfg.logger)
@@ -294,15 +328,40 @@ func (s *Server) acquireSlot() bool {
 	return got
 }
 
-// refuse sends e as the connection's only frame and closes it with 1000.
+// refuse answers the client's first frame with e and closes the connection
+// with 1000. It waits up to refuseWait for that frame: a client that sends
+// its first request right after the upgrade (OpenEnv's Python client does)
+// then reads e as the reply to it, instead of finding the socket closed
+// under its write (websockets' ConnectionClosedOK). A client that sends
+// nothing within the wait gets e unsolicited, as from upstream.
 func (s *Server) refuse(ws *websocket.Conn, e *ServerError) {
+	answered := false
+	if s.base.Err() == nil && s.cfg.refuseWait > 0 {
+		_ = ws.SetReadDeadline(time.Now().Add(s.cfg.refuseWait))
+		_, _, err := ws.NextReader()
+		var ne net.Error
+		switch {
+		case err == nil:
+			answered = true
+		case errors.As(err, &ne) && ne.Timeout():
+			// Nothing came: send e unsolicited.
+		default:
+			return // the peer closed, or sent a frame over the read limit
+		}
+	}
 	deadline := time.Now().Add(s.cfg.writeTimeout)
 	_ = ws.SetWriteDeadline(deadline)
 	if err := ws.WriteMessage(websocket.TextMessage, errorFrame(e)); err != nil {
 		return
 	}
 	_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), deadline)
-	awaitPeerClose(ws, time.Second)
+	if answered {
+		awaitPeerClose(ws, time.Second)
+		return
+	}
+	// After a read timeout gorilla reads no more frames; wait for the
+	// peer's close on the socket itself.
+	drain(ws.NetConn(), time.Second)
 }
 
 // awaitPeerClose reads (and drops) frames until the peer answers our close
@@ -369,7 +428,9 @@ func closeEnv(env Environment, log *slog.Logger) {
 	}
 }
 
-// session is one WebSocket connection and its Environment.
+// session is one WebSocket connection and its Environment. Its keepalive
+// and idle reaper are one timer (no goroutine of its own): an idle session
+// is a goroutine blocked in a read and this struct.
 type session struct {
 	srv *Server
 	ws  *websocket.Conn
@@ -381,23 +442,28 @@ type session struct {
 	lastActive atomic.Int64
 	busy       atomic.Bool
 	ended      atomic.Bool
-	done       chan struct{} // closed when run returns
+	// timer runs tick; it is stored before it is first armed, so tick
+	// always finds it.
+	timer    atomic.Pointer[time.Timer]
+	nextPing atomic.Int64 // unix ns of the next keepalive ping
 }
 
 // touch records activity now.
 func (ss *session) touch() { ss.lastActive.Store(time.Now().UnixNano()) }
 
-// run reads, handles and answers frames until the session ends. The keeper
-// goroutine (pings, idle reaper) lives exactly as long as run.
+// run reads, handles and answers frames until the session ends. The
+// keepalive timer lives exactly as long as run.
 func (ss *session) run(ctx context.Context) {
 	cfg := &ss.srv.cfg
-	var keeper sync.WaitGroup
-	keeper.Add(1)
-	go func() { defer keeper.Done(); ss.keep() }()
-	defer func() {
-		close(ss.done)
-		keeper.Wait()
-	}()
+	if cfg.pingInterval > 0 || cfg.idleTimeout > 0 {
+		t := time.AfterFunc(time.Hour, ss.tick)
+		t.Stop()
+		ss.timer.Store(t)
+		ss.nextPing.Store(time.Now().Add(cfg.pingInterval).UnixNano())
+		t.Reset(ss.nextWake(time.Now()))
+		defer t.Stop()
+	}
+	defer ss.ended.Store(true)
 
 	if cfg.pingInterval > 0 {
 		ss.ws.SetPongHandler(func(string) error {
@@ -483,38 +549,52 @@ func (ss *session) terminate(code int, reason string, e *ServerError) {
 	_ = ss.ws.NetConn().Close()
 }
 
-// keep sends keepalive pings and reaps the session when idle.
-func (ss *session) keep() {
+// nextWake is how long the timer sleeps from now: until the next ping or
+// the moment the session would become idle, whichever is first.
+func (ss *session) nextWake(now time.Time) time.Duration {
 	cfg := &ss.srv.cfg
-	var pingC, idleC <-chan time.Time
+	wake := time.Duration(-1)
 	if cfg.pingInterval > 0 {
-		t := time.NewTicker(cfg.pingInterval)
-		defer t.Stop()
-		pingC = t.C
+		wake = max(time.Unix(0, ss.nextPing.Load()).Sub(now), 0)
 	}
 	if cfg.idleTimeout > 0 {
-		t := time.NewTicker(max(cfg.idleTimeout/4, time.Millisecond))
-		defer t.Stop()
-		idleC = t.C
-	}
-	for {
-		select {
-		case <-ss.done:
-			return
-		case <-pingC:
-			if err := ss.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(cfg.writeTimeout)); err != nil {
-				_ = ss.ws.NetConn().Close()
-				return
-			}
-		case <-idleC:
-			idle := time.Since(time.Unix(0, ss.lastActive.Load()))
-			if !ss.busy.Load() && idle >= cfg.idleTimeout {
-				ss.terminate(websocket.CloseNormalClosure, "idle timeout", &ServerError{Code: CodeSessionError,
-					Message: fmt.Sprintf("Session idle for %s (limit %s): closed by the server", idle.Round(time.Millisecond), cfg.idleTimeout)})
-				return
-			}
+		d := time.Unix(0, ss.lastActive.Load()).Add(cfg.idleTimeout).Sub(now)
+		if ss.busy.Load() || d <= 0 { // a running request is never reaped: look again later
+			d = max(cfg.idleTimeout/4, time.Millisecond)
+		}
+		if wake < 0 || d < wake {
+			wake = d
 		}
 	}
+	return max(wake, time.Millisecond)
+}
+
+// tick runs on the session's timer: it reaps the session when idle, sends
+// the keepalive ping when due, and re-arms the timer.
+func (ss *session) tick() {
+	if ss.ended.Load() {
+		return
+	}
+	cfg := &ss.srv.cfg
+	now := time.Now()
+	if cfg.idleTimeout > 0 && !ss.busy.Load() {
+		if idle := now.Sub(time.Unix(0, ss.lastActive.Load())); idle >= cfg.idleTimeout {
+			ss.terminate(websocket.CloseNormalClosure, "idle timeout", &ServerError{Code: CodeSessionError,
+				Message: fmt.Sprintf("Session idle for %s (limit %s): closed by the server", idle.Round(time.Millisecond), cfg.idleTimeout)})
+			return
+		}
+	}
+	if cfg.pingInterval > 0 && now.UnixNano() >= ss.nextPing.Load() {
+		if err := ss.ws.WriteControl(websocket.PingMessage, nil, now.Add(cfg.writeTimeout)); err != nil {
+			_ = ss.ws.NetConn().Close()
+			return
+		}
+		ss.nextPing.Store(now.Add(cfg.pingInterval).UnixNano())
+	}
+	if ss.ended.Load() {
+		return
+	}
+	ss.timer.Load().Reset(ss.nextWake(time.Now()))
 }
 
 // writeJSON writes v as a JSON response.

@@ -193,14 +193,34 @@ func appendPyFloat(b []byte, f float64) []byte {
 // observationData builds the data object of an observation frame (and the
 // body of POST /reset and /step): {"observation":…,"reward":…,"done":…}.
 func observationData(r Result) ([]byte, error) {
+	return appendObservationData(nil, r)
+}
+
+// observationFrame builds a whole {"type":"observation","data":…} frame
+// in one buffer.
+func observationFrame(r Result) ([]byte, error) {
+	const head = `{"type":"observation","data":`
+	b := append(make([]byte, 0, len(head)+len(r.Observation)+64+1), head...)
+	b, err := appendObservationData(b, r)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '}'), nil
+}
+
+// appendObservationData appends the data object of an observation frame
+// to dst (nil: a buffer of the right size is made).
+func appendObservationData(dst []byte, r Result) ([]byte, error) {
 	obs := bytes.TrimSpace(r.Observation)
 	if len(obs) == 0 {
 		obs = []byte("{}")
 	} else if obs[0] != '{' || !json.Valid(obs) {
 		return nil, fmt.Errorf("environment returned an observation that is not a JSON object: %.80q", obs)
 	}
-	out := make([]byte, 0, len(obs)+48)
-	out = append(out, `{"observation":`...)
+	if need := len(dst) + len(obs) + 64; cap(dst) < need {
+		dst = append(make([]byte, 0, need), dst...)
+	}
+	out := append(dst, `{"observation":`...)
 	out = append(out, obs...)
 	out = append(out, `,"reward":`...)
 	if r.Reward == nil {
@@ -318,7 +338,7 @@ func parseObject(b []byte) ([]member, error) {
 	i = skipSpace(b, i+1)
 	for b[i] != '}' {
 		end := scanValue(b, i)
-		key := string(b[i+1 : end-1])
+		key := commonKey(b[i+1 : end-1])
 		if bytes.IndexByte(b[i:end], '\\') >= 0 || !utf8.Valid(b[i:end]) {
 			_ = json.Unmarshal(b[i:end], &key)
 		}
@@ -358,6 +378,24 @@ func parseObject(b []byte) ([]member, error) {
 		}
 	}
 	return ms, nil
+}
+
+// commonKey returns raw (a key's bytes between its quotes) as a string,
+// without allocating for the keys every frame has.
+func commonKey(raw []byte) string {
+	switch string(raw) {
+	case "type":
+		return "type"
+	case "data":
+		return "data"
+	case "observation":
+		return "observation"
+	case "reward":
+		return "reward"
+	case "done":
+		return "done"
+	}
+	return string(raw)
 }
 
 // skipSpace returns the index of the first non-space byte at or after i.

@@ -79,7 +79,7 @@ func TestBackwardThreadCountIndependent(t *testing.T) {
 		dx, dw := make([]float32, rows*cols), make([]float32, cols)
 		b.RMSNormBackward(dx, dw, dout, x, w, rows, cols, 1e-6)
 		dl := make([]float32, len(logits))
-		b.LogSoftmaxGatherBackward(dl, logits, targets, dlogp, 5, 151936)
+		b.LogSoftmaxGatherBackward(dl, logits, targets, dlogp, nil, 5, 151936)
 		dtab := make([]float32, 10*cols)
 		b.EmbeddingBackward(dtab, dout[:len(ids)*cols], ids, cols)
 		s := kernels.AttentionGradSeq{DOut: do, Q: q, K: k, V: v, Out: out, LSE: lse,
@@ -258,7 +258,7 @@ func TestBackwardPanics(t *testing.T) {
 		{"rope", "RoPEBackward: x", func() { b.RoPEBackward(short, []int32{0}, 1, 4, 1e4) }},
 		{"swiglu", "SwiGLUBackward: up", func() { b.SwiGLUBackward(buf, buf, buf, buf, short) }},
 		{"embedding id", "ids[1] = 9", func() { b.EmbeddingBackward(buf[:8], buf, []int32{0, 9}, 4) }},
-		{"logsoftmax target", "targets[0] = 5", func() { b.LogSoftmaxGatherBackward(buf, buf, []int32{5}, buf, 1, 5) }},
+		{"logsoftmax target", "targets[0] = 5", func() { b.LogSoftmaxGatherBackward(buf, buf, []int32{5}, buf, nil, 1, 5) }},
 		{"attention DV", "seqs[0].DV", func() {
 			b.AttentionBackward([]kernels.AttentionGradSeq{{DOut: buf, Q: buf, Out: buf, DQ: buf, LSE: buf,
 				K: buf, V: buf, DK: buf, DV: short, T: 1, Start: 2}}, 2, 1, 8, 1)
@@ -315,11 +315,18 @@ func BenchmarkLogSoftmaxGatherBackward(bm *testing.B) {
 	for r := range targets {
 		targets[r] = int32(r * 2311)
 	}
-	dlogp := bwRand(2, rows, 1)
-	for bm.Loop() {
-		b.LogSoftmaxGatherBackward(dl, logits, targets, dlogp, rows, v)
+	dlogp, dent := bwRand(2, rows, 1), bwRand(3, rows, 1)
+	for _, c := range []struct {
+		name string
+		dent []float32
+	}{{"logp", nil}, {"logp+entropy", dent}} {
+		bm.Run(c.name, func(bm *testing.B) {
+			for bm.Loop() {
+				b.LogSoftmaxGatherBackward(dl, logits, targets, dlogp, c.dent, rows, v)
+			}
+			bm.ReportMetric(8*rows*v*float64(bm.N)/bm.Elapsed().Seconds()/1e9, "GB/s")
+		})
 	}
-	bm.ReportMetric(8*rows*v*float64(bm.N)/bm.Elapsed().Seconds()/1e9, "GB/s")
 }
 
 func BenchmarkAdamW(bm *testing.B) {

@@ -253,18 +253,57 @@ func BenchmarkMatMulAVX2(b *testing.B) {
 	}
 }
 
-// BenchmarkSample over Qwen3's vocabulary: plain temperature (an exp per
-// token) and Qwen3's defaults (top-k 20, top-p 0.95).
-func BenchmarkSample(b *testing.B) {
+// BenchmarkSampleRows over Qwen3's vocabulary, 16 rows per call (a decode
+// step's batch): plain temperature (an exp per token), Qwen3's defaults
+// (top-k 20, top-p 0.95), and top-p alone; rows/s reported.
+func BenchmarkSampleRows(b *testing.B) {
 	be := New(0)
 	defer be.Close()
-	logits := benchVec(151936)
-	scratch := make([]float32, len(logits))
+	const rows, v = 16, 151936
+	logits := make([]float32, 0, rows*v)
+	for range rows {
+		logits = append(logits, benchVec(v)...)
+	}
+	ids, lp, full := make([]int32, rows), make([]float32, rows), make([]float32, rows)
+	u := make([]float64, rows)
 	for _, p := range []kernels.SamplingParams{{Temperature: 1}, {Temperature: 0.6, TopK: 20, TopP: 0.95}, {Temperature: 1, TopP: 0.9}} {
+		params := make([]kernels.SamplingParams, rows)
+		for i := range params {
+			params[i] = p
+		}
 		b.Run(fmt.Sprintf("T%g_K%d_P%g", p.Temperature, p.TopK, p.TopP), func(b *testing.B) {
 			for i := range b.N {
-				be.Sample(logits, p, float64(i%100)/100, scratch)
+				for r := range u {
+					u[r] = float64((i+r)%100) / 100
+				}
+				be.SampleRows(ids, lp, full, logits, params, u, rows, v)
 			}
+			b.ReportMetric(float64(rows*b.N)/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
+}
+
+// BenchmarkPolicyLoss over 64 sequences of 2,048 tokens (a GRPO batch), at
+// token and sequence level; Mtok/s reported.
+func BenchmarkPolicyLoss(b *testing.B) {
+	be := New(0)
+	defer be.Close()
+	const seqs, l = 64, 2048
+	n := seqs * l
+	in := kernels.LossInput{LogP: benchVec(n), OldLogP: benchVec(n), RefLogP: benchVec(n), Entropy: benchVec(n),
+		Adv: benchVec(n), Weight: benchVec(n), Seg: make([]int32, seqs+1)}
+	for s := range in.Seg {
+		in.Seg[s] = int32(s * l)
+	}
+	f := func() []float32 { return make([]float32, n) }
+	out := kernels.LossOutput{Loss: f(), DLogP: f(), DEntropy: f(), Ratio: f(), KL: f(), Phi: f(), Clip: make([]uint8, n)}
+	for _, seq := range []bool{false, true} {
+		p := kernels.LossParams{Objective: kernels.ObjectiveClipped, EpsLow: 0.2, EpsHigh: 0.28, Beta: 0.04, EntropyCoef: 0.01, SequenceRatio: seq}
+		b.Run(fmt.Sprintf("sequence=%v", seq), func(b *testing.B) {
+			for range b.N {
+				be.PolicyLoss(out, in, p, n)
+			}
+			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds()/1e6, "Mtok/s")
 		})
 	}
 }

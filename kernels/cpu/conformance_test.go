@@ -48,4 +48,5 @@ func TestScale(t *testing.T)            { conformance(t, kerneltest.Scale) }
 func TestLogSoftmaxGather(t *testing.T) { conformance(t, kerneltest.LogSoftmaxGather) }
 func TestSoftmax(t *testing.T)          { conformance(t, kerneltest.Softmax) }
 func TestArgmax(t *testing.T)           { conformance(t, kerneltest.Argmax) }
-func TestSample(t *testing.T)           { conformance(t, kerneltest.Sample) }
+func TestSampleRows(t *testing.T)       { conformance(t, kerneltest.SampleRows) }
+func TestPolicyLoss(t *testing.T)       { conformance(t, kerneltest.PolicyLoss) }

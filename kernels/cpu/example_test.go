@@ -25,13 +25,16 @@ func ExampleNew() {
 	// Output: [-2 3]
 }
 
-// Sample draws from logits with a caller-owned uniform u, so a seeded
-// stream per sequence gives the same tokens whatever the batch layout.
-func ExampleBackend_Sample() {
+// SampleRows draws one token per row with caller-owned uniforms u, so a
+// seeded stream per sequence gives the same tokens whatever the batch
+// layout. Top-k 1 keeps one token: its sampled log-prob is 0, its full
+// log-prob (what training computes) is log softmax(logits)[1].
+func ExampleBackend_SampleRows() {
 	b := cpu.New(1)
 	defer b.Close()
 	logits := []float32{1, 3, 2, -1}
-	id, logp := b.Sample(logits, kernels.SamplingParams{Temperature: 1, TopK: 1}, 0.42, nil)
-	fmt.Println(id, logp)
-	// Output: 1 0
+	ids, logp, full := make([]int32, 1), make([]float32, 1), make([]float32, 1)
+	b.SampleRows(ids, logp, full, logits, []kernels.SamplingParams{{Temperature: 1, TopK: 1}}, []float64{0.42}, 1, 4)
+	fmt.Printf("%d %.0f %.4f\n", ids[0], logp[0], full[0])
+	// Output: 1 0 -0.4197
 }

@@ -1,7 +1,6 @@
 package cpu
 
 import (
-	"fmt"
 	"math"
 	"slices"
 
@@ -30,17 +29,53 @@ func (b *Backend) Argmax(x []float32) int32 {
 	return int32(best)
 }
 
-// Sample implements ref.Backend.Sample's specification with the same
+// SampleRows samples the rows in parallel, one sampleRow each with the
+// worker's scratch, and computes each full log-prob the way training does:
+// the row scaled by 1/T in float32 (Backend.Scale) and the row's
+// log-sum-exp as LogSoftmaxGather takes it, so on this backend it equals
+// Scale then LogSoftmaxGather bit for bit.
+func (b *Backend) SampleRows(ids []int32, logp, fullLogp, logits []float32, params []kernels.SamplingParams, u []float64, rows, v int) {
+	kernels.CheckSampleRows(ids, logp, fullLogp, logits, params, u, rows, v)
+	b.parallelForWorker(rows, func(w, lo, hi int) {
+		buf := b.scratch(w, 2*v)
+		keep, scaled := buf[:v], buf[v:]
+		for r := lo; r < hi; r++ {
+			row := logits[r*v : (r+1)*v]
+			ids[r], logp[r] = b.sampleRow(row, params[r], u[r], keep)
+			x := row
+			if t := params[r].Temperature; t != 0 && t != 1 {
+				invT := 1 / t
+				for i, l := range row {
+					scaled[i] = l * invT
+				}
+				x = scaled
+			}
+			fullLogp[r] = b.rowLogProb(x, ids[r], keep)
+		}
+	})
+}
+
+// rowLogProb is log_softmax(x)[id] as LogSoftmaxGather computes it; e is
+// scratch of len(x).
+func (b *Backend) rowLogProb(x []float32, id int32, e []float32) float32 {
+	if b.simd.avx512 {
+		m, logS, _ := rowLSE(x)
+		return float32(float64(x[id]) - m - logS)
+	}
+	m := maxGo(x)
+	s := expSumGo(e, x, len(x), m)
+	return (x[id] - m) - float32(math.Log(float64(s)))
+}
+
+// sampleRow implements ref.Backend's sampling specification with the same
 // float64 arithmetic on every value that decides the token (so ids match
 // the reference exactly under a fixed u), but selects instead of sorting:
 // top-k's threshold comes from a size-k heap, and top-p quickselects the
 // cut (see topP). Filtering by z = logit/T is done on the float32 logits,
 // which is exact: dividing distinct float32 values by the same positive T
-// in float64 keeps them distinct and ordered.
-func (b *Backend) Sample(logits []float32, p kernels.SamplingParams, u float64, scratch []float32) (int32, float32) {
-	const op = "Sample"
+// in float64 keeps them distinct and ordered. scratch holds len(logits).
+func (b *Backend) sampleRow(logits []float32, p kernels.SamplingParams, u float64, scratch []float32) (int32, float32) {
 	v := len(logits)
-	checkSampling(op, v, p, u)
 	if p.Temperature == 0 {
 		return b.Argmax(logits), 0
 	}
@@ -53,7 +88,7 @@ func (b *Backend) Sample(logits []float32, p kernels.SamplingParams, u float64, 
 		}
 	}
 	if nFinite == 0 {
-		panic("kernels/cpu: Sample: no token has a finite logit")
+		panic("kernels/cpu: SampleRows: no token has a finite logit")
 	}
 	temp := float64(p.Temperature)
 	zmax := float64(lmax) / temp
@@ -273,18 +308,5 @@ func topPSorted(keep []float32, idx []int32, ev []float64, s, topP float64, pos 
 			continue
 		}
 		cum += ev[q] / s
-	}
-}
-
-// checkSampling panics on parameters no caller should pass; user-facing
-// configuration is validated before it reaches a kernel.
-func checkSampling(op string, v int, p kernels.SamplingParams, u float64) {
-	switch {
-	case v == 0:
-		panic("kernels/cpu: " + op + ": empty logits")
-	case !(p.Temperature >= 0), p.TopK < 0, !(p.TopP >= 0 && p.TopP <= 1), !(p.MinP >= 0 && p.MinP <= 1):
-		panic(fmt.Sprintf("kernels/cpu: %s: invalid sampling parameters %+v", op, p))
-	case !(u >= 0 && u < 1):
-		panic(fmt.Sprintf("kernels/cpu: %s: u = %v outside [0,1)", op, u))
 	}
 }

@@ -41,8 +41,8 @@ func TestCompare(t *testing.T) {
 func TestToleranceTable(t *testing.T) {
 	for _, op := range []string{"MatMul", "MatMulNN", "MatMulTN", "MatMulLong", "Embedding", "RMSNorm", "RoPE",
 		"Attention", "AttentionLSE", "SwiGLU", "Add", "Scale", "LogSoftmaxGather", "Entropy", "Softmax",
-		"SampleLogProb", "RMSNormBackward", "RoPEBackward", "AttentionBackward", "SwiGLUBackward",
-		"EmbeddingBackward", "LogSoftmaxGatherBackward", "AdamW"} {
+		"SampleLogProb", "SampleFullLogProb", "RMSNormBackward", "RoPEBackward", "AttentionBackward", "SwiGLUBackward",
+		"EmbeddingBackward", "LogSoftmaxGatherBackward", "EntropyBackward", "PolicyLoss", "AdamW"} {
 		tol := Tolerance(op)
 		assert.NotEmpty(t, tol.Why, op)
 		assert.GreaterOrEqual(t, tol.ATol, 0.0, op)

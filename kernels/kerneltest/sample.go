@@ -47,11 +47,12 @@ func Argmax(t *testing.T, b kernels.Backend) {
 	}
 }
 
-// Sample checks sampling under temperature, top-k, top-p and min-p with
-// fixed u values: the ids must equal the reference's exactly and the
-// log-probabilities within Tolerance("SampleLogProb"); scratch may be nil
-// or given.
-func Sample(t *testing.T, b kernels.Backend) {
+// SampleRows checks batched sampling under temperature, top-k, top-p and
+// min-p with fixed u values: each case is run alone and inside one batch
+// of all the parameter sets (rows with different settings side by side);
+// ids must equal the reference's exactly and both log-probabilities be
+// within Tolerance("SampleLogProb").
+func SampleRows(t *testing.T, b kernels.Backend) {
 	var r ref.Backend
 	params := []kernels.SamplingParams{
 		{},               // greedy
@@ -87,23 +88,40 @@ func Sample(t *testing.T, b kernels.Backend) {
 			return x
 		}()},
 	}
+	tol, fullTol := Tolerance("SampleLogProb"), Tolerance("SampleFullLogProb")
 	for _, l := range logits {
-		for _, p := range params {
-			us := []float64{0, 0.123, 0.5, 0.87654, 0.9999999}
-			if len(l.x) > 1000 {
-				us = []float64{0.123, 0.9999999} // the reference's full-vocabulary sort is slow
+		v := len(l.x)
+		us := []float64{0, 0.123, 0.5, 0.87654, 0.9999999}
+		if v > 1000 {
+			us = []float64{0.123, 0.9999999} // the reference's full-vocabulary sort is slow
+		}
+		for _, u := range us {
+			// One batch: every parameter set on the same logits.
+			n := len(params)
+			batch := make([]float32, 0, n*v)
+			uu := make([]float64, n)
+			for i := range params {
+				batch = append(batch, l.x...)
+				uu[i] = u
 			}
-			for _, u := range us {
+			wantID, wantLP, wantFull := make([]int32, n), make([]float32, n), make([]float32, n)
+			r.SampleRows(wantID, wantLP, wantFull, batch, params, uu, n, v)
+			id, lp, full := make([]int32, n), make([]float32, n), make([]float32, n)
+			b.SampleRows(id, lp, full, batch, params, uu, n, v)
+			for i, p := range params {
 				name := fmt.Sprintf("%s_T%g_K%d_P%g_M%g_u%g", l.name, p.Temperature, p.TopK, p.TopP, p.MinP, u)
 				t.Run(name, func(t *testing.T) {
-					wantID, wantLP := r.Sample(l.x, p, u, nil)
-					id, lp := b.Sample(l.x, p, u, nil)
-					assert.Equal(t, wantID, id, "id")
-					CheckClose(t, "logprob", []float32{lp}, []float32{wantLP}, Tolerance("SampleLogProb"))
-					scratch := make([]float32, len(l.x)+1)
-					id2, lp2 := b.Sample(l.x, p, u, scratch)
-					assert.Equal(t, id, id2, "id with scratch")
-					assert.Equal(t, lp, lp2, "logprob with scratch")
+					assert.Equal(t, wantID[i], id[i], "id")
+					CheckClose(t, "logprob", lp[i:i+1], wantLP[i:i+1], tol)
+					CheckClose(t, "full logprob", full[i:i+1], wantFull[i:i+1], fullTol)
+					if p.Temperature != 0 {
+						assert.LessOrEqual(t, full[i], lp[i]+float32(fullTol.ATol), "filtering only raises a token's log-prob")
+					}
+					id1, lp1, full1 := make([]int32, 1), make([]float32, 1), make([]float32, 1)
+					b.SampleRows(id1, lp1, full1, l.x, params[i:i+1], uu[i:i+1], 1, v)
+					assert.Equal(t, id[i], id1[0], "id alone")
+					assert.Equal(t, lp[i], lp1[0], "logprob alone")
+					assert.Equal(t, full[i], full1[0], "full logprob alone")
 				})
 			}
 		}

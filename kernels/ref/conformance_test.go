@@ -17,7 +17,8 @@ func TestConformance(t *testing.T) {
 		"Embedding": kerneltest.Embedding, "RMSNorm": kerneltest.RMSNorm, "RoPE": kerneltest.RoPE,
 		"Attention": kerneltest.Attention, "SwiGLU": kerneltest.SwiGLU, "Add": kerneltest.Add,
 		"Scale": kerneltest.Scale, "LogSoftmaxGather": kerneltest.LogSoftmaxGather,
-		"Softmax": kerneltest.Softmax, "Argmax": kerneltest.Argmax, "Sample": kerneltest.Sample,
+		"Softmax": kerneltest.Softmax, "Argmax": kerneltest.Argmax, "SampleRows": kerneltest.SampleRows,
+		"LogSoftmaxGatherBackward": kerneltest.LogSoftmaxGatherBackward, "PolicyLoss": kerneltest.PolicyLoss,
 	} {
 		t.Run(name, func(t *testing.T) { f(t, b) })
 	}

@@ -133,24 +133,39 @@ func TestSampleHand(t *testing.T) {
 		p    kernels.SamplingParams
 		u    float64
 		id   int32
-		lp   float64
+		lp   float64 // under the filtered distribution
+		full float64 // under the temperature-scaled full distribution
 	}{
-		{"greedy", kernels.SamplingParams{}, 0.1, 1, 0},
-		{"first", kernels.SamplingParams{Temperature: 1}, 0.2, 0, math.Log(0.25)},
-		{"second", kernels.SamplingParams{Temperature: 1}, 0.3, 1, math.Log(0.75)},
-		{"topk1", kernels.SamplingParams{Temperature: 1, TopK: 1}, 0.1, 1, 0},
-		{"topp_drops", kernels.SamplingParams{Temperature: 1, TopP: 0.5}, 0.1, 1, 0},
-		{"topp_keeps", kernels.SamplingParams{Temperature: 1, TopP: 0.8}, 0.1, 0, math.Log(0.25)},
-		{"minp", kernels.SamplingParams{Temperature: 1, MinP: 0.5}, 0.1, 1, 0},
-		{"temperature", kernels.SamplingParams{Temperature: 0.5}, 0.05, 0, math.Log(0.1)}, // p ∝ (1, 9)
+		{"greedy", kernels.SamplingParams{}, 0.1, 1, 0, math.Log(0.75)},
+		{"first", kernels.SamplingParams{Temperature: 1}, 0.2, 0, math.Log(0.25), math.Log(0.25)},
+		{"second", kernels.SamplingParams{Temperature: 1}, 0.3, 1, math.Log(0.75), math.Log(0.75)},
+		{"topk1", kernels.SamplingParams{Temperature: 1, TopK: 1}, 0.1, 1, 0, math.Log(0.75)},
+		{"topp_drops", kernels.SamplingParams{Temperature: 1, TopP: 0.5}, 0.1, 1, 0, math.Log(0.75)},
+		{"topp_keeps", kernels.SamplingParams{Temperature: 1, TopP: 0.8}, 0.1, 0, math.Log(0.25), math.Log(0.25)},
+		{"minp", kernels.SamplingParams{Temperature: 1, MinP: 0.5}, 0.1, 1, 0, math.Log(0.75)},
+		{"temperature", kernels.SamplingParams{Temperature: 0.5}, 0.05, 0, math.Log(0.1), math.Log(0.1)}, // p ∝ (1, 9)
 	}
-	for _, tc := range tests {
+	// All rows in one call, each with its own parameters and u.
+	n := len(tests)
+	rows := make([]float32, 0, 2*n)
+	params := make([]kernels.SamplingParams, n)
+	us := make([]float64, n)
+	for i, tc := range tests {
+		rows = append(rows, logits...)
+		params[i], us[i] = tc.p, tc.u
+	}
+	ids, lp, full := make([]int32, n), make([]float32, n), make([]float32, n)
+	b.SampleRows(ids, lp, full, rows, params, us, n, 2)
+	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			id, lp := b.Sample(logits, tc.p, tc.u, nil)
-			assert.Equal(t, tc.id, id)
-			assert.InDelta(t, tc.lp, lp, handTol)
+			assert.Equal(t, tc.id, ids[i])
+			assert.InDelta(t, tc.lp, lp[i], handTol)
+			assert.InDelta(t, tc.full, full[i], handTol)
 		})
 	}
-	assert.Panics(t, func() { b.Sample(logits, kernels.SamplingParams{Temperature: 1}, 1, nil) })
-	assert.Panics(t, func() { b.Sample(logits, kernels.SamplingParams{Temperature: -1}, 0, nil) })
+	one := func(p kernels.SamplingParams, u float64) func() {
+		return func() { b.SampleRows(ids, lp, full, logits, []kernels.SamplingParams{p}, []float64{u}, 1, 2) }
+	}
+	assert.Panics(t, one(kernels.SamplingParams{Temperature: 1}, 1))
+	assert.Panics(t, one(kernels.SamplingParams{Temperature: -1}, 0))
 }

@@ -264,17 +264,47 @@ func TestLogSoftmaxGatherBackwardFiniteDifferences(t *testing.T) {
 			}
 			dlogp := fdRandom(42, tc.rows, -2, 2)
 			dl := make([]float32, tc.rows*tc.v)
-			ref.Backend{}.LogSoftmaxGatherBackward(dl, logits, targets, dlogp, tc.rows, tc.v)
+			ref.Backend{}.LogSoftmaxGatherBackward(dl, logits, targets, dlogp, nil, tc.rows, tc.v)
 			want := fdGrad(logits, func(x []float64) float64 {
 				return fdDot(logSoftmaxGather64(x, targets, tc.rows, tc.v), dlogp)
 			})
 			fdAssert(t, "dlogits", dl, nil, want)
 
 			inPlace := append([]float32(nil), logits...)
-			ref.Backend{}.LogSoftmaxGatherBackward(inPlace, inPlace, targets, dlogp, tc.rows, tc.v)
+			ref.Backend{}.LogSoftmaxGatherBackward(inPlace, inPlace, targets, dlogp, nil, tc.rows, tc.v)
 			assert.Equal(t, dl, inPlace, "dlogits aliasing logits")
+
+			// With the entropy term: the gradient of Σ dlogp·logp + dent·H.
+			dent := fdRandom(43, tc.rows, -2, 2)
+			ref.Backend{}.LogSoftmaxGatherBackward(dl, logits, targets, dlogp, dent, tc.rows, tc.v)
+			want = fdGrad(logits, func(x []float64) float64 {
+				return fdDot(logSoftmaxGather64(x, targets, tc.rows, tc.v), dlogp) + fdDot(entropy64(x, tc.rows, tc.v), dent)
+			})
+			fdAssert(t, "dlogits with entropy", dl, nil, want)
 		})
 	}
+}
+
+// entropy64 is each row's softmax entropy in float64.
+func entropy64(x []float64, rows, v int) []float64 {
+	out := make([]float64, rows)
+	for r := range rows {
+		row := x[r*v : (r+1)*v]
+		mx := math.Inf(-1)
+		for _, e := range row {
+			mx = math.Max(mx, e)
+		}
+		var s float64
+		for _, e := range row {
+			s += math.Exp(e - mx)
+		}
+		lse := mx + math.Log(s)
+		for _, e := range row {
+			p := math.Exp(e - lse)
+			out[r] -= p * (e - lse)
+		}
+	}
+	return out
 }
 
 // attention64 is causal GQA attention in float64; it returns Out [T,H,D]
@@ -391,7 +421,7 @@ func TestBackwardShapePanics(t *testing.T) {
 		{"rope", "RoPEBackward: x", func() { b.RoPEBackward(short, []int32{0}, 1, 4, 1e4) }},
 		{"swiglu", "SwiGLUBackward: up", func() { b.SwiGLUBackward(buf, buf, buf, buf, short) }},
 		{"embedding id", "ids[1] = 9", func() { b.EmbeddingBackward(buf[:8], buf, []int32{0, 9}, 4) }},
-		{"logsoftmax target", "targets[0] = 5", func() { b.LogSoftmaxGatherBackward(buf, buf, []int32{5}, buf, 1, 5) }},
+		{"logsoftmax target", "targets[0] = 5", func() { b.LogSoftmaxGatherBackward(buf, buf, []int32{5}, buf, nil, 1, 5) }},
 		{"attention K", "seqs[0].K", func() {
 			b.AttentionBackward([]kernels.AttentionGradSeq{{DOut: buf, Q: buf, Out: buf, DQ: buf, LSE: buf,
 				K: short, V: buf, DK: buf, DV: buf, T: 1, Start: 2}}, 2, 1, 8, 1)

@@ -5,18 +5,22 @@ import (
 	"math"
 )
 
-// LogSoftmaxGatherBackward writes, for each row r of logits[R,V],
-// dlogits[r, i] = dlogp[r]·(1[i = targets[r]] − softmax(logits[r])[i]).
-// The row's max and Σexp are accumulated in float64 before anything is
-// written, and element i is read before it is written, so dlogits may
-// alias logits.
-func (Backend) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []int32, dlogp []float32, rows, v int) {
+// LogSoftmaxGatherBackward writes, for each row r of logits[R,V] with p =
+// softmax(logits[r]) and H its entropy,
+// dlogits[r, i] = dlogp[r]·(1[i = targets[r]] − p[i]) − dentropy[r]·p[i]·(log p[i] + H)
+// (the entropy term only when dentropy is not nil). The row's max, Σexp
+// and H are accumulated in float64 before anything is written, and element
+// i is read before it is written, so dlogits may alias logits.
+func (Backend) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []int32, dlogp, dentropy []float32, rows, v int) {
 	const op = "LogSoftmaxGatherBackward"
 	needDims(op, rows, v)
 	need(op, "dlogits", len(dlogits), rows*v)
 	need(op, "logits", len(logits), rows*v)
 	need(op, "targets", len(targets), rows)
 	need(op, "dlogp", len(dlogp), rows)
+	if dentropy != nil {
+		need(op, "dentropy", len(dentropy), rows)
+	}
 	for r := range rows {
 		tgt := int(targets[r])
 		if tgt < 0 || tgt >= v {
@@ -32,10 +36,23 @@ func (Backend) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []int
 			sum += math.Exp(float64(e) - mx)
 		}
 		g := float64(dlogp[r])
+		lse := mx + math.Log(sum)
+		var h, ge float64 // entropy, dentropy
+		if dentropy != nil {
+			ge = float64(dentropy[r])
+			for _, e := range x {
+				if p := math.Exp(float64(e) - lse); p > 0 {
+					h -= p * (float64(e) - lse)
+				}
+			}
+		}
 		out := dlogits[r*v : (r+1)*v]
 		for i := range v {
 			p := math.Exp(float64(x[i])-mx) / sum
 			d := -g * p
+			if ge != 0 && p > 0 {
+				d -= ge * p * (float64(x[i]) - lse + h)
+			}
 			if i == tgt {
 				d += g
 			}

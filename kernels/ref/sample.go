@@ -1,7 +1,6 @@
 package ref
 
 import (
-	"fmt"
 	"math"
 	"slices"
 
@@ -22,7 +21,16 @@ func (Backend) Argmax(x []float32) int32 {
 	return int32(best)
 }
 
-// Sample draws a token from logits[V] under p with u ∈ [0,1) as its only
+// SampleRows draws one token per row of logits[R,V] (row r under params[r]
+// with u[r]) by sampleRow, row after row.
+func (b Backend) SampleRows(ids []int32, logp, fullLogp, logits []float32, params []kernels.SamplingParams, u []float64, rows, v int) {
+	kernels.CheckSampleRows(ids, logp, fullLogp, logits, params, u, rows, v)
+	for r := range rows {
+		ids[r], logp[r], fullLogp[r] = b.sampleRow(logits[r*v:(r+1)*v], params[r], u[r])
+	}
+}
+
+// sampleRow draws a token from logits[V] under p with u ∈ [0,1) as its only
 // randomness. It is the specification of sampling; in float64 throughout:
 //
 //  1. z[i] = logits[i] / Temperature; tokens with z = −Inf are dropped.
@@ -37,13 +45,14 @@ func (Backend) Argmax(x []float32) int32 {
 //     the first kept token, in index order, whose running sum of e exceeds
 //     u·S (the last kept token if rounding leaves none).
 //
-// The log-probability is z − max z − log S for the sampled token.
-func (b Backend) Sample(logits []float32, p kernels.SamplingParams, u float64, scratch []float32) (int32, float32) {
-	const op = "Sample"
+// The log-probability is z − max z − log S for the sampled token, and the
+// full log-probability z − max z − log S_all with S_all the sum of e over
+// every finite token (at temperature 1 under greedy).
+func (b Backend) sampleRow(logits []float32, p kernels.SamplingParams, u float64) (id int32, logp, full float32) {
 	v := len(logits)
-	checkSampling(op, v, p, u)
 	if p.Temperature == 0 {
-		return b.Argmax(logits), 0
+		id := b.Argmax(logits)
+		return id, 0, float32(float64(logits[id]) - logSumExp(logits))
 	}
 	z := make([]float64, v)
 	keep := make([]bool, v)
@@ -56,7 +65,13 @@ func (b Backend) Sample(logits []float32, p kernels.SamplingParams, u float64, s
 		}
 	}
 	if math.IsInf(zmax, -1) {
-		panic("kernels/ref: Sample: no token has a finite logit")
+		panic("kernels/ref: SampleRows: no token has a finite logit")
+	}
+	var sAll float64
+	for i := range z {
+		if keep[i] {
+			sAll += math.Exp(z[i] - zmax)
+		}
 	}
 	if p.TopK > 0 && p.TopK < v {
 		var kept []float64
@@ -129,18 +144,5 @@ func (b Backend) Sample(logits []float32, p kernels.SamplingParams, u float64, s
 			break
 		}
 	}
-	return int32(pick), float32(z[pick] - zmax - math.Log(s))
-}
-
-// checkSampling panics on parameters no caller should pass; user-facing
-// configuration is validated before it reaches a kernel.
-func checkSampling(op string, v int, p kernels.SamplingParams, u float64) {
-	switch {
-	case v == 0:
-		panic("kernels/ref: " + op + ": empty logits")
-	case !(p.Temperature >= 0), p.TopK < 0, !(p.TopP >= 0 && p.TopP <= 1), !(p.MinP >= 0 && p.MinP <= 1):
-		panic(fmt.Sprintf("kernels/ref: %s: invalid sampling parameters %+v", op, p))
-	case !(u >= 0 && u < 1):
-		panic(fmt.Sprintf("kernels/ref: %s: u = %v outside [0,1)", op, u))
-	}
+	return int32(pick), float32(z[pick] - zmax - math.Log(s)), float32(z[pick] - zmax - math.Log(sAll))
 }

@@ -9,7 +9,8 @@
 // tool-style form with MCP-style list_tools/call_tool actions instead.
 //
 // It listens on host:port with WS /ws, GET /health, /metadata, /schema,
-// /state and POST /reset, /step. The session limit defaults to
+// /state, /openapi.json and POST /reset, /step, /mcp (see package openenv
+// for where these differ from the Python server). The session limit defaults to
 // $MAX_CONCURRENT_ENVS (else 1024); the bearer token to $OPENENV_TOKEN.
 // SIGINT or SIGTERM ends every session (closing its env) and exits.
 package main
@@ -36,11 +37,20 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr, nil); err != nil {
-		fmt.Fprintln(os.Stderr, "envserver:", err)
-		stop()
-		os.Exit(1)
+	code := exitCode(run(ctx, os.Args[1:], os.Getenv, os.Stderr, nil), os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// exitCode reports err on stderr and returns the process's exit status:
+// 0 for nil and for -help (flag has printed the usage), 1 otherwise.
+func exitCode(err error, stderr io.Writer) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
 	}
+	fmt.Fprintln(stderr, "envserver:", err)
+	return 1
 }
 
 // config is the command line.
@@ -74,11 +84,11 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.StringVar(&c.env, "env", "echo", "environment to serve: "+strings.Join(envNames(), ", "))
 	fs.StringVar(&c.host, "host", "127.0.0.1", "address to listen on (0.0.0.0 for all interfaces)")
 	fs.IntVar(&c.port, "port", 8000, "port to listen on (0 picks a free one)")
-	fs.IntVar(&c.maxSessions, "max-sessions", maxDefault, "concurrent WebSocket sessions (default $MAX_CONCURRENT_ENVS or 1024)")
+	fs.IntVar(&c.maxSessions, "max-sessions", maxDefault, "concurrent WebSocket sessions (taken from $MAX_CONCURRENT_ENVS when set)")
 	fs.DurationVar(&c.slotWait, "slot-wait", 0, "how long a connection may wait for a free session slot before CAPACITY_REACHED")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", openenv.DefaultIdleTimeout, "close sessions idle this long (0 disables)")
 	fs.DurationVar(&c.ping, "ping", openenv.DefaultPingInterval, "keepalive ping interval; a peer silent for twice this is dropped (0 disables)")
-	fs.StringVar(&c.token, "token", getenv("OPENENV_TOKEN"), "require this bearer token on all but /health (default $OPENENV_TOKEN)")
+	fs.StringVar(&c.token, "token", "", "require this bearer token on all but /health ($OPENENV_TOKEN when not given; never printed)")
 	fs.Uint64Var(&c.seed, "seed", 0, "seed for the environments' randomness (episode ids, secret words)")
 	fs.BoolVar(&c.tools, "tools", false, "serve the tool-style env with MCP-style list_tools/call_tool actions instead of its classic OpenEnv actions")
 	if err := fs.Parse(args); err != nil {
@@ -86,6 +96,11 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	tokenSet := false
+	fs.Visit(func(f *flag.Flag) { tokenSet = tokenSet || f.Name == "token" })
+	if !tokenSet {
+		c.token = getenv("OPENENV_TOKEN")
 	}
 	if _, err := newFactory(c.env, c.seed, c.tools); err != nil {
 		return c, err

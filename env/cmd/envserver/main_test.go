@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,6 +42,8 @@ func TestParseFlags(t *testing.T) {
 				assert.Equal(t, uint64(7), c.seed)
 				assert.Zero(t, c.idleTimeout)
 			}},
+		{name: "-token beats OPENENV_TOKEN", args: []string{"-token", "flag"}, env: map[string]string{"OPENENV_TOKEN": "env"},
+			want: func(t *testing.T, c config) { assert.Equal(t, "flag", c.token) }},
 		{name: "bad MAX_CONCURRENT_ENVS", env: map[string]string{"MAX_CONCURRENT_ENVS": "lots"}, err: `MAX_CONCURRENT_ENVS="lots"`},
 		{name: "unknown env", args: []string{"-env", "chess"}, err: `-env "chess": unknown environment`},
 		{name: "bad port", args: []string{"-port", "70000"}, err: "-port 70000"},
@@ -140,4 +143,32 @@ func TestEveryEnvServes(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestHelp: -help prints the usage once, each default once, no token, and
+// exits 0 without flag's "help requested" error.
+func TestHelp(t *testing.T) {
+	for _, arg := range []string{"-help", "-h", "--help"} {
+		t.Run(arg, func(t *testing.T) {
+			var out strings.Builder
+			getenv := func(k string) string {
+				return map[string]string{"OPENENV_TOKEN": "s3cret", "MAX_CONCURRENT_ENVS": "64"}[k]
+			}
+			err := run(t.Context(), []string{arg}, getenv, &out, nil)
+			var status strings.Builder
+			assert.Equal(t, 0, exitCode(err, &status))
+			assert.Empty(t, status.String())
+			usage := out.String()
+			assert.Contains(t, usage, "Usage of envserver")
+			assert.NotContains(t, usage, "help requested")
+			assert.NotContains(t, usage, "s3cret", "the token must not be printed")
+			for _, line := range strings.Split(usage, "\n") {
+				assert.LessOrEqual(t, strings.Count(line, "default"), 1, "a default said twice: %q", line)
+			}
+			assert.Contains(t, usage, "(default 64)", "-max-sessions shows $MAX_CONCURRENT_ENVS")
+		})
+	}
+	var status strings.Builder
+	assert.Equal(t, 1, exitCode(fmt.Errorf("listen: boom"), &status))
+	assert.Equal(t, "envserver: listen: boom\n", status.String())
 }

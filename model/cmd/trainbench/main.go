@@ -133,7 +133,7 @@ func run(ctx context.Context, f flags) error {
 		tokens += f.length
 		scored += seqs[i].Scored()
 	}
-	w := func(_, _ int, _, _ float32) float32 { return -1 / float32(scored) }
+	w := model.SFTLoss(seqs)
 	mode := fmt.Sprintf("LoRA r=%d all projections", f.rank)
 	if f.full {
 		mode = "full fine-tuning"
@@ -141,7 +141,7 @@ func run(ctx context.Context, f flags) error {
 	fmt.Printf("%s %s, %s, checkpoint=%v, %d × %d tokens (%d scored)\n", f.shape, dtype, mode, f.checkpoint, f.seqs, f.length, scored)
 
 	for range f.warmup { // buffers, page-in
-		if _, _, err := tr.Accumulate(ctx, seqs, w); err != nil {
+		if _, err := tr.Accumulate(ctx, seqs, w); err != nil {
 			return err
 		}
 	}
@@ -163,7 +163,7 @@ func run(ctx context.Context, f flags) error {
 	start := time.Now()
 	for range f.steps {
 		tr.ZeroGrad()
-		if _, _, err := tr.Accumulate(ctx, seqs, w); err != nil {
+		if _, err := tr.Accumulate(ctx, seqs, w); err != nil {
 			return err
 		}
 	}

@@ -91,9 +91,14 @@ func (t *timedBackend) LogSoftmaxGather(lp, ent, logits []float32, tgt []int32, 
 	t.Backend.LogSoftmaxGather(lp, ent, logits, tgt, rows, v)
 }
 
-func (t *timedBackend) LogSoftmaxGatherBackward(dl, logits []float32, tgt []int32, dlp []float32, rows, v int) {
+func (t *timedBackend) LogSoftmaxGatherBackward(dl, logits []float32, tgt []int32, dlp, dent []float32, rows, v int) {
 	defer t.since("LogSoftmaxGatherBackward", time.Now())
-	t.Backend.LogSoftmaxGatherBackward(dl, logits, tgt, dlp, rows, v)
+	t.Backend.LogSoftmaxGatherBackward(dl, logits, tgt, dlp, dent, rows, v)
+}
+
+func (t *timedBackend) PolicyLoss(out kernels.LossOutput, in kernels.LossInput, p kernels.LossParams, n int) {
+	defer t.since("PolicyLoss", time.Now())
+	t.Backend.PolicyLoss(out, in, p, n)
 }
 
 // report prints the ops by total time, largest first.

@@ -1,0 +1,187 @@
+package kerneltest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/x/kernels"
+	"github.com/x/kernels/ref"
+)
+
+// lossCase is one PolicyLoss configuration of the suite.
+type lossCase struct {
+	name   string
+	p      kernels.LossParams
+	old    bool // OldLogP given (else on-policy)
+	seqAdv bool // one advantage per sequence
+	mask   bool // a Mask with zeros
+	is     bool // an ISRatio
+}
+
+func lossCases() []lossCase {
+	clipped := kernels.LossParams{Objective: kernels.ObjectiveClipped, EpsLow: 0.2, EpsHigh: 0.28}
+	var cs []lossCase
+	add := func(name string, p kernels.LossParams, old, seqAdv, mask bool) {
+		cs = append(cs, lossCase{name, p, old, seqAdv, mask, false})
+	}
+	add("clipped_onpolicy", clipped, false, true, false)
+	add("clipped", clipped, true, false, false)
+	d := clipped
+	d.Delta = 1.5
+	add("clipped_delta", d, true, false, false)
+	kl := clipped
+	kl.Beta, kl.EntropyCoef = 0.04, 0.01
+	add("clipped_kl_entropy", kl, true, true, false)
+	gspo := clipped
+	gspo.SequenceRatio, gspo.Beta = true, 0.1
+	add("gspo", gspo, true, true, true)
+	add("gspo_onpolicy", gspo, false, false, false)
+	add("cispo", kernels.LossParams{Objective: kernels.ObjectiveCISPO, EpsHigh: 1.1, Beta: 0.02}, true, false, false)
+	add("sapo", kernels.LossParams{Objective: kernels.ObjectiveSAPO, SAPOTauPos: 1, SAPOTauNeg: 1.05, EntropyCoef: -0.02}, true, false, false)
+	add("vespo", kernels.LossParams{Objective: kernels.ObjectiveVESPO, VESPOKPos: 2, VESPOLambdaPos: 3, VESPOKNeg: 3, VESPOLambdaNeg: 2}, true, true, true)
+	add("pg", kernels.LossParams{Objective: kernels.ObjectivePG}, false, false, false)
+	// TRL's vLLM IS correction and the bias-corrected KL.
+	bias := kl
+	bias.KLBiasCorrection = true
+	cs = append(cs, lossCase{"clipped_is_biaskl", bias, true, false, false, true})
+	gspoBias := gspo
+	gspoBias.KLBiasCorrection = true
+	cs = append(cs, lossCase{"gspo_is_biaskl", gspoBias, true, true, true, true})
+	cs = append(cs, lossCase{"vespo_is", kernels.LossParams{Objective: kernels.ObjectiveVESPO, VESPOKPos: 2, VESPOLambdaPos: 3, VESPOKNeg: 3, VESPOLambdaNeg: 2, Beta: 0.1}, true, false, true, true})
+	return cs
+}
+
+// lossInputs makes a batch of segs sequences with lengths in [0, 40]
+// (empty ones included): log-probs in (−6, 0], old log-probs within ±0.5
+// of them (ratios in about [0.6, 1.65], both sides of every clip), advantages
+// of both signs and zero.
+func lossInputs(rng *rand.Rand, c lossCase, segs int) (kernels.LossInput, int) {
+	in := kernels.LossInput{Seg: []int32{0}}
+	n := 0
+	for s := range segs {
+		l := rng.IntN(41)
+		if s == 1 {
+			l = 0
+		}
+		n += l
+		in.Seg = append(in.Seg, int32(n))
+	}
+	f := func(g func() float64) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(g())
+		}
+		return x
+	}
+	in.LogP = f(func() float64 { return -6 * rng.Float64() })
+	in.Entropy = f(func() float64 { return 3 * rng.Float64() })
+	if c.old {
+		in.OldLogP = make([]float32, n)
+		for i := range n {
+			in.OldLogP[i] = in.LogP[i] + float32(rng.Float64()-0.5)
+		}
+	}
+	in.RefLogP = make([]float32, n)
+	for i := range n {
+		in.RefLogP[i] = in.LogP[i] + float32(rng.Float64()-0.5)
+	}
+	adv := func() float32 {
+		switch rng.IntN(5) {
+		case 0:
+			return 0
+		default:
+			return float32(2 * (rng.Float64() - 0.5))
+		}
+	}
+	if c.seqAdv {
+		in.SeqAdv = make([]float32, segs)
+		for s := range in.SeqAdv {
+			in.SeqAdv[s] = adv()
+		}
+	} else {
+		in.Adv = make([]float32, n)
+		for i := range in.Adv {
+			in.Adv[i] = adv()
+		}
+	}
+	in.Weight = f(func() float64 { return rng.Float64() / 50 })
+	if c.is {
+		in.ISRatio = f(func() float64 { return 0.5 + rng.Float64() })
+	}
+	if c.mask {
+		in.Mask = make([]float32, n)
+		for i := range in.Mask {
+			if rng.IntN(4) != 0 {
+				in.Mask[i] = 1
+			} else {
+				in.Weight[i] = 0
+			}
+		}
+	}
+	return in, n
+}
+
+func newLossOutput(n int) kernels.LossOutput {
+	nan := func() []float32 { return bwNaNs(n)[:n] }
+	clip := make([]uint8, n)
+	for i := range clip {
+		clip[i] = 0xff
+	}
+	return kernels.LossOutput{Loss: nan(), DLogP: nan(), DEntropy: nan(), Ratio: nan(), KL: nan(), Clip: clip, Phi: nan()}
+}
+
+// PolicyLoss checks every output of PolicyLoss against the reference, for
+// each objective, token- and sequence-level ratios, on- and off-policy,
+// per-token and per-sequence advantages, with KL and entropy terms, with a
+// mask, with an IS correction and the bias-corrected KL, on batches with
+// empty sequences; clip flags exactly. It also checks
+// that a token-level loss over a batch equals the loss over any split of it
+// into chunks (what the model relies on to evaluate it chunk by chunk).
+func PolicyLoss(t *testing.T, b kernels.Backend) {
+	var r ref.Backend
+	tol := Tolerance("PolicyLoss")
+	for _, c := range lossCases() {
+		for _, segs := range []int{1, 7} {
+			name := fmt.Sprintf("%s_S%d", c.name, segs)
+			t.Run(name, func(t *testing.T) {
+				in, n := lossInputs(newRNG("loss"+name), c, segs)
+				want, got := newLossOutput(n), newLossOutput(n)
+				r.PolicyLoss(want, in, c.p, n)
+				b.PolicyLoss(got, in, c.p, n)
+				CheckClose(t, "Loss", got.Loss, want.Loss, tol)
+				CheckClose(t, "DLogP", got.DLogP, want.DLogP, tol)
+				CheckClose(t, "DEntropy", got.DEntropy, want.DEntropy, tol)
+				CheckClose(t, "Ratio", got.Ratio, want.Ratio, tol)
+				CheckClose(t, "KL", got.KL, want.KL, tol)
+				CheckClose(t, "Phi", got.Phi, want.Phi, tol)
+				assert.Equal(t, want.Clip, got.Clip, "clip flags")
+				if c.p.NeedsSegments() || in.SeqAdv != nil || n < 3 {
+					return
+				}
+				// Token level: two chunks give the same per-token values.
+				in2 := in
+				in2.Seg = nil
+				split := n / 3
+				chunk := newLossOutput(n)
+				for _, lh := range [][2]int{{0, split}, {split, n}} {
+					lo, hi := lh[0], lh[1]
+					sub := kernels.LossInput{LogP: in.LogP[lo:hi], Entropy: in.Entropy[lo:hi], RefLogP: in.RefLogP[lo:hi],
+						Adv: in.Adv[lo:hi], Weight: in.Weight[lo:hi]}
+					if in.OldLogP != nil {
+						sub.OldLogP = in.OldLogP[lo:hi]
+					}
+					if in.ISRatio != nil {
+						sub.ISRatio = in.ISRatio[lo:hi]
+					}
+					o := kernels.LossOutput{Loss: chunk.Loss[lo:hi], DLogP: chunk.DLogP[lo:hi], DEntropy: chunk.DEntropy[lo:hi],
+						Ratio: chunk.Ratio[lo:hi], KL: chunk.KL[lo:hi], Clip: chunk.Clip[lo:hi], Phi: chunk.Phi[lo:hi]}
+					b.PolicyLoss(o, sub, c.p, hi-lo)
+				}
+				CheckExact(t, "chunked Loss", chunk.Loss, got.Loss)
+				CheckExact(t, "chunked DLogP", chunk.DLogP, got.DLogP)
+			})
+		}
+	}
+}

@@ -1,0 +1,38 @@
+package kernels
+
+import "fmt"
+
+// CheckSampleRows panics, naming the argument, when SampleRows's buffers do
+// not fit rows×v logits, a row's parameters are out of range, or a uniform
+// is outside [0, 1): programmer errors (the model validates user settings
+// first). Every backend calls it, so the rules live here once.
+func CheckSampleRows(ids []int32, logp, fullLogp, logits []float32, params []SamplingParams, u []float64, rows, v int) {
+	fail := func(format string, args ...any) {
+		panic("kernels: SampleRows: " + fmt.Sprintf(format, args...))
+	}
+	if rows < 0 || v < 0 {
+		fail("negative dimension rows %d, v %d", rows, v)
+	}
+	if rows > 0 && v == 0 {
+		fail("empty logits")
+	}
+	for _, b := range []struct {
+		name string
+		have int
+		want int
+	}{{"logits", len(logits), rows * v}, {"ids", len(ids), rows}, {"logp", len(logp), rows},
+		{"fullLogp", len(fullLogp), rows}, {"params", len(params), rows}, {"u", len(u), rows}} {
+		if b.have < b.want {
+			fail("%s has %d elements, need %d", b.name, b.have, b.want)
+		}
+	}
+	for r := range rows {
+		p := params[r]
+		if !(p.Temperature >= 0) || p.TopK < 0 || !(p.TopP >= 0 && p.TopP <= 1) || !(p.MinP >= 0 && p.MinP <= 1) {
+			fail("row %d: invalid sampling parameters %+v", r, p)
+		}
+		if !(u[r] >= 0 && u[r] < 1) {
+			fail("row %d: u = %v outside [0,1)", r, u[r])
+		}
+	}
+}

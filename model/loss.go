@@ -1,0 +1,234 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/x/kernels"
+)
+
+// Loss describes the per-token policy loss that Trainable.Accumulate
+// evaluates with the backend's PolicyLoss (see kernels.LossParams for the
+// objectives and the formula). The caller fills the per-token tensors once
+// per batch; they are indexed [seq][i] like the scored tokens of the
+// TrainSeqs (i counted from Start, len(IDs)−Start entries per sequence).
+// Masked-out tokens (TrainSeq.Mask false) are not scored: their entries are
+// ignored.
+type Loss struct {
+	kernels.LossParams
+	// Adv are per-token advantages, or nil when SeqAdv gives one per
+	// sequence.
+	Adv    [][]float32
+	SeqAdv []float32
+	// Weight is each token's weight in the total loss: the caller's
+	// normalisation (1/Σmask for dapo, 1/(B·len_i) for grpo, ...). Required.
+	Weight [][]float32
+	// OldLogP are the sampling policy's log-probs (at the training
+	// temperature; Completion.FullLogProbs or an earlier
+	// Trainable.LogProbs); nil means on-policy, where the ratio is 1.
+	OldLogP [][]float32
+	// RefLogP are the reference policy's log-probs (Trainable.RefLogProbs);
+	// required when Beta > 0.
+	RefLogP [][]float32
+	// ISRatio, if not nil, is a per-token importance-sampling correction
+	// (see kernels.LossInput.ISRatio).
+	ISRatio [][]float32
+}
+
+// LossResult is what Accumulate computed, per token [seq][i] like its
+// inputs (0 at masked-out tokens).
+type LossResult struct {
+	Loss    float64     // Σ over scored tokens of Weight·(ℓ + β·KL − c·H)
+	LogP    [][]float32 // the current policy's log-probs
+	Entropy [][]float32 // and entropies
+	Ratio   [][]float32 // importance ratio used by the objective
+	KL      [][]float32 // k3 KL estimate (0 when Beta = 0)
+	Clip    [][]uint8   // kernels.ClipLow | kernels.ClipHigh flags
+	Phi     [][]float32 // VESPO's φ (1 for other objectives)
+	Tokens  int         // scored tokens (after masks)
+}
+
+// SFTLoss is the mean negative log-likelihood of every scored token of
+// seqs (ObjectivePG with advantage 1 and weight 1/N): supervised
+// fine-tuning through Accumulate.
+func SFTLoss(seqs []TrainSeq) Loss {
+	n := 0
+	for _, s := range seqs {
+		n += s.scoredCount()
+	}
+	w := float32(1)
+	if n > 0 {
+		w = 1 / float32(n)
+	}
+	l := Loss{LossParams: kernels.LossParams{Objective: kernels.ObjectivePG}, SeqAdv: make([]float32, len(seqs)), Weight: make([][]float32, len(seqs))}
+	for i, s := range seqs {
+		l.SeqAdv[i] = 1
+		l.Weight[i] = make([]float32, max(0, s.Scored()))
+		for j := range l.Weight[i] {
+			l.Weight[i][j] = w
+		}
+	}
+	return l
+}
+
+// scoredCount is the number of tokens the sequence scores after its mask.
+func (s TrainSeq) scoredCount() int {
+	if s.Mask == nil {
+		return max(0, s.Scored())
+	}
+	n := 0
+	for _, m := range s.Mask {
+		if m {
+			n++
+		}
+	}
+	return n
+}
+
+// check validates l against the batch it is for.
+func (l *Loss) check(seqs []TrainSeq) error {
+	if err := l.LossParams.Validate(); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	per := func(name string, x [][]float32, required bool) error {
+		if x == nil {
+			if required {
+				return fmt.Errorf("train: loss %s is required", name)
+			}
+			return nil
+		}
+		if len(x) != len(seqs) {
+			return fmt.Errorf("train: loss %s has %d sequences, the batch %d", name, len(x), len(seqs))
+		}
+		for s, v := range x {
+			if len(v) != seqs[s].Scored() {
+				return fmt.Errorf("train: loss %s sequence %d has %d entries, want %d (len(IDs) − Start)", name, s, len(v), seqs[s].Scored())
+			}
+		}
+		return nil
+	}
+	if (l.Adv == nil) == (l.SeqAdv == nil) {
+		return fmt.Errorf("train: loss needs exactly one of Adv (per token) and SeqAdv (per sequence)")
+	}
+	if l.SeqAdv != nil && len(l.SeqAdv) != len(seqs) {
+		return fmt.Errorf("train: loss SeqAdv has %d entries, the batch %d sequences", len(l.SeqAdv), len(seqs))
+	}
+	if err := per("Adv", l.Adv, false); err != nil {
+		return err
+	}
+	if err := per("Weight", l.Weight, true); err != nil {
+		return err
+	}
+	if err := per("OldLogP", l.OldLogP, false); err != nil {
+		return err
+	}
+	if err := per("ISRatio", l.ISRatio, false); err != nil {
+		return err
+	}
+	return per("RefLogP", l.RefLogP, l.Beta != 0)
+}
+
+// lossTensors are a batch's per-token loss inputs and outputs, flattened in
+// the order of the scored rows (sequence by sequence, masked-out tokens
+// left out), filled once per batch.
+type lossTensors struct {
+	p                   *Loss
+	rowSeq, rowI        []int32   // [N] each row's sequence and token index (from Start)
+	is                  []float32 // [N] ISRatio, nil when not given
+	seg                 []int32   // [S+1] row offsets of the sequences
+	segScratch          []int32
+	logp, ent, old, ref []float32 // [N] inputs (logp, ent filled by the forward)
+	adv, weight         []float32 // [N]
+	loss, dlogp, dent   []float32 // [N] outputs
+	ratio, kl, phi      []float32 // [N]
+	clip                []uint8   // [N]
+}
+
+func newLossTensors(seqs []TrainSeq, l *Loss) *lossTensors {
+	lt := &lossTensors{p: l, seg: []int32{0}}
+	for s, seq := range seqs {
+		for i := range seq.Scored() {
+			if seq.Mask != nil && !seq.Mask[i] {
+				continue
+			}
+			lt.rowSeq = append(lt.rowSeq, int32(s))
+			lt.rowI = append(lt.rowI, int32(i))
+			a := float32(0)
+			if l.Adv != nil {
+				a = l.Adv[s][i]
+			} else {
+				a = l.SeqAdv[s]
+			}
+			lt.adv = append(lt.adv, a)
+			lt.weight = append(lt.weight, l.Weight[s][i])
+			if l.OldLogP != nil {
+				lt.old = append(lt.old, l.OldLogP[s][i])
+			}
+			if l.Beta != 0 {
+				lt.ref = append(lt.ref, l.RefLogP[s][i])
+			}
+			if l.ISRatio != nil {
+				lt.is = append(lt.is, l.ISRatio[s][i])
+			}
+		}
+		lt.seg = append(lt.seg, int32(len(lt.rowSeq)))
+	}
+	n := len(lt.rowSeq)
+	f := func() []float32 { return make([]float32, n) }
+	lt.logp, lt.ent, lt.loss, lt.dlogp, lt.dent = f(), f(), f(), f(), f()
+	lt.ratio, lt.kl, lt.phi = f(), f(), f()
+	lt.clip = make([]uint8, n)
+	return lt
+}
+
+// in returns the inputs of rows [lo, hi); seqs, if not empty, is the range
+// of sequences those rows hold whole, for the segments.
+func (lt *lossTensors) in(lo, hi int, seqs [2]int) kernels.LossInput {
+	in := kernels.LossInput{LogP: lt.logp[lo:hi], Entropy: lt.ent[lo:hi], Adv: lt.adv[lo:hi], Weight: lt.weight[lo:hi]}
+	if lt.old != nil {
+		in.OldLogP = lt.old[lo:hi]
+	}
+	if lt.ref != nil {
+		in.RefLogP = lt.ref[lo:hi]
+	}
+	if lt.is != nil {
+		in.ISRatio = lt.is[lo:hi]
+	}
+	if seqs[1] > seqs[0] {
+		lt.segScratch = lt.segScratch[:0]
+		for _, o := range lt.seg[seqs[0] : seqs[1]+1] {
+			lt.segScratch = append(lt.segScratch, o-int32(lo))
+		}
+		in.Seg = lt.segScratch
+	}
+	return in
+}
+
+// out returns the outputs of rows [lo, hi).
+func (lt *lossTensors) out(lo, hi int) kernels.LossOutput {
+	return kernels.LossOutput{Loss: lt.loss[lo:hi], DLogP: lt.dlogp[lo:hi], DEntropy: lt.dent[lo:hi],
+		Ratio: lt.ratio[lo:hi], KL: lt.kl[lo:hi], Clip: lt.clip[lo:hi], Phi: lt.phi[lo:hi]}
+}
+
+// result scatters the per-row values back to [seq][i] and sums the loss.
+func (lt *lossTensors) result(seqs []TrainSeq) LossResult {
+	f := func() [][]float32 {
+		x := make([][]float32, len(seqs))
+		for s, seq := range seqs {
+			x[s] = make([]float32, max(0, seq.Scored()))
+		}
+		return x
+	}
+	r := LossResult{LogP: f(), Entropy: f(), Ratio: f(), KL: f(), Phi: f(), Clip: make([][]uint8, len(seqs)), Tokens: len(lt.rowSeq)}
+	for s, seq := range seqs {
+		r.Clip[s] = make([]uint8, max(0, seq.Scored()))
+	}
+	var sum float64
+	for j, s := range lt.rowSeq {
+		i := lt.rowI[j]
+		r.LogP[s][i], r.Entropy[s][i] = lt.logp[j], lt.ent[j]
+		r.Ratio[s][i], r.KL[s][i], r.Phi[s][i], r.Clip[s][i] = lt.ratio[j], lt.kl[j], lt.phi[j], lt.clip[j]
+		sum += float64(lt.loss[j])
+	}
+	r.Loss = sum
+	return r
+}
