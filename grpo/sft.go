@@ -446,29 +446,35 @@ func (r *sftRun) weights() CheckpointWeights {
 }
 
 // step runs one optimizer step over batch in micro-batches of micro
-// sequences, minimising the mean NLL over all the step's scored tokens.
+// sequences, minimising the mean NLL over all the step's scored tokens:
+// model.SFTLoss with every token weighted 1/(scored tokens of the whole
+// step), so accumulation gives the same gradient as one large batch.
 func (r *sftRun) step(ctx context.Context, batch []model.TrainSeq, micro int) (Metrics, error) {
 	scored := 0
 	for _, s := range batch {
 		scored += countTrue(s.Mask)
 	}
-	w := -1 / float32(scored)
+	w := 1 / float32(scored)
 	var nll, ent float64
 	r.tr.ZeroGrad()
 	t0 := time.Now()
 	for lo := 0; lo < len(batch); lo += micro {
 		mb := batch[lo:min(lo+micro, len(batch))]
-		logp, entropy, err := r.tr.Accumulate(ctx, mb, func(_, _ int, _, _ float32) float32 { return w })
+		loss := model.SFTLoss(mb)
+		for _, row := range loss.Weight {
+			for j := range row {
+				row[j] = w
+			}
+		}
+		res, err := r.tr.Accumulate(ctx, mb, loss)
 		if err != nil {
 			r.tr.ZeroGrad()
 			return nil, err
 		}
-		for i, s := range mb {
-			for j, ok := range s.Mask {
-				if ok {
-					nll -= float64(logp[i][j])
-					ent += float64(entropy[i][j])
-				}
+		nll += res.Loss
+		for _, row := range res.Entropy { // 0 at masked tokens
+			for _, h := range row {
+				ent += float64(h)
 			}
 		}
 	}
@@ -479,7 +485,7 @@ func (r *sftRun) step(ctx context.Context, batch []model.TrainSeq, micro int) (M
 		return nil, err
 	}
 	return Metrics{
-		MetricLoss:          nll / float64(scored),
+		MetricLoss:          nll,
 		MetricEntropy:       ent / float64(scored),
 		MetricLearningRate:  st.LR,
 		MetricGradNorm:      st.GradNorm,
