@@ -393,10 +393,14 @@ func (t *Trainer) SaveCheckpoint() (string, error) {
 // Resume restores a checkpoint written by SaveCheckpoint into the
 // Trainer: the adapters (or weights), the optimizer and the TrainerState,
 // so that training on from here takes the same steps, bit for bit, as the
-// run that wrote it. dir "latest" means the newest checkpoint under
-// Config.OutputDir. Settings that differ from the saved config are logged
-// as a warning: the run then continues, but not as the original would
-// have. On error the Trainer is unchanged.
+// run that wrote it. Build the Trainer as that run was built (the same
+// base model, LoRA config and Config): the checkpoint holds what training
+// changed, and the base weights are also the KL reference, so resuming on
+// a model loaded from the checkpoint folder would move the reference.
+// dir "latest" means the newest checkpoint under Config.OutputDir.
+// Settings that differ from the saved config are logged as a warning: the
+// run then continues, but not as the original would have. On error the
+// Trainer is unchanged.
 func (t *Trainer) Resume(dir string) error {
 	if dir == "latest" {
 		var err error
