@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -153,9 +154,14 @@ type genRequest struct {
 
 // turn is one generated assistant turn.
 type turn struct {
-	ids      []int32
-	logprobs []float32 // under the distribution each token was drawn from
-	stopped  bool      // ended on a stop token
+	ids []int32
+	// logprobs are under the full tempered distribution, log_softmax(z/T):
+	// the training forward's at the policy that sampled.
+	logprobs []float32
+	// sampled are under the distribution each token was drawn from (after
+	// top-k/top-p/min-p); equal to logprobs without filters.
+	sampled []float32
+	stopped bool // ended on a stop token
 }
 
 // turnDecoder generates turns with continuous batching: requests join
@@ -201,7 +207,7 @@ func (d *decoder) step(ctx context.Context) (map[int]turn, error) {
 	}
 	out := make(map[int]turn, len(fin))
 	for _, f := range fin {
-		out[f.ID] = turn{ids: f.Tokens, logprobs: f.LogProbs, stopped: f.Stopped}
+		out[f.ID] = turn{ids: f.Tokens, logprobs: f.FullLogProbs, sampled: f.LogProbs, stopped: f.Stopped}
 	}
 	return out, nil
 }
@@ -233,20 +239,153 @@ func (p *policy) logProbs(ctx context.Context, seqs []trainSeq, adapters bool) (
 	return cloneRows(lp), nil
 }
 
-// forward runs the training forward over seqs and returns the completion
-// tokens' log-probs and entropies, [seq][i]; backward must follow.
-func (p *policy) forward(ctx context.Context, seqs []trainSeq) (logp, entropy [][]float32, err error) {
-	lp, ent, err := p.tr.Forward(ctx, toModel(seqs))
+// scores returns the completion tokens' log-probs and entropies under the
+// current policy, [seq][i], without a backward pass.
+func (p *policy) scores(ctx context.Context, seqs []trainSeq) (logp, entropy [][]float32, err error) {
+	lp, ent, err := p.tr.LogProbs(ctx, toModel(seqs), true)
 	if err != nil {
 		return nil, nil, err
 	}
 	return cloneRows(lp), cloneRows(ent), nil
 }
 
-// backward accumulates the gradients of the last forward given d loss / d
-// logp per completion token.
-func (p *policy) backward(ctx context.Context, dlogp [][]float32) error {
-	return p.tr.Backward(ctx, dlogp)
+// refLogProbs returns the reference policy's log-probs, [seq][i]: the model
+// with its adapters off.
+func (p *policy) refLogProbs(ctx context.Context, seqs []trainSeq) ([][]float32, error) {
+	lp, err := p.tr.RefLogProbs(ctx, toModel(seqs))
+	if err != nil {
+		return nil, err
+	}
+	return cloneRows(lp), nil
+}
+
+// accumulate evaluates the policy loss of in (whose LogP and Entropy it
+// fills) over seqs and adds its gradient to the parameters. The loss runs
+// on the backend (model.Loss, kernels' PolicyLoss) in one pass; inputs the
+// backend op does not take (an entropy mask) go through a forward, the
+// reference PolicyLoss and a backward instead.
+func (p *policy) accumulate(ctx context.Context, seqs []trainSeq, params LossParams, in *LossInput) (LossOutput, error) {
+	if in.EntropyMask != nil {
+		return p.accumulateReference(ctx, seqs, params, in)
+	}
+	res, err := p.tr.Accumulate(ctx, toModel(seqs), modelLoss(params, in))
+	if err != nil {
+		return LossOutput{}, err
+	}
+	in.LogP, in.Entropy = res.LogP, res.Entropy
+	out := LossOutput{Loss: res.Loss, Ratio: widen(res.Ratio), ClipLow: flags(res.Clip, kernels.ClipLow), ClipHigh: flags(res.Clip, kernels.ClipHigh)}
+	if params.Beta != 0 {
+		out.KL = widen(res.KL)
+	}
+	if params.Type == LossVESPO {
+		out.Phi = make([]float64, len(res.Phi))
+		for i, row := range res.Phi {
+			out.Phi[i] = math.NaN()
+			for t, v := range row {
+				if in.Mask[i][t] {
+					out.Phi[i] = float64(v)
+					break
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// accumulateReference is accumulate through the training forward, the
+// table-tested PolicyLoss of loss.go and a backward from its d/dlogp. It
+// has no entropy gradient.
+func (p *policy) accumulateReference(ctx context.Context, seqs []trainSeq, params LossParams, in *LossInput) (LossOutput, error) {
+	if params.EntropyCoef != 0 {
+		return LossOutput{}, errors.New("grpo: an entropy mask (TopEntropyQuantile < 1) with an entropy bonus (EntropyCoef) is not supported")
+	}
+	logp, ent, err := p.tr.Forward(ctx, toModel(seqs))
+	if err != nil {
+		return LossOutput{}, err
+	}
+	in.LogP, in.Entropy = cloneRows(logp), cloneRows(ent)
+	out, err := PolicyLoss(params, *in)
+	if err != nil {
+		return LossOutput{}, err
+	}
+	return out, p.tr.Backward(ctx, out.DLogP)
+}
+
+// modelLoss maps the trainer's loss inputs one to one onto model.Loss.
+func modelLoss(p LossParams, in *LossInput) model.Loss {
+	l := model.Loss{LossParams: kernels.LossParams{
+		SequenceRatio: p.Level == ISSequence,
+		EpsLow:        float32(p.EpsLow), EpsHigh: float32(p.EpsHigh), Delta: float32(p.Delta),
+		SAPOTauPos: float32(p.SAPOTempPos), SAPOTauNeg: float32(p.SAPOTempNeg),
+		VESPOKPos: float32(p.VESPOKPos), VESPOLambdaPos: float32(p.VESPOLambdaPos),
+		VESPOKNeg: float32(p.VESPOKNeg), VESPOLambdaNeg: float32(p.VESPOLambdaNeg),
+		Beta: float32(p.Beta), EntropyCoef: float32(p.EntropyCoef), KLBiasCorrection: p.BiasCorrectionKL,
+	}}
+	switch p.Type {
+	case LossCISPO:
+		l.Objective = kernels.ObjectiveCISPO
+	case LossSAPO:
+		l.Objective = kernels.ObjectiveSAPO
+	case LossVESPO:
+		l.Objective = kernels.ObjectiveVESPO
+	default:
+		l.Objective = kernels.ObjectiveClipped
+	}
+	l.SeqAdv = make([]float32, len(in.Adv))
+	for i, a := range in.Adv {
+		l.SeqAdv[i] = float32(a)
+	}
+	l.Weight = make([][]float32, len(in.Weight))
+	for i, row := range in.Weight {
+		l.Weight[i] = make([]float32, len(row))
+		for t, w := range row {
+			l.Weight[i][t] = float32(w)
+		}
+	}
+	l.OldLogP, l.RefLogP = in.Old, in.Ref
+	if in.ISRatio != nil {
+		l.ISRatio = make([][]float32, len(in.ISRatio))
+		for i, row := range in.ISRatio {
+			l.ISRatio[i] = make([]float32, len(row))
+			first := true
+			for t, r := range row {
+				switch {
+				case p.Type == LossVESPO && in.ISRatioPerSequence:
+					// VESPO adds log ρ to the sequence sum over loss tokens;
+					// a sequence ratio counts once: on its first loss token.
+					l.ISRatio[i][t] = 1
+					if first && in.Mask[i][t] {
+						l.ISRatio[i][t], first = float32(r), false
+					}
+				default:
+					l.ISRatio[i][t] = float32(r)
+				}
+			}
+		}
+	}
+	return l
+}
+
+func widen(x [][]float32) [][]float64 {
+	out := make([][]float64, len(x))
+	for i, row := range x {
+		out[i] = make([]float64, len(row))
+		for t, v := range row {
+			out[i][t] = float64(v)
+		}
+	}
+	return out
+}
+
+func flags(x [][]uint8, f uint8) [][]bool {
+	out := make([][]bool, len(x))
+	for i, row := range x {
+		out[i] = make([]bool, len(row))
+		for t, v := range row {
+			out[i][t] = v&f != 0
+		}
+	}
+	return out
 }
 
 // optimizerStep applies the accumulated gradients (clipped as configured)

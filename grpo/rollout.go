@@ -26,9 +26,13 @@ type Rollout struct {
 	Completion []tokenizer.Message // assistant, tool, ..., assistant
 
 	PromptIDs     []int32
-	CompletionIDs []int32   // every token after the prompt: model turns and tool responses
-	Mask          []bool    // [len(CompletionIDs)] true for the tokens the model sampled (they get loss)
-	LogProbs      []float32 // [len(CompletionIDs)] sampling log-probs; 0 on tool tokens
+	CompletionIDs []int32 // every token after the prompt: model turns and tool responses
+	Mask          []bool  // [len(CompletionIDs)] true for the tokens the model sampled (they get loss)
+	// LogProbs are the model tokens' log-probs under the policy that sampled
+	// them, at the sampling temperature without top-k/top-p/min-p filters
+	// (what the training forward gives at that policy); 0 on tool tokens.
+	// From a RolloutFunc they are whatever it returned.
+	LogProbs []float32 // [len(CompletionIDs)]
 
 	ToolCalls    int  // tool calls made (malformed ones included)
 	ToolFailures int  // calls that failed: malformed, unknown tool, bad arguments, tool error
@@ -38,6 +42,11 @@ type Rollout struct {
 	Err      error // non-nil when every attempt failed: left out of the loss and of its group's baseline
 	// Extra holds the extra fields a RolloutFunc returned.
 	Extra map[string]any
+
+	// sampled are the log-probs under the distribution each token was drawn
+	// from (after filters; equal to LogProbs without them); nil from a
+	// RolloutFunc.
+	sampled []float32
 }
 
 // ModelTokens is the number of tokens the model sampled (Σ Mask).

@@ -85,8 +85,8 @@ func NewTrainer(policy *model.Model, tok *tokenizer.Tokenizer, cfg Config, opts 
 	if o.rollout != nil && (o.factory != nil || o.factories != nil) {
 		return nil, errors.New("grpo: WithRolloutFunc generates the rollouts itself: it cannot be combined with WithEnv/WithEnvs")
 	}
-	if cfg.EntropyCoef != 0 {
-		return nil, &ConfigError{Field: "EntropyCoef", TRLName: "entropy_coef", Problem: fmt.Sprintf("%v: the entropy bonus needs entropy gradients, which model.Trainable.Backward does not take yet; set it to 0", cfg.EntropyCoef)}
+	if cfg.EntropyCoef != 0 && cfg.TopEntropyQuantile < 1 {
+		return nil, &ConfigError{Field: "EntropyCoef", TRLName: "entropy_coef", Problem: fmt.Sprintf("%v with TopEntropyQuantile %v: the entropy mask runs outside the backend's loss, which alone has the entropy gradient; use one of them", cfg.EntropyCoef, cfg.TopEntropyQuantile)}
 	}
 	chat, err := tokenizer.NewChat(tok)
 	if err != nil {

@@ -10,24 +10,33 @@ import (
 // learnBatch is the part of a generation batch that takes part in the
 // loss, aligned: seqs[j] is rollout rows[j].
 type learnBatch struct {
-	rows     []int       // rollout indices
-	seqs     []trainSeq  // prompt + completion, loss mask
-	sampling [][]float32 // [j][i] sampling log-probs
+	rows []int      // rollout indices
+	seqs []trainSeq // prompt + completion, loss mask
+	adv  []float64  // [j]
+	// policy are [j][i] log-probs of the policy that sampled, as the
+	// training forward computes them (the engine's full-distribution
+	// log-probs, or a scoring pass after a RolloutFunc).
+	policy [][]float32
+	// sampling are the log-probs under the distribution the tokens were
+	// drawn from (filtered, or the RolloutFunc's); the IS correction is
+	// exp(policy − sampling).
+	sampling [][]float32
 	old, ref [][]float32 // [j][i]; old nil when on-policy, ref nil when Beta is 0
-	adv      []float64   // [j]
+	correct  bool        // apply Config.ISCorrection
 	tokens   int         // Σ mask over the batch (dapo's normaliser)
-	// recomputed is set when old log-probs come from a scoring pass (the
-	// sampling ones are not training's), so the sampling correction applies.
-	recomputed bool
 }
 
 // prepare builds the loss batch of a generation: the rollouts in the loss
 // with at least one completion token, their masks (truncated ones emptied
 // when configured), and the old and reference log-probs the layout needs.
+// Old log-probs are the sampling-time policy's, which the engine records
+// as it samples (the full tempered distribution, as training scores it);
+// after a RolloutFunc a scoring pass computes them.
 func (t *Trainer) prepare(ctx context.Context, rs []*Rollout, adv Advantages) (*learnBatch, error) {
 	b := &learnBatch{}
 	var masks [][]bool
 	var trunc []bool
+	fromFunc := t.o.rollout != nil
 	for i, r := range rs {
 		if !adv.Loss[i] || len(r.CompletionIDs) == 0 {
 			continue
@@ -38,8 +47,13 @@ func (t *Trainer) prepare(ctx context.Context, rs []*Rollout, adv Advantages) (*
 		b.seqs = append(b.seqs, trainSeq{ids: ids, start: len(r.PromptIDs)})
 		masks = append(masks, r.Mask)
 		trunc = append(trunc, r.Truncated)
-		b.sampling = append(b.sampling, r.LogProbs)
 		b.adv = append(b.adv, adv.A[i])
+		if fromFunc {
+			b.sampling = append(b.sampling, r.LogProbs)
+		} else {
+			b.policy = append(b.policy, r.LogProbs)
+			b.sampling = append(b.sampling, r.sampled)
+		}
 	}
 	if t.cfg.MaskTruncatedCompletions {
 		var err error
@@ -58,19 +72,19 @@ func (t *Trainer) prepare(ctx context.Context, rs []*Rollout, adv Advantages) (*
 	if len(b.seqs) == 0 {
 		return b, nil
 	}
-	if t.layout.NeedsOldLogProbs() {
-		if t.sampling().filtered() {
-			old, err := t.pol.logProbs(ctx, b.seqs, true)
-			if err != nil {
-				return nil, fmt.Errorf("grpo: old log-probs: %w", err)
-			}
-			b.old, b.recomputed = old, true
-		} else {
-			b.old = b.sampling
+	b.correct = t.cfg.ISCorrection != ISCorrectionNone && (fromFunc || t.sampling().filtered())
+	if fromFunc && (b.correct || t.layout.NeedsOldLogProbs()) {
+		lp, err := t.pol.logProbs(ctx, b.seqs, true)
+		if err != nil {
+			return nil, fmt.Errorf("grpo: old log-probs: %w", err)
 		}
+		b.policy = lp
+	}
+	if t.layout.NeedsOldLogProbs() {
+		b.old = b.policy
 	}
 	if t.cfg.Beta > 0 {
-		ref, err := t.pol.logProbs(ctx, b.seqs, false)
+		ref, err := t.pol.refLogProbs(ctx, b.seqs)
 		if err != nil {
 			return nil, fmt.Errorf("grpo: reference log-probs: %w", err)
 		}
@@ -159,12 +173,10 @@ func (t *Trainer) microStep(ctx context.Context, b *learnBatch, mb []int, iter i
 	}
 	seqs := make([]trainSeq, len(mb))
 	in := LossInput{Mask: make([][]bool, len(mb)), Adv: make([]float64, len(mb))}
-	var samp [][]float32
 	for k, j := range mb {
 		seqs[k] = b.seqs[j]
 		in.Mask[k] = b.seqs[j].mask
 		in.Adv[k] = b.adv[j]
-		samp = append(samp, b.sampling[j])
 	}
 	any := false
 	for _, m := range in.Mask {
@@ -175,24 +187,26 @@ func (t *Trainer) microStep(ctx context.Context, b *learnBatch, mb []int, iter i
 	if !any {
 		return nil // nothing to learn from (all masked): no gradient, no change
 	}
-	t0 := time.Now()
-	logp, ent, err := t.pol.forward(ctx, seqs)
-	if err != nil {
-		return fmt.Errorf("forward: %w", err)
-	}
-	in.LogP, in.Entropy = logp, ent
+	var err error
 	if b.old != nil {
 		in.Old = pick(b.old, mb) // else on-policy: the ratio is exactly 1, its gradient is not
 	}
 	if b.ref != nil {
 		in.Ref = pick(b.ref, mb)
 	}
-	if b.recomputed && t.cfg.ISCorrection != ISCorrectionNone {
-		if in.ISRatio, in.ISRatioPerSequence, err = SamplingISRatio(t.cfg.ISCorrection, t.cfg.ISCorrectionCap, in.Old, samp, in.Mask); err != nil {
+	samp := pick(b.sampling, mb)
+	if b.correct {
+		if in.ISRatio, in.ISRatioPerSequence, err = SamplingISRatio(t.cfg.ISCorrection, t.cfg.ISCorrectionCap, pick(b.policy, mb), samp, in.Mask); err != nil {
 			return fmt.Errorf("sampling correction: %w", err)
 		}
 	}
 	if t.cfg.TopEntropyQuantile < 1 {
+		// The mask needs this micro-batch's entropies before the loss:
+		// one scoring pass.
+		_, ent, err := t.pol.scores(ctx, seqs)
+		if err != nil {
+			return fmt.Errorf("entropies: %w", err)
+		}
 		if in.EntropyMask, err = EntropyMask(ent, in.Mask, t.cfg.TopEntropyQuantile); err != nil {
 			return fmt.Errorf("entropy mask: %w", err)
 		}
@@ -200,17 +214,19 @@ func (t *Trainer) microStep(ctx context.Context, b *learnBatch, mb []int, iter i
 	if in.Weight, err = LossWeights(t.cfg.LossType, norm, in.Mask); err != nil {
 		return err
 	}
-	lo, err := PolicyLoss(params, in)
+	t0 := time.Now()
+	lo, err := t.pol.accumulate(ctx, seqs, params, &in)
 	if err != nil {
-		return fmt.Errorf("loss: %w", err)
-	}
-	if err := t.pol.backward(ctx, lo.DLogP); err != nil {
-		return fmt.Errorf("backward: %w", err)
+		return fmt.Errorf("loss and backward: %w", err)
 	}
 	acc.backward += time.Since(t0)
 	acc.loss.Add(in, lo)
 	if iter == 0 {
-		if err := acc.sampling.Add(logp, samp, in.Mask, in.ISRatio, in.ISRatioPerSequence); err != nil {
+		ref := samp
+		if b.policy != nil {
+			ref = pick(b.policy, mb)
+		}
+		if err := acc.sampling.Add(in.LogP, ref, in.Mask, in.ISRatio, in.ISRatioPerSequence); err != nil {
 			return err
 		}
 	}

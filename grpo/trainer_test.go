@@ -392,6 +392,9 @@ func TestStepLayout(t *testing.T) {
 func TestStepRolloutFunc(t *testing.T) {
 	m, tok := tinyModel(t, 1)
 	cfg := testConfig(2, 1)
+	// The function reports log-probs of 0 (probability 1), which the
+	// sampling correction would rightly treat as a policy far from ours.
+	cfg.ISCorrection = ISCorrectionNone
 	eos := tok.EOS()
 	var got []env.Row
 	fn := func(_ context.Context, rows []env.Row) ([]Generated, error) {
