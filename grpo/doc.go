@@ -57,11 +57,15 @@
 // the scored batch (advantage.go, loss.go, stats.go). The batch is then
 // shuffled and cut into StepsPerGeneration micro-batches, trained on
 // NumIterations times, with an optimizer step every
-// GradientAccumulationSteps micro-batches (TRL's layout). Old log-probs
-// are the sampling ones when the policy moves within a generation and
-// sampling used no top-k/top-p/min-p filter (they are then training's),
-// recomputed by a scoring pass otherwise; sampling/* logs how far the
-// sampling log-probs are from the training forward's.
+// GradientAccumulationSteps micro-batches (TRL's layout). The loss runs on
+// the model's backend (model.Loss); loss.go's PolicyLoss is its reference.
+// When the policy moves within a generation, old log-probs are those the
+// sampler recorded: the full tempered distribution's (before any
+// top-k/top-p/min-p filter), computed by the training kernels, so they are
+// what a scoring pass would give; after a RolloutFunc a scoring pass
+// computes them and Config.ISCorrection corrects for the generator's
+// differing numbers. sampling/* logs how far the recorded log-probs are
+// from the training forward's.
 //
 // # Producing rollouts apart from learning
 //
@@ -73,10 +77,9 @@
 // k, handing batches over a channel of capacity s (the staleness bound:
 // a batch is at most s optimizer steps behind the policy that trains on
 // it). Because the producer samples with an older policy, learn must then
-// always take old log-probs from sampling (recomputed when filtered) and
-// apply the sampling correction (Config.ISCorrection) to the ratio between
-// the policy that sampled and the one that trains; both are already
-// supported. What the mode needs beyond that is a model that can sample
+// always take old log-probs from sampling (as it already does whenever the
+// policy moves within a generation), so the clipped ratio is between the
+// policy that sampled and the one that trains. What the mode needs beyond that is a model that can sample
 // with a snapshot of the adapters while training updates the live ones
 // (the CPU backend serves one goroutine at a time, so on the CPU the
 // overlap is only between tool calls and training).

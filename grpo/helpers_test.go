@@ -126,7 +126,7 @@ func (d *scriptDecoder) step(ctx context.Context) (map[int]turn, error) {
 			lp[i] = -0.5
 		}
 		s.Append(ids...)
-		out[id] = turn{ids: ids, logprobs: lp, sampled: lp, stopped: stopped}
+		out[id] = turn{ids: ids, logprobs: lp, stopped: stopped}
 	}
 	d.steps = append(d.steps, len(d.queue))
 	d.queue = map[int]genRequest{}

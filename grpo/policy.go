@@ -115,13 +115,6 @@ type sampling struct {
 	TopK                    int
 }
 
-// filtered reports whether sampling draws from anything other than the
-// plain tempered distribution, in which case the sampling log-probs are not
-// the training ones.
-func (s sampling) filtered() bool {
-	return s.TopK > 0 || (s.TopP > 0 && s.TopP < 1) || s.MinP > 0
-}
-
 // seq is one token sequence being generated, with its cache.
 type seq struct{ s *model.Sequence }
 
@@ -155,13 +148,11 @@ type genRequest struct {
 // turn is one generated assistant turn.
 type turn struct {
 	ids []int32
-	// logprobs are under the full tempered distribution, log_softmax(z/T):
-	// the training forward's at the policy that sampled.
+	// logprobs are under the full tempered distribution, log_softmax(z/T)
+	// (before top-k/top-p/min-p): the training forward's at the policy
+	// that sampled.
 	logprobs []float32
-	// sampled are under the distribution each token was drawn from (after
-	// top-k/top-p/min-p); equal to logprobs without filters.
-	sampled []float32
-	stopped bool // ended on a stop token
+	stopped  bool // ended on a stop token
 }
 
 // turnDecoder generates turns with continuous batching: requests join
@@ -207,7 +198,7 @@ func (d *decoder) step(ctx context.Context) (map[int]turn, error) {
 	}
 	out := make(map[int]turn, len(fin))
 	for _, f := range fin {
-		out[f.ID] = turn{ids: f.Tokens, logprobs: f.FullLogProbs, sampled: f.LogProbs, stopped: f.Stopped}
+		out[f.ID] = turn{ids: f.Tokens, logprobs: f.FullLogProbs, stopped: f.Stopped}
 	}
 	return out, nil
 }

@@ -42,11 +42,6 @@ type Rollout struct {
 	Err      error // non-nil when every attempt failed: left out of the loss and of its group's baseline
 	// Extra holds the extra fields a RolloutFunc returned.
 	Extra map[string]any
-
-	// sampled are the log-probs under the distribution each token was drawn
-	// from (after filters; equal to LogProbs without them); nil from a
-	// RolloutFunc.
-	sampled []float32
 }
 
 // ModelTokens is the number of tokens the model sampled (Σ Mask).

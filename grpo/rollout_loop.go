@@ -194,7 +194,7 @@ func (e *engine) play(ctx context.Context, rows []env.Row, groups []int, smp sam
 		l.lastErr = err
 		r := l.r
 		r.Prompt, r.Completion, r.PromptIDs = nil, nil, nil
-		r.CompletionIDs, r.Mask, r.LogProbs, r.sampled = nil, nil, nil, nil
+		r.CompletionIDs, r.Mask, r.LogProbs = nil, nil, nil
 		r.ToolCalls, r.ToolFailures, r.Truncated = 0, 0, false
 		l.iters = 0
 		backoff := time.Duration(50<<min(r.Attempts-1, 6)) * time.Millisecond
@@ -438,7 +438,6 @@ func (e *engine) afterTurn(l *live, tu turn) (round func(context.Context) event,
 	r := l.r
 	r.CompletionIDs = append(r.CompletionIDs, tu.ids...)
 	r.LogProbs = append(r.LogProbs, tu.logprobs...)
-	r.sampled = append(r.sampled, tu.sampled...)
 	for range tu.ids {
 		r.Mask = append(r.Mask, true)
 	}
@@ -512,7 +511,6 @@ func (e *engine) afterTools(l *live, ev event) (bool, error) {
 	r.CompletionIDs = append(r.CompletionIDs, suffix...)
 	r.Mask = append(r.Mask, make([]bool, len(suffix))...)
 	r.LogProbs = append(r.LogProbs, make([]float32, len(suffix))...)
-	r.sampled = append(r.sampled, make([]float32, len(suffix))...)
 	l.sq.appendTokens(suffix)
 	return true, nil
 }

@@ -17,8 +17,7 @@ type learnBatch struct {
 	// training forward computes them (the engine's full-distribution
 	// log-probs, or a scoring pass after a RolloutFunc).
 	policy [][]float32
-	// sampling are the log-probs under the distribution the tokens were
-	// drawn from (filtered, or the RolloutFunc's); the IS correction is
+	// sampling are the RolloutFunc's log-probs; the IS correction is
 	// exp(policy − sampling).
 	sampling [][]float32
 	old, ref [][]float32 // [j][i]; old nil when on-policy, ref nil when Beta is 0
@@ -52,7 +51,6 @@ func (t *Trainer) prepare(ctx context.Context, rs []*Rollout, adv Advantages) (*
 			b.sampling = append(b.sampling, r.LogProbs)
 		} else {
 			b.policy = append(b.policy, r.LogProbs)
-			b.sampling = append(b.sampling, r.sampled)
 		}
 	}
 	if t.cfg.MaskTruncatedCompletions {
@@ -72,7 +70,11 @@ func (t *Trainer) prepare(ctx context.Context, rs []*Rollout, adv Advantages) (*
 	if len(b.seqs) == 0 {
 		return b, nil
 	}
-	b.correct = t.cfg.ISCorrection != ISCorrectionNone && (fromFunc || t.sampling().filtered())
+	// The correction is for a generator whose numbers differ from
+	// training's (TRL: vLLM, whose log-probs are of the raw distribution).
+	// The engine's log-probs come from the training kernels at the
+	// training temperature: nothing to correct, whatever the filters.
+	b.correct = t.cfg.ISCorrection != ISCorrectionNone && fromFunc
 	if fromFunc && (b.correct || t.layout.NeedsOldLogProbs()) {
 		lp, err := t.pol.logProbs(ctx, b.seqs, true)
 		if err != nil {
@@ -194,9 +196,8 @@ func (t *Trainer) microStep(ctx context.Context, b *learnBatch, mb []int, iter i
 	if b.ref != nil {
 		in.Ref = pick(b.ref, mb)
 	}
-	samp := pick(b.sampling, mb)
 	if b.correct {
-		if in.ISRatio, in.ISRatioPerSequence, err = SamplingISRatio(t.cfg.ISCorrection, t.cfg.ISCorrectionCap, pick(b.policy, mb), samp, in.Mask); err != nil {
+		if in.ISRatio, in.ISRatioPerSequence, err = SamplingISRatio(t.cfg.ISCorrection, t.cfg.ISCorrectionCap, pick(b.policy, mb), pick(b.sampling, mb), in.Mask); err != nil {
 			return fmt.Errorf("sampling correction: %w", err)
 		}
 	}
@@ -222,11 +223,13 @@ func (t *Trainer) microStep(ctx context.Context, b *learnBatch, mb []int, iter i
 	acc.backward += time.Since(t0)
 	acc.loss.Add(in, lo)
 	if iter == 0 {
-		ref := samp
-		if b.policy != nil {
-			ref = pick(b.policy, mb)
+		// sampling/*: the training forward against the log-probs recorded
+		// at sampling (the engine's, or the RolloutFunc's).
+		ref := b.sampling
+		if ref == nil {
+			ref = b.policy
 		}
-		if err := acc.sampling.Add(in.LogP, ref, in.Mask, in.ISRatio, in.ISRatioPerSequence); err != nil {
+		if err := acc.sampling.Add(in.LogP, pick(ref, mb), in.Mask, in.ISRatio, in.ISRatioPerSequence); err != nil {
 			return err
 		}
 	}
