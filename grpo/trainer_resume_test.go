@@ -127,7 +127,9 @@ func TestTrainResumeBitExact(t *testing.T) {
 	logged, err := ReadMetrics(filepath.Join(outA, MetricsFile))
 	require.NoError(t, err)
 	require.Len(t, logged, 4)
-	for _, k := range []string{MetricReward, MetricLoss, MetricLearningRate, MetricGradNorm, MetricStepTime, RewardMeanName("tokens"), MetricTimeGeneration, MetricTimeBackward, MetricTimeOptimizer} {
+	for _, k := range []string{MetricReward, MetricRewardStd, RewardMeanName("tokens"), MetricLoss, MetricKL, MetricEntropy, MetricLearningRate, MetricGradNorm,
+		MetricCompletionsMeanLength, MetricToolsCallFrequency, MetricToolsFailureFrequency, MetricNumTokens,
+		MetricStepTime, MetricTimeGeneration, MetricTimeTools, MetricTimeScoring, MetricTimeBackward, MetricTimeOptimizer} {
 		assert.Contains(t, logged[3].Metrics, k)
 	}
 	assert.FileExists(t, filepath.Join(outA, PlotFile))
