@@ -106,6 +106,11 @@ func NewTrainer(policy *model.Model, tok *tokenizer.Tokenizer, cfg Config, opts 
 	}
 
 	t := &Trainer{cfg: cfg, layout: cfg.Layout(), o: o, chat: chat, log: o.log}
+	if t.log != nil {
+		for _, w := range cfg.Warnings() {
+			t.log.Warn("grpo: " + w)
+		}
+	}
 	t.totalSteps = cfg.MaxSteps
 	pol, err := newPolicy(policy, o.lora, cfg.Seed, cfg.Temperature, cfg.AdamW(max(t.totalSteps, 1)), 0)
 	if err != nil {

@@ -67,7 +67,7 @@ func (t *Trainer) Train(ctx context.Context, data Dataset) error {
 			}
 		}
 		if s := t.cfg.SaveSteps; s > 0 && t.cfg.OutputDir != "" && t.state.GlobalStep/s > before/s {
-			if _, err := SaveCheckpoint(t.cfg.OutputDir, t.state.GlobalStep, t.cfg.SaveTotalLimit, t.checkpointWeights(), t.state, t.cfg); err != nil {
+			if _, err := t.SaveCheckpoint(); err != nil {
 				return fmt.Errorf("grpo: checkpoint at step %d: %w", t.state.GlobalStep, err)
 			}
 		}
