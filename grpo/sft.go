@@ -86,8 +86,10 @@ type SFTConfig struct {
 	GradientCheckpointing bool `json:"gradient_checkpointing"`
 	// EnableThinking is the template's enable_thinking.
 	EnableThinking tokenizer.Thinking `json:"enable_thinking"`
-	// LoRA, if set, trains adapters of this shape (attached from Seed if
-	// the model has none); nil trains every weight.
+	// LoRA, if set, trains adapters of this shape, attached from Seed if
+	// the model has none. A model that carries adapters (AttachLoRA,
+	// model.LoadAdapter) trains those, whether LoRA is set or not; nil with
+	// no adapters trains every weight.
 	LoRA *model.LoRAConfig `json:"lora,omitempty"`
 	// Seed seeds the data order and adapter initialisation (42).
 	Seed uint64 `json:"seed"`
@@ -407,15 +409,22 @@ type sftRun struct {
 }
 
 func newSFTRun(m *model.Model, cfg SFTConfig, total int) (*sftRun, error) {
-	if cfg.LoRA != nil && !hasAdapters(m) {
-		if err := model.AttachLoRA(m, *cfg.LoRA, cfg.Seed); err != nil {
+	lora := cfg.LoRA
+	switch has := hasAdapters(m); {
+	case has && lora == nil:
+		// Train the adapters the model carries, as NewTrainer does.
+		c := adapterConfig(m)
+		lora = &c
+	case has:
+		if c := adapterConfig(m); c.R != lora.R || c.Scaling() != lora.Scaling() {
+			return nil, fmt.Errorf("sft: the model carries adapters of rank %d, scaling %v; SFTConfig.LoRA says rank %d, scaling %v", c.R, c.Scaling(), lora.R, lora.Scaling())
+		}
+	case lora != nil:
+		if err := model.AttachLoRA(m, *lora, cfg.Seed); err != nil {
 			return nil, fmt.Errorf("sft: %w", err)
 		}
 	}
-	if cfg.LoRA == nil && hasAdapters(m) {
-		return nil, errors.New("sft: the model carries LoRA adapters: set SFTConfig.LoRA to train them, or merge them for full fine-tuning")
-	}
-	tr, err := model.NewTrainable(m, model.TrainOptions{Full: cfg.LoRA == nil, Checkpoint: cfg.GradientCheckpointing})
+	tr, err := model.NewTrainable(m, model.TrainOptions{Full: lora == nil, Checkpoint: cfg.GradientCheckpointing})
 	if err != nil {
 		return nil, fmt.Errorf("sft: %w", err)
 	}
@@ -438,7 +447,7 @@ func newSFTRun(m *model.Model, cfg SFTConfig, total int) (*sftRun, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sft: %w", err)
 	}
-	return &sftRun{m: m, tr: tr, opt: opt, lora: cfg.LoRA}, nil
+	return &sftRun{m: m, tr: tr, opt: opt, lora: lora}, nil
 }
 
 func (r *sftRun) weights() CheckpointWeights {

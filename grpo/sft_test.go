@@ -342,6 +342,30 @@ func TestSFTMaskedTokensGetNoGradient(t *testing.T) {
 	assert.Greater(t, math.Abs(model.GradNorm(tr.Params())-short)/short, 1e-3)
 }
 
+// TestSFTTrainsCarriedAdapters: a model that already carries adapters
+// trains them (as NewTrainer does) and checkpoints them in PEFT format; a
+// LoRA config of another shape is an error.
+func TestSFTTrainsCarriedAdapters(t *testing.T) {
+	ctx := context.Background()
+	dir := tinyModelDir(t)
+	m := loadTiny(t, dir)
+	require.NoError(t, model.AttachLoRA(m, model.LoRAConfig{R: 4, Alpha: 8}, 3))
+	cfg := DefaultSFTConfig()
+	cfg.MaxSteps, cfg.BatchSize, cfg.LRSchedule = 1, 2, model.ScheduleConstant
+	cfg.OutputDir, cfg.SaveSteps = t.TempDir(), 1
+	_, err := SFT(ctx, m, tokenizer.Tiny(), guessConversations()[:2], cfg)
+	require.NoError(t, err)
+	saved, err := model.LoadAdapter(filepath.Join(cfg.OutputDir, "checkpoint-1"), loadTiny(t, dir))
+	require.NoError(t, err)
+	assert.Equal(t, 4, saved.R)
+	assert.InDelta(t, 8, saved.Alpha, 1e-9)
+
+	cfg.OutputDir, cfg.SaveSteps = "", 0
+	cfg.LoRA = &model.LoRAConfig{R: 2, Alpha: 8}
+	_, err = SFT(ctx, m, tokenizer.Tiny(), guessConversations()[:2], cfg)
+	assert.ErrorContains(t, err, "carries adapters of rank 4")
+}
+
 func TestSFTErrors(t *testing.T) {
 	ctx := context.Background()
 	dir := tinyModelDir(t)
