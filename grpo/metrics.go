@@ -235,9 +235,20 @@ func (w *MetricsWriter) Close() error {
 // ReadMetrics reads a metrics log written by MetricsWriter. A malformed
 // line is an error naming the file and line.
 func ReadMetrics(path string) ([]StepMetrics, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read metrics: %w", err)
+	}
+	defer f.Close()
+	return ParseMetrics(f, path)
+}
+
+// ParseMetrics reads metrics lines from r; name (a file name) is used in
+// errors, with the line number.
+func ParseMetrics(r io.Reader, name string) ([]StepMetrics, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("read metrics %s: %w", name, err)
 	}
 	var out []StepMetrics
 	for i, line := range bytes.Split(data, []byte("\n")) {
@@ -246,7 +257,7 @@ func ReadMetrics(path string) ([]StepMetrics, error) {
 		}
 		var s StepMetrics
 		if err := json.Unmarshal(line, &s); err != nil {
-			return nil, fmt.Errorf("read metrics %s:%d: %w", path, i+1, err)
+			return nil, fmt.Errorf("read metrics %s:%d: %w", name, i+1, err)
 		}
 		out = append(out, s)
 	}

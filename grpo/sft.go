@@ -29,9 +29,20 @@ type Conversation struct {
 // ({"messages": [...], "tools": [...]}). A malformed line, or one with no
 // messages, is an error naming the file and line.
 func LoadConversations(path string) ([]Conversation, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("load conversations: %w", err)
+	}
+	defer f.Close()
+	return ReadConversations(f, path)
+}
+
+// ReadConversations reads JSONL Conversations from r; name (a file name)
+// is used in errors, with the line number.
+func ReadConversations(r io.Reader, name string) ([]Conversation, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("load conversations %s: %w", name, err)
 	}
 	var out []Conversation
 	for i, line := range bytes.Split(data, []byte("\n")) {
@@ -40,15 +51,15 @@ func LoadConversations(path string) ([]Conversation, error) {
 		}
 		var c Conversation
 		if err := json.Unmarshal(line, &c); err != nil {
-			return nil, fmt.Errorf("load conversations %s:%d: %w", path, i+1, err)
+			return nil, fmt.Errorf("load conversations %s:%d: %w", name, i+1, err)
 		}
 		if len(c.Messages) == 0 {
-			return nil, fmt.Errorf("load conversations %s:%d: no messages", path, i+1)
+			return nil, fmt.Errorf("load conversations %s:%d: no messages", name, i+1)
 		}
 		out = append(out, c)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("load conversations %s: no conversations", path)
+		return nil, fmt.Errorf("load conversations %s: no conversations", name)
 	}
 	return out, nil
 }
