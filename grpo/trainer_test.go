@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -517,4 +518,37 @@ func TestStepDirection(t *testing.T) {
 			assert.Less(t, after[1], before[1], "the other became less likely")
 		})
 	}
+}
+
+// TestStepCancelDuringTools: cancelling while rollouts wait on slow tools
+// stops the step promptly, leaves the weights and state as they were, and
+// the trainer steps normally afterwards.
+func TestStepCancelDuringTools(t *testing.T) {
+	f := env.FactoryFunc(func(context.Context) (env.Env, error) { return &slowEnv{delay: 10 * time.Second}, nil })
+	script := func(_, turn int) string {
+		if turn == 0 {
+			return call("wait", `{}`)
+		}
+		return "Done."
+	}
+	tr, _ := newScripted(t, testConfig(2, 1), script, WithEnv(f), WithReward("one", 1, constant(1)))
+	before := snapshot(tr.Params())
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	begin := time.Now()
+	_, err := tr.Step(ctx, []env.Row{{}})
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(begin), 3*time.Second, "the step did not wait for the tools")
+	assert.Equal(t, TrainerState{}, tr.State())
+	assert.False(t, changed(t, before, tr.Params()))
+
+	// The cancelled step's envs were discarded, not leaked into the pool:
+	// a step without tool calls runs on fresh ones.
+	tr.eng.decoder = func(sampling, []int32) turnDecoder {
+		_, f := scripted(tr.chat.Tokenizer(), func(int, int) string { return "Hi." })
+		return f(sampling{}, nil)
+	}
+	_, err = tr.Step(context.Background(), []env.Row{{}})
+	require.NoError(t, err)
+	assert.Equal(t, 1, tr.State().GlobalStep)
 }
