@@ -149,13 +149,13 @@ type driveResult struct {
 	err       error // why the session was lost, nil if it was not
 }
 
-// drive steps s until deadline, maxSteps steps (0: no limit) or the
-// shared budget of steps runs out, resetting when an episode ends and
+// drive steps s until deadline, maxSteps steps (0: no limit), the shared
+// budget of steps runs out or ctx ends, resetting when an episode ends and
 // pausing think between requests.
-func drive(s *loadSession, steps [][]byte, start <-chan struct{}, deadline time.Time, maxSteps int, think time.Duration, budget *atomic.Int64) driveResult {
+func drive(ctx context.Context, s *loadSession, steps [][]byte, start <-chan struct{}, deadline time.Time, maxSteps int, think time.Duration, budget *atomic.Int64) driveResult {
 	var r driveResult
 	<-start
-	for i := 0; time.Now().Before(deadline) && (maxSteps == 0 || len(r.latencies) < maxSteps) && budget.Add(-1) >= 0; i++ {
+	for i := 0; ctx.Err() == nil && time.Now().Before(deadline) && (maxSteps == 0 || len(r.latencies) < maxSteps) && budget.Add(-1) >= 0; i++ {
 		t0 := time.Now()
 		rep, err := s.roundTrip(steps[i%len(steps)])
 		if err != nil {
@@ -171,7 +171,12 @@ func drive(s *loadSession, steps [][]byte, start <-chan struct{}, deadline time.
 			r.resets++
 		}
 		if think > 0 {
-			time.Sleep(think)
+			t := time.NewTimer(think)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
 		}
 	}
 	return r

@@ -4,7 +4,7 @@
 // and number of steps, and reports steps/s, p50/p99/max step latency,
 // sessions opened/failed/lost, the server's CPU time per request and its
 // resident memory per idle session (both from /proc), and its own CPU time
-// per request. It stops by itself.
+// per request. It stops by itself; SIGINT or SIGTERM stops it at once.
 //
 //	go run ./env/cmd/envload -env echo -sessions 1024 -duration 10s
 //
@@ -277,8 +277,16 @@ func run(ctx context.Context, cfg config) (*result, error) {
 	t0 := time.Now()
 	deadline := t0.Add(cfg.duration)
 	for _, s := range sessions {
-		go func() { results <- drive(s, steps, start, deadline, cfg.steps, cfg.think, &budget) }()
+		go func() { results <- drive(ctx, s, steps, start, deadline, cfg.steps, cfg.think, &budget) }()
 	}
+	// An interrupt ends the load now: every session stops before its next
+	// request, and a reply being awaited is given up at once.
+	stopCut := context.AfterFunc(ctx, func() {
+		for _, s := range sessions {
+			_ = s.ws.NetConn().SetDeadline(time.Now())
+		}
+	})
+	defer stopCut()
 	close(start)
 	var lat []time.Duration
 	var lost []error
@@ -291,6 +299,9 @@ func run(ctx context.Context, cfg config) (*result, error) {
 		}
 	}
 	res.elapsed = time.Since(t0)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("load interrupted after %s: %w", res.elapsed.Round(time.Millisecond), err)
+	}
 	self1, err := procCPU(os.Getpid())
 	if err != nil {
 		return nil, err

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/x/env/echo"
+	"github.com/x/env/openenv"
 )
 
 // TestMain lets the test binary be the server child, as envload is.
@@ -188,4 +193,24 @@ func TestStepBoundAndLoss(t *testing.T) {
 	assert.Contains(t, stderr.String(), "no session opened")
 	assert.Equal(t, 2, mainStatus(t.Context(), []string{"-addr", "192.0.2.1:80"}, &stdout, &stderr))
 	assert.Equal(t, 0, mainStatus(t.Context(), []string{"-help"}, &stdout, &stderr))
+}
+
+// TestInterruptEndsLoad: a cancelled context (SIGINT, SIGTERM) ends the
+// load within a round trip, not at -duration, also against a server that
+// envload did not start (whose sessions nothing else would end).
+func TestInterruptEndsLoad(t *testing.T) {
+	srv := openenv.NewServer(echo.NewEnvironmentFactory(echo.Options{}))
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	defer func() { _ = srv.Shutdown(context.Background()) }()
+	addr := strings.TrimPrefix(hs.URL, "http://")
+	cfg, err := parseFlags([]string{"-addr", addr, "-sessions", "4", "-duration", "1m", "-idle-wait", "0", "-think", "10ms"}, io.Discard)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = run(ctx, cfg)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.ErrorContains(t, err, "load interrupted")
+	assert.Less(t, time.Since(start), 15*time.Second, "the load must stop when its context ends, not at -duration")
 }
