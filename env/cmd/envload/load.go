@@ -125,7 +125,7 @@ func openSessions(ctx context.Context, wsURL string, n, parallel int) ([]*loadSe
 	return open, errs
 }
 
-// openSession dials one session and resets it.
+// openSession dials one session and resets it, both within ctx.
 func openSession(ctx context.Context, dialer *websocket.Dialer, wsURL string) (*loadSession, error) {
 	ws, resp, err := dialer.DialContext(ctx, wsURL, nil)
 	if resp != nil && resp.Body != nil {
@@ -135,8 +135,16 @@ func openSession(ctx context.Context, dialer *websocket.Dialer, wsURL string) (*
 		return nil, fmt.Errorf("dial: %w", err)
 	}
 	s := &loadSession{ws: ws}
-	if _, err := s.roundTrip([]byte(resetFrame)); err != nil {
+	// The end of ctx cuts the reset's round trip short (roundTrip sets
+	// fresh deadlines on the next request).
+	stop := context.AfterFunc(ctx, func() { _ = ws.NetConn().SetDeadline(time.Now()) })
+	_, err = s.roundTrip([]byte(resetFrame))
+	stop()
+	if err != nil {
 		_ = ws.Close()
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%w)", err, context.Cause(ctx))
+		}
 		return nil, fmt.Errorf("first reset: %w", err)
 	}
 	return s, nil

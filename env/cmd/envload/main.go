@@ -86,6 +86,11 @@ const (
 	maxThink       = 10 * time.Second
 	maxIdleWait    = time.Minute
 	maxDialWorkers = 1024
+	// maxOpenTime bounds opening all the sessions (each dial and first
+	// reset may take roundTripTimeout, so a server that stalls would
+	// otherwise hold -sessions/-dial-parallel of them in turn: hours).
+	// Sessions not open by then count as failed.
+	maxOpenTime = 5 * time.Minute
 )
 
 // config is the command line.
@@ -216,7 +221,10 @@ func run(ctx context.Context, cfg config) (*result, error) {
 		}
 	}
 
-	sessions, errs := openSessions(ctx, "ws://"+addr+"/ws", cfg.sessions, cfg.parallel)
+	openCtx, cancelOpen := context.WithTimeoutCause(ctx, maxOpenTime,
+		fmt.Errorf("the sessions were not all open within %s", maxOpenTime))
+	sessions, errs := openSessions(openCtx, "ws://"+addr+"/ws", cfg.sessions, cfg.parallel)
+	cancelOpen()
 	res.opened, res.failed, res.failErr = len(sessions), len(errs), errSummary(errs)
 	defer func() {
 		for _, s := range sessions {

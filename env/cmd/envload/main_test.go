@@ -4,13 +4,16 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -213,4 +216,38 @@ func TestInterruptEndsLoad(t *testing.T) {
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.ErrorContains(t, err, "load interrupted")
 	assert.Less(t, time.Since(start), 15*time.Second, "the load must stop when its context ends, not at -duration")
+}
+
+// TestOpenSessionsBounded: a server that upgrades but never answers the
+// first reset holds each session for roundTripTimeout; the opening phase
+// as a whole must still end when its context does (run gives it
+// maxOpenTime), the sessions not opened counting as failed.
+func TestOpenSessionsBounded(t *testing.T) {
+	upgrader := websocket.Upgrader{}
+	var mu sync.Mutex
+	var held []*websocket.Conn
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := upgrader.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		mu.Lock()
+		held = append(held, ws) // never read, never answered
+		mu.Unlock()
+	}))
+	defer hs.Close()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, ws := range held {
+			_ = ws.Close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	open, errs := openSessions(ctx, "ws"+strings.TrimPrefix(hs.URL, "http")+"/ws", 3, 1)
+	assert.Empty(t, open)
+	assert.Len(t, errs, 3)
+	assert.Less(t, time.Since(start), 10*time.Second, "opening must end with its context, not after a round-trip timeout per session")
 }
