@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -250,4 +252,18 @@ func TestOpenSessionsBounded(t *testing.T) {
 	assert.Empty(t, open)
 	assert.Len(t, errs, 3)
 	assert.Less(t, time.Since(start), 10*time.Second, "opening must end with its context, not after a round-trip timeout per session")
+}
+
+// TestRaiseFileLimitError: past the hard limit the error says what to do
+// and carries no "<nil>" cause.
+func TestRaiseFileLimitError(t *testing.T) {
+	var lim syscall.Rlimit
+	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim))
+	if lim.Max == math.MaxUint64 {
+		t.Skip("no hard limit on open files")
+	}
+	err := raiseFileLimit(lim.Max + 1)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "raise ulimit -Hn")
+	assert.NotContains(t, err.Error(), "<nil>")
 }
