@@ -135,11 +135,13 @@ func openSession(ctx context.Context, dialer *websocket.Dialer, wsURL string) (*
 		return nil, fmt.Errorf("dial: %w", err)
 	}
 	s := &loadSession{ws: ws}
-	// The end of ctx cuts the reset's round trip short (roundTrip sets
-	// fresh deadlines on the next request).
+	// The end of ctx cuts the reset's round trip short. A session whose
+	// reset raced with it counts as not opened: the cut may land later.
 	stop := context.AfterFunc(ctx, func() { _ = ws.NetConn().SetDeadline(time.Now()) })
 	_, err = s.roundTrip([]byte(resetFrame))
-	stop()
+	if !stop() && err == nil {
+		err = errors.New("the opening time ran out")
+	}
 	if err != nil {
 		_ = ws.Close()
 		if ctx.Err() != nil {
