@@ -16,7 +16,7 @@ import (
 // 151936, tied), "qwen3-1.7b", or "tiny" (hidden 128, 4 layers, 4/2 heads,
 // head_dim 32, MLP 384, vocab 4096, tied).
 func NamedConfig(name string) (Config, error) {
-	base := Config{RMSNormEps: 1e-6, RopeTheta: 1e6, TieWordEmbeddings: true, BOSTokenID: -1}
+	base := Config{RMSNormEps: 1e-6, RopeTheta: 1e6, TieWordEmbeddings: true, BOSTokenID: -1, MaxPositions: 40960}
 	switch strings.ToLower(name) {
 	case "qwen3-0.6b":
 		base.VocabSize, base.HiddenSize, base.IntermediateSize = 151936, 1024, 3072

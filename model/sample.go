@@ -60,16 +60,13 @@ func CheckSampling(p kernels.SamplingParams) error {
 }
 
 // Fork returns a copy of s, its tokens and its KV cache, with its own
-// random stream seeded by seed. G completions of one prompt then share one
-// prefill: Prefill the prompt once, Fork it G times, Generate on the forks.
+// random stream seeded by seed. The copy shares the cache's blocks (copy on
+// write: whichever sequence appends first copies the shared partly filled
+// last block), so G completions of one prompt share one prefill and its
+// memory: Prefill the prompt once, Fork it G times, Generate on the forks,
+// and Release each (and the root) when done.
 func (s *Sequence) Fork(seed uint64) *Sequence {
 	f := NewSequence(seed, s.Tokens...)
-	f.Cache.Len = s.Cache.Len
-	f.Cache.K = make([][]float32, len(s.Cache.K))
-	f.Cache.V = make([][]float32, len(s.Cache.V))
-	for l := range s.Cache.K {
-		f.Cache.K[l] = append([]float32(nil), s.Cache.K[l]...)
-		f.Cache.V[l] = append([]float32(nil), s.Cache.V[l]...)
-	}
+	f.Cache = s.Cache.fork()
 	return f
 }
