@@ -136,11 +136,14 @@ func (b *Backend) attentionTiled(seqs []kernels.AttentionSeq, heads, kvHeads, d 
 			keys := s.Start + t0 + nt // the last row sees keys [0, keys)
 			for j0 := 0; j0 < keys; j0 += attnBlock {
 				nb := min(attnBlock, keys-j0)
-				kr, vr, stride := b.kvRows(s, kvh, j0, nb, kvHeads, d, kbuf, vbuf)
-				kp := unsafe.Pointer(&kr[0])
+				kp, vp, dt, ld := b.kvPtrs(s, kvh, j0, nb, kvHeads, d, kbuf, vbuf)
+				es := 4 // bytes per K/V element
+				if dt == 1 {
+					es = 2
+				}
 				for i0 := 0; i0 < r; i0 += mr {
 					for jj := 0; jj < nb; jj += nr {
-						dotNTAsm(0, min(mr, r-i0), min(nr, nb-jj), &qp[i0*d], d*4, unsafe.Add(kp, jj*stride*4), stride*4, d/vecSz,
+						dotNTAsm(dt, min(mr, r-i0), min(nr, nb-jj), &qp[i0*d], d*4, unsafe.Add(kp, jj*ld), ld, d/vecSz,
 							&sc[i0*attnBlock+jj], attnBlock*4, 0)
 					}
 				}
@@ -162,11 +165,10 @@ func (b *Backend) attentionTiled(seqs []kernels.AttentionSeq, heads, kvHeads, d 
 					sum[i] += bwExpSum(true, row, row, vis, mx[i])
 					clear(row[vis:])
 				}
-				vp := unsafe.Pointer(&vr[0])
 				for i0 := 0; i0 < r; i0 += mr {
 					for c0 := 0; c0 < d; c0 += cols {
-						axpyAsm(0, min(mr, r-i0), min(cols, d-c0)/vecSz, &sc[i0*attnBlock], attnBlock*4, 4,
-							unsafe.Add(vp, c0*4), stride*4, nb, &o[i0*d+c0], d*4, 1)
+						axpyAsm(dt, min(mr, r-i0), min(cols, d-c0)/vecSz, &sc[i0*attnBlock], attnBlock*4, 4,
+							unsafe.Add(vp, c0*es), ld, nb, &o[i0*d+c0], d*4, 1)
 					}
 				}
 			}

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/x/kernels"
 )
@@ -51,4 +52,18 @@ func (b *Backend) kvRows(s *kernels.AttentionSeq, kvh, j0, nb, kvHeads, d int, k
 		}
 	}
 	return kbuf[:nb*d], vbuf[:nb*d], d
+}
+
+// kvPtrs is kvRows for the tiled kernel, which reads bf16 rows itself: it
+// returns K and V pointers, the matmul kernel dtype (0 f32, 1 bf16) and the
+// row stride in bytes. A bf16 key block inside one page is read in place by
+// the bf16 kernels (which widen exactly, as kvRows does); everything else
+// goes through kvRows.
+func (b *Backend) kvPtrs(s *kernels.AttentionSeq, kvh, j0, nb, kvHeads, d int, kbuf, vbuf []float32) (k, v unsafe.Pointer, dt, ld int) {
+	if p := &s.Paged; p.BlockSize > 0 && p.DType == kernels.BF16 && j0/p.BlockSize == (j0+nb-1)/p.BlockSize {
+		blk, off := j0/p.BlockSize, ((j0%p.BlockSize)*kvHeads+kvh)*d
+		return unsafe.Pointer(&p.K16[blk][off]), unsafe.Pointer(&p.V16[blk][off]), 1, kvHeads * d * 2
+	}
+	kr, vr, stride := b.kvRows(s, kvh, j0, nb, kvHeads, d, kbuf, vbuf)
+	return unsafe.Pointer(&kr[0]), unsafe.Pointer(&vr[0]), 0, stride * 4
 }
