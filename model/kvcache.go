@@ -157,7 +157,7 @@ func (c *KVCache) reserve(p *kvPool, n int) error {
 			if err != nil {
 				return fmt.Errorf("model: KV cache copy on write at position %d: %w", c.Len, err)
 			}
-			p.copyRows(id, old, min(bs, c.Len-i*bs))
+			p.copyRows(id, old, max(0, min(bs, c.Len-i*bs)))
 			p.release([]int32{old})
 			st.setPage(i, id)
 			continue
