@@ -150,9 +150,10 @@ func (b *Batch) Add(req Request) (int, error) {
 func (b *Batch) Len() int { return len(b.queue) + len(b.active) }
 
 // Step runs one forward over the running sequences and returns the
-// requests that finished in it. It returns ctx's error, before doing
-// anything, if ctx is done. After any other error the Batch must not be
-// used again.
+// requests that finished in it, including those that failed (Finished.Err:
+// a bad token id, the context length, a full KV pool, non-finite logits),
+// which leave the batch without stopping the others. It returns an error
+// only for ctx, before doing anything, if ctx is done.
 func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -193,7 +194,7 @@ func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 			err := b.m.checkFeed(c, p[:n])
 			if mp := b.m.Config.MaxPositions; err == nil && n == len(p) && mp > 0 && len(s.req.Seq.Tokens) >= mp {
 				// The token sampled after this feed would sit past the context.
-				err = fmt.Errorf("model: sampling position %d is %w %d (max_position_embeddings)", len(s.req.Seq.Tokens), ErrContextLength, mp)
+				err = fmt.Errorf("model: a token at position %d would make the sequence %w %d (max_position_embeddings)", len(s.req.Seq.Tokens), ErrContextLength, mp)
 			}
 			if err == nil {
 				err = c.reserve(pool, c.Len+n)
