@@ -1,5 +1,7 @@
 package kernels
 
+import "fmt"
+
 // Backend is one implementation of every numeric op the model needs. The
 // reference (kernels/ref) is the specification; kernels/cpu is the fast CPU
 // twin; a CUDA backend will be a third. kernels/kerneltest holds the one
@@ -116,16 +118,99 @@ type Backend interface {
 // The sequence's new tokens sit at positions Start .. Start+T−1; K and V
 // hold positions 0 .. Start+T−1 (already written, RoPE applied to K). Query
 // t attends to positions 0 .. Start+t (causal).
+//
+// K and V are either contiguous (K and V) or paged (Paged, when
+// Paged.BlockSize > 0; K and V are then not read). A backend reads the
+// same values either way, in the same order, so paged attention equals
+// contiguous attention bit for bit when the blocks hold the same floats.
 type AttentionSeq struct {
 	Out []float32 // [T, H, D] written
 	Q   []float32 // [T, H, D] read
-	K   []float32 // [S, KVH, D] read, S ≥ Start+T
-	V   []float32 // [S, KVH, D] read
+	K   []float32 // [S, KVH, D] read, S ≥ Start+T (contiguous layout)
+	V   []float32 // [S, KVH, D] read (contiguous layout)
+	// Paged holds K and V in fixed-size blocks instead (a paged KV cache).
+	Paged PagedKV
 	// LSE, if not nil, receives the log-sum-exp of each (t, h) row of scaled
 	// scores, [T, H]; AttentionBackward needs it.
 	LSE   []float32
 	T     int
 	Start int
+}
+
+// PagedKV is the keys and values of one sequence stored in fixed-size
+// blocks, as a paged KV cache keeps them: position j is row j mod BlockSize
+// of block j / BlockSize, and each block is [BlockSize, KVH, D]. The block
+// lists are the sequence's block table resolved to the blocks' memory, so
+// blocks may be shared between sequences (a common prompt) and live
+// anywhere. DType F32 reads K and V; BF16 reads K16 and V16 (raw bfloat16
+// bits), which widen to float32 exactly before any arithmetic.
+type PagedKV struct {
+	BlockSize int         // positions per block; 0: the sequence is not paged
+	DType     DType       // F32 or BF16
+	K, V      [][]float32 // [blocks][BlockSize, KVH, D] when DType == F32
+	K16, V16  [][]uint16  // [blocks][BlockSize, KVH, D] when DType == BF16
+}
+
+// Check returns an error unless p holds n positions of rowLen (KVH·D)
+// elements: enough blocks, each at least BlockSize·rowLen long, of a
+// supported dtype. Backends call it (and panic with its message, naming
+// the op) before reading a paged sequence.
+func (p *PagedKV) Check(n, rowLen int) error {
+	if p.BlockSize <= 0 {
+		return fmt.Errorf("paged KV: block size %d", p.BlockSize)
+	}
+	blocks := (n + p.BlockSize - 1) / p.BlockSize
+	size := p.BlockSize * rowLen
+	var lk, lv []int
+	switch p.DType {
+	case F32:
+		for _, b := range p.K {
+			lk = append(lk, len(b))
+		}
+		for _, b := range p.V {
+			lv = append(lv, len(b))
+		}
+	case BF16:
+		for _, b := range p.K16 {
+			lk = append(lk, len(b))
+		}
+		for _, b := range p.V16 {
+			lv = append(lv, len(b))
+		}
+	default:
+		return fmt.Errorf("paged KV: dtype %v: want F32 or BF16", p.DType)
+	}
+	if len(lk) < blocks || len(lv) < blocks {
+		return fmt.Errorf("paged KV: %d K and %d V blocks for %d positions of block size %d", len(lk), len(lv), n, p.BlockSize)
+	}
+	for i := range blocks {
+		if lk[i] < size || lv[i] < size {
+			return fmt.Errorf("paged KV: block %d holds %d K and %d V elements, want %d", i, lk[i], lv[i], size)
+		}
+	}
+	return nil
+}
+
+// Row returns position j of kv head kvh from K (v false) or V (v true),
+// widened to float32 into dst[D] when the blocks are BF16; for F32 blocks
+// it returns a view of the block and leaves dst alone.
+func (p *PagedKV) Row(dst []float32, v bool, j, kvh, kvHeads, d int) []float32 {
+	b, off := j/p.BlockSize, ((j%p.BlockSize)*kvHeads+kvh)*d
+	if p.DType == F32 {
+		if v {
+			return p.V[b][off : off+d]
+		}
+		return p.K[b][off : off+d]
+	}
+	src := p.K16[b][off : off+d]
+	if v {
+		src = p.V16[b][off : off+d]
+	}
+	dst = dst[:d]
+	for i, u := range src {
+		dst[i] = BF16ToF32(u)
+	}
+	return dst
 }
 
 // AttentionGradSeq is one sequence in a batched AttentionBackward call. It

@@ -1,7 +1,6 @@
 package kernels
 
 import (
-	"errors"
 	"fmt"
 	"math"
 )
@@ -125,7 +124,7 @@ func (p LossParams) Validate() error {
 		return fmt.Errorf("loss SequenceRatio with objective %v: only the clipped objective has sequence-level ratios", p.Objective)
 	}
 	if p.Beta < 0 {
-		return errors.New("loss Beta < 0")
+		return fmt.Errorf("loss Beta = %v: must be ≥ 0 (0 = no KL term)", p.Beta)
 	}
 	return nil
 }

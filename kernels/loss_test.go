@@ -27,7 +27,7 @@ func TestLossParamsValidate(t *testing.T) {
 		{"eps high", kernels.LossParams{EpsHigh: -1}, "EpsHigh"},
 		{"delta", kernels.LossParams{Delta: 0.5}, "Delta"},
 		{"nan", kernels.LossParams{Beta: float32(math.NaN())}, "Beta"},
-		{"negative beta", kernels.LossParams{Beta: -1}, "Beta"},
+		{"negative beta", kernels.LossParams{Beta: -1}, "Beta = -1"},
 		{"cispo cap", kernels.LossParams{Objective: kernels.ObjectiveCISPO}, "EpsHigh"},
 		{"sapo tau", kernels.LossParams{Objective: kernels.ObjectiveSAPO, SAPOTauPos: 1}, "SAPO"},
 		{"sapo sequence", kernels.LossParams{Objective: kernels.ObjectiveSAPO, SAPOTauPos: 1, SAPOTauNeg: 1, SequenceRatio: true}, "SequenceRatio"},

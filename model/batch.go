@@ -32,8 +32,21 @@ type Completion struct {
 	// FullLogProbs − LogProbs is the log of the probability mass the
 	// filters kept (0 without filters).
 	FullLogProbs []float32
-	Stopped      bool // ended on a Stop token (otherwise on MaxNewTokens)
+	Stopped      bool // ended on a Stop token (otherwise on MaxNewTokens or Err)
+	// Err, if not nil, is why the request ended early: a bad token id, a
+	// sequence over the context length (wrapping ErrContextLength), a full
+	// KV pool (wrapping ErrKVPoolFull), non-finite logits, or ErrCanceled.
+	// Tokens and the log-probs hold what was generated before it.
+	Err error
 }
+
+// ErrCanceled is the Err of a request removed by Batch.Cancel or
+// Batch.Remove.
+var ErrCanceled = errors.New("model: request canceled")
+
+// ErrContextLength is wrapped by the error of a sequence that would grow
+// past Config.MaxPositions.
+var ErrContextLength = errors.New("longer than the context length")
 
 // Finished is a request that completed during a Batch step.
 type Finished struct {
@@ -58,7 +71,8 @@ type slot struct {
 	id   int
 	req  Request
 	comp Completion
-	feed int // tokens fed this step
+	feed int   // tokens fed this step
+	err  error // set when the request fails; it leaves at the end of the step
 }
 
 // Batch is continuous batched generation: requests join with Add whenever
@@ -66,7 +80,10 @@ type slot struct {
 // chunks, or its last sampled token) in one forward and samples the next
 // token of each that is up to date, and a finished request leaves at once.
 // A Batch is used by one goroutine at a time; its scratch buffers are
-// reused, so steady-state decoding does not allocate per token.
+// reused, so steady-state decoding does not allocate per token. A request
+// that fails (see Completion.Err) leaves the batch alone; the others go on.
+// Sequences hold their KV blocks after their request finishes (a next turn
+// reuses them): call Sequence.Release when done with one.
 type Batch struct {
 	m      *Model
 	opts   BatchOptions
@@ -96,7 +113,8 @@ func (m *Model) NewBatch(opts BatchOptions) *Batch {
 }
 
 // Add queues req and returns its id. The request's sequence must not be in
-// the batch already and must hold at least one token.
+// the batch already and must hold at least one token; its pending tokens
+// must be in the vocabulary.
 func (b *Batch) Add(req Request) (int, error) {
 	switch {
 	case req.Seq == nil:
@@ -142,9 +160,10 @@ func (b *Batch) Add(req Request) (int, error) {
 func (b *Batch) Len() int { return len(b.queue) + len(b.active) }
 
 // Step runs one forward over the running sequences and returns the
-// requests that finished in it. It returns ctx's error, before doing
-// anything, if ctx is done. After any other error the Batch must not be
-// used again.
+// requests that finished in it, including those that failed (Finished.Err:
+// a bad token id, the context length, a full KV pool, non-finite logits),
+// which leave the batch without stopping the others. It returns an error
+// only for ctx, before doing anything, if ctx is done.
 func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -158,8 +177,6 @@ func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 			done = append(done, Finished{ID: s.id, Completion: s.comp})
 			continue
 		}
-		c := b.m.Config
-		s.req.Seq.Cache.reserve(c.NumLayers, c.KVDim(), len(s.req.Seq.Tokens)+min(s.req.MaxNewTokens, 512))
 		b.active = append(b.active, s)
 	}
 	if len(b.active) == 0 {
@@ -169,6 +186,7 @@ func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 	// the prefill budget, the first of them getting at least one token.
 	budget, first := b.opts.PrefillTokens, true
 	b.caches, b.feeds = b.caches[:0], b.feeds[:0]
+	pool := b.m.kvPool()
 	for i := range b.active {
 		s := &b.active[i]
 		p := s.req.Seq.Pending()
@@ -182,11 +200,24 @@ func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 		}
 		s.feed = n
 		if n > 0 {
-			b.caches = append(b.caches, &s.req.Seq.Cache)
+			c := &s.req.Seq.Cache
+			err := b.m.checkFeed(c, p[:n])
+			if mp := b.m.Config.MaxPositions; err == nil && n == len(p) && mp > 0 && len(s.req.Seq.Tokens) >= mp {
+				// The token sampled after this feed would sit past the context.
+				err = fmt.Errorf("model: a token at position %d would make the sequence %w %d (max_position_embeddings)", len(s.req.Seq.Tokens), ErrContextLength, mp)
+			}
+			if err == nil {
+				err = c.reserve(pool, c.Len+n)
+			}
+			if err != nil {
+				s.err, s.feed = fmt.Errorf("model: request %d: %w", s.id, err), 0
+				continue
+			}
+			b.caches = append(b.caches, c)
 			b.feeds = append(b.feeds, p[:n])
 		}
 	}
-	hidden := b.r.Forward(b.caches, b.feeds)
+	hidden := b.r.forward(b.caches, b.feeds)
 
 	// Sample for every sequence whose pending tokens are all in the cache.
 	C := b.m.Config.HiddenSize
@@ -204,13 +235,14 @@ func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 			b.rows = append(b.rows, -1)
 		}
 	}
-	if err := b.sample(nsel); err != nil {
-		return done, err
-	}
+	b.sample(nsel)
 	// Retire finished requests, freeing their slots.
 	kept := b.active[:0]
 	for _, s := range b.active {
-		if s.comp.Stopped || len(s.comp.Tokens) >= s.req.MaxNewTokens {
+		if s.err != nil {
+			s.comp.Err = s.err
+		}
+		if s.err != nil || s.comp.Stopped || len(s.comp.Tokens) >= s.req.MaxNewTokens {
 			done = append(done, Finished{ID: s.id, Completion: s.comp})
 			continue
 		}
@@ -227,24 +259,73 @@ func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 // completion, its cache holds all but the last sampled token), so a next
 // turn is Seq.Append(toolResponse...) and another Generate, which does not
 // recompute the prefix. Pass m.Config.EOSTokenIDs in Stop to stop at EOS.
+//
+// A request that fails (a bad token id, a sequence over the context
+// length, a full KV pool) does not stop the others: its Completion.Err
+// says why, and Generate returns every completion together with an error
+// joining the failed requests' errors. If ctx is done it returns ctx's
+// error and no completions.
 func (m *Model) Generate(ctx context.Context, reqs []Request, opts BatchOptions) ([]Completion, error) {
 	b := m.NewBatch(opts)
-	for i, r := range reqs {
-		if _, err := b.Add(r); err != nil {
-			return nil, fmt.Errorf("model: generate request %d: %w", i, err)
-		}
-	}
 	out := make([]Completion, len(reqs))
+	index := make(map[int]int, len(reqs)) // batch id -> request index
+	for i, r := range reqs {
+		id, err := b.Add(r)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		index[id] = i
+	}
 	for b.Len() > 0 {
 		done, err := b.Step(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("model: generate: %w", err)
 		}
 		for _, f := range done {
-			out[f.ID] = f.Completion
+			out[index[f.ID]] = f.Completion
 		}
 	}
-	return out, nil
+	var errs []error
+	for i, c := range out {
+		if c.Err != nil {
+			errs = append(errs, fmt.Errorf("model: generate request %d: %w", i, c.Err))
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// Remove takes request id out of the batch, queued or running, and returns
+// what it generated so far with Err set to ErrCanceled. Its sequence keeps
+// its tokens and KV blocks (a later request may continue it). It returns
+// false if id is not in the batch.
+func (b *Batch) Remove(id int) (Finished, bool) {
+	for _, q := range []*[]slot{&b.queue, &b.active} {
+		for i, s := range *q {
+			if s.id != id {
+				continue
+			}
+			*q = append((*q)[:i], (*q)[i+1:]...)
+			s.comp.Err = ErrCanceled
+			return Finished{ID: s.id, Completion: s.comp}, true
+		}
+	}
+	return Finished{}, false
+}
+
+// Cancel is Remove that also returns the sequence's KV blocks to the pool
+// (Sequence.Release): the request is abandoned.
+func (b *Batch) Cancel(id int) (Finished, bool) {
+	for _, q := range [][]slot{b.queue, b.active} {
+		for _, s := range q {
+			if s.id == id {
+				f, _ := b.Remove(id)
+				s.req.Seq.Release()
+				return f, true
+			}
+		}
+	}
+	return Finished{}, false
 }
 
 // anyFinite reports whether some logit is finite (SampleRows needs one).
@@ -291,6 +372,8 @@ func (m *Model) Prefill(ctx context.Context, seqs []*Sequence, opts BatchOptions
 		if len(caches) == 0 {
 			return nil
 		}
-		r.Forward(caches, feeds)
+		if _, err := r.TryForward(caches, feeds); err != nil {
+			return fmt.Errorf("model: prefill: %w", err)
+		}
 	}
 }

@@ -27,6 +27,9 @@ type Config struct {
 	BOSTokenID        int32   // -1 when absent
 	EOSTokenIDs       []int32 // eos_token_id, one or several
 	TorchDType        string  // torch_dtype / dtype as written ("bfloat16", "float32", ...)
+	// MaxPositions is max_position_embeddings, the longest sequence
+	// (prompt and generated tokens) generation accepts; 0: not limited.
+	MaxPositions int
 }
 
 // Special token ids of the named shapes (NamedConfig). Qwen3's tokenizer
@@ -65,6 +68,7 @@ type rawConfig struct {
 	EOSTokenID        json.RawMessage `json:"eos_token_id"`
 	TorchDType        string          `json:"torch_dtype"`
 	DType             string          `json:"dtype"`
+	MaxPositions      *int            `json:"max_position_embeddings"`
 }
 
 // ropeParams is rope_scaling or rope_parameters.
@@ -122,6 +126,9 @@ func ParseConfig(data []byte) (Config, error) {
 	}
 	if c.TorchDType == "" {
 		c.TorchDType = r.DType
+	}
+	if r.MaxPositions != nil {
+		c.MaxPositions = *r.MaxPositions
 	}
 	c.NumKVHeads = c.NumHeads
 	if r.NumKVHeads != nil {
@@ -248,6 +255,9 @@ func (c Config) Validate() error {
 	pos("num_attention_heads", c.NumHeads)
 	pos("num_key_value_heads", c.NumKVHeads)
 	pos("head_dim", c.HeadDim)
+	if c.MaxPositions < 0 {
+		errs = append(errs, fmt.Errorf("config max_position_embeddings = %d: must be ≥ 0", c.MaxPositions))
+	}
 	if c.HeadDim%2 != 0 {
 		errs = append(errs, fmt.Errorf("config head_dim = %d: RoPE needs an even head_dim", c.HeadDim))
 	}
@@ -292,6 +302,10 @@ func (c Config) MarshalJSON() ([]byte, error) {
 	default:
 		eos = c.EOSTokenIDs
 	}
+	maxPos := c.MaxPositions
+	if maxPos <= 0 {
+		maxPos = 40960
+	}
 	var bos any
 	if c.BOSTokenID >= 0 {
 		bos = c.BOSTokenID
@@ -308,7 +322,7 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		"hidden_size":             c.HiddenSize,
 		"initializer_range":       0.02,
 		"intermediate_size":       c.IntermediateSize,
-		"max_position_embeddings": 40960,
+		"max_position_embeddings": maxPos,
 		"max_window_layers":       c.NumLayers,
 		"num_attention_heads":     c.NumHeads,
 		"num_hidden_layers":       c.NumLayers,

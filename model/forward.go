@@ -85,11 +85,62 @@ func (m *Model) CheckTokens(ids []int32) error {
 // the final hidden states (after model.norm), [N, C] with N the total
 // number of tokens, rows in batch order. The result is valid until the next
 // call. Token ids must be valid (see CheckTokens); an empty tokens[i] is
-// allowed and contributes no rows.
+// allowed and contributes no rows. It panics if a cache cannot take a
+// block from a bounded pool (KVOptions.MaxBytes); TryForward returns that
+// as an error instead.
 func (r *Runner) Forward(caches []*KVCache, tokens [][]int32) []float32 {
 	if len(caches) != len(tokens) {
 		panic(fmt.Sprintf("model: Runner.Forward: %d caches for %d token lists", len(caches), len(tokens)))
 	}
+	if err := r.reserve(caches, tokens); err != nil {
+		panic(fmt.Sprintf("model: Runner.Forward: %v", err))
+	}
+	return r.forward(caches, tokens)
+}
+
+// TryForward is Forward returning an error, before computing anything,
+// when a token id is outside the vocabulary, a sequence would pass
+// Config.MaxPositions, or a cache cannot get the blocks it needs.
+func (r *Runner) TryForward(caches []*KVCache, tokens [][]int32) ([]float32, error) {
+	if len(caches) != len(tokens) {
+		return nil, fmt.Errorf("model: forward: %d caches for %d token lists", len(caches), len(tokens))
+	}
+	for i, t := range tokens {
+		if err := r.m.checkFeed(caches[i], t); err != nil {
+			return nil, fmt.Errorf("model: forward sequence %d: %w", i, err)
+		}
+	}
+	if err := r.reserve(caches, tokens); err != nil {
+		return nil, err
+	}
+	return r.forward(caches, tokens), nil
+}
+
+// checkFeed returns an error if tokens cannot be appended to c: an id
+// outside the vocabulary or a sequence longer than Config.MaxPositions.
+func (m *Model) checkFeed(c *KVCache, tokens []int32) error {
+	if err := m.CheckTokens(tokens); err != nil {
+		return err
+	}
+	if mp := m.Config.MaxPositions; mp > 0 && c.Len+len(tokens) > mp {
+		return fmt.Errorf("model: sequence of %d positions is %w %d (max_position_embeddings)", c.Len+len(tokens), ErrContextLength, mp)
+	}
+	return nil
+}
+
+// reserve makes every cache writable for its new tokens.
+func (r *Runner) reserve(caches []*KVCache, tokens [][]int32) error {
+	pool := r.m.kvPool()
+	for i, t := range tokens {
+		if err := caches[i].reserve(pool, caches[i].Len+len(t)); err != nil {
+			return fmt.Errorf("sequence %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// forward is Forward on caches already reserved for the tokens.
+func (r *Runner) forward(caches []*KVCache, tokens [][]int32) []float32 {
 	m, cfg, b := r.m, r.m.Config, r.m.Backend
 	n := 0
 	for _, t := range tokens {
@@ -104,7 +155,6 @@ func (r *Runner) Forward(caches []*KVCache, tokens [][]int32) []float32 {
 	at := 0
 	for i, t := range tokens {
 		c := caches[i]
-		c.reserve(cfg.NumLayers, KVD, c.Len+len(t))
 		copy(r.ids[at:], t)
 		for j := range t {
 			r.pos[at+j] = int32(c.Len + j)
@@ -132,15 +182,17 @@ func (r *Runner) Forward(caches []*KVCache, tokens [][]int32) []float32 {
 		for i, t := range tokens {
 			c := caches[i]
 			T := len(t)
-			copy(c.K[li][c.Len*KVD:], k[at*KVD:(at+T)*KVD])
-			copy(c.V[li][c.Len*KVD:], v[at*KVD:(at+T)*KVD])
+			if T > 0 {
+				c.write(li, k[at*KVD:(at+T)*KVD], v[at*KVD:(at+T)*KVD], T)
+			}
 			r.aseqs[i] = kernels.AttentionSeq{
 				Out:   att[at*QD : (at+T)*QD],
 				Q:     q[at*QD : (at+T)*QD],
-				K:     c.K[li][:(c.Len+T)*KVD],
-				V:     c.V[li][:(c.Len+T)*KVD],
 				T:     T,
 				Start: c.Len,
+			}
+			if c.st != nil {
+				r.aseqs[i].Paged = c.paged(li)
 			}
 			at += T
 		}
@@ -183,7 +235,11 @@ func (m *Model) Logits(tokens []int32, opts Options) ([]float32, error) {
 	r := m.NewRunner()
 	r.NoAdapters = opts.NoAdapters
 	var c KVCache
-	h := r.Forward([]*KVCache{&c}, [][]int32{tokens})
+	defer c.Release()
+	h, err := r.TryForward([]*KVCache{&c}, [][]int32{tokens})
+	if err != nil {
+		return nil, fmt.Errorf("model: logits: %w", err)
+	}
 	out := make([]float32, len(tokens)*m.Config.VocabSize)
 	copy(out, r.Logits(h, len(tokens)))
 	return out, nil

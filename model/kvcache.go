@@ -1,54 +1,259 @@
 package model
 
+import (
+	"errors"
+	"fmt"
+	"runtime"
+
+	"github.com/x/kernels"
+)
+
 // KVCache holds one sequence's keys (after q/k-norm and RoPE) and values
-// for every layer. Its buffers grow by half again when full; Batch reserves
-// a request's prompt and (up to 512) new tokens when it starts.
+// for every layer, paged: positions live in fixed-size blocks taken from
+// its Model's pool (see KVOptions), listed in the cache's block table.
+// Blocks are reference counted, so a Fork shares its parent's blocks and
+// copies one only when it writes into it (copy on write): G generations of
+// one prompt prefill it once. The zero KVCache is empty and attaches to the
+// Model's pool on its first Forward.
+//
+// Release (or Reset) returns the blocks to the pool; a cache dropped
+// without it returns them when the garbage collector finds it unreachable.
+// Copying a KVCache value aliases its blocks (as copying a slice does):
+// use Sequence.Fork to share them safely.
 type KVCache struct {
-	K   [][]float32 // [L][S, KVH, D]
-	V   [][]float32 // [L][S, KVH, D]
-	Len int         // positions 0 .. Len−1 are filled
+	Len int // positions 0 .. Len−1 are filled
+	st  *kvState
 }
 
-// Cap is the number of positions the buffers hold without growing.
+// kvState is a cache's block table and the per-layer views of its blocks
+// that Attention reads. It is separate from KVCache so that a cleanup can
+// return the blocks when the state becomes unreachable.
+type kvState struct {
+	own    *kvOwned
+	kPages [][][]float32 // [L][blocks] block views, F32 pools
+	vPages [][][]float32
+	kPage6 [][][]uint16 // [L][blocks] block views, BF16 pools
+	vPage6 [][][]uint16
+}
+
+// kvOwned is the block table: the blocks a cache holds one reference to.
+type kvOwned struct {
+	pool *kvPool
+	ids  []int32
+}
+
+// release returns every block of o to its pool.
+func (o *kvOwned) release() {
+	if len(o.ids) > 0 {
+		o.pool.release(o.ids)
+		o.ids = o.ids[:0]
+	}
+}
+
+// Cap is the number of positions the cache's blocks hold before it takes
+// another block from the pool. kvDim is not used (it is kept so callers
+// written for contiguous caches still compile).
 func (c *KVCache) Cap(kvDim int) int {
-	if len(c.K) == 0 || kvDim == 0 {
+	if c.st == nil {
 		return 0
 	}
-	return len(c.K[0]) / kvDim
+	return len(c.st.own.ids) * c.st.own.pool.bs
 }
 
-// reserve makes room for n positions of kvDim floats in each of layers
-// layers, keeping the filled ones.
-func (c *KVCache) reserve(layers, kvDim, n int) {
-	if len(c.K) != layers {
-		c.K = make([][]float32, layers)
-		c.V = make([][]float32, layers)
-		c.Len = 0
+// Blocks is the number of blocks in the cache's block table.
+func (c *KVCache) Blocks() int {
+	if c.st == nil {
+		return 0
 	}
-	have := c.Cap(kvDim)
-	if n <= have {
+	return len(c.st.own.ids)
+}
+
+// attach gives c a block table on p if it has none.
+func (c *KVCache) attach(p *kvPool) {
+	if c.st != nil {
 		return
 	}
-	size := max(n, have+have/2, 16)
-	for l := range layers {
-		k := make([]float32, size*kvDim)
-		v := make([]float32, size*kvDim)
-		copy(k, c.K[l][:c.Len*kvDim])
-		copy(v, c.V[l][:c.Len*kvDim])
-		c.K[l], c.V[l] = k, v
+	st := &kvState{own: &kvOwned{pool: p}}
+	st.resetPages()
+	runtime.AddCleanup(st, func(o *kvOwned) { o.release() }, st.own)
+	c.st = st
+}
+
+// resetPages empties the per-layer block views.
+func (st *kvState) resetPages() {
+	p := st.own.pool
+	if p.dtype == kernels.BF16 {
+		st.kPage6 = make([][][]uint16, p.layers)
+		st.vPage6 = make([][][]uint16, p.layers)
+	} else {
+		st.kPages = make([][][]float32, p.layers)
+		st.vPages = make([][][]float32, p.layers)
 	}
 }
 
-// Reset empties the cache, keeping its buffers for reuse.
-func (c *KVCache) Reset() { c.Len = 0 }
+// setPage points block-table entry i (i ≤ the current length) at pool
+// block id in every layer's views.
+func (st *kvState) setPage(i int, id int32) {
+	p := st.own.pool
+	blk := p.block(id)
+	if i == len(st.own.ids) {
+		st.own.ids = append(st.own.ids, id)
+	} else {
+		st.own.ids[i] = id
+	}
+	for l := range p.layers {
+		if p.dtype == kernels.BF16 {
+			st.kPage6[l] = setAt(st.kPage6[l], i, blk.k16[l])
+			st.vPage6[l] = setAt(st.vPage6[l], i, blk.v16[l])
+		} else {
+			st.kPages[l] = setAt(st.kPages[l], i, blk.k[l])
+			st.vPages[l] = setAt(st.vPages[l], i, blk.v[l])
+		}
+	}
+}
+
+// setAt sets s[i] = v, appending when i == len(s).
+func setAt[T any](s []T, i int, v T) []T {
+	if i == len(s) {
+		return append(s, v)
+	}
+	s[i] = v
+	return s
+}
+
+// truncPages keeps the first n entries of the block table (the caller has
+// released the rest).
+func (st *kvState) truncPages(n int) {
+	st.own.ids = st.own.ids[:n]
+	for l := range st.own.pool.layers {
+		if st.own.pool.dtype == kernels.BF16 {
+			st.kPage6[l] = st.kPage6[l][:n]
+			st.vPage6[l] = st.vPage6[l][:n]
+		} else {
+			st.kPages[l] = st.kPages[l][:n]
+			st.vPages[l] = st.vPages[l][:n]
+		}
+	}
+}
+
+// reserve makes positions Len .. n−1 writable: it takes new blocks from
+// the pool for positions past the table, and copies any block in that
+// range that another cache shares (copy on write), so writes touch only
+// this cache's blocks. It fails, leaving the cache valid, when the pool is
+// at its limit.
+func (c *KVCache) reserve(p *kvPool, n int) error {
+	c.attach(p)
+	st := c.st
+	p = st.own.pool
+	bs := p.bs
+	need := (n + bs - 1) / bs
+	for i := c.Len / bs; i < need; i++ {
+		if i < len(st.own.ids) {
+			old := st.own.ids[i]
+			if !p.shared(old) {
+				continue
+			}
+			id, err := p.alloc()
+			if err != nil {
+				return fmt.Errorf("model: KV cache copy on write at position %d: %w", c.Len, err)
+			}
+			p.copyRows(id, old, max(0, min(bs, c.Len-i*bs)))
+			p.release([]int32{old})
+			st.setPage(i, id)
+			continue
+		}
+		id, err := p.alloc()
+		if err != nil {
+			return fmt.Errorf("model: KV cache for %d positions: %w", n, err)
+		}
+		st.setPage(i, id)
+	}
+	return nil
+}
+
+// paged returns the block views of layer l for Attention.
+func (c *KVCache) paged(l int) kernels.PagedKV {
+	st := c.st
+	pk := kernels.PagedKV{BlockSize: st.own.pool.bs, DType: st.own.pool.dtype}
+	if pk.DType == kernels.BF16 {
+		pk.K16, pk.V16 = st.kPage6[l], st.vPage6[l]
+	} else {
+		pk.K, pk.V = st.kPages[l], st.vPages[l]
+	}
+	return pk
+}
+
+// write stores the K and V rows of T positions from Len on into layer l,
+// k and v [T, KVH·D]; reserve must have made them writable.
+func (c *KVCache) write(l int, k, v []float32, t int) {
+	st := c.st
+	p := st.own.pool
+	rl, bs := p.rowLen, p.bs
+	for j := range t {
+		pos := c.Len + j
+		b, off := pos/bs, (pos%bs)*rl
+		kr, vr := k[j*rl:(j+1)*rl], v[j*rl:(j+1)*rl]
+		if p.dtype == kernels.BF16 {
+			kd, vd := st.kPage6[l][b][off:off+rl], st.vPage6[l][b][off:off+rl]
+			for i := range kr {
+				kd[i] = kernels.F32ToBF16(kr[i])
+				vd[i] = kernels.F32ToBF16(vr[i])
+			}
+			continue
+		}
+		copy(st.kPages[l][b][off:off+rl], kr)
+		copy(st.vPages[l][b][off:off+rl], vr)
+	}
+}
+
+// fork returns a cache that shares every block of c (one more reference
+// each); either may then write, copying a shared block first.
+func (c *KVCache) fork() KVCache {
+	if c.st == nil {
+		return KVCache{Len: c.Len}
+	}
+	f := KVCache{Len: c.Len}
+	f.attach(c.st.own.pool)
+	c.st.own.pool.retain(c.st.own.ids)
+	for i, id := range c.st.own.ids {
+		f.st.setPage(i, id)
+	}
+	return f
+}
+
+// Reset empties the cache and returns its blocks to the pool.
+func (c *KVCache) Reset() {
+	c.Len = 0
+	if c.st != nil {
+		c.st.own.release()
+		c.st.truncPages(0)
+	}
+}
 
 // Truncate drops every position from n on (n ≤ Len), e.g. to rewind a
-// sequence; the buffers are kept.
+// sequence, returning the blocks past position n to the pool.
 func (c *KVCache) Truncate(n int) {
-	if n < c.Len {
-		c.Len = max(n, 0)
+	if n >= c.Len {
+		return
+	}
+	c.Len = max(n, 0)
+	if c.st == nil {
+		return
+	}
+	keep := (c.Len + c.st.own.pool.bs - 1) / c.st.own.pool.bs
+	if ids := c.st.own.ids; keep < len(ids) {
+		c.st.own.pool.release(ids[keep:])
+		c.st.truncPages(keep)
 	}
 }
 
-// Release drops the buffers so the memory can be reclaimed.
-func (c *KVCache) Release() { *c = KVCache{} }
+// Release returns the cache's blocks to the pool and empties it.
+func (c *KVCache) Release() { c.Reset() }
+
+// Release returns the sequence's KV blocks to its Model's pool. Its tokens
+// stay; a later Generate or Prefill recomputes the cache from them.
+func (s *Sequence) Release() { s.Cache.Release() }
+
+// ErrKVPoolFull is returned (wrapped) when a KV cache needs a block and
+// the pool is at KVOptions.MaxBytes.
+var ErrKVPoolFull = errors.New("KV cache pool is full")

@@ -159,6 +159,7 @@ func (m *Model) LogProbs(ctx context.Context, seqs []Scored, opts LogProbsOption
 		kept := active[:0]
 		for _, a := range active {
 			if a.fed == len(seqs[a.seq].Tokens) {
+				a.cache.Reset() // its blocks go back to the pool now
 				free = append(free, a.cache)
 				continue
 			}

@@ -1,6 +1,7 @@
 // Package model is Qwen3 (Qwen3ForCausalLM) composed from kernels.Backend
 // ops: Hugging Face config and safetensors loading (memory-mapped, bf16
-// kept as bf16), a batched forward with per-sequence KV caches, continuous
+// kept as bf16), a batched forward over a paged KV cache (fixed-size blocks
+// from one pool per Model, copy-on-write prefix sharing by Fork), continuous
 // batched generation with seeded per-sequence sampling, and teacher-forced
 // per-token log-probs. LoRA adapters (PEFT layout) sit on every projection.
 //
@@ -29,6 +30,8 @@ type Model struct {
 	DType   kernels.DType
 
 	closer io.Closer // the mapped files; nil for models built in memory
+
+	kv *kvPool // the KV cache pool; nil until first used (see SetKVOptions)
 }
 
 // Layer is one Qwen3DecoderLayer.

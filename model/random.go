@@ -18,7 +18,7 @@ import (
 // <|im_end|> of the tokenizer it is sized for: Qwen3's (151645) and the
 // project's tiny tokenizer (4072).
 func NamedConfig(name string) (Config, error) {
-	base := Config{RMSNormEps: 1e-6, RopeTheta: 1e6, TieWordEmbeddings: true, BOSTokenID: -1}
+	base := Config{RMSNormEps: 1e-6, RopeTheta: 1e6, TieWordEmbeddings: true, BOSTokenID: -1, MaxPositions: 40960}
 	switch strings.ToLower(name) {
 	case "qwen3-0.6b":
 		base.VocabSize, base.HiddenSize, base.IntermediateSize = 151936, 1024, 3072

@@ -61,17 +61,14 @@ func CheckSampling(p kernels.SamplingParams) error {
 }
 
 // Fork returns a copy of s, its tokens and its KV cache, with its own
-// random stream seeded by seed. G completions of one prompt then share one
-// prefill: Prefill the prompt once, Fork it G times, Generate on the forks.
+// random stream seeded by seed. The copy shares the cache's blocks (copy on
+// write: whichever sequence appends first copies the shared partly filled
+// last block), so G completions of one prompt share one prefill and its
+// memory: Prefill the prompt once, Fork it G times, Generate on the forks,
+// and Release each (and the root) when done.
 func (s *Sequence) Fork(seed uint64) *Sequence {
 	f := NewSequence(seed, s.Tokens...)
-	f.Cache.Len = s.Cache.Len
-	f.Cache.K = make([][]float32, len(s.Cache.K))
-	f.Cache.V = make([][]float32, len(s.Cache.V))
-	for l := range s.Cache.K {
-		f.Cache.K[l] = append([]float32(nil), s.Cache.K[l]...)
-		f.Cache.V[l] = append([]float32(nil), s.Cache.V[l]...)
-	}
+	f.Cache = s.Cache.fork()
 	return f
 }
 
@@ -91,7 +88,7 @@ const sampleChunk = 64
 // sample draws the next token of every active sequence with a selected
 // hidden row (b.rows[i] ≥ 0, nsel of them in b.hsel): lm_head on chunks of
 // rows, then one batched SampleRows per chunk.
-func (b *Batch) sample(nsel int) error {
+func (b *Batch) sample(nsel int) {
 	C, V := b.m.Config.HiddenSize, b.m.Config.VocabSize
 	sm := &b.smp
 	for c0 := 0; c0 < nsel; c0 += sampleChunk {
@@ -106,13 +103,27 @@ func (b *Batch) sample(nsel int) error {
 		}
 		// b.rows numbers the selected rows in active order, so slots are
 		// in row order.
-		for j, i := range sm.slots {
+		// A row with no finite logit ends its request with an error, not
+		// the batch; the rows that remain are packed to the front.
+		kept := sm.slots[:0]
+		for _, i := range sm.slots {
 			s := &b.active[i]
-			if !anyFinite(logits[j*V : (j+1)*V]) {
-				return fmt.Errorf("model: request %d: no finite logit (non-finite weights?)", s.id)
+			k := b.rows[i] - c0
+			if !anyFinite(logits[k*V : (k+1)*V]) {
+				s.err = fmt.Errorf("model: request %d: no finite logit (non-finite weights?)", s.id)
+				continue
 			}
+			if j := len(kept); j != k {
+				copy(logits[j*V:(j+1)*V], logits[k*V:(k+1)*V])
+			}
+			kept = append(kept, i)
 			sm.params = append(sm.params, s.req.Sampling)
 			sm.u = append(sm.u, s.req.Seq.uniform())
+		}
+		sm.slots = kept
+		n = len(kept)
+		if n == 0 {
+			continue
 		}
 		sm.ids = growI32(sm.ids, n)
 		sm.logp, sm.fullLogp = grow(sm.logp, n), grow(sm.fullLogp, n)
@@ -129,7 +140,6 @@ func (b *Batch) sample(nsel int) error {
 			}
 		}
 	}
-	return nil
 }
 
 // growI32 returns buf resized to n, reallocating only when too small.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/x/kernels"
@@ -117,8 +118,8 @@ func NewTrainable(m *Model, opts TrainOptions) (*Trainable, error) {
 	if opts.LogitsChunk == 0 {
 		opts.LogitsChunk = 128
 	}
-	if opts.Temperature < 0 {
-		return nil, fmt.Errorf("train: temperature %v < 0", opts.Temperature)
+	if t := float64(opts.Temperature); t < 0 || math.IsNaN(t) || math.IsInf(t, 0) {
+		return nil, fmt.Errorf("train: temperature %v: must be finite and ≥ 0", opts.Temperature)
 	}
 	if opts.Temperature == 0 {
 		opts.Temperature = 1

@@ -214,8 +214,11 @@ func TestTrainableRejectsBadUse(t *testing.T) {
 	require.NoError(t, AttachLoRA(m, LoRAConfig{R: 2, Alpha: 2}, 1))
 	_, err = NewTrainable(m, TrainOptions{LogitsChunk: -1})
 	assert.Error(t, err)
-	_, err = NewTrainable(m, TrainOptions{Temperature: -1})
-	assert.Error(t, err)
+	for _, temp := range []float64{-1, math.NaN(), math.Inf(1)} {
+		// As Model.LogProbs: a temperature must be finite and ≥ 0.
+		_, err = NewTrainable(m, TrainOptions{Temperature: float32(temp)})
+		assert.ErrorContains(t, err, "temperature", "%v", temp)
+	}
 
 	tr, err := NewTrainable(m, TrainOptions{})
 	require.NoError(t, err)

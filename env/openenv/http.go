@@ -59,17 +59,24 @@ func (s *Server) handleMetadata(w http.ResponseWriter, _ *http.Request) {
 
 // handleSchema serves GET /schema.
 func (s *Server) handleSchema(w http.ResponseWriter, _ *http.Request) {
-	action, obs := json.RawMessage(`{"type":"object"}`), json.RawMessage(`{"type":"object"}`)
+	action, obs := s.schemas()
+	writeJSON(w, http.StatusOK, map[string]json.RawMessage{
+		"action": action, "observation": obs, "state": json.RawMessage(baseStateSchema)})
+}
+
+// schemas are the action and observation JSON schemas of the factory when
+// it is a Describer (each must be valid JSON), else {"type":"object"}.
+func (s *Server) schemas() (action, observation json.RawMessage) {
+	action, observation = json.RawMessage(`{"type":"object"}`), json.RawMessage(`{"type":"object"}`)
 	if d, ok := s.factory.(Describer); ok {
 		if a := d.ActionSchema(); json.Valid(a) {
 			action = a
 		}
 		if o := d.ObservationSchema(); json.Valid(o) {
-			obs = o
+			observation = o
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]json.RawMessage{
-		"action": action, "observation": obs, "state": json.RawMessage(baseStateSchema)})
+	return action, observation
 }
 
 // withFreshEnv builds an env for one stateless HTTP call and closes it.

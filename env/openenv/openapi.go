@@ -1,7 +1,6 @@
 package openenv
 
 import (
-	"encoding/json"
 	"net/http"
 )
 
@@ -17,15 +16,7 @@ func (s *Server) handleOpenAPI(w http.ResponseWriter, _ *http.Request) {
 // openAPI builds the document handleOpenAPI serves.
 func (s *Server) openAPI() map[string]any {
 	md := s.metadata()
-	action, obs := json.RawMessage(`{"type":"object"}`), json.RawMessage(`{"type":"object"}`)
-	if d, ok := s.factory.(Describer); ok {
-		if a := d.ActionSchema(); json.Valid(a) {
-			action = a
-		}
-		if o := d.ObservationSchema(); json.Valid(o) {
-			obs = o
-		}
-	}
+	action, obs := s.schemas()
 	object := map[string]any{"type": "object"}
 	jsonBody := func(schema any) map[string]any {
 		return map[string]any{"content": map[string]any{"application/json": map[string]any{"schema": schema}}}

@@ -22,7 +22,12 @@ func (b *Backend) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim
 	checkHeads(op, heads, kvHeads, headDim)
 	rowsBefore := make([]int, len(seqs)+1) // prefix sums of T·H
 	for si, s := range seqs {
-		checkSeq(op, si, s.Q, s.K, s.V, s.Out, s.LSE, s.T, s.Start, heads, kvHeads, headDim)
+		if s.Paged.BlockSize > 0 {
+			checkPaged(op, si, &seqs[si], kvHeads, headDim)
+			checkQOut(op, si, s.Q, s.Out, s.LSE, s.T, s.Start, heads, headDim)
+		} else {
+			checkSeq(op, si, s.Q, s.K, s.V, s.Out, s.LSE, s.T, s.Start, heads, kvHeads, headDim)
+		}
 		rowsBefore[si+1] = rowsBefore[si] + s.T*heads
 	}
 	total := rowsBefore[len(seqs)]
@@ -37,8 +42,9 @@ func (b *Backend) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim
 	d := headDim
 	avx := b.simd.avx512
 	run := func(w, lo, hi int) {
-		buf := b.scratch(w, attnBlock+2*d)
-		scores, q, acc := buf[:attnBlock], buf[attnBlock:attnBlock+d], buf[attnBlock+d:]
+		buf := b.scratch(w, attnBlock+2*d+2*attnBlock*d)
+		scores, q, acc := buf[:attnBlock], buf[attnBlock:attnBlock+d], buf[attnBlock+d:attnBlock+2*d]
+		kbuf, vbuf := buf[attnBlock+2*d:][:attnBlock*d], buf[attnBlock+2*d+attnBlock*d:][:attnBlock*d]
 		si := 0
 		for r := lo; r < hi; r++ {
 			for rowsBefore[si+1] <= r {
@@ -53,11 +59,10 @@ func (b *Backend) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim
 			clear(acc)
 			mx, sum := float32(math.Inf(-1)), float32(0)
 			n := s.Start + t + 1
-			stride := kvHeads * d
 			for j0 := 0; j0 < n; j0 += attnBlock {
 				nb := min(attnBlock, n-j0)
-				off := (j0*kvHeads + kvh) * d
-				bwDots(avx, scores, q, s.K[off:], stride, nb, d)
+				kr, vr, stride := b.kvRows(s, kvh, j0, nb, kvHeads, d, kbuf, vbuf)
+				bwDots(avx, scores, q, kr, stride, nb, d)
 				bm := bwMax(avx, scores[:nb])
 				if bm > mx {
 					c := float32(math.Exp(float64(mx - bm)))
@@ -66,7 +71,7 @@ func (b *Backend) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim
 					mx = bm
 				}
 				sum += bwExpSum(avx, scores, scores, nb, mx)
-				bwAxpys(avx, acc, scores, s.V[off:], stride, nb, d)
+				bwAxpys(avx, acc, scores, vr, stride, nb, d)
 			}
 			o := s.Out[(t*heads+h)*d : (t*heads+h+1)*d]
 			inv := 1 / sum
@@ -100,10 +105,11 @@ func (b *Backend) attentionTiled(seqs []kernels.AttentionSeq, heads, kvHeads, d 
 	for si, s := range seqs {
 		tasksBefore[si+1] = tasksBefore[si] + kvHeads*((s.T+bq-1)/bq)
 	}
-	stride := kvHeads * d
 	b.parallelForWorker(tasksBefore[len(seqs)], func(w, lo, hi int) {
 		rows := bq * group
-		buf := b.scratch(w, 2*rows*d+rows*attnBlock+2*rows)
+		buf := b.scratch(w, 2*rows*d+rows*attnBlock+2*rows+2*attnBlock*d)
+		kbuf := buf[2*rows*d+rows*attnBlock+2*rows:][:attnBlock*d]
+		vbuf := buf[2*rows*d+rows*attnBlock+2*rows+attnBlock*d:][:attnBlock*d]
 		qp, o := buf[:rows*d], buf[rows*d:2*rows*d]
 		sc := buf[2*rows*d : 2*rows*d+rows*attnBlock]
 		mx, sum := buf[2*rows*d+rows*attnBlock:][:rows], buf[2*rows*d+rows*attnBlock+rows:][:rows]
@@ -130,10 +136,14 @@ func (b *Backend) attentionTiled(seqs []kernels.AttentionSeq, heads, kvHeads, d 
 			keys := s.Start + t0 + nt // the last row sees keys [0, keys)
 			for j0 := 0; j0 < keys; j0 += attnBlock {
 				nb := min(attnBlock, keys-j0)
-				kp := unsafe.Pointer(&s.K[(j0*kvHeads+kvh)*d])
+				kp, vp, dt, ld := b.kvPtrs(s, kvh, j0, nb, kvHeads, d, kbuf, vbuf)
+				es := 4 // bytes per K/V element
+				if dt == 1 {
+					es = 2
+				}
 				for i0 := 0; i0 < r; i0 += mr {
 					for jj := 0; jj < nb; jj += nr {
-						dotNTAsm(0, min(mr, r-i0), min(nr, nb-jj), &qp[i0*d], d*4, unsafe.Add(kp, jj*stride*4), stride*4, d/vecSz,
+						dotNTAsm(dt, min(mr, r-i0), min(nr, nb-jj), &qp[i0*d], d*4, unsafe.Add(kp, jj*ld), ld, d/vecSz,
 							&sc[i0*attnBlock+jj], attnBlock*4, 0)
 					}
 				}
@@ -155,11 +165,10 @@ func (b *Backend) attentionTiled(seqs []kernels.AttentionSeq, heads, kvHeads, d 
 					sum[i] += bwExpSum(true, row, row, vis, mx[i])
 					clear(row[vis:])
 				}
-				vp := unsafe.Pointer(&s.V[(j0*kvHeads+kvh)*d])
 				for i0 := 0; i0 < r; i0 += mr {
 					for c0 := 0; c0 < d; c0 += cols {
-						axpyAsm(0, min(mr, r-i0), min(cols, d-c0)/vecSz, &sc[i0*attnBlock], attnBlock*4, 4,
-							unsafe.Add(vp, c0*4), stride*4, nb, &o[i0*d+c0], d*4, 1)
+						axpyAsm(dt, min(mr, r-i0), min(cols, d-c0)/vecSz, &sc[i0*attnBlock], attnBlock*4, 4,
+							unsafe.Add(vp, c0*es), ld, nb, &o[i0*d+c0], d*4, 1)
 					}
 				}
 			}
@@ -191,11 +200,20 @@ func checkSeq(op string, si int, q, k, v, out, lse []float32, t, start, heads, k
 	if t < 0 || start < 0 {
 		panic(fmt.Sprintf("kernels/cpu: %s: seq %d: T %d, Start %d", op, si, t, start))
 	}
+	checkQOut(op, si, q, out, lse, t, start, heads, headDim)
+	arg := func(name string) string { return fmt.Sprintf("seq %d %s", si, name) }
+	need(op, arg("K"), len(k), (start+t)*kvHeads*headDim)
+	need(op, arg("V"), len(v), (start+t)*kvHeads*headDim)
+}
+
+// checkQOut panics unless the query-side buffers of sequence si fit its T.
+func checkQOut(op string, si int, q, out, lse []float32, t, start, heads, headDim int) {
+	if t < 0 || start < 0 {
+		panic(fmt.Sprintf("kernels/cpu: %s: seq %d: T %d, Start %d", op, si, t, start))
+	}
 	arg := func(name string) string { return fmt.Sprintf("seq %d %s", si, name) }
 	need(op, arg("Q"), len(q), t*heads*headDim)
 	need(op, arg("Out"), len(out), t*heads*headDim)
-	need(op, arg("K"), len(k), (start+t)*kvHeads*headDim)
-	need(op, arg("V"), len(v), (start+t)*kvHeads*headDim)
 	if lse != nil {
 		need(op, arg("LSE"), len(lse), t*heads)
 	}

@@ -42,6 +42,7 @@ func TestEmbedding(t *testing.T)        { conformance(t, kerneltest.Embedding) }
 func TestRMSNorm(t *testing.T)          { conformance(t, kerneltest.RMSNorm) }
 func TestRoPE(t *testing.T)             { conformance(t, kerneltest.RoPE) }
 func TestAttention(t *testing.T)        { conformance(t, kerneltest.Attention) }
+func TestAttentionPaged(t *testing.T)   { conformance(t, kerneltest.AttentionPaged) }
 func TestSwiGLU(t *testing.T)           { conformance(t, kerneltest.SwiGLU) }
 func TestAdd(t *testing.T)              { conformance(t, kerneltest.Add) }
 func TestScale(t *testing.T)            { conformance(t, kerneltest.Scale) }

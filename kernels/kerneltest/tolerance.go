@@ -10,8 +10,8 @@ type Tol struct {
 }
 
 // Tolerance returns the tolerance of an op's output, by the op's method
-// name (and "AttentionLSE", "Entropy", "SampleLogProb", "SampleFullLogProb",
-// "EntropyBackward" for secondary
+// name (and "AttentionLSE", "AttentionBF16KV", "Entropy", "SampleLogProb",
+// "SampleFullLogProb", "EntropyBackward" for secondary
 // outputs). It is the one table of the suite: a kernel that needs more must
 // change it here, with the measured error in the justification.
 //
@@ -41,6 +41,9 @@ func Tolerance(op string) Tol {
 	case "AttentionLSE":
 		return Tol{ATol: 4e-6, RTol: 2e-6, NMSE: 1e-12,
 			Why: "log of a float32 sum of up to ~1000 exps plus the max, vs float64; measured max abs 3.8e-6, rel 1.3e-5"}
+	case "AttentionBF16KV":
+		return Tol{ATol: 4e-3, RTol: 1e-2, NMSE: 2e-5,
+			Why: "K/V stored in bf16 (8 significant bits, relative rounding ≤ 2⁻⁹ ≈ 2e-3 per element) vs f32 K/V: V's rounding passes into the output as a weighted mean, K's shifts each score by ≤ 2⁻⁹·Σ|q·k|; the arithmetic after widening is the f32 kernel's. Measured with |v| ≤ 1, |q| ≤ 2, D ≤ 128, ≤ 300 keys: max abs 2.3e-3, NMSE 5.5e-6"}
 	case "SwiGLU":
 		return Tol{ATol: 1e-6, RTol: 8e-6, NMSE: 1e-11,
 			Why: "float32 exp (polynomial, ≤ 2 ulp) and division vs float64; measured max abs 3.8e-6 at |out| ~ 180"}
@@ -62,8 +65,8 @@ func Tolerance(op string) Tol {
 		return Tol{ATol: 2e-5, RTol: 2e-6, NMSE: 1e-9,
 			Why: "the full log-prob is a log-softmax gather of logits/T; a backend may take it as training does (logits·(1/T) in float32, then LogSoftmaxGather), so LogSoftmaxGather's tolerance plus one float32 rounding of z; measured max abs 1.5e-5 (V 151936, T 1.3); checked one value at a time, so NMSE is the squared relative error"}
 	case "PolicyLoss":
-		return Tol{ATol: 1e-6, RTol: 2e-6, NMSE: 1e-12,
-			Why: "per-token float64 arithmetic like the reference, rounded to float32 once (twice for GSPO's spread ratio gradient); measured max abs 9.3e-10, rel 1.0e-7"}
+		return Tol{ATol: 1e-9, RTol: 2e-6, NMSE: 1e-12,
+			Why: "per-token float64 arithmetic like the reference, rounded to float32 once (twice for GSPO's spread ratio gradient, where the direct and spread terms cancel); measured max rel 1.0e-7, 1.7e-6 on GSPO DLogP values near 1e-5, max abs 9.3e-10; ATol only admits rounding near 0 (outputs are weight-scaled, often 1e-5, so a larger ATol would hide relative errors of 10%)"}
 
 	// Backward ops: 2–4× the forward's tolerance (they chain two or three
 	// reductions of the forward's kind).
@@ -86,8 +89,8 @@ func Tolerance(op string) Tol {
 		return Tol{ATol: 1e-7, RTol: 2e-5, NMSE: 1e-10,
 			Why: "float32 softmax over up to 151936 columns times dlogp vs float64"}
 	case "EntropyBackward":
-		return Tol{ATol: 4e-7, RTol: 4e-5, NMSE: 1e-10,
-			Why: "LogSoftmaxGatherBackward plus dentropy·p·(log p + H): float32 p times a float32 (x − lse + H) whose terms reach ~30 and cancel; measured max abs 3.0e-8 (|dlogits| ≤ ~2)"}
+		return Tol{ATol: 1e-7, RTol: 2e-5, NMSE: 1e-10,
+			Why: "LogSoftmaxGatherBackward's, which the entropy term (float32 e·(α + β·(x − m)) with α, β from float64 row sums) fits with 3× margin: measured max abs 3.0e-8 (V 2); elements over 2e-5 relative are all under 5e-9 absolute (avx512 and generic paths, 2026-12-01)"}
 	case "AdamW":
 		return Tol{ATol: 1e-7, RTol: 4e-6, NMSE: 1e-11,
 			Why: "float32 moment updates, sqrt and division vs float64"}

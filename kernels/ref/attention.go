@@ -15,8 +15,11 @@ func (Backend) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim in
 	checkHeads(op, heads, kvHeads, headDim)
 	group := heads / kvHeads
 	for si, s := range seqs {
-		checkSeq(op, si, s.Q, s.K, s.V, s.Out, s.LSE, s.T, s.Start, heads, kvHeads, headDim)
 		n := s.Start + s.T
+		if s.Paged.BlockSize > 0 {
+			s.K, s.V = unpage(op, si, &s.Paged, n, kvHeads, headDim)
+		}
+		checkSeq(op, si, s.Q, s.K, s.V, s.Out, s.LSE, s.T, s.Start, heads, kvHeads, headDim)
 		scores := make([]float64, n)
 		acc := make([]float64, headDim)
 		for t := 0; t < s.T; t++ {
@@ -80,4 +83,23 @@ func checkSeq(op string, si int, q, k, v, out, lse []float32, t, start, heads, k
 	if lse != nil {
 		need(op, arg("LSE"), len(lse), t*heads)
 	}
+}
+
+// unpage copies the n positions of a paged sequence into contiguous
+// [n, KVH, D] K and V (bf16 widened exactly): the reference reads paged
+// K/V as the contiguous layout it stands for.
+func unpage(op string, si int, p *kernels.PagedKV, n, kvHeads, headDim int) (k, v []float32) {
+	if err := p.Check(n, kvHeads*headDim); err != nil {
+		panic(fmt.Sprintf("kernels/ref: %s: seq %d: %v", op, si, err))
+	}
+	k = make([]float32, n*kvHeads*headDim)
+	v = make([]float32, n*kvHeads*headDim)
+	for j := range n {
+		for h := range kvHeads {
+			o := (j*kvHeads + h) * headDim
+			copy(k[o:o+headDim], p.Row(k[o:o+headDim], false, j, h, kvHeads, headDim))
+			copy(v[o:o+headDim], p.Row(v[o:o+headDim], true, j, h, kvHeads, headDim))
+		}
+	}
+	return k, v
 }

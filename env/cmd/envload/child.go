@@ -275,9 +275,13 @@ func raiseFileLimit(need uint64) error {
 	if lim.Cur >= need {
 		return nil
 	}
+	cur := lim.Cur
 	lim.Cur = min(need, lim.Max)
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur < need {
-		return fmt.Errorf("need %d open files, the limit is %d (%v): raise ulimit -n", need, lim.Cur, err)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("need %d open files, the limit is %d and raising it failed (%w): raise ulimit -n", need, cur, err)
+	}
+	if lim.Cur < need {
+		return fmt.Errorf("need %d open files, the hard limit is %d: raise ulimit -Hn", need, lim.Max)
 	}
 	return nil
 }

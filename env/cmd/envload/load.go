@@ -125,7 +125,7 @@ func openSessions(ctx context.Context, wsURL string, n, parallel int) ([]*loadSe
 	return open, errs
 }
 
-// openSession dials one session and resets it.
+// openSession dials one session and resets it, both within ctx.
 func openSession(ctx context.Context, dialer *websocket.Dialer, wsURL string) (*loadSession, error) {
 	ws, resp, err := dialer.DialContext(ctx, wsURL, nil)
 	if resp != nil && resp.Body != nil {
@@ -135,8 +135,18 @@ func openSession(ctx context.Context, dialer *websocket.Dialer, wsURL string) (*
 		return nil, fmt.Errorf("dial: %w", err)
 	}
 	s := &loadSession{ws: ws}
-	if _, err := s.roundTrip([]byte(resetFrame)); err != nil {
+	// The end of ctx cuts the reset's round trip short. A session whose
+	// reset raced with it counts as not opened: the cut may land later.
+	stop := context.AfterFunc(ctx, func() { _ = ws.NetConn().SetDeadline(time.Now()) })
+	_, err = s.roundTrip([]byte(resetFrame))
+	if !stop() && err == nil {
+		err = errors.New("the opening time ran out")
+	}
+	if err != nil {
 		_ = ws.Close()
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%w)", err, context.Cause(ctx))
+		}
 		return nil, fmt.Errorf("first reset: %w", err)
 	}
 	return s, nil
@@ -149,13 +159,13 @@ type driveResult struct {
 	err       error // why the session was lost, nil if it was not
 }
 
-// drive steps s until deadline, maxSteps steps (0: no limit) or the
-// shared budget of steps runs out, resetting when an episode ends and
+// drive steps s until deadline, maxSteps steps (0: no limit), the shared
+// budget of steps runs out or ctx ends, resetting when an episode ends and
 // pausing think between requests.
-func drive(s *loadSession, steps [][]byte, start <-chan struct{}, deadline time.Time, maxSteps int, think time.Duration, budget *atomic.Int64) driveResult {
+func drive(ctx context.Context, s *loadSession, steps [][]byte, start <-chan struct{}, deadline time.Time, maxSteps int, think time.Duration, budget *atomic.Int64) driveResult {
 	var r driveResult
 	<-start
-	for i := 0; time.Now().Before(deadline) && (maxSteps == 0 || len(r.latencies) < maxSteps) && budget.Add(-1) >= 0; i++ {
+	for i := 0; ctx.Err() == nil && time.Now().Before(deadline) && (maxSteps == 0 || len(r.latencies) < maxSteps) && budget.Add(-1) >= 0; i++ {
 		t0 := time.Now()
 		rep, err := s.roundTrip(steps[i%len(steps)])
 		if err != nil {
@@ -171,7 +181,12 @@ func drive(s *loadSession, steps [][]byte, start <-chan struct{}, deadline time.
 			r.resets++
 		}
 		if think > 0 {
-			time.Sleep(think)
+			t := time.NewTimer(think)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
 		}
 	}
 	return r

@@ -4,7 +4,7 @@
 // and number of steps, and reports steps/s, p50/p99/max step latency,
 // sessions opened/failed/lost, the server's CPU time per request and its
 // resident memory per idle session (both from /proc), and its own CPU time
-// per request. It stops by itself.
+// per request. It stops by itself; SIGINT or SIGTERM stops it at once.
 //
 //	go run ./env/cmd/envload -env echo -sessions 1024 -duration 10s
 //
@@ -86,6 +86,11 @@ const (
 	maxThink       = 10 * time.Second
 	maxIdleWait    = time.Minute
 	maxDialWorkers = 1024
+	// maxOpenTime bounds opening all the sessions (each dial and first
+	// reset may take roundTripTimeout, so a server that stalls would
+	// otherwise hold -sessions/-dial-parallel of them in turn: hours).
+	// Sessions not open by then count as failed.
+	maxOpenTime = 5 * time.Minute
 )
 
 // config is the command line.
@@ -216,7 +221,10 @@ func run(ctx context.Context, cfg config) (*result, error) {
 		}
 	}
 
-	sessions, errs := openSessions(ctx, "ws://"+addr+"/ws", cfg.sessions, cfg.parallel)
+	openCtx, cancelOpen := context.WithTimeoutCause(ctx, maxOpenTime,
+		fmt.Errorf("the sessions were not all open within %s", maxOpenTime))
+	sessions, errs := openSessions(openCtx, "ws://"+addr+"/ws", cfg.sessions, cfg.parallel)
+	cancelOpen()
 	res.opened, res.failed, res.failErr = len(sessions), len(errs), errSummary(errs)
 	defer func() {
 		for _, s := range sessions {
@@ -277,8 +285,16 @@ func run(ctx context.Context, cfg config) (*result, error) {
 	t0 := time.Now()
 	deadline := t0.Add(cfg.duration)
 	for _, s := range sessions {
-		go func() { results <- drive(s, steps, start, deadline, cfg.steps, cfg.think, &budget) }()
+		go func() { results <- drive(ctx, s, steps, start, deadline, cfg.steps, cfg.think, &budget) }()
 	}
+	// An interrupt ends the load now: every session stops before its next
+	// request, and a reply being awaited is given up at once.
+	stopCut := context.AfterFunc(ctx, func() {
+		for _, s := range sessions {
+			_ = s.ws.NetConn().SetDeadline(time.Now())
+		}
+	})
+	defer stopCut()
 	close(start)
 	var lat []time.Duration
 	var lost []error
@@ -291,6 +307,9 @@ func run(ctx context.Context, cfg config) (*result, error) {
 		}
 	}
 	res.elapsed = time.Since(t0)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("load interrupted after %s: %w", res.elapsed.Round(time.Millisecond), err)
+	}
 	self1, err := procCPU(os.Getpid())
 	if err != nil {
 		return nil, err

@@ -1,16 +1,26 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/x/env/echo"
+	"github.com/x/env/openenv"
 )
 
 // TestMain lets the test binary be the server child, as envload is.
@@ -188,4 +198,72 @@ func TestStepBoundAndLoss(t *testing.T) {
 	assert.Contains(t, stderr.String(), "no session opened")
 	assert.Equal(t, 2, mainStatus(t.Context(), []string{"-addr", "192.0.2.1:80"}, &stdout, &stderr))
 	assert.Equal(t, 0, mainStatus(t.Context(), []string{"-help"}, &stdout, &stderr))
+}
+
+// TestInterruptEndsLoad: a cancelled context (SIGINT, SIGTERM) ends the
+// load within a round trip, not at -duration, also against a server that
+// envload did not start (whose sessions nothing else would end).
+func TestInterruptEndsLoad(t *testing.T) {
+	srv := openenv.NewServer(echo.NewEnvironmentFactory(echo.Options{}))
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	defer func() { _ = srv.Shutdown(context.Background()) }()
+	addr := strings.TrimPrefix(hs.URL, "http://")
+	cfg, err := parseFlags([]string{"-addr", addr, "-sessions", "4", "-duration", "1m", "-idle-wait", "0", "-think", "10ms"}, io.Discard)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = run(ctx, cfg)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.ErrorContains(t, err, "load interrupted")
+	assert.Less(t, time.Since(start), 15*time.Second, "the load must stop when its context ends, not at -duration")
+}
+
+// TestOpenSessionsBounded: a server that upgrades but never answers the
+// first reset holds each session for roundTripTimeout; the opening phase
+// as a whole must still end when its context does (run gives it
+// maxOpenTime), the sessions not opened counting as failed.
+func TestOpenSessionsBounded(t *testing.T) {
+	upgrader := websocket.Upgrader{}
+	var mu sync.Mutex
+	var held []*websocket.Conn
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := upgrader.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		mu.Lock()
+		held = append(held, ws) // never read, never answered
+		mu.Unlock()
+	}))
+	defer hs.Close()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, ws := range held {
+			_ = ws.Close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	open, errs := openSessions(ctx, "ws"+strings.TrimPrefix(hs.URL, "http")+"/ws", 3, 1)
+	assert.Empty(t, open)
+	assert.Len(t, errs, 3)
+	assert.Less(t, time.Since(start), 10*time.Second, "opening must end with its context, not after a round-trip timeout per session")
+}
+
+// TestRaiseFileLimitError: past the hard limit the error says what to do
+// and carries no "<nil>" cause.
+func TestRaiseFileLimitError(t *testing.T) {
+	var lim syscall.Rlimit
+	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim))
+	if lim.Max == math.MaxUint64 {
+		t.Skip("no hard limit on open files")
+	}
+	err := raiseFileLimit(lim.Max + 1)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "raise ulimit -Hn")
+	assert.NotContains(t, err.Error(), "<nil>")
 }

@@ -11,8 +11,16 @@
 // (after an untimed prefill of -d tokens per sequence), so its tokens/s is
 // B·N divided by the time. A log-prob test (lpN at batch B) scores B
 // sequences of N tokens by teacher forcing (every token, with entropies),
-// as a GRPO step does for the old and reference policies. -random writes a random-weight checkpoint of a
-// named shape to a temporary folder (removed at exit unless -keep).
+// as a GRPO step does for the old and reference policies. A rollout test
+// (-rollouts R) is a GRPO generation round: -groups prompts of -rp random
+// tokens are prefilled once, each is forked R/groups times (the forks
+// share the prompt's KV blocks), and all R generate -rn tokens together
+// (temperature 1, no stop); it reports tokens/s, peak RSS and the KV
+// pool's bytes (-kv f32 or bf16 selects the KV storage). -random writes a
+// random-weight checkpoint of a named shape to a temporary folder (removed
+// at exit unless -keep).
+//
+//	go run ./model/cmd/bench -random qwen3-0.6b -p 0 -n 0 -rollouts 64 -groups 8 -rp 128 -rn 384 -kv bf16 -r 1
 package main
 
 import (
@@ -61,6 +69,10 @@ type options struct {
 	reps     int
 	json     bool
 	seed     uint64
+	rollouts int
+	groups   int
+	rp, rn   int
+	kv       string
 }
 
 // Result is one test's figures (one JSON object per line with -json).
@@ -82,6 +94,7 @@ type Result struct {
 	SamplesTS  []float64 `json:"samples_ts"`
 	AvgNS      float64   `json:"avg_ns"`
 	PeakRSSMiB float64   `json:"peak_rss_mib"`
+	KVMiB      float64   `json:"kv_pool_mib,omitempty"` // rollout tests: the KV pool's blocks after the run
 	GoSysMiB   float64   `json:"go_sys_mib"`
 	GoHeapMiB  float64   `json:"go_heap_inuse_mib"`
 	Time       string    `json:"test_time"`
@@ -121,6 +134,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.reps, "r", 5, "repetitions of each test")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per test")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed for random weights and tokens")
+	fs.IntVar(&o.rollouts, "rollouts", 0, "rollout test: sequences generated together (0 = none)")
+	fs.IntVar(&o.groups, "groups", 8, "rollout test: prompts, each shared by rollouts/groups sequences")
+	fs.IntVar(&o.rp, "rp", 128, "rollout test: prompt tokens")
+	fs.IntVar(&o.rn, "rn", 128, "rollout test: generated tokens per sequence")
+	fs.StringVar(&o.kv, "kv", "f32", "KV cache storage: f32 or bf16")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -155,6 +173,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		if b < 1 {
 			return o, fmt.Errorf("-b %d: batch sizes must be ≥ 1", b)
 		}
+	}
+	if o.rollouts > 0 && (o.groups < 1 || o.rollouts%o.groups != 0 || o.rp < 1 || o.rn < 1) {
+		return o, fmt.Errorf("-rollouts %d -groups %d -rp %d -rn %d: need groups ≥ 1 dividing rollouts, rp and rn ≥ 1", o.rollouts, o.groups, o.rp, o.rn)
 	}
 	return o, nil
 }
@@ -206,6 +227,10 @@ func runThreads(ctx context.Context, o options, dir, name, shape string, threads
 		return err
 	}
 	defer m.Close()
+	kvBytes, err := setKV(m, o.kv)
+	if err != nil {
+		return err
+	}
 	base := Result{Model: name, Shape: shape, Params: params(m.Config), DType: m.DType.String(), Threads: be.Threads(), SIMD: be.SIMD(), Reps: o.reps}
 	rng := rand.New(rand.NewPCG(o.seed, 99))
 	V := m.Config.VocabSize
@@ -278,6 +303,24 @@ func runThreads(ctx context.Context, o options, dir, name, shape string, threads
 			}
 		}
 	}
+	if o.rollouts > 0 {
+		var samples []float64
+		var total time.Duration
+		for rep := 0; rep < o.reps; rep++ { // no warm-up: the peak RSS is the point
+			d, err := rollouts(ctx, m, rng, o)
+			if err != nil {
+				return err
+			}
+			samples = append(samples, float64(o.rollouts*o.rn)/d.Seconds())
+			total += d
+		}
+		res := base
+		res.Test, res.NPrompt, res.NGen, res.Batch = fmt.Sprintf("rollouts%d/%d:%s", o.rollouts, o.groups, o.kv), o.rp, o.rn, o.rollouts
+		res.KVMiB = float64(kvBytes()) / (1 << 20)
+		if err := emit(res, samples, float64(total.Nanoseconds())/float64(o.reps*o.rn)); err != nil {
+			return err
+		}
+	}
 	for _, n := range o.scores {
 		if n < 2 {
 			continue
@@ -340,6 +383,42 @@ func decode(ctx context.Context, m *model.Model, rng *rand.Rand, b, depth, n int
 	if batch.Len() != 0 {
 		return 0, fmt.Errorf("decode: %d sequences left after %d steps", batch.Len(), n)
 	}
+	return d, nil
+}
+
+// rollouts prefills o.groups random prompts, forks each o.rollouts/o.groups
+// times and times generating o.rn tokens on every fork at once.
+func rollouts(ctx context.Context, m *model.Model, rng *rand.Rand, o options) (time.Duration, error) {
+	roots := make([]*model.Sequence, o.groups)
+	for g := range roots {
+		prompt := make([]int32, o.rp)
+		for j := range prompt {
+			prompt[j] = int32(rng.IntN(m.Config.VocabSize))
+		}
+		roots[g] = model.NewSequence(uint64(g), prompt...)
+	}
+	start := time.Now()
+	if err := m.Prefill(ctx, roots, model.BatchOptions{}); err != nil {
+		return 0, err
+	}
+	var reqs []model.Request
+	for g, root := range roots {
+		for i := range o.rollouts / o.groups {
+			reqs = append(reqs, model.Request{Seq: root.Fork(uint64(g*1000 + i)), MaxNewTokens: o.rn,
+				Sampling: kernels.SamplingParams{Temperature: 1}})
+		}
+	}
+	out, err := m.Generate(ctx, reqs, model.BatchOptions{MaxBatch: o.rollouts})
+	if err != nil {
+		return 0, err
+	}
+	d := time.Since(start)
+	for i, c := range out {
+		if len(c.Tokens) != o.rn {
+			return 0, fmt.Errorf("rollout %d: %d tokens, want %d", i, len(c.Tokens), o.rn)
+		}
+	}
+	releaseAll(roots, reqs)
 	return d, nil
 }
 

@@ -41,6 +41,29 @@ func TestRunRandomTinyJSON(t *testing.T) {
 	assert.Equal(t, 2, got[5].Threads)
 }
 
+func TestRunRolloutsJSON(t *testing.T) {
+	for _, kv := range []string{"f32", "bf16"} {
+		var out bytes.Buffer
+		err := run(t.Context(), []string{"-random", "tiny", "-dtype", "f32", "-threads", "1", "-p", "0", "-n", "0",
+			"-rollouts", "4", "-groups", "2", "-rp", "5", "-rn", "3", "-kv", kv, "-r", "1", "-json"}, &out, io.Discard)
+		require.NoError(t, err)
+		var r Result
+		require.NoError(t, json.Unmarshal(out.Bytes(), &r), out.String())
+		assert.Equal(t, "rollouts4/2:"+kv, r.Test)
+		assert.Equal(t, 4, r.Batch)
+		assert.Positive(t, r.AvgTS)
+		// Two prompts of 5 tokens share one block each; every rollout adds
+		// one block (64 positions) of its own: at most 2 + 4 blocks.
+		size := 4.0
+		if kv == "bf16" {
+			size = 2
+		}
+		block := 64 * 2 * 4 * 2 * 32 * size / (1 << 20) // positions · K,V · layers · KVH·D · bytes
+		assert.LessOrEqual(t, r.KVMiB, 6*block)
+		assert.GreaterOrEqual(t, r.KVMiB, 4*block)
+	}
+}
+
 func TestRunFlagErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{},
@@ -50,6 +73,8 @@ func TestRunFlagErrors(t *testing.T) {
 		{"-random", "tiny", "-p", "x"},
 		{"-random", "tiny", "-r", "0"},
 		{"-random", "gpt2"},
+		{"-random", "tiny", "-kv", "q8", "-p", "0", "-n", "0"},
+		{"-random", "tiny", "-rollouts", "5", "-groups", "2"},
 		{"-model", "/nonexistent"},
 	} {
 		err := run(t.Context(), args, io.Discard, io.Discard)

@@ -1,0 +1,69 @@
+package cpu
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/x/kernels"
+)
+
+// checkPaged panics unless the paged K/V of sequence si hold its Start+T
+// positions.
+func checkPaged(op string, si int, s *kernels.AttentionSeq, kvHeads, headDim int) {
+	if err := s.Paged.Check(s.Start+s.T, kvHeads*headDim); err != nil {
+		panic(fmt.Sprintf("kernels/cpu: %s: seq %d: %v", op, si, err))
+	}
+}
+
+// kvRows returns the K and V rows of positions j0 .. j0+nb−1, kv head kvh,
+// of s, with their row stride in floats. They are views of s's memory when
+// the rows are float32 and evenly strided (a contiguous sequence, or a key
+// block that lies inside one page), else copies into kbuf and vbuf
+// ([nb, D], stride D), widened exactly from bf16. Either way the attention
+// kernels see the same floats in the same order, so paged attention equals
+// contiguous attention bit for bit.
+func (b *Backend) kvRows(s *kernels.AttentionSeq, kvh, j0, nb, kvHeads, d int, kbuf, vbuf []float32) (k, v []float32, stride int) {
+	p := &s.Paged
+	if p.BlockSize == 0 {
+		off := (j0*kvHeads + kvh) * d
+		return s.K[off:], s.V[off:], kvHeads * d
+	}
+	bs := p.BlockSize
+	if p.DType == kernels.F32 && j0/bs == (j0+nb-1)/bs {
+		blk, off := j0/bs, ((j0%bs)*kvHeads+kvh)*d
+		return p.K[blk][off:], p.V[blk][off:], kvHeads * d
+	}
+	kn, simd := b.mm()
+	fast := simd && p.DType == kernels.BF16 && d%kn.vec == 0
+	for i := range nb {
+		kr, vr := kbuf[i*d:(i+1)*d], vbuf[i*d:(i+1)*d]
+		j := j0 + i
+		blk, off := j/bs, ((j%bs)*kvHeads+kvh)*d
+		switch {
+		case p.DType == kernels.F32:
+			copy(kr, p.K[blk][off:off+d])
+			copy(vr, p.V[blk][off:off+d])
+		case fast:
+			kn.cvt[1](&kr[0], &p.K16[blk][off], d)
+			kn.cvt[1](&vr[0], &p.V16[blk][off], d)
+		default:
+			p.Row(kr, false, j, kvh, kvHeads, d)
+			p.Row(vr, true, j, kvh, kvHeads, d)
+		}
+	}
+	return kbuf[:nb*d], vbuf[:nb*d], d
+}
+
+// kvPtrs is kvRows for the tiled kernel, which reads bf16 rows itself: it
+// returns K and V pointers, the matmul kernel dtype (0 f32, 1 bf16) and the
+// row stride in bytes. A bf16 key block inside one page is read in place by
+// the bf16 kernels (which widen exactly, as kvRows does); everything else
+// goes through kvRows.
+func (b *Backend) kvPtrs(s *kernels.AttentionSeq, kvh, j0, nb, kvHeads, d int, kbuf, vbuf []float32) (k, v unsafe.Pointer, dt, ld int) {
+	if p := &s.Paged; p.BlockSize > 0 && p.DType == kernels.BF16 && j0/p.BlockSize == (j0+nb-1)/p.BlockSize {
+		blk, off := j0/p.BlockSize, ((j0%p.BlockSize)*kvHeads+kvh)*d
+		return unsafe.Pointer(&p.K16[blk][off]), unsafe.Pointer(&p.V16[blk][off]), 1, kvHeads * d * 2
+	}
+	kr, vr, stride := b.kvRows(s, kvh, j0, nb, kvHeads, d, kbuf, vbuf)
+	return unsafe.Pointer(&kr[0]), unsafe.Pointer(&vr[0]), 0, stride * 4
+}

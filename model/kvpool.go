@@ -1,0 +1,207 @@
+package model
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/x/kernels"
+)
+
+// KVOptions configure a Model's KV cache pool: the blocks every KVCache of
+// the Model takes its positions from.
+type KVOptions struct {
+	// BlockSize is the number of positions per block; 0 means 64, the CPU
+	// attention kernel's key block, so a float32 block is read in place.
+	BlockSize int
+	// DType is the storage type of K and V: kernels.F32 (the default, exact)
+	// or kernels.BF16 (half the memory; its error against F32 is
+	// Tolerance("AttentionBF16KV") in kernels/kerneltest).
+	DType kernels.DType
+	// MaxBytes bounds the memory of the pool's blocks; a cache that needs a
+	// block past it gets an error wrapping ErrKVPoolFull. 0: not bounded.
+	MaxBytes int64
+}
+
+// KVStats describe a Model's KV cache pool.
+type KVStats struct {
+	BlockSize     int
+	DType         kernels.DType
+	BytesPerToken int   // K and V of one position over all layers
+	Blocks        int   // blocks allocated (in use or free)
+	InUse         int   // blocks referenced by at least one cache
+	Shared        int   // blocks referenced by more than one cache
+	Bytes         int64 // memory of the allocated blocks
+}
+
+// SetKVOptions configures the pool that caches attached from now on use.
+// Caches already holding blocks keep their pool until they are Reset or
+// released; the Model drops its reference to the old pool. Like attaching
+// adapters, it must not overlap with inference on m.
+func (m *Model) SetKVOptions(o KVOptions) error {
+	if o.BlockSize < 0 {
+		return fmt.Errorf("model: KV block size %d: must be ≥ 0", o.BlockSize)
+	}
+	if o.DType != kernels.F32 && o.DType != kernels.BF16 {
+		return fmt.Errorf("model: KV dtype %v: want F32 or BF16", o.DType)
+	}
+	if o.MaxBytes < 0 {
+		return fmt.Errorf("model: KV max bytes %d: must be ≥ 0", o.MaxBytes)
+	}
+	m.kv = newKVPool(m.Config, o)
+	return nil
+}
+
+// KVStats reports the state of the Model's current KV pool.
+func (m *Model) KVStats() KVStats { return m.kvPool().stats() }
+
+// kvPool returns the Model's pool, creating the default one on first use.
+func (m *Model) kvPool() *kvPool {
+	if m.kv == nil {
+		m.kv = newKVPool(m.Config, KVOptions{})
+	}
+	return m.kv
+}
+
+// kvPool hands out fixed-size KV blocks and counts their references. It
+// grows on demand up to its limit; freed blocks are kept for reuse. It is
+// safe for concurrent use (a cleanup may release blocks from another
+// goroutine).
+type kvPool struct {
+	layers, rowLen, bs int
+	dtype              kernels.DType
+	maxBlocks          int // 0: not bounded
+	blockBytes         int64
+
+	mu     sync.Mutex
+	blocks []kvBlock
+	refs   []int32
+	free   []int32
+}
+
+// kvBlock is one block: [BlockSize, KVH·D] of K and of V for every layer,
+// views of one allocation.
+type kvBlock struct {
+	k, v     [][]float32 // [L][BlockSize·KVH·D] for F32 pools
+	k16, v16 [][]uint16  // for BF16 pools
+}
+
+func newKVPool(c Config, o KVOptions) *kvPool {
+	if o.BlockSize == 0 {
+		o.BlockSize = 64
+	}
+	p := &kvPool{layers: c.NumLayers, rowLen: c.KVDim(), bs: o.BlockSize, dtype: o.DType}
+	p.blockBytes = int64(2*p.layers*p.bs*p.rowLen) * int64(p.dtype.Size())
+	if o.MaxBytes > 0 {
+		p.maxBlocks = int(max(o.MaxBytes/max(p.blockBytes, 1), 0))
+		if p.maxBlocks == 0 {
+			p.maxBlocks = -1 // smaller than one block: nothing fits
+		}
+	}
+	return p
+}
+
+// alloc takes a block with one reference.
+func (p *kvPool) alloc() (int32, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.free); n > 0 {
+		id := p.free[n-1]
+		p.free = p.free[:n-1]
+		p.refs[id] = 1
+		return id, nil
+	}
+	if p.maxBlocks != 0 && len(p.blocks) >= max(p.maxBlocks, 0) {
+		return 0, fmt.Errorf("%w: %d blocks of %d bytes in use", ErrKVPoolFull, len(p.blocks), p.blockBytes)
+	}
+	size := p.bs * p.rowLen
+	var b kvBlock
+	if p.dtype == kernels.BF16 {
+		mem := make([]uint16, 2*p.layers*size)
+		b.k16, b.v16 = make([][]uint16, p.layers), make([][]uint16, p.layers)
+		for l := range p.layers {
+			b.k16[l] = mem[(2*l)*size : (2*l+1)*size : (2*l+1)*size]
+			b.v16[l] = mem[(2*l+1)*size : (2*l+2)*size : (2*l+2)*size]
+		}
+	} else {
+		mem := make([]float32, 2*p.layers*size)
+		b.k, b.v = make([][]float32, p.layers), make([][]float32, p.layers)
+		for l := range p.layers {
+			b.k[l] = mem[(2*l)*size : (2*l+1)*size : (2*l+1)*size]
+			b.v[l] = mem[(2*l+1)*size : (2*l+2)*size : (2*l+2)*size]
+		}
+	}
+	p.blocks = append(p.blocks, b)
+	p.refs = append(p.refs, 1)
+	return int32(len(p.blocks) - 1), nil
+}
+
+// block returns block id's views.
+func (p *kvPool) block(id int32) kvBlock {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.blocks[id]
+}
+
+// retain adds a reference to each block.
+func (p *kvPool) retain(ids []int32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, id := range ids {
+		p.refs[id]++
+	}
+}
+
+// release drops a reference to each block, freeing those left with none.
+func (p *kvPool) release(ids []int32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, id := range ids {
+		if p.refs[id] <= 0 {
+			panic(fmt.Sprintf("model: KV block %d released more often than taken", id))
+		}
+		p.refs[id]--
+		if p.refs[id] == 0 {
+			p.free = append(p.free, id)
+		}
+	}
+}
+
+// shared reports whether block id has more than one reference.
+func (p *kvPool) shared(id int32) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refs[id] > 1
+}
+
+// copyRows copies the first rows positions of block src into dst, every
+// layer.
+func (p *kvPool) copyRows(dst, src int32, rows int) {
+	n := rows * p.rowLen
+	d, s := p.block(dst), p.block(src)
+	for l := range p.layers {
+		if p.dtype == kernels.BF16 {
+			copy(d.k16[l][:n], s.k16[l][:n])
+			copy(d.v16[l][:n], s.v16[l][:n])
+		} else {
+			copy(d.k[l][:n], s.k[l][:n])
+			copy(d.v[l][:n], s.v[l][:n])
+		}
+	}
+}
+
+func (p *kvPool) stats() KVStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := KVStats{BlockSize: p.bs, DType: p.dtype, Blocks: len(p.blocks),
+		BytesPerToken: 2 * p.layers * p.rowLen * p.dtype.Size(),
+		Bytes:         int64(len(p.blocks)) * p.blockBytes}
+	for _, r := range p.refs {
+		if r > 0 {
+			s.InUse++
+		}
+		if r > 1 {
+			s.Shared++
+		}
+	}
+	return s
+}
