@@ -2,6 +2,7 @@ package grpo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -112,6 +113,10 @@ func (d *scriptDecoder) step(ctx context.Context) (map[int]turn, error) {
 		s := r.seq.s
 		text := d.script(d.seen[s], d.turns[s])
 		d.turns[s]++
+		if text == "!err" {
+			out[id] = turn{err: errors.New("model: context length exceeded")}
+			continue
+		}
 		cut := len(text) >= len("…") && text[len(text)-len("…"):] == "…"
 		ids := d.tok.Encode(text)
 		if !cut {

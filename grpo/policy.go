@@ -127,8 +127,9 @@ func (sq seq) fork(seed uint64) seq { return seq{sq.s.Fork(seed)} }
 // sampled token.
 func (sq seq) appendTokens(ids []int32) { sq.s.Append(ids...) }
 
-// release drops the cache.
-func (sq seq) release() { sq.s.Cache.Release() }
+// release gives the cache's blocks back (shared ones stay with the
+// sequences still using them).
+func (sq seq) release() { sq.s.Release() }
 
 // prefill feeds the sequences' pending tokens into their caches.
 func (p *policy) prefill(ctx context.Context, seqs []seq) error {
@@ -152,7 +153,8 @@ type turn struct {
 	// (before top-k/top-p/min-p): the training forward's at the policy
 	// that sampled.
 	logprobs []float32
-	stopped  bool // ended on a stop token
+	stopped  bool  // ended on a stop token
+	err      error // the request failed (context length, KV pool full, ...)
 }
 
 // turnDecoder generates turns with continuous batching: requests join
@@ -198,7 +200,7 @@ func (d *decoder) step(ctx context.Context) (map[int]turn, error) {
 	}
 	out := make(map[int]turn, len(fin))
 	for _, f := range fin {
-		out[f.ID] = turn{ids: f.Tokens, logprobs: f.FullLogProbs, stopped: f.Stopped}
+		out[f.ID] = turn{ids: f.Tokens, logprobs: f.FullLogProbs, stopped: f.Stopped, err: f.Err}
 	}
 	return out, nil
 }

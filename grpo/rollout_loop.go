@@ -309,6 +309,17 @@ func (e *engine) play(ctx context.Context, rows []env.Row, groups []int, smp sam
 		for id, tu := range fin {
 			l := byID[id]
 			delete(byID, id)
+			if tu.err != nil {
+				// The model could not generate this rollout's turn (its
+				// context length, a full KV pool): the rollout fails, the
+				// others go on.
+				l.r.Err = fmt.Errorf("rollout %d (group %d): generate: %w", l.idx, l.r.Group, tu.err)
+				if e.log != nil {
+					e.log.Warn("grpo: rollout left out", "rollout", l.idx, "group", l.r.Group, "cause", l.r.Err)
+				}
+				finish(l)
+				continue
+			}
 			round, cont := e.afterTurn(l, tu)
 			switch {
 			case !cont:

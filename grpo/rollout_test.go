@@ -328,3 +328,25 @@ func TestRolloutResetObservation(t *testing.T) {
 	require.NotEmpty(t, e.Resets)
 	assert.Equal(t, env.Row{"level": 3}, e.Resets[len(e.Resets)-1])
 }
+
+// TestRolloutGenerationError: a turn the model fails to generate (e.g. the
+// context length) fails that rollout only; the step trains on the others.
+func TestRolloutGenerationError(t *testing.T) {
+	script := func(r, turn int) string {
+		if r == 1 {
+			return "!err"
+		}
+		return []string{"One.", "Two.", "Three."}[r%3]
+	}
+	i := 0
+	varying := func(context.Context, *Rollout) (float64, error) { i++; return float64(i), nil }
+	tr, _ := newScripted(t, testConfig(3, 1), script, WithEnv(counters()), WithReward("v", 1, varying))
+	rep, err := tr.Step(context.Background(), []env.Row{{"prompt": "Go: "}})
+	require.NoError(t, err)
+	require.Error(t, rep.Rollouts[1].Err)
+	assert.Contains(t, rep.Rollouts[1].Err.Error(), "context length")
+	assert.NoError(t, rep.Rollouts[0].Err)
+	assert.NoError(t, rep.Rollouts[2].Err)
+	assert.Equal(t, 1.0, rep.Metrics[0][MetricRolloutsFailed])
+	assert.Equal(t, 1, tr.State().GlobalStep)
+}
