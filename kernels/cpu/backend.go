@@ -14,8 +14,6 @@ package cpu
 import (
 	"fmt"
 	"runtime"
-
-	"golang.org/x/sys/cpu"
 )
 
 // Backend is the fast CPU implementation of kernels.Backend. Create it with
@@ -27,20 +25,6 @@ type Backend struct {
 	pool    *pool
 	simd    features
 	bufs    [][]float32 // per-worker scratch, see scratch
-}
-
-// features records which SIMD paths this Backend may use.
-type features struct {
-	avx512 bool // AVX-512 F/BW/VL/DQ kernels (f32 FMA, bf16 and f16 widening)
-	avx2   bool // AVX2 + FMA + F16C matmul kernels (the rest stays portable Go)
-}
-
-// detect reads the CPU's features.
-func detect() features {
-	return features{
-		avx512: cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512DQ,
-		avx2:   cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C,
-	}
 }
 
 // New returns a Backend that runs each kernel on threads goroutines (the
@@ -72,16 +56,15 @@ func (b *Backend) Close() {
 // Threads is the number of goroutines each kernel runs on.
 func (b *Backend) Threads() int { return b.threads }
 
-// SIMD names the instruction set the kernels use: "avx512", "avx2" (the
-// matmuls only; other kernels portable Go) or "generic".
+// SIMD names the instruction set the kernels use, the best the CPU has:
+// "avx512" (AVX-512 F/BW/VL/DQ), "avx2" (AVX2 + FMA + F16C: the matmuls in
+// assembly, the other kernels portable Go) or "generic" (portable Go
+// throughout, and every non-amd64 machine). All three pass the same
+// conformance suite. To run a lower path on a machine that has a higher
+// one (to measure or debug it), start the program with
+// GODEBUG=cpu.avx512f=off (AVX2) or GODEBUG=cpu.avx2=off (generic).
 func (b *Backend) SIMD() string {
-	switch {
-	case b.simd.avx512:
-		return "avx512"
-	case b.simd.avx2:
-		return "avx2"
-	}
-	return "generic"
+	return b.simd.isa().String()
 }
 
 // need panics unless a buffer named arg of op holds at least want elements.

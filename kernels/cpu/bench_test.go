@@ -219,7 +219,7 @@ func BenchmarkReadBandwidth(b *testing.B) {
 	for range b.N {
 		be.parallelFor(64, func(lo, hi int) {
 			n := len(x) / 64
-			bwMax(be.simd.avx512, x[lo*n:hi*n])
+			bwMax(be.simd.isa(), x[lo*n:hi*n])
 		})
 	}
 	bytes := float64(4*len(x)) * float64(b.N)

@@ -106,7 +106,7 @@ func (b *Backend) Softmax(x []float32, rows, v int) {
 	const op = "Softmax"
 	needDims(op, rows, v)
 	need(op, "x", len(x), rows*v)
-	avx := b.simd.avx512
+	avx := b.simd.isa()
 	run := func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			row := x[r*v : (r+1)*v]

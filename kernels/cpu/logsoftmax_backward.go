@@ -31,7 +31,7 @@ func (b *Backend) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []
 	if rows == 0 || v == 0 {
 		return
 	}
-	l := lsg{avx: b.simd.avx512, dlogits: dlogits, logits: logits, targets: targets, dlogp: dlogp, v: v,
+	l := lsg{avx: b.simd.isa(), dlogits: dlogits, logits: logits, targets: targets, dlogp: dlogp, v: v,
 		nb: (v + lsgBlock - 1) / lsgBlock}
 	l.part = make([]float32, rows*l.nb)
 	l.rowMax = make([]float32, rows)
@@ -68,7 +68,7 @@ func (b *Backend) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []
 // lsg is one LogSoftmaxGatherBackward call; a task is a (row, column
 // block) pair, task = row·nb + block.
 type lsg struct {
-	avx             bool
+	avx             isa
 	dlogits, logits []float32 // [R, V]
 	targets         []int32   // [R]
 	dlogp           []float32 // [R]

@@ -39,8 +39,8 @@ func bwRoPERowAVX512(x, cos, sin *float32, half, heads, headDim int)
 //go:noescape
 func bwAdamWAVX512(param, grad, m, v *float32, n int, c *adamwConsts)
 
-// bwDots is dotsGo, in AVX-512 when avx and d is a multiple of 16.
-func bwDots(avx bool, out, x, rows []float32, stride, n, d int) {
+// bwDots is dotsGo, in AVX-512 when p is isaAVX512 and d is a multiple of 16.
+func bwDots(p isa, out, x, rows []float32, stride, n, d int) {
 	if n <= 0 {
 		return
 	}
@@ -49,49 +49,49 @@ func bwDots(avx bool, out, x, rows []float32, stride, n, d int) {
 		return
 	}
 	_, _, _ = out[n-1], x[d-1], rows[(n-1)*stride+d-1]
-	if avx && d%16 == 0 {
+	if p == isaAVX512 && d%16 == 0 {
 		bwDotsAVX512(&out[0], &x[0], &rows[0], stride, n, d)
 		return
 	}
 	dotsGo(out, x, rows, stride, n, d)
 }
 
-// bwAxpys is axpysGo, in AVX-512 when avx and d is a multiple of 16.
-func bwAxpys(avx bool, out, coef, rows []float32, stride, n, d int) {
+// bwAxpys is axpysGo, in AVX-512 when p is isaAVX512 and d is a multiple of 16.
+func bwAxpys(p isa, out, coef, rows []float32, stride, n, d int) {
 	if n <= 0 || d <= 0 {
 		return
 	}
 	_, _, _ = out[d-1], coef[n-1], rows[(n-1)*stride+d-1]
-	if avx && d%16 == 0 {
+	if p == isaAVX512 && d%16 == 0 {
 		bwAxpysAVX512(&out[0], &coef[0], &rows[0], stride, n, d)
 		return
 	}
 	axpysGo(out, coef, rows, stride, n, d)
 }
 
-// bwExpSum is expSumGo, in AVX-512 when avx.
-func bwExpSum(avx bool, dst, src []float32, n int, sub float32) float32 {
+// bwExpSum is expSumGo, in AVX-512 when p is isaAVX512.
+func bwExpSum(p isa, dst, src []float32, n int, sub float32) float32 {
 	if n <= 0 {
 		return 0
 	}
 	_, _ = dst[n-1], src[n-1]
-	if avx {
+	if p == isaAVX512 {
 		return bwExpSumAVX512(&dst[0], &src[0], n, sub)
 	}
 	return expSumGo(dst, src, n, sub)
 }
 
-// bwMax is maxGo, in AVX-512 when avx.
-func bwMax(avx bool, x []float32) float32 {
-	if avx && len(x) > 0 {
+// bwMax is maxGo, in AVX-512 when p is isaAVX512.
+func bwMax(p isa, x []float32) float32 {
+	if p == isaAVX512 && len(x) > 0 {
 		return bwMaxAVX512(&x[0], len(x))
 	}
 	return maxGo(x)
 }
 
-// bwScale is scaleGo, in AVX-512 when avx.
-func bwScale(avx bool, x []float32, s float32) {
-	if avx && len(x) > 0 {
+// bwScale is scaleGo, in AVX-512 when p is isaAVX512.
+func bwScale(p isa, x []float32, s float32) {
+	if p == isaAVX512 && len(x) > 0 {
 		bwScaleAVX512(&x[0], len(x), s)
 		return
 	}
@@ -99,38 +99,38 @@ func bwScale(avx bool, x []float32, s float32) {
 }
 
 // bwSwiGLU is swigluBackwardGo over len(dout) elements, in AVX-512 when
-// avx.
-func bwSwiGLU(avx bool, dgate, dup, dout, gate, up []float32) {
+// p is isaAVX512.
+func bwSwiGLU(p isa, dgate, dup, dout, gate, up []float32) {
 	n := len(dout)
 	if n == 0 {
 		return
 	}
 	_, _, _, _ = dgate[n-1], dup[n-1], gate[n-1], up[n-1]
-	if avx {
+	if p == isaAVX512 {
 		bwSwiGLUAVX512(&dgate[0], &dup[0], &dout[0], &gate[0], &up[0], n)
 		return
 	}
 	swigluBackwardGo(dgate, dup, dout, gate, up)
 }
 
-// bwAdamW is adamwGo over len(param) elements, in AVX-512 when avx.
-func bwAdamW(avx bool, param, grad, m, v []float32, c *adamwConsts) {
+// bwAdamW is adamwGo over len(param) elements, in AVX-512 when p is isaAVX512.
+func bwAdamW(p isa, param, grad, m, v []float32, c *adamwConsts) {
 	n := len(param)
 	if n == 0 {
 		return
 	}
 	_, _, _ = grad[n-1], m[n-1], v[n-1]
-	if avx {
+	if p == isaAVX512 {
 		bwAdamWAVX512(&param[0], &grad[0], &m[0], &v[0], n, c)
 		return
 	}
 	adamwGo(param, grad, m, v, c)
 }
 
-// bwRMSRow is rmsRowGo over len(x) elements, in AVX-512 when avx.
-func bwRMSRow(avx bool, x, dy, w []float32) (ss, dot float32) {
+// bwRMSRow is rmsRowGo over len(x) elements, in AVX-512 when p is isaAVX512.
+func bwRMSRow(p isa, x, dy, w []float32) (ss, dot float32) {
 	n := len(x)
-	if avx && n > 0 {
+	if p == isaAVX512 && n > 0 {
 		_, _ = dy[n-1], w[n-1]
 		var sums [2]float32
 		bwRMSRowAVX512(&x[0], &dy[0], &w[0], n, &sums[0])
@@ -139,10 +139,10 @@ func bwRMSRow(avx bool, x, dy, w []float32) (ss, dot float32) {
 	return rmsRowGo(x, dy, w)
 }
 
-// bwRMSCols is rmsColsGo over len(dx) elements, in AVX-512 when avx.
-func bwRMSCols(avx bool, dx, dy, x, w, acc []float32, rs, k float32) {
+// bwRMSCols is rmsColsGo over len(dx) elements, in AVX-512 when p is isaAVX512.
+func bwRMSCols(p isa, dx, dy, x, w, acc []float32, rs, k float32) {
 	n := len(dx)
-	if avx && n > 0 {
+	if p == isaAVX512 && n > 0 {
 		_, _, _, _ = dy[n-1], x[n-1], w[n-1], acc[n-1]
 		bwRMSColsAVX512(&dx[0], &dy[0], &x[0], &w[0], &acc[0], n, rs, k)
 		return
@@ -150,9 +150,9 @@ func bwRMSCols(avx bool, dx, dy, x, w, acc []float32, rs, k float32) {
 	rmsColsGo(dx, dy, x, w, acc, rs, k)
 }
 
-// bwTile64 is tile64Go, in AVX-512 when avx.
-func bwTile64(avx bool, out0, out1, x0, x1, kt []float32, n, ldk int) {
-	if avx && n > 0 {
+// bwTile64 is tile64Go, in AVX-512 when p is isaAVX512.
+func bwTile64(p isa, out0, out1, x0, x1, kt []float32, n, ldk int) {
+	if p == isaAVX512 && n > 0 {
 		_, _, _, _, _ = out0[63], out1[63], x0[n-1], x1[n-1], kt[(n-1)*ldk+63]
 		bwTile64AVX512(&out0[0], &out1[0], &x0[0], &x1[0], &kt[0], n, ldk)
 		return
@@ -160,9 +160,9 @@ func bwTile64(avx bool, out0, out1, x0, x1, kt []float32, n, ldk int) {
 	tile64Go(out0, out1, x0, x1, kt, n, ldk)
 }
 
-// bwRoPERow is ropeRowGo, in AVX-512 when avx.
-func bwRoPERow(avx bool, x, cos, sin []float32, half, heads, headDim int) {
-	if avx && half > 0 && heads > 0 {
+// bwRoPERow is ropeRowGo, in AVX-512 when p is isaAVX512.
+func bwRoPERow(p isa, x, cos, sin []float32, half, heads, headDim int) {
+	if p == isaAVX512 && half > 0 && heads > 0 {
 		_, _, _ = x[(heads-1)*headDim+2*half-1], cos[half-1], sin[half-1]
 		bwRoPERowAVX512(&x[0], &cos[0], &sin[0], half, heads, headDim)
 		return
