@@ -1,9 +1,10 @@
 // Package cpu is the fast CPU Backend: the kernels of kernels/ref computed
-// in float32 with SIMD (AVX-512 Go assembly, chosen at run time) and spread
-// over the machine's cores by a pool of persistent workers. Without
-// AVX-512 every kernel runs a portable pure-Go version of itself, which
-// passes the same conformance suite (kernels/kerneltest); with AVX2 + FMA
-// (no AVX-512) the matmuls use AVX2 assembly.
+// in float32 with SIMD (Go assembly for AVX-512 and for AVX2 + FMA, the
+// best the CPU has chosen at run time) and spread over the machine's cores
+// by a pool of persistent workers. Without either (or off amd64) every
+// kernel runs a portable pure-Go version of itself. All three paths pass
+// the same conformance suite (kernels/kerneltest); the tests force each
+// path the CPU has.
 //
 // Conventions (as in kernels.Backend): buffers are row-major float32, the
 // shape of each is written next to it, activation gradients are written (=)
@@ -57,9 +58,12 @@ func (b *Backend) Close() {
 func (b *Backend) Threads() int { return b.threads }
 
 // SIMD names the instruction set the kernels use, the best the CPU has:
-// "avx512" (AVX-512 F/BW/VL/DQ), "avx2" (AVX2 + FMA + F16C: the matmuls in
-// assembly, the other kernels portable Go) or "generic" (portable Go
-// throughout, and every non-amd64 machine). All three pass the same
+// "avx512" (AVX-512 F/BW/VL/DQ), "avx2" (AVX2 + FMA + F16C) or "generic"
+// (portable Go throughout, and every non-amd64 machine). On both SIMD paths
+// the matmuls, attention's inner loops and the elementwise and backward
+// helpers are assembly; the AVX-512 path also has a tiled forward
+// attention and a one-pass log-sum-exp that the AVX2 path runs as the
+// row-at-a-time loop over its helpers. All three pass the same
 // conformance suite. To run a lower path on a machine that has a higher
 // one (to measure or debug it), start the program with
 // GODEBUG=cpu.avx512f=off (AVX2) or GODEBUG=cpu.avx2=off (generic).

@@ -669,6 +669,11 @@ func cvt2_f16(dst *float32, src *uint16, n int)
 //go:noescape
 func fmaLoop(iters int)
 
+// fmaLoop2 runs iters × 12 independent 8-lane FMAs (192 FLOP per iteration).
+//
+//go:noescape
+func fmaLoop2(iters int)
+
 // swigluAsm: out[n] = silu(gate)·up, n a multiple of 16; out may alias gate or up.
 //
 //go:noescape

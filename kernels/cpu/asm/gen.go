@@ -6,6 +6,9 @@
 // Run it with `go generate ./kernels/cpu` (see the go:generate line in
 // kernels/cpu/matmul.go).
 //
+// It also writes the AVX2 + FMA twins (dotNT2, axpy2, cvt2: 3-row blocks
+// of 8 lanes) and the FMA-peak loops of both instruction sets.
+//
 // Kernels (all end with VZEROUPPER):
 //
 //	dotNT_<dt>_<mr>x<nr>: out[i, j] (=, +=) Σ_k x[i, k]·w[j, k] for i < mr ≤ 6
@@ -67,6 +70,7 @@ func main() {
 		}
 	}
 	fmaLoop(&s, &g)
+	fmaLoop2(&s, &g)
 	swiglu(&s, &g)
 	lse(&s, &g)
 	dispatch(&g)
@@ -305,6 +309,21 @@ func fmaLoop(s, g *bytes.Buffer) {
 		fmt.Fprintf(s, "\tVFMADD231PS Z30, Z31, Z%d\n", i)
 	}
 	fmt.Fprintf(s, "\tDECQ CX\n\tJNZ fma_loop\nfma_done:\n\tVZEROUPPER\n\tRET\n")
+}
+
+// fmaLoop2 is fmaLoop for AVX2 + FMA: 12 independent ymm FMA chains
+// (enough for two FMA ports of latency up to 6), 192 FLOP per iteration.
+func fmaLoop2(s, g *bytes.Buffer) {
+	fmt.Fprintf(g, "// fmaLoop2 runs iters × 12 independent 8-lane FMAs (192 FLOP per iteration).\n//\n//go:noescape\nfunc fmaLoop2(iters int)\n\n")
+	fmt.Fprintf(s, "\n// func fmaLoop2(iters int)\nTEXT ·fmaLoop2(SB), NOSPLIT, $0-8\n\tMOVQ iters+0(FP), CX\n")
+	for i := 0; i < 14; i++ {
+		fmt.Fprintf(s, "\tVXORPS Y%d, Y%d, Y%d\n", i, i, i)
+	}
+	fmt.Fprintf(s, "\tTESTQ CX, CX\n\tJZ fma2_done\nfma2_loop:\n")
+	for i := 0; i < 12; i++ {
+		fmt.Fprintf(s, "\tVFMADD231PS Y12, Y13, Y%d\n", i)
+	}
+	fmt.Fprintf(s, "\tDECQ CX\n\tJNZ fma2_loop\nfma2_done:\n\tVZEROUPPER\n\tRET\n")
 }
 
 // load8 widens 8 elements of dtype dt at addr into ymm register y (AVX2,
