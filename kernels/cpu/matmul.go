@@ -117,6 +117,8 @@ func (b *Backend) MatMul(out, x []float32, w kernels.Mat, m int, accumulate bool
 		b.matMulGeneric(out, x, w, m, accumulate)
 	case m < mBig:
 		b.matMulDirect(kn, out, x, w, m, accumulate)
+	case kn.vec == 8:
+		b.matMulPacked(kn, out, x, w, m, accumulate)
 	default:
 		b.matMulBlocked(kn, out, x, w, m, accumulate)
 	}

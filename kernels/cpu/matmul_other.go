@@ -52,3 +52,7 @@ func cvt2_f16(dst *float32, src *uint16, n int) {
 func swigluAVX2(out, gate, up *float32, n int) {
 	panic("kernels/cpu: no SIMD kernels on this architecture")
 }
+
+func packT2Asm(dt int, dst *float32, src unsafe.Pointer, lds int, kl int) {
+	panic("kernels/cpu: no SIMD kernels on this architecture")
+}

@@ -3,6 +3,10 @@ package cpu
 import (
 	"fmt"
 	"testing"
+
+	"github.com/x/kernels"
+	"github.com/x/kernels/kerneltest"
+	"github.com/x/kernels/ref"
 )
 
 // simdPath is one instruction-set path the tests force a Backend onto.
@@ -96,4 +100,46 @@ func TestSIMDPaths(t *testing.T) {
 	if !found {
 		t.Errorf("the detected path %q is not in the path list", def.SIMD())
 	}
+}
+
+// TestMatMulBlockEdges runs MatMul's blocked paths (M ≥ mBig) on every
+// SIMD path against the reference at shapes the conformance suite leaves
+// out: K over two kc chunks with a tail, N over several nbNT blocks with
+// ragged columns, M over an mbNT block, for each weight dtype, = and +=.
+// Inputs are uniform in (−1, 1), so Σ|x·w| is about K/4 (525 at K = 2100)
+// and float32 sums in another order differ by ~1e-5 absolute near zero
+// outputs: ATol 1e-4 is 2e-7 of that scale (the suite's MatMul tolerance
+// is tuned to its own, smaller inputs).
+func TestMatMulBlockEdges(t *testing.T) {
+	tol := kerneltest.Tol{ATol: 1e-4, RTol: 1e-5, NMSE: 1e-10}
+	var r ref.Backend
+	forEachPath(t, func(t *testing.T, p simdPath) {
+		b := pathBackend(t, p, 2)
+		for _, s := range [][3]int{{40, 70, 2100}, {250, 45, 300}, {16, 8, 7}} {
+			m, n, k := s[0], s[1], s[2]
+			for _, dt := range []kernels.DType{kernels.F32, kernels.BF16, kernels.F16} {
+				w := kernels.Mat{DType: dt, Rows: n, Cols: k}
+				vals := bwRand(uint64(n*k), n*k, 1)
+				if dt == kernels.F32 {
+					w.F32 = vals
+				} else {
+					w.U16 = make([]uint16, n*k)
+					for i, v := range vals {
+						if dt == kernels.BF16 {
+							w.U16[i] = kernels.F32ToBF16(v)
+						} else {
+							w.U16[i] = kernels.F32ToF16(v)
+						}
+					}
+				}
+				x := bwRand(uint64(m*k+1), m*k, 1)
+				for _, acc := range []bool{false, true} {
+					got, want := bwRand(5, m*n, 1), bwRand(5, m*n, 1)
+					b.MatMul(got, x, w, m, acc)
+					r.MatMul(want, x, w, m, acc)
+					kerneltest.CheckClose(t, fmt.Sprintf("M%d_N%d_K%d_%v_acc%v", m, n, k, dt, acc), got, want, tol)
+				}
+			}
+		}
+	})
 }

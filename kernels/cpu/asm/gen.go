@@ -68,12 +68,14 @@ func main() {
 		if dt != "f32" {
 			cvt2(&s, &g, dt)
 		}
+		packT2(&s, &g, dt)
 	}
 	fmaLoop(&s, &g)
 	fmaLoop2(&s, &g)
 	swiglu(&s, &g)
 	lse(&s, &g)
 	dispatch(&g)
+	packDispatch(&g)
 	src, err := format.Source(g.Bytes())
 	if err != nil {
 		log.Fatalf("format %s: %v", *goOut, err)
@@ -416,6 +418,39 @@ func cvt2(s, g *bytes.Buffer, dt string) {
 	fmt.Fprintf(s, "\tVMOVUPS Y0, (DI)\n\tADDQ $16, SI\n\tADDQ $32, DI\n\tDECQ CX\n\tJNZ %s_loop\n%s_done:\n\tVZEROUPPER\n\tRET\n", name, name)
 }
 
+// packT2 writes packT2_<dt>(dst, src, lds, kl): the transpose of 8 weight
+// rows × kl columns (kl a multiple of 8; rows lds bytes apart from src),
+// widened to float32, into dst as kl rows of 8 floats 128 bytes apart (8
+// columns of a 32-wide panel): dst[p·32 + r] = w[r, p]. Each 8×8 block is
+// widened into Y0–Y7 and transposed by unpack, shuffle and lane permute.
+// MatMul's AVX2 path packs weight blocks into such panels for axpy2.
+func packT2(s, g *bytes.Buffer, dt string) {
+	name := "packT2_" + dt
+	fmt.Fprintf(g, "//go:noescape\nfunc %s(dst *float32, src unsafe.Pointer, lds int, kl int)\n\n", name)
+	fmt.Fprintf(s, "\n// func %s(dst *float32, src unsafe.Pointer, lds int, kl int)\nTEXT ·%s(SB), NOSPLIT, $0-32\n", name, name)
+	fmt.Fprintf(s, "\tMOVQ dst+0(FP), DI\n\tMOVQ src+8(FP), SI\n\tMOVQ lds+16(FP), R8\n\tMOVQ kl+24(FP), CX\n")
+	fmt.Fprintf(s, "\tLEAQ (SI)(R8*2), R10\n\tADDQ R8, R10\n\tLEAQ (SI)(R8*4), R11\n\tLEAQ (R11)(R8*2), R12\n\tADDQ R8, R12\n")
+	fmt.Fprintf(s, "\tSHRQ $3, CX\n\tJZ %s_done\n%s_loop:\n", name, name)
+	for r := 0; r < 8; r++ { // rows 0–3 from SI (R10 = row 3), 4–7 from R11 (R12 = row 7)
+		if r < 4 {
+			load8(s, dt, rowAddr("SI", "R10", "R8", r, 0), r)
+		} else {
+			load8(s, dt, rowAddr("R11", "R12", "R8", r-4, 0), r)
+		}
+	}
+	fmt.Fprintf(s, "\tVUNPCKLPS Y1, Y0, Y8\n\tVUNPCKHPS Y1, Y0, Y9\n\tVUNPCKLPS Y3, Y2, Y10\n\tVUNPCKHPS Y3, Y2, Y11\n")
+	fmt.Fprintf(s, "\tVUNPCKLPS Y5, Y4, Y12\n\tVUNPCKHPS Y5, Y4, Y13\n\tVUNPCKLPS Y7, Y6, Y14\n\tVUNPCKHPS Y7, Y6, Y15\n")
+	fmt.Fprintf(s, "\tVSHUFPS $0x44, Y10, Y8, Y0\n\tVSHUFPS $0xEE, Y10, Y8, Y1\n\tVSHUFPS $0x44, Y11, Y9, Y2\n\tVSHUFPS $0xEE, Y11, Y9, Y3\n")
+	fmt.Fprintf(s, "\tVSHUFPS $0x44, Y14, Y12, Y4\n\tVSHUFPS $0xEE, Y14, Y12, Y5\n\tVSHUFPS $0x44, Y15, Y13, Y6\n\tVSHUFPS $0xEE, Y15, Y13, Y7\n")
+	for c := 0; c < 4; c++ {
+		fmt.Fprintf(s, "\tVPERM2F128 $0x20, Y%d, Y%d, Y%d\n\tVMOVUPS Y%d, %d(DI)\n", c+4, c, 8+c, 8+c, 128*c)
+		fmt.Fprintf(s, "\tVPERM2F128 $0x31, Y%d, Y%d, Y%d\n\tVMOVUPS Y%d, %d(DI)\n", c+4, c, 12+c, 12+c, 128*(c+4))
+	}
+	es := 8 * size(dt)
+	fmt.Fprintf(s, "\tADDQ $%d, SI\n\tADDQ $%d, R10\n\tADDQ $%d, R11\n\tADDQ $%d, R12\n\tADDQ $1024, DI\n", es, es, es, es)
+	fmt.Fprintf(s, "\tDECQ CX\n\tJNZ %s_loop\n%s_done:\n\tVZEROUPPER\n\tRET\n", name, name)
+}
+
 // broadcast sets every lane of zmm z to the float32 f.
 func broadcast(s *bytes.Buffer, f float32, z int) {
 	fmt.Fprintf(s, "\tMOVL $0x%08x, AX\n\tVPBROADCASTD AX, Z%d\n", math.Float32bits(f), z)
@@ -484,6 +519,16 @@ func lse(s, g *bytes.Buffer) {
 	fmt.Fprintf(s, "\tVFMADD231PS Z11, Z9, Z10\n\tVMULPS Z3, Z10, Z10\n\tVFMADD231PS Z12, Z6, Z10\n\tVFMADD213PS Z6, Z3, Z9\n\tVMOVAPS Z1, Z8\n")
 	fmt.Fprintf(s, "\tADDQ $64, SI\n\tDECQ CX\n\tJNZ lse_loop\nlse_done:\n")
 	fmt.Fprintf(s, "\tVMOVUPS Z8, (DI)\n\tVMOVUPS Z9, 64(DI)\n\tVMOVUPS Z10, 128(DI)\n\tVZEROUPPER\n\tRET\n")
+}
+
+// packDispatch writes packT2Asm, which picks packT2 by dtype index.
+func packDispatch(g *bytes.Buffer) {
+	fmt.Fprintf(g, "// packT2Asm runs packT2 for dtype dt (0 f32, 1 bf16, 2 f16).\n")
+	fmt.Fprintf(g, "func packT2Asm(dt int, dst *float32, src unsafe.Pointer, lds int, kl int) {\nswitch dt {\n")
+	for di, dt := range dtypes {
+		fmt.Fprintf(g, "case %d:\npackT2_%s(dst, src, lds, kl)\n", di, dt)
+	}
+	fmt.Fprintf(g, "default:\npanic(\"kernels/cpu: no packT2 kernel for this dtype\")\n}\n}\n\n")
 }
 
 // dispatch writes Go switches that pick a kernel by dtype and block shape.
