@@ -20,7 +20,9 @@ import (
 //   - MatMul with M ≥ mBig (prefill, training) widens a block of nbNT weight
 //     rows × kc columns to float32 once (per worker scratch, L2-resident),
 //     then runs the f32 kernel over every 6-row group of its M block; tasks
-//     are (N block, M block) pairs.
+//     are (N block, M block) pairs. On AVX2 the block is transposed into
+//     K-major panels instead and the outer-product kernel runs over them
+//     (matmul_packed.go).
 //   - MatMulNN and MatMulTN cut the output into (row block, 64-column)
 //     tiles and reduce in chunks of pc; each chunk's panel of the second
 //     operand (and for TN the dy columns) is first packed contiguous and
