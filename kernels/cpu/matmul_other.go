@@ -53,6 +53,6 @@ func swigluAVX2(out, gate, up *float32, n int) {
 	panic("kernels/cpu: no SIMD kernels on this architecture")
 }
 
-func packT2Asm(dt int, dst *float32, src unsafe.Pointer, lds int, kl int) {
+func packT2Asm(dt int, dst *float32, src unsafe.Pointer, lds int, kl int, ldd int) {
 	panic("kernels/cpu: no SIMD kernels on this architecture")
 }

@@ -418,17 +418,20 @@ func cvt2(s, g *bytes.Buffer, dt string) {
 	fmt.Fprintf(s, "\tVMOVUPS Y0, (DI)\n\tADDQ $16, SI\n\tADDQ $32, DI\n\tDECQ CX\n\tJNZ %s_loop\n%s_done:\n\tVZEROUPPER\n\tRET\n", name, name)
 }
 
-// packT2 writes packT2_<dt>(dst, src, lds, kl): the transpose of 8 weight
-// rows × kl columns (kl a multiple of 8; rows lds bytes apart from src),
-// widened to float32, into dst as kl rows of 8 floats 128 bytes apart (8
-// columns of a 32-wide panel): dst[p·32 + r] = w[r, p]. Each 8×8 block is
-// widened into Y0–Y7 and transposed by unpack, shuffle and lane permute.
-// MatMul's AVX2 path packs weight blocks into such panels for axpy2.
+// packT2 writes packT2_<dt>(dst, src, lds, kl, ldd): the transpose of 8
+// weight rows × kl columns (kl a multiple of 8; rows lds bytes apart from
+// src), widened to float32, into dst as kl rows of 8 floats ldd bytes apart
+// (8 columns of a panel): dst[p·ldd/4 + r] = w[r, p]. Each 8×8 block is
+// widened into Y0–Y7 and transposed by unpack, shuffle and lane permute
+// (AVX2, so both SIMD paths use it). MatMul's blocked path packs weight
+// blocks into such panels for the outer-product kernels.
 func packT2(s, g *bytes.Buffer, dt string) {
 	name := "packT2_" + dt
-	fmt.Fprintf(g, "//go:noescape\nfunc %s(dst *float32, src unsafe.Pointer, lds int, kl int)\n\n", name)
-	fmt.Fprintf(s, "\n// func %s(dst *float32, src unsafe.Pointer, lds int, kl int)\nTEXT ·%s(SB), NOSPLIT, $0-32\n", name, name)
-	fmt.Fprintf(s, "\tMOVQ dst+0(FP), DI\n\tMOVQ src+8(FP), SI\n\tMOVQ lds+16(FP), R8\n\tMOVQ kl+24(FP), CX\n")
+	fmt.Fprintf(g, "//go:noescape\nfunc %s(dst *float32, src unsafe.Pointer, lds int, kl int, ldd int)\n\n", name)
+	fmt.Fprintf(s, "\n// func %s(dst *float32, src unsafe.Pointer, lds int, kl int, ldd int)\nTEXT ·%s(SB), NOSPLIT, $0-40\n", name, name)
+	fmt.Fprintf(s, "\tMOVQ dst+0(FP), DI\n\tMOVQ src+8(FP), SI\n\tMOVQ lds+16(FP), R8\n\tMOVQ kl+24(FP), CX\n\tMOVQ ldd+32(FP), R9\n")
+	// R13 = 3·ldd, R14 = 8·ldd: rows c and c+4 of the output at DI, DI+4·ldd.
+	fmt.Fprintf(s, "\tLEAQ (R9)(R9*2), R13\n\tMOVQ R9, R14\n\tSHLQ $3, R14\n\tLEAQ (DI)(R9*4), BX\n")
 	fmt.Fprintf(s, "\tLEAQ (SI)(R8*2), R10\n\tADDQ R8, R10\n\tLEAQ (SI)(R8*4), R11\n\tLEAQ (R11)(R8*2), R12\n\tADDQ R8, R12\n")
 	fmt.Fprintf(s, "\tSHRQ $3, CX\n\tJZ %s_done\n%s_loop:\n", name, name)
 	for r := 0; r < 8; r++ { // rows 0–3 from SI (R10 = row 3), 4–7 from R11 (R12 = row 7)
@@ -442,12 +445,13 @@ func packT2(s, g *bytes.Buffer, dt string) {
 	fmt.Fprintf(s, "\tVUNPCKLPS Y5, Y4, Y12\n\tVUNPCKHPS Y5, Y4, Y13\n\tVUNPCKLPS Y7, Y6, Y14\n\tVUNPCKHPS Y7, Y6, Y15\n")
 	fmt.Fprintf(s, "\tVSHUFPS $0x44, Y10, Y8, Y0\n\tVSHUFPS $0xEE, Y10, Y8, Y1\n\tVSHUFPS $0x44, Y11, Y9, Y2\n\tVSHUFPS $0xEE, Y11, Y9, Y3\n")
 	fmt.Fprintf(s, "\tVSHUFPS $0x44, Y14, Y12, Y4\n\tVSHUFPS $0xEE, Y14, Y12, Y5\n\tVSHUFPS $0x44, Y15, Y13, Y6\n\tVSHUFPS $0xEE, Y15, Y13, Y7\n")
+	rows := [4]string{"(%s)", "(%s)(R9*1)", "(%s)(R9*2)", "(%s)(R13*1)"}
 	for c := 0; c < 4; c++ {
-		fmt.Fprintf(s, "\tVPERM2F128 $0x20, Y%d, Y%d, Y%d\n\tVMOVUPS Y%d, %d(DI)\n", c+4, c, 8+c, 8+c, 128*c)
-		fmt.Fprintf(s, "\tVPERM2F128 $0x31, Y%d, Y%d, Y%d\n\tVMOVUPS Y%d, %d(DI)\n", c+4, c, 12+c, 12+c, 128*(c+4))
+		fmt.Fprintf(s, "\tVPERM2F128 $0x20, Y%d, Y%d, Y%d\n\tVMOVUPS Y%d, %s\n", c+4, c, 8+c, 8+c, fmt.Sprintf(rows[c], "DI"))
+		fmt.Fprintf(s, "\tVPERM2F128 $0x31, Y%d, Y%d, Y%d\n\tVMOVUPS Y%d, %s\n", c+4, c, 12+c, 12+c, fmt.Sprintf(rows[c], "BX"))
 	}
 	es := 8 * size(dt)
-	fmt.Fprintf(s, "\tADDQ $%d, SI\n\tADDQ $%d, R10\n\tADDQ $%d, R11\n\tADDQ $%d, R12\n\tADDQ $1024, DI\n", es, es, es, es)
+	fmt.Fprintf(s, "\tADDQ $%d, SI\n\tADDQ $%d, R10\n\tADDQ $%d, R11\n\tADDQ $%d, R12\n\tADDQ R14, DI\n\tADDQ R14, BX\n", es, es, es, es)
 	fmt.Fprintf(s, "\tDECQ CX\n\tJNZ %s_loop\n%s_done:\n\tVZEROUPPER\n\tRET\n", name, name)
 }
 
@@ -524,9 +528,9 @@ func lse(s, g *bytes.Buffer) {
 // packDispatch writes packT2Asm, which picks packT2 by dtype index.
 func packDispatch(g *bytes.Buffer) {
 	fmt.Fprintf(g, "// packT2Asm runs packT2 for dtype dt (0 f32, 1 bf16, 2 f16).\n")
-	fmt.Fprintf(g, "func packT2Asm(dt int, dst *float32, src unsafe.Pointer, lds int, kl int) {\nswitch dt {\n")
+	fmt.Fprintf(g, "func packT2Asm(dt int, dst *float32, src unsafe.Pointer, lds int, kl int, ldd int) {\nswitch dt {\n")
 	for di, dt := range dtypes {
-		fmt.Fprintf(g, "case %d:\npackT2_%s(dst, src, lds, kl)\n", di, dt)
+		fmt.Fprintf(g, "case %d:\npackT2_%s(dst, src, lds, kl, ldd)\n", di, dt)
 	}
 	fmt.Fprintf(g, "default:\npanic(\"kernels/cpu: no packT2 kernel for this dtype\")\n}\n}\n\n")
 }
