@@ -33,7 +33,7 @@ func (b *Backend) AdamW(param, grad, m, v []float32, p kernels.AdamWParams, step
 		invSqrtBC2: float32(1 / math.Sqrt(1-math.Pow(b2, float64(step)))),
 		eps:        p.Eps,
 	}
-	avx := b.simd.avx512
+	avx := b.simd.isa()
 	run := func(lo, hi int) {
 		i0, i1 := lo*adamwChunk, min(n, hi*adamwChunk)
 		bwAdamW(avx, param[i0:i1], grad[i0:i1], m[i0:i1], v[i0:i1], c)

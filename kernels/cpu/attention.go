@@ -40,7 +40,7 @@ func (b *Backend) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim
 	}
 	group := heads / kvHeads
 	d := headDim
-	avx := b.simd.avx512
+	avx := b.simd.isa()
 	run := func(w, lo, hi int) {
 		buf := b.scratch(w, attnBlock+2*d+2*attnBlock*d)
 		scores, q, acc := buf[:attnBlock], buf[attnBlock:attnBlock+d], buf[attnBlock+d:attnBlock+2*d]
@@ -154,15 +154,15 @@ func (b *Backend) attentionTiled(seqs []kernels.AttentionSeq, heads, kvHeads, d 
 						clear(row)
 						continue
 					}
-					if bm := bwMax(true, row[:vis]); bm > mx[i] {
+					if bm := bwMax(isaAVX512, row[:vis]); bm > mx[i] {
 						if sum[i] != 0 {
 							c := float32(math.Exp(float64(mx[i] - bm)))
 							sum[i] *= c
-							bwScale(true, o[i*d:(i+1)*d], c)
+							bwScale(isaAVX512, o[i*d:(i+1)*d], c)
 						}
 						mx[i] = bm
 					}
-					sum[i] += bwExpSum(true, row, row, vis, mx[i])
+					sum[i] += bwExpSum(isaAVX512, row, row, vis, mx[i])
 					clear(row[vis:])
 				}
 				for i0 := 0; i0 < r; i0 += mr {

@@ -91,7 +91,7 @@ func (b *Backend) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHe
 			pt: make([]float32, attnKeys*rows), dst: make([]float32, attnKeys*rows),
 		}
 	}
-	a := attnTask{avx: b.simd.avx512, heads: heads, kvHeads: kvHeads, d: d, group: group, tokens: tokens, scale: scale}
+	a := attnTask{avx: b.simd.isa(), heads: heads, kvHeads: kvHeads, d: d, group: group, tokens: tokens, scale: scale}
 	b.parallelForWorker(len(seqs)*kvHeads, func(w, lo, hi int) {
 		for task := lo; task < hi; task++ {
 			a.run(&scratch[w], &seqs[task/kvHeads], task%kvHeads)
@@ -101,7 +101,7 @@ func (b *Backend) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHe
 
 // attnTask holds the shape of one AttentionBackward call.
 type attnTask struct {
-	avx               bool
+	avx               isa
 	heads, kvHeads, d int
 	group, tokens     int
 	scale             float32

@@ -1,9 +1,10 @@
 // Package cpu is the fast CPU Backend: the kernels of kernels/ref computed
-// in float32 with SIMD (AVX-512 Go assembly, chosen at run time) and spread
-// over the machine's cores by a pool of persistent workers. Without
-// AVX-512 every kernel runs a portable pure-Go version of itself, which
-// passes the same conformance suite (kernels/kerneltest); with AVX2 + FMA
-// (no AVX-512) the matmuls use AVX2 assembly.
+// in float32 with SIMD (Go assembly for AVX-512 and for AVX2 + FMA, the
+// best the CPU has chosen at run time) and spread over the machine's cores
+// by a pool of persistent workers. Without either (or off amd64) every
+// kernel runs a portable pure-Go version of itself. All three paths pass
+// the same conformance suite (kernels/kerneltest); the tests force each
+// path the CPU has.
 //
 // Conventions (as in kernels.Backend): buffers are row-major float32, the
 // shape of each is written next to it, activation gradients are written (=)
@@ -14,8 +15,6 @@ package cpu
 import (
 	"fmt"
 	"runtime"
-
-	"golang.org/x/sys/cpu"
 )
 
 // Backend is the fast CPU implementation of kernels.Backend. Create it with
@@ -27,20 +26,6 @@ type Backend struct {
 	pool    *pool
 	simd    features
 	bufs    [][]float32 // per-worker scratch, see scratch
-}
-
-// features records which SIMD paths this Backend may use.
-type features struct {
-	avx512 bool // AVX-512 F/BW/VL/DQ kernels (f32 FMA, bf16 and f16 widening)
-	avx2   bool // AVX2 + FMA + F16C matmul kernels (the rest stays portable Go)
-}
-
-// detect reads the CPU's features.
-func detect() features {
-	return features{
-		avx512: cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512DQ,
-		avx2:   cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C,
-	}
 }
 
 // New returns a Backend that runs each kernel on threads goroutines (the
@@ -72,16 +57,18 @@ func (b *Backend) Close() {
 // Threads is the number of goroutines each kernel runs on.
 func (b *Backend) Threads() int { return b.threads }
 
-// SIMD names the instruction set the kernels use: "avx512", "avx2" (the
-// matmuls only; other kernels portable Go) or "generic".
+// SIMD names the instruction set the kernels use, the best the CPU has:
+// "avx512" (AVX-512 F/BW/VL/DQ), "avx2" (AVX2 + FMA + F16C) or "generic"
+// (portable Go throughout, and every non-amd64 machine). On both SIMD paths
+// the matmuls, attention's inner loops and the elementwise and backward
+// helpers are assembly; the AVX-512 path also has a tiled forward
+// attention and a one-pass log-sum-exp that the AVX2 path runs as the
+// row-at-a-time loop over its helpers. All three pass the same
+// conformance suite. To run a lower path on a machine that has a higher
+// one (to measure or debug it), start the program with
+// GODEBUG=cpu.avx512f=off (AVX2) or GODEBUG=cpu.avx2=off (generic).
 func (b *Backend) SIMD() string {
-	switch {
-	case b.simd.avx512:
-		return "avx512"
-	case b.simd.avx2:
-		return "avx2"
-	}
-	return "generic"
+	return b.simd.isa().String()
 }
 
 // need panics unless a buffer named arg of op holds at least want elements.

@@ -14,27 +14,9 @@ import (
 	"github.com/x/kernels/ref"
 )
 
-// bwBackends are the configurations the backward kernels are checked in:
-// the default (AVX-512 where the CPU has it, both cores), the portable
-// pure-Go path on two threads, and one thread.
-func bwBackends(t testing.TB) []struct {
-	name string
-	b    *Backend
-} {
-	def, one := New(2), New(1)
-	generic := New(2)
-	generic.simd = features{}
-	t.Cleanup(func() { def.Close(); one.Close(); generic.Close() })
-	return []struct {
-		name string
-		b    *Backend
-	}{{"default_" + def.SIMD(), def}, {"generic", generic}, {"1thread_" + one.SIMD(), one}}
-}
-
+// bwConformance is conformance for the backward families.
 func bwConformance(t *testing.T, family func(*testing.T, kernels.Backend)) {
-	for _, c := range bwBackends(t) {
-		t.Run(c.name, func(t *testing.T) { family(t, c.b) })
-	}
+	conformance(t, family)
 }
 
 func TestRMSNormBackward(t *testing.T)   { bwConformance(t, kerneltest.RMSNormBackward) }
@@ -58,8 +40,12 @@ func bwRand(seed uint64, n int, scale float64) []float32 {
 
 // TestBackwardThreadCountIndependent checks the promise of the backward
 // kernels that their sums run in a fixed order: one, two and three threads
-// give bitwise the same results.
+// give bitwise the same results, on every SIMD path.
 func TestBackwardThreadCountIndependent(t *testing.T) {
+	forEachPath(t, backwardThreadCountIndependent)
+}
+
+func backwardThreadCountIndependent(t *testing.T, p simdPath) {
 	type result [][]float32
 	const rows, cols, hd = 96, 1030, 64
 	x, dout, w := bwRand(1, rows*cols, 1), bwRand(2, rows*cols, 1), bwRand(3, cols, 2)
@@ -71,9 +57,8 @@ func TestBackwardThreadCountIndependent(t *testing.T) {
 	nq, nkv := tt*heads*hd, (start+tt)*kvh*hd
 	q, k, v, do := bwRand(6, nq, 1), bwRand(7, nkv, 1), bwRand(8, nkv, 1), bwRand(9, nq, 1)
 	out, lse := make([]float32, nq), make([]float32, tt*heads)
-	fw := New(1)
+	fw := pathBackend(t, p, 1)
 	fw.Attention([]kernels.AttentionSeq{{Out: out, Q: q, K: k, V: v, LSE: lse, T: tt, Start: start}}, heads, kvh, hd, 0.125)
-	fw.Close()
 
 	run := func(b *Backend) result {
 		dx, dw := make([]float32, rows*cols), make([]float32, cols)
@@ -91,9 +76,7 @@ func TestBackwardThreadCountIndependent(t *testing.T) {
 	}
 	var want result
 	for threads := 1; threads <= 3; threads++ {
-		b := New(threads)
-		got := run(b)
-		b.Close()
+		got := run(pathBackend(t, p, threads))
 		if threads == 1 {
 			want = got
 			continue
@@ -108,9 +91,8 @@ func TestBackwardThreadCountIndependent(t *testing.T) {
 // the contract: RMSNormBackward with dx = dout, SwiGLUBackward with
 // dgate = gate and dup = up, each bitwise equal to separate buffers.
 func TestBackwardInPlace(t *testing.T) {
-	for _, c := range bwBackends(t) {
-		t.Run(c.name, func(t *testing.T) {
-			b := c.b
+	forEachBackend(t, func(t *testing.T, b *Backend) {
+		{
 			const rows, cols = 40, 1000
 			x, dout, w := bwRand(1, rows*cols, 1), bwRand(2, rows*cols, 1), bwRand(3, cols, 2)
 			dx, dw := make([]float32, rows*cols), make([]float32, cols)
@@ -128,19 +110,22 @@ func TestBackwardInPlace(t *testing.T) {
 			b.SwiGLUBackward(g2, u2, do, g2, u2)
 			kerneltest.CheckExact(t, "SwiGLUBackward dgate = gate", g2, dg)
 			kerneltest.CheckExact(t, "SwiGLUBackward dup = up", u2, du)
-		})
-	}
+		}
+	})
 }
 
-// TestSIMDBackwardHelpers compares every AVX-512 helper with its portable
-// twin at lengths around the vector width (tails are masked), and the
-// vector exp with float64 math.Exp across its range. Skipped parts are
-// none: without AVX-512 both sides are the portable code and the test
-// checks that path against math.Exp alone.
+// TestSIMDBackwardHelpers compares every SIMD helper on each path the CPU
+// has (subtests avx512, avx2, generic) with its portable twin at lengths
+// around both vector widths (8 and 16 lanes: tails are masked), and the
+// vector exp with float64 math.Exp across its range. On the generic path
+// both sides are the portable code and the test checks that path against
+// math.Exp alone.
 func TestSIMDBackwardHelpers(t *testing.T) {
-	avx := detect().avx512
-	t.Logf("avx512: %v", avx)
-	for _, n := range []int{1, 3, 15, 16, 17, 31, 32, 33, 100, 1000} {
+	forEachPath(t, func(t *testing.T, p simdPath) { simdHelpers(t, p.f.isa()) })
+}
+
+func simdHelpers(t *testing.T, avx isa) {
+	for _, n := range []int{1, 3, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 100, 1000} {
 		t.Run(fmt.Sprintf("N%d", n), func(t *testing.T) {
 			x := bwRand(uint64(n), n, 20)
 			got, want := make([]float32, n), make([]float32, n)
@@ -158,7 +143,7 @@ func TestSIMDBackwardHelpers(t *testing.T) {
 			scaleGo(sw, -0.37)
 			assert.Equal(t, sw, sc, "scale")
 
-			for _, d := range []int{16, 48, 64, 128, 144} {
+			for _, d := range []int{8, 16, 20, 24, 48, 64, 128, 144} {
 				rows := bwRand(uint64(d), (n-1)*(d+5)+d, 1)
 				v := bwRand(uint64(d+1), d, 1)
 				do, dg := make([]float32, n), make([]float32, n)
@@ -404,11 +389,11 @@ func BenchmarkEmbeddingBackward(bm *testing.B) {
 // head), head dims that are not multiples of 16, causal limits inside key
 // blocks, and empty sequences.
 func TestAttentionBackwardRandomShapes(t *testing.T) {
-	rng := rand.New(rand.NewPCG(7, 11))
 	groups := []int{1, 2, 3, 4, 8, 40}
 	dims := []int{2, 8, 16, 24, 48, 64, 80, 128}
 	var r ref.Backend
-	for _, c := range bwBackends(t) {
+	forEachBackend(t, func(t *testing.T, b *Backend) {
+		rng := rand.New(rand.NewPCG(7, 11)) // the same shapes on every path
 		for i := range 8 {
 			group, d := groups[rng.IntN(len(groups))], dims[rng.IntN(len(dims))]
 			kvh := 1 + rng.IntN(2)
@@ -418,7 +403,7 @@ func TestAttentionBackwardRandomShapes(t *testing.T) {
 			for s := range shapes {
 				shapes[s] = [2]int{rng.IntN(90), rng.IntN(80)} // T, Start
 			}
-			name := fmt.Sprintf("%s/H%d_KVH%d_D%d_%v", c.name, heads, kvh, d, shapes)
+			name := fmt.Sprintf("H%d_KVH%d_D%d_%v", heads, kvh, d, shapes)
 			t.Run(name, func(t *testing.T) {
 				scale := float32(1 / math.Sqrt(float64(d)))
 				var want, got []kernels.AttentionGradSeq
@@ -437,7 +422,7 @@ func TestAttentionBackwardRandomShapes(t *testing.T) {
 					want, got = append(want, w), append(got, g)
 				}
 				r.AttentionBackward(want, heads, kvh, d, scale)
-				c.b.AttentionBackward(got, heads, kvh, d, scale)
+				b.AttentionBackward(got, heads, kvh, d, scale)
 				tol := kerneltest.Tolerance("AttentionBackward")
 				tol.NMSE = math.Inf(1) // per element only: a sequence's DQ may be all zero (T = 1, Start = 0)
 				for s := range want {
@@ -447,5 +432,5 @@ func TestAttentionBackwardRandomShapes(t *testing.T) {
 				}
 			})
 		}
-	}
+	})
 }

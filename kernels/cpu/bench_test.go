@@ -11,25 +11,37 @@ import (
 )
 
 // BenchmarkPeakFMA measures the float32 FMA peak of this machine on all of
-// the Backend's threads: a loop of independent 16-lane FMAs, no memory.
+// the Backend's threads, per SIMD path the CPU has (avx512: 24 chains of
+// 16-lane FMAs; avx2: 12 chains of 8-lane FMAs), no memory: the ceiling
+// the matmul figures of that path compare with.
 func BenchmarkPeakFMA(b *testing.B) {
 	be := New(0)
 	defer be.Close()
-	if !be.simd.avx512 {
-		b.Skip("no AVX-512: the peak loop is an AVX-512 kernel")
-	}
 	const iters = 1 << 20
-	b.ResetTimer()
-	cpu0 := cpuSeconds()
-	for range b.N {
-		be.parallelFor(be.threads, func(lo, hi int) {
-			for range hi - lo {
-				fmaLoop(iters)
+	for _, p := range simdPaths() {
+		loop, perIter := fmaLoop, 768.0
+		switch p.name {
+		case "avx2":
+			loop, perIter = fmaLoop2, 192
+		case "generic":
+			continue // no FMA loop in portable Go
+		}
+		b.Run(p.name, func(b *testing.B) {
+			if p.missing != "" {
+				b.Skipf("%s path not run: %s", p.name, p.missing)
 			}
+			cpu0 := cpuSeconds()
+			for range b.N {
+				be.parallelFor(be.threads, func(lo, hi int) {
+					for range hi - lo {
+						loop(iters)
+					}
+				})
+			}
+			flops(b, float64(be.threads)*iters*perIter, cpu0)
+			b.ReportMetric(float64(be.threads), "threads")
 		})
 	}
-	flops(b, float64(be.threads)*iters*768, cpu0)
-	b.ReportMetric(float64(be.threads), "threads")
 }
 
 // cpuSeconds is the CPU time (user + system) this process has used. The
@@ -219,7 +231,7 @@ func BenchmarkReadBandwidth(b *testing.B) {
 	for range b.N {
 		be.parallelFor(64, func(lo, hi int) {
 			n := len(x) / 64
-			bwMax(be.simd.avx512, x[lo*n:hi*n])
+			bwMax(be.simd.isa(), x[lo*n:hi*n])
 		})
 	}
 	bytes := float64(4*len(x)) * float64(b.N)

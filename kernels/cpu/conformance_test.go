@@ -11,28 +11,11 @@ import (
 // package, so forward and backward kernels can land separately).
 var _ kernels.Backend = (*Backend)(nil)
 
-// backends are the configurations the forward kernels are checked in: the
-// default (AVX-512 where the CPU has it) on two threads, the portable
-// pure-Go path forced on, the AVX2 path forced on (on AVX-512 machines),
-// and one thread (no workers).
-func backends(t *testing.T) map[string]*Backend {
-	def, one, generic := New(2), New(1), New(2)
-	generic.simd = features{}
-	t.Cleanup(func() { def.Close(); one.Close(); generic.Close() })
-	bs := map[string]*Backend{"default_" + def.SIMD(): def, "generic": generic, "1thread_" + one.SIMD(): one}
-	if def.simd.avx512 && def.simd.avx2 { // also the AVX2 path a machine without AVX-512 takes
-		avx2 := New(2)
-		avx2.simd = features{avx2: true}
-		t.Cleanup(avx2.Close)
-		bs["avx2"] = avx2
-	}
-	return bs
-}
-
+// conformance runs a kerneltest family on every SIMD path the CPU has
+// (forced on, each on two threads and on one): subtests
+// <path>/threads<n>, the paths the CPU lacks skipped with the reason.
 func conformance(t *testing.T, family func(*testing.T, kernels.Backend)) {
-	for name, b := range backends(t) {
-		t.Run(name, func(t *testing.T) { family(t, b) })
-	}
+	forEachBackend(t, func(t *testing.T, b *Backend) { family(t, b) })
 }
 
 func TestMatMul(t *testing.T)           { conformance(t, kerneltest.MatMul) }

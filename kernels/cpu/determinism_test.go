@@ -11,14 +11,13 @@ import (
 
 // TestForwardThreadCountIndependent checks that the forward kernels' sums
 // run in an order fixed by the tiling, not by the scheduling: one, two and
-// three threads give bitwise the same outputs.
+// three threads give bitwise the same outputs, on every SIMD path.
 func TestForwardThreadCountIndependent(t *testing.T) {
-	bs := []*Backend{New(1), New(2), New(3)}
-	t.Cleanup(func() {
-		for _, b := range bs {
-			b.Close()
-		}
-	})
+	forEachPath(t, forwardThreadCountIndependent)
+}
+
+func forwardThreadCountIndependent(t *testing.T, p simdPath) {
+	bs := []*Backend{pathBackend(t, p, 1), pathBackend(t, p, 2), pathBackend(t, p, 3)}
 	r := rand.New(rand.NewPCG(7, 8))
 	vec := func(n int) []float32 {
 		x := make([]float32, n)

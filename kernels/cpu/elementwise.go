@@ -18,7 +18,7 @@ func (b *Backend) Add(dst, src []float32) {
 // Scale: x[N] *= s.
 func (b *Backend) Scale(x []float32, s float32) {
 	b.elementwise(len(x), func(lo, hi int) {
-		bwScale(b.simd.avx512, x[lo:hi], s)
+		bwScale(b.simd.isa(), x[lo:hi], s)
 	})
 }
 

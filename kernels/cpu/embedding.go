@@ -21,7 +21,7 @@ func (b *Backend) Embedding(out []float32, table kernels.Mat, ids []int32) {
 	for t, id := range ids {
 		dst := out[t*c : (t+1)*c]
 		c16 := c &^ (vecSz - 1)
-		if !b.simd.avx512 || table.DType == kernels.F32 || c16 == 0 {
+		if b.simd.isa() == isaGeneric || table.DType == kernels.F32 || c16 == 0 {
 			table.Row(dst, int(id))
 			continue
 		}

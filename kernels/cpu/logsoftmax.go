@@ -38,12 +38,13 @@ func (b *Backend) LogSoftmaxGather(logp, entropy, logits []float32, targets []in
 		})
 		return
 	}
+	avx := b.simd.isa()
 	b.parallelForWorker(rows, func(w, lo, hi int) {
 		e := b.scratch(w, v)
 		for r := lo; r < hi; r++ {
 			row := logits[r*v : (r+1)*v]
-			m := maxGo(row)
-			s := expSumGo(e, row, v, m)
+			m := bwMax(avx, row)
+			s := bwExpSum(avx, e, row, v, m)
 			ls := float32(math.Log(float64(s)))
 			logp[r] = (row[targets[r]] - m) - ls
 			if entropy != nil {
@@ -106,7 +107,7 @@ func (b *Backend) Softmax(x []float32, rows, v int) {
 	const op = "Softmax"
 	needDims(op, rows, v)
 	need(op, "x", len(x), rows*v)
-	avx := b.simd.avx512
+	avx := b.simd.isa()
 	run := func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			row := x[r*v : (r+1)*v]

@@ -42,7 +42,7 @@ func (b *Backend) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []
 		b.entropyBackward(dlogits, logits, targets, dlogp, dentropy, rows, v)
 		return
 	}
-	l := lsg{avx: b.simd.avx512, dlogits: dlogits, logits: logits, targets: targets, dlogp: dlogp, v: v,
+	l := lsg{avx: b.simd.isa(), dlogits: dlogits, logits: logits, targets: targets, dlogp: dlogp, v: v,
 		nb: (v + lsgBlock - 1) / lsgBlock}
 	l.part = make([]float32, rows*l.nb)
 	l.rowMax = make([]float32, rows)
@@ -79,7 +79,7 @@ func (b *Backend) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []
 // lsg is one LogSoftmaxGatherBackward call; a task is a (row, column
 // block) pair, task = row·nb + block.
 type lsg struct {
-	avx             bool
+	avx             isa
 	dlogits, logits []float32 // [R, V]
 	targets         []int32   // [R]
 	dlogp           []float32 // [R]
@@ -135,7 +135,7 @@ func (l *lsg) scale(lo, hi int) {
 // from the row max so large logits do not cancel. Rows run in parallel;
 // element i is read before it is written (dlogits may alias logits).
 func (b *Backend) entropyBackward(dlogits, logits []float32, targets []int32, dlogp, dentropy []float32, rows, v int) {
-	avx := b.simd.avx512
+	avx := b.simd.isa()
 	b.parallelForWorker(rows, func(w, lo, hi int) {
 		e := b.scratch(w, v)
 		for r := lo; r < hi; r++ {

@@ -17,10 +17,11 @@ import (
 //   - MatMul with M < mBig (decode, batched decode) streams bf16/f16/f32
 //     weights straight into the kernel, widening in registers: each weight
 //     is read once per group of up to 6 rows of x; the cores split N.
-//   - MatMul with M ≥ mBig (prefill, training) widens a block of nbNT weight
-//     rows × kc columns to float32 once (per worker scratch, L2-resident),
-//     then runs the f32 kernel over every 6-row group of its M block; tasks
-//     are (N block, M block) pairs.
+//   - MatMul with M ≥ mBig (prefill, training) transposes a block of nbNT
+//     weight rows × kc columns into K-major float32 panels once (per worker
+//     scratch, L2-resident), then runs the outer-product (axpy) kernel over
+//     every row group of its M block; tasks are (N block, M block) pairs
+//     (matmul_packed.go).
 //   - MatMulNN and MatMulTN cut the output into (row block, 64-column)
 //     tiles and reduce in chunks of pc; each chunk's panel of the second
 //     operand (and for TN the dy columns) is first packed contiguous and
@@ -118,7 +119,7 @@ func (b *Backend) MatMul(out, x []float32, w kernels.Mat, m int, accumulate bool
 	case m < mBig:
 		b.matMulDirect(kn, out, x, w, m, accumulate)
 	default:
-		b.matMulBlocked(kn, out, x, w, m, accumulate)
+		b.matMulPacked(kn, out, x, w, m, accumulate)
 	}
 }
 
@@ -142,47 +143,6 @@ func (b *Backend) matMulDirect(kn mmKernels, out, x []float32, w kernels.Mat, m 
 				kn.dot(dt, mrr, nrr, &x[i0*k], k*4, rowPtr(w, j0, 0), k*es, steps, &out[i0*n+j0], n*4, acc)
 				if steps*kn.vec < k {
 					dotTail(out, x, w, i0, mrr, j0, nrr, steps*kn.vec, k)
-				}
-			}
-		}
-	})
-}
-
-// matMulBlocked widens nbNT×kc weight blocks to float32 once per task and
-// reuses each for every 6-row group of x in the task's M block.
-func (b *Backend) matMulBlocked(kn mmKernels, out, x []float32, w kernels.Mat, m int, accumulate bool) {
-	n, k := w.Rows, w.Cols
-	nBlocks := (n + nbNT - 1) / nbNT
-	mBlocks := (m + mbNT - 1) / mbNT
-	b.parallelForWorker(nBlocks*mBlocks, func(wk, lo, hi int) {
-		scratch := b.scratch(wk, nbNT*kc)
-		for task := lo; task < hi; task++ {
-			n0, m0 := (task/mBlocks)*nbNT, (task%mBlocks)*mbNT
-			n1, m1 := min(n0+nbNT, n), min(m0+mbNT, m)
-			for k0 := 0; k0 < k; k0 += kc {
-				kl := min(kc, k-k0)
-				steps := kl / kn.vec
-				wp, ldw := rowPtr(w, n0, k0), k*4
-				if w.DType != kernels.F32 {
-					widen(kn, scratch, w, n0, n1, k0, steps*kn.vec)
-					wp, ldw = unsafe.Pointer(&scratch[0]), steps*kn.vec*4
-				}
-				acc := b2i(accumulate || k0 > 0)
-				for i0 := m0; i0 < m1; i0 += kn.mr {
-					mrr := min(kn.mr, m1-i0)
-					for j0 := n0; j0 < n1; j0 += nr {
-						nrr := min(nr, n1-j0)
-						if steps > 0 {
-							kn.dot(0, mrr, nrr, &x[i0*k+k0], k*4, unsafe.Add(wp, (j0-n0)*ldw), ldw, steps, &out[i0*n+j0], n*4, acc)
-						} else if acc == 0 {
-							for i := i0; i < i0+mrr; i++ {
-								clear(out[i*n+j0 : i*n+j0+nrr])
-							}
-						}
-						if steps*kn.vec < kl {
-							dotTail(out, x, w, i0, mrr, j0, nrr, k0+steps*kn.vec, k0+kl)
-						}
-					}
 				}
 			}
 		}

@@ -515,6 +515,9 @@ func dotNT2_f32_3x4(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, o
 func axpy2_f32_3x4(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
 
 //go:noescape
+func packT2_f32(dst *float32, src unsafe.Pointer, lds int, kl int, ldd int)
+
+//go:noescape
 func dotNT2_bf16_1x1(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
 
 //go:noescape
@@ -588,6 +591,9 @@ func axpy2_bf16_3x4(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, ste
 
 //go:noescape
 func cvt2_bf16(dst *float32, src *uint16, n int)
+
+//go:noescape
+func packT2_bf16(dst *float32, src unsafe.Pointer, lds int, kl int, ldd int)
 
 //go:noescape
 func dotNT2_f16_1x1(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
@@ -664,10 +670,18 @@ func axpy2_f16_3x4(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, step
 //go:noescape
 func cvt2_f16(dst *float32, src *uint16, n int)
 
+//go:noescape
+func packT2_f16(dst *float32, src unsafe.Pointer, lds int, kl int, ldd int)
+
 // fmaLoop runs iters × 24 independent 16-lane FMAs (768 FLOP per iteration).
 //
 //go:noescape
 func fmaLoop(iters int)
+
+// fmaLoop2 runs iters × 12 independent 8-lane FMAs (192 FLOP per iteration).
+//
+//go:noescape
+func fmaLoop2(iters int)
 
 // swigluAsm: out[n] = silu(gate)·up, n a multiple of 16; out may alias gate or up.
 //
@@ -1140,5 +1154,19 @@ func axpy2Asm(dt int, mr, nv int, a *float32, sai int, sap int, b unsafe.Pointer
 		axpy2_f16_3x4(a, sai, sap, b, ldb, steps, c, ldc, acc)
 	default:
 		panic("kernels/cpu: no axpy2 kernel for this block")
+	}
+}
+
+// packT2Asm runs packT2 for dtype dt (0 f32, 1 bf16, 2 f16).
+func packT2Asm(dt int, dst *float32, src unsafe.Pointer, lds int, kl int, ldd int) {
+	switch dt {
+	case 0:
+		packT2_f32(dst, src, lds, kl, ldd)
+	case 1:
+		packT2_bf16(dst, src, lds, kl, ldd)
+	case 2:
+		packT2_f16(dst, src, lds, kl, ldd)
+	default:
+		panic("kernels/cpu: no packT2 kernel for this dtype")
 	}
 }

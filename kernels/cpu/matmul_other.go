@@ -28,6 +28,8 @@ func swigluAsm(out, gate, up *float32, n int) {
 
 func fmaLoop(iters int) { panic("kernels/cpu: no SIMD kernels on this architecture") }
 
+func fmaLoop2(iters int) { panic("kernels/cpu: no SIMD kernels on this architecture") }
+
 func lseAsm(x *float32, n int, st *float32) {
 	panic("kernels/cpu: no SIMD kernels on this architecture")
 }
@@ -44,5 +46,13 @@ func cvt2_bf16(dst *float32, src *uint16, n int) {
 	panic("kernels/cpu: no SIMD kernels on this architecture")
 }
 func cvt2_f16(dst *float32, src *uint16, n int) {
+	panic("kernels/cpu: no SIMD kernels on this architecture")
+}
+
+func swigluAVX2(out, gate, up *float32, n int) {
+	panic("kernels/cpu: no SIMD kernels on this architecture")
+}
+
+func packT2Asm(dt int, dst *float32, src unsafe.Pointer, lds int, kl int, ldd int) {
 	panic("kernels/cpu: no SIMD kernels on this architecture")
 }

@@ -27,7 +27,7 @@ func (b *Backend) RMSNormBackward(dx, dw, dout, x, w []float32, rows, cols int, 
 	if n == 0 {
 		return
 	}
-	avx := b.simd.avx512
+	avx := b.simd.isa()
 	w = w[:cols]
 	chunks := (rows + rmsnormChunk - 1) / rmsnormChunk
 	partial := make([]float32, chunks*cols) // [chunks, C]

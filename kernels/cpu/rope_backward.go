@@ -23,7 +23,7 @@ func (b *Backend) RoPEBackward(dx []float32, pos []int32, heads, headDim int, th
 	for i := range denom {
 		denom[i] = math.Pow(theta, float64(2*i)/float64(headDim))
 	}
-	avx := b.simd.avx512
+	avx := b.simd.isa()
 	run := func(lo, hi int) {
 		cs := make([]float32, 2*half)
 		cos, sin := cs[:half], cs[half:]

@@ -13,7 +13,7 @@ func (b *Backend) Argmax(x []float32) int32 {
 	if len(x) == 0 {
 		panic("kernels/cpu: Argmax: empty input")
 	}
-	m := bwMax(b.simd.avx512, x)
+	m := bwMax(b.simd.isa(), x)
 	for i, v := range x {
 		if v == m {
 			return int32(i)

@@ -2,19 +2,25 @@ package cpu
 
 import "math"
 
-// SwiGLU: out[N] = silu(gate)·up; out may alias gate or up. The AVX-512
-// path evaluates exp with a degree-5 polynomial (≤ 2 ulp) and VSCALEFPS.
+// SwiGLU: out[N] = silu(gate)·up; out may alias gate or up. The SIMD
+// paths evaluate exp with a degree-5 polynomial (≤ 2 ulp) and a power-of-two
+// scale (VSCALEFPS on AVX-512, exponent arithmetic on AVX2); a remainder
+// shorter than a vector runs in Go.
 func (b *Backend) SwiGLU(out, gate, up []float32) {
 	const op = "SwiGLU"
 	n := len(out)
 	need(op, "gate", len(gate), n)
 	need(op, "up", len(up), n)
 	b.elementwise(n, func(lo, hi int) {
-		if b.simd.avx512 {
-			if n16 := (hi - lo) &^ (vecSz - 1); n16 > 0 {
-				swigluAsm(&out[lo], &gate[lo], &up[lo], n16)
-				lo += n16
-			}
+		switch v := b.simd.isa(); {
+		case v == isaAVX512 && hi-lo >= 16:
+			n16 := (hi - lo) &^ 15
+			swigluAsm(&out[lo], &gate[lo], &up[lo], n16)
+			lo += n16
+		case v == isaAVX2 && hi-lo >= 8:
+			n8 := (hi - lo) &^ 7
+			swigluAVX2(&out[lo], &gate[lo], &up[lo], n8)
+			lo += n8
 		}
 		for i := lo; i < hi; i++ {
 			g := gate[i]

@@ -14,7 +14,7 @@ func (b *Backend) SwiGLUBackward(dgate, dup, dout, gate, up []float32) {
 	need(op, "dup", len(dup), n)
 	need(op, "gate", len(gate), n)
 	need(op, "up", len(up), n)
-	avx := b.simd.avx512
+	avx := b.simd.isa()
 	chunks := (n + swigluChunk - 1) / swigluChunk
 	run := func(lo, hi int) {
 		i0, i1 := lo*swigluChunk, min(n, hi*swigluChunk)

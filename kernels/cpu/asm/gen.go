@@ -6,6 +6,9 @@
 // Run it with `go generate ./kernels/cpu` (see the go:generate line in
 // kernels/cpu/matmul.go).
 //
+// It also writes the AVX2 + FMA twins (dotNT2, axpy2, cvt2: 3-row blocks
+// of 8 lanes) and the FMA-peak loops of both instruction sets.
+//
 // Kernels (all end with VZEROUPPER):
 //
 //	dotNT_<dt>_<mr>x<nr>: out[i, j] (=, +=) Σ_k x[i, k]·w[j, k] for i < mr ≤ 6
@@ -65,11 +68,14 @@ func main() {
 		if dt != "f32" {
 			cvt2(&s, &g, dt)
 		}
+		packT2(&s, &g, dt)
 	}
 	fmaLoop(&s, &g)
+	fmaLoop2(&s, &g)
 	swiglu(&s, &g)
 	lse(&s, &g)
 	dispatch(&g)
+	packDispatch(&g)
 	src, err := format.Source(g.Bytes())
 	if err != nil {
 		log.Fatalf("format %s: %v", *goOut, err)
@@ -307,6 +313,21 @@ func fmaLoop(s, g *bytes.Buffer) {
 	fmt.Fprintf(s, "\tDECQ CX\n\tJNZ fma_loop\nfma_done:\n\tVZEROUPPER\n\tRET\n")
 }
 
+// fmaLoop2 is fmaLoop for AVX2 + FMA: 12 independent ymm FMA chains
+// (enough for two FMA ports of latency up to 6), 192 FLOP per iteration.
+func fmaLoop2(s, g *bytes.Buffer) {
+	fmt.Fprintf(g, "// fmaLoop2 runs iters × 12 independent 8-lane FMAs (192 FLOP per iteration).\n//\n//go:noescape\nfunc fmaLoop2(iters int)\n\n")
+	fmt.Fprintf(s, "\n// func fmaLoop2(iters int)\nTEXT ·fmaLoop2(SB), NOSPLIT, $0-8\n\tMOVQ iters+0(FP), CX\n")
+	for i := 0; i < 14; i++ {
+		fmt.Fprintf(s, "\tVXORPS Y%d, Y%d, Y%d\n", i, i, i)
+	}
+	fmt.Fprintf(s, "\tTESTQ CX, CX\n\tJZ fma2_done\nfma2_loop:\n")
+	for i := 0; i < 12; i++ {
+		fmt.Fprintf(s, "\tVFMADD231PS Y12, Y13, Y%d\n", i)
+	}
+	fmt.Fprintf(s, "\tDECQ CX\n\tJNZ fma2_loop\nfma2_done:\n\tVZEROUPPER\n\tRET\n")
+}
+
 // load8 widens 8 elements of dtype dt at addr into ymm register y (AVX2,
 // F16C).
 func load8(s *bytes.Buffer, dt, addr string, y int) {
@@ -397,6 +418,43 @@ func cvt2(s, g *bytes.Buffer, dt string) {
 	fmt.Fprintf(s, "\tVMOVUPS Y0, (DI)\n\tADDQ $16, SI\n\tADDQ $32, DI\n\tDECQ CX\n\tJNZ %s_loop\n%s_done:\n\tVZEROUPPER\n\tRET\n", name, name)
 }
 
+// packT2 writes packT2_<dt>(dst, src, lds, kl, ldd): the transpose of 8
+// weight rows × kl columns (kl a multiple of 8; rows lds bytes apart from
+// src), widened to float32, into dst as kl rows of 8 floats ldd bytes apart
+// (8 columns of a panel): dst[p·ldd/4 + r] = w[r, p]. Each 8×8 block is
+// widened into Y0–Y7 and transposed by unpack, shuffle and lane permute
+// (AVX2, so both SIMD paths use it). MatMul's blocked path packs weight
+// blocks into such panels for the outer-product kernels.
+func packT2(s, g *bytes.Buffer, dt string) {
+	name := "packT2_" + dt
+	fmt.Fprintf(g, "//go:noescape\nfunc %s(dst *float32, src unsafe.Pointer, lds int, kl int, ldd int)\n\n", name)
+	fmt.Fprintf(s, "\n// func %s(dst *float32, src unsafe.Pointer, lds int, kl int, ldd int)\nTEXT ·%s(SB), NOSPLIT, $0-40\n", name, name)
+	fmt.Fprintf(s, "\tMOVQ dst+0(FP), DI\n\tMOVQ src+8(FP), SI\n\tMOVQ lds+16(FP), R8\n\tMOVQ kl+24(FP), CX\n\tMOVQ ldd+32(FP), R9\n")
+	// R13 = 3·ldd, R14 = 8·ldd: rows c and c+4 of the output at DI, DI+4·ldd.
+	fmt.Fprintf(s, "\tLEAQ (R9)(R9*2), R13\n\tMOVQ R9, R14\n\tSHLQ $3, R14\n\tLEAQ (DI)(R9*4), BX\n")
+	fmt.Fprintf(s, "\tLEAQ (SI)(R8*2), R10\n\tADDQ R8, R10\n\tLEAQ (SI)(R8*4), R11\n\tLEAQ (R11)(R8*2), R12\n\tADDQ R8, R12\n")
+	fmt.Fprintf(s, "\tSHRQ $3, CX\n\tJZ %s_done\n%s_loop:\n", name, name)
+	for r := 0; r < 8; r++ { // rows 0–3 from SI (R10 = row 3), 4–7 from R11 (R12 = row 7)
+		if r < 4 {
+			load8(s, dt, rowAddr("SI", "R10", "R8", r, 0), r)
+		} else {
+			load8(s, dt, rowAddr("R11", "R12", "R8", r-4, 0), r)
+		}
+	}
+	fmt.Fprintf(s, "\tVUNPCKLPS Y1, Y0, Y8\n\tVUNPCKHPS Y1, Y0, Y9\n\tVUNPCKLPS Y3, Y2, Y10\n\tVUNPCKHPS Y3, Y2, Y11\n")
+	fmt.Fprintf(s, "\tVUNPCKLPS Y5, Y4, Y12\n\tVUNPCKHPS Y5, Y4, Y13\n\tVUNPCKLPS Y7, Y6, Y14\n\tVUNPCKHPS Y7, Y6, Y15\n")
+	fmt.Fprintf(s, "\tVSHUFPS $0x44, Y10, Y8, Y0\n\tVSHUFPS $0xEE, Y10, Y8, Y1\n\tVSHUFPS $0x44, Y11, Y9, Y2\n\tVSHUFPS $0xEE, Y11, Y9, Y3\n")
+	fmt.Fprintf(s, "\tVSHUFPS $0x44, Y14, Y12, Y4\n\tVSHUFPS $0xEE, Y14, Y12, Y5\n\tVSHUFPS $0x44, Y15, Y13, Y6\n\tVSHUFPS $0xEE, Y15, Y13, Y7\n")
+	rows := [4]string{"(%s)", "(%s)(R9*1)", "(%s)(R9*2)", "(%s)(R13*1)"}
+	for c := 0; c < 4; c++ {
+		fmt.Fprintf(s, "\tVPERM2F128 $0x20, Y%d, Y%d, Y%d\n\tVMOVUPS Y%d, %s\n", c+4, c, 8+c, 8+c, fmt.Sprintf(rows[c], "DI"))
+		fmt.Fprintf(s, "\tVPERM2F128 $0x31, Y%d, Y%d, Y%d\n\tVMOVUPS Y%d, %s\n", c+4, c, 12+c, 12+c, fmt.Sprintf(rows[c], "BX"))
+	}
+	es := 8 * size(dt)
+	fmt.Fprintf(s, "\tADDQ $%d, SI\n\tADDQ $%d, R10\n\tADDQ $%d, R11\n\tADDQ $%d, R12\n\tADDQ R14, DI\n\tADDQ R14, BX\n", es, es, es, es)
+	fmt.Fprintf(s, "\tDECQ CX\n\tJNZ %s_loop\n%s_done:\n\tVZEROUPPER\n\tRET\n", name, name)
+}
+
 // broadcast sets every lane of zmm z to the float32 f.
 func broadcast(s *bytes.Buffer, f float32, z int) {
 	fmt.Fprintf(s, "\tMOVL $0x%08x, AX\n\tVPBROADCASTD AX, Z%d\n", math.Float32bits(f), z)
@@ -465,6 +523,16 @@ func lse(s, g *bytes.Buffer) {
 	fmt.Fprintf(s, "\tVFMADD231PS Z11, Z9, Z10\n\tVMULPS Z3, Z10, Z10\n\tVFMADD231PS Z12, Z6, Z10\n\tVFMADD213PS Z6, Z3, Z9\n\tVMOVAPS Z1, Z8\n")
 	fmt.Fprintf(s, "\tADDQ $64, SI\n\tDECQ CX\n\tJNZ lse_loop\nlse_done:\n")
 	fmt.Fprintf(s, "\tVMOVUPS Z8, (DI)\n\tVMOVUPS Z9, 64(DI)\n\tVMOVUPS Z10, 128(DI)\n\tVZEROUPPER\n\tRET\n")
+}
+
+// packDispatch writes packT2Asm, which picks packT2 by dtype index.
+func packDispatch(g *bytes.Buffer) {
+	fmt.Fprintf(g, "// packT2Asm runs packT2 for dtype dt (0 f32, 1 bf16, 2 f16).\n")
+	fmt.Fprintf(g, "func packT2Asm(dt int, dst *float32, src unsafe.Pointer, lds int, kl int, ldd int) {\nswitch dt {\n")
+	for di, dt := range dtypes {
+		fmt.Fprintf(g, "case %d:\npackT2_%s(dst, src, lds, kl, ldd)\n", di, dt)
+	}
+	fmt.Fprintf(g, "default:\npanic(\"kernels/cpu: no packT2 kernel for this dtype\")\n}\n}\n\n")
 }
 
 // dispatch writes Go switches that pick a kernel by dtype and block shape.
