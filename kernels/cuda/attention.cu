@@ -49,7 +49,7 @@ struct AttnGradSeq {
   long t, start;
 };
 
-namespace {
+namespace attention_impl {
 constexpr int MAXJ = 8;  // D ≤ 32·MAXJ
 
 __device__ __forceinline__ float dot_row(const float (&a)[MAXJ], const float* b, int D, int lane) {
@@ -60,7 +60,8 @@ __device__ __forceinline__ float dot_row(const float (&a)[MAXJ], const float* b,
   }
   return warp_sum(s);
 }
-}  // namespace
+}  // namespace attention_impl
+using namespace attention_impl;
 
 KERNEL void __launch_bounds__(128) attention_forward(const AttnSeq* seqs, int H, int KVH, int D, float scale) {
   const AttnSeq sq = seqs[blockIdx.y];

@@ -14,7 +14,7 @@
 // offsets 5e4), Softmax and LogSoftmaxGatherBackward on the SIMT host build.
 #include "common.cuh"
 
-namespace {
+namespace logsoftmax_impl {
 __device__ __forceinline__ float row_max(const float* x, int V) {
   float m = -INFINITY;
   for (int i = threadIdx.x; i < V; i += blockDim.x) m = fmaxf(m, x[i]);
@@ -25,7 +25,8 @@ __device__ __forceinline__ float row_sumexp(const float* x, int V, float m) {
   for (int i = threadIdx.x; i < V; i += blockDim.x) s += expf(x[i] - m);
   return block_sum(s);
 }
-}  // namespace
+}  // namespace logsoftmax_impl
+using namespace logsoftmax_impl;
 
 KERNEL void __launch_bounds__(512) logsoftmax_gather(float* logp, float* entropy, const float* logits,
                                                      const int32_t* targets, int R, int V) {

@@ -29,7 +29,7 @@
 // on the SIMT host build (mma fragments emulated per the PTX ISA tables).
 #include "common.cuh"
 
-namespace {
+namespace matmul_impl {
 
 constexpr int BM = 32, BN = 64, BK = 32, PAD = 8;
 
@@ -138,7 +138,8 @@ __device__ __forceinline__ void gemm_f32_body(float* out, const float* a, long s
   }
 }
 
-}  // namespace
+}  // namespace matmul_impl
+using namespace matmul_impl;
 
 // out[I,J] (=/+=) a[I,R] · wᵀ, w bf16 [J,R] (MatMul).
 KERNEL void __launch_bounds__(128) gemm_bf16_wt(float* out, const float* a, const uint16_t* w, int I, int J, int R,

@@ -25,7 +25,7 @@
 // the SIMT host build.
 #include "common.cuh"
 
-namespace {
+namespace sample_impl {
 
 constexpr int NT = 1024;
 
@@ -60,7 +60,8 @@ __device__ __forceinline__ bool kept(const Filter& f, const float* x, int i, int
 
 __device__ __forceinline__ double e_of(const Filter& f, float l) { return exp(double(l) * f.inv_t - f.zmax); }
 
-}  // namespace
+}  // namespace sample_impl
+using namespace sample_impl;
 
 KERNEL void __launch_bounds__(1024) argmax_f32(int32_t* out, const float* x, int V) {
   __shared__ float bv[NT];
