@@ -16,6 +16,7 @@
 #include "elementwise.cu"
 #include "embedding.cu"
 #include "logsoftmax.cu"
+#include "loss.cu"
 #include "matmul.cu"
 #include "rmsnorm.cu"
 #include "rope.cu"
@@ -65,15 +66,17 @@ HOST_ENTRY(attention_backward_dkdv, (const void* seqs, int H, int KVH, int D, fl
 HOST_ENTRY(logsoftmax_gather,
            (float* logp, float* entropy, const float* logits, const int32_t* targets, int R, int V),
            (logp, entropy, logits, targets, R, V))
+HOST_ENTRY(policy_loss, (const void* args), (static_cast<const LossArgs*>(args)))
 HOST_ENTRY(softmax_rows, (float* x, int R, int V), (x, R, V))
 HOST_ENTRY(logsoftmax_gather_backward,
-           (float* dlogits, const float* logits, const int32_t* targets, const float* dlogp, int R, int V),
-           (dlogits, logits, targets, dlogp, R, V))
+           (float* dlogits, const float* logits, const int32_t* targets, const float* dlogp, const float* dentropy,
+            int R, int V),
+           (dlogits, logits, targets, dlogp, dentropy, R, V))
 HOST_ENTRY(argmax_f32, (int32_t* out, const float* x, int V), (out, x, V))
-HOST_ENTRY(sample_f32,
-           (int32_t* out_id, float* out_logprob, const float* x, int V, float temperature, int top_k, float top_p,
-            float min_p, double u),
-           (out_id, out_logprob, x, V, temperature, top_k, top_p, min_p, u))
+HOST_ENTRY(sample_rows,
+           (int32_t* ids, float* logp, float* full, const float* logits, const void* params, const double* us, int R,
+            int V),
+           (ids, logp, full, logits, static_cast<const SampleParams*>(params), us, R, V))
 HOST_ENTRY(gemm_bf16_wt, (float* out, const float* a, const uint16_t* w, int I, int J, int R, int accumulate),
            (out, a, w, I, J, R, accumulate))
 HOST_ENTRY(gemm_bf16_wn, (float* out, const float* a, const uint16_t* w, int I, int J, int R, int accumulate),

@@ -450,20 +450,24 @@ func (h *Host) LogSoftmaxGather(logp, entropy, logits []float32, targets []int32
 		f32p(logp), f32p(entropy), f32p(logits), i32p(targets), C.int(rows), C.int(v)))
 }
 
-// LogSoftmaxGatherBackward writes dlogits[R,V].
-func (h *Host) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []int32, dlogp []float32, rows, v int) {
+// LogSoftmaxGatherBackward writes dlogits[R,V], with the entropy term when
+// dentropy is not nil.
+func (h *Host) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []int32, dlogp, dentropy []float32, rows, v int) {
 	const op = "LogSoftmaxGatherBackward"
 	needDims(op, rows, v)
 	need(op, "dlogits", len(dlogits), rows*v)
 	need(op, "logits", len(logits), rows*v)
 	need(op, "dlogp", len(dlogp), rows)
+	if dentropy != nil {
+		need(op, "dentropy", len(dentropy), rows)
+	}
 	checkTargets(op, targets, rows, v)
 	if rows == 0 {
 		return
 	}
 	d := rowPlan(rows, logitsRowThreads)
 	launched(op, C.host_logsoftmax_gather_backward(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		f32p(dlogits), f32p(logits), i32p(targets), f32p(dlogp), C.int(rows), C.int(v)))
+		f32p(dlogits), f32p(logits), i32p(targets), f32p(dlogp), f32p(dentropy), C.int(rows), C.int(v)))
 }
 
 // Softmax replaces each row of x[R,V] by its softmax.
@@ -491,38 +495,41 @@ func (h *Host) Argmax(x []float32) int32 {
 	return out[0]
 }
 
-// Sample draws a token from logits[V] under p with u ∈ [0,1) (see
-// kernels.Backend); scratch is not needed and ignored.
-func (h *Host) Sample(logits []float32, p kernels.SamplingParams, u float64, scratch []float32) (int32, float32) {
-	const op = "Sample"
-	v := len(logits)
-	switch {
-	case v == 0:
-		panic("kernels/cuda: Sample: empty logits")
-	case !(p.Temperature >= 0), p.TopK < 0, !(p.TopP >= 0 && p.TopP <= 1), !(p.MinP >= 0 && p.MinP <= 1):
-		panic(fmt.Sprintf("kernels/cuda: %s: invalid sampling parameters %+v", op, p))
-	case !(u >= 0 && u < 1):
-		panic(fmt.Sprintf("kernels/cuda: %s: u = %v outside [0,1)", op, u))
+// sampleParams mirrors sample.cu's SampleParams.
+type sampleParams struct {
+	temperature float32
+	topK        int32
+	topP, minP  float32
+}
+
+// SampleRows draws one token per row of logits[R,V] (see kernels.Backend).
+func (h *Host) SampleRows(ids []int32, logp, fullLogp, logits []float32, params []kernels.SamplingParams, u []float64, rows, v int) {
+	const op = "SampleRows"
+	kernels.CheckSampleRows(ids, logp, fullLogp, logits, params, u, rows, v)
+	if rows == 0 {
+		return
 	}
-	if p.Temperature == 0 {
-		return h.Argmax(logits), 0
-	}
-	finite := false
-	for _, l := range logits {
-		if !math.IsInf(float64(l), 0) && !math.IsNaN(float64(l)) {
-			finite = true
-			break
+	prm := make([]sampleParams, rows)
+	for r := range rows {
+		p := params[r]
+		if p.TopK > math.MaxInt32 {
+			p.TopK = math.MaxInt32 // keeps every token either way
+		}
+		prm[r] = sampleParams{temperature: p.Temperature, topK: int32(p.TopK), topP: p.TopP, minP: p.MinP}
+		finite := false
+		for _, l := range logits[r*v : (r+1)*v] {
+			if !math.IsInf(float64(l), 0) && !math.IsNaN(float64(l)) {
+				finite = true
+				break
+			}
+		}
+		if !finite {
+			panic(fmt.Sprintf("kernels/cuda: %s: row %d has no finite logit", op, r))
 		}
 	}
-	if !finite {
-		panic("kernels/cuda: Sample: no token has a finite logit")
-	}
-	var id [1]int32
-	var lp [1]float32
-	d := singleBlockPlan()
-	launched(op, C.host_sample_f32(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		i32p(id[:]), f32p(lp[:]), f32p(logits), C.int(v), C.float(p.Temperature), C.int(p.TopK), C.float(p.TopP), C.float(p.MinP), C.double(u)))
-	return id[0], lp[0]
+	d := rowPlan(rows, 512)
+	launched(op, C.host_sample_rows(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
+		i32p(ids), f32p(logp), f32p(fullLogp), f32p(logits), unsafe.Pointer(&prm[0]), (*C.double)(unsafe.Pointer(&u[0])), C.int(rows), C.int(v)))
 }
 
 // AdamW updates param[N], m[N], v[N] in place from grad[N].

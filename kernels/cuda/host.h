@@ -19,10 +19,11 @@ char* host_attention_forward(unsigned gx, unsigned gy, unsigned gz, unsigned bx,
 char* host_attention_backward_dq(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, const void* seqs, int H, int KVH, int D, float scale);
 char* host_attention_backward_dkdv(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, const void* seqs, int H, int KVH, int D, float scale);
 char* host_logsoftmax_gather(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* logp, float* entropy, const float* logits, const int32_t* targets, int R, int V);
+char* host_policy_loss(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, const void* args);
 char* host_softmax_rows(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* x, int R, int V);
-char* host_logsoftmax_gather_backward(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* dlogits, const float* logits, const int32_t* targets, const float* dlogp, int R, int V);
+char* host_logsoftmax_gather_backward(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* dlogits, const float* logits, const int32_t* targets, const float* dlogp, const float* dentropy, int R, int V);
 char* host_argmax_f32(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, int32_t* out, const float* x, int V);
-char* host_sample_f32(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, int32_t* out_id, float* out_logprob, const float* x, int V, float temperature, int top_k, float top_p, float min_p, double u);
+char* host_sample_rows(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, int32_t* ids, float* logp, float* full, const float* logits, const void* params, const double* us, int R, int V);
 char* host_gemm_bf16_wt(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* out, const float* a, const uint16_t* w, int I, int J, int R, int accumulate);
 char* host_gemm_bf16_wn(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* out, const float* a, const uint16_t* w, int I, int J, int R, int accumulate);
 char* host_gemm_f32(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* out, const float* a, long sai, long sar, const void* b, int bdt, long sbr, long sbj, int I, int J, int R, int accumulate);

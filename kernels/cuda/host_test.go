@@ -37,5 +37,6 @@ func TestLogSoftmaxGather(t *testing.T)         { conformance(t, kerneltest.LogS
 func TestLogSoftmaxGatherBackward(t *testing.T) { conformance(t, kerneltest.LogSoftmaxGatherBackward) }
 func TestSoftmax(t *testing.T)                  { conformance(t, kerneltest.Softmax) }
 func TestArgmax(t *testing.T)                   { conformance(t, kerneltest.Argmax) }
-func TestSample(t *testing.T)                   { conformance(t, kerneltest.Sample) }
+func TestSampleRows(t *testing.T)               { conformance(t, kerneltest.SampleRows) }
 func TestAdamW(t *testing.T)                    { conformance(t, kerneltest.AdamW) }
+func TestPolicyLoss(t *testing.T)               { conformance(t, kerneltest.PolicyLoss) }

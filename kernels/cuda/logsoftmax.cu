@@ -4,9 +4,11 @@
 //     if entropy != nullptr, entropy[r] = log S − Σ e·(x − max)/S
 //     (−Inf logits contribute nothing). logp never depends on entropy.
 //   softmax_rows: x ← exp(x − max)·(1/S), in place.
-//   logsoftmax_gather_backward: dlogits = dlogp[r]·(onehot(tg) − softmax(x));
-//     dlogits may alias logits (each element is read then written by the
-//     same thread).
+//   logsoftmax_gather_backward: dlogits = dlogp[r]·(onehot(tg) − p)
+//     − dentropy[r]·p·(log p + H) with p = softmax(x), H the row's entropy
+//     (the entropy term only when dentropy != nullptr, then with the row's
+//     sums and p in float64); dlogits may alias logits (each element is
+//     read then written by the same thread).
 // Launch: block 512, grid R (one block per row); max and sums are float32
 // with a fixed reduction tree (block_max, block_sum): deterministic.
 // Assumes targets in [0,V) (checked by the caller) and a finite max.
@@ -58,12 +60,38 @@ KERNEL void __launch_bounds__(512) softmax_rows(float* logits, int R, int V) {
 }
 
 KERNEL void __launch_bounds__(512) logsoftmax_gather_backward(float* dlogits, const float* logits,
-                                                              const int32_t* targets, const float* dlogp, int R,
-                                                              int V) {
+                                                              const int32_t* targets, const float* dlogp,
+                                                              const float* dentropy, int R, int V) {
   int r = blockIdx.x;
   if (r >= R) return;
   const float* x = logits + long(r) * V;
   float m = row_max(x, V);
+  if (dentropy != nullptr) {
+    double s = 0, se = 0;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) {
+      double d = double(x[i]) - m;
+      if (x[i] > -INFINITY) {
+        double e = exp(d);
+        s += e;
+        se += e * d;
+      }
+    }
+    s = block_sum_d(s);
+    se = block_sum_d(se);
+    double lse = double(m) + log(s), h = log(s) - se / s;
+    double g = dlogp[r], ge = dentropy[r];
+    int tg = targets[r];
+    float* d = dlogits + long(r) * V;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) {
+      double xi = x[i];
+      double p = exp(xi - lse);
+      double di = -g * p;
+      if (ge != 0 && p > 0) di -= ge * p * (xi - lse + h);
+      if (i == tg) di += g;
+      d[i] = float(di);
+    }
+    return;
+  }
   float inv = 1.f / row_sumexp(x, V, m);
   float g = dlogp[r];
   int tg = targets[r];

@@ -48,8 +48,8 @@ func warpRowsPlan(rows, nseq int) dims {
 	return dims{gx: uint32(max(1, ceilDiv(rows, 4))), gy: uint32(nseq), gz: 1, bx: 128, by: 1, bz: 1}
 }
 
-// singleBlockPlan is one block of 1024 threads (argmax, sample).
-func singleBlockPlan() dims { return dims{gx: 1, gy: 1, gz: 1, bx: 1024, by: 1, bz: 1} }
+// singleBlockPlan is one block of 512 threads (argmax).
+func singleBlockPlan() dims { return dims{gx: 1, gy: 1, gz: 1, bx: 512, by: 1, bz: 1} }
 
 // Kernel limits the launchers check before launching.
 const (

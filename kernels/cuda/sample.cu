@@ -1,11 +1,12 @@
-// sample.cu: Argmax and Sample over one row of logits[V] (float32).
+// sample.cu: Argmax over logits[V] and SampleRows over logits[R,V] (float32).
 //
 // argmax_f32: out[0] = the first index of the largest value (ties to the
 // lower index, as torch.argmax; NaNs are skipped). Launch: one block of
-// 1024 threads; thread-local best over a strided walk, then a fixed tree of
+// 512 threads; thread-local best over a strided walk, then a fixed tree of
 // (value, index) reductions in shared memory.
 //
-// sample_f32: the reference's sampling (kernels/ref Sample) in float64:
+// sample_rows: row r (block r) is drawn under params[r] with u[r], the
+// reference's sampling (kernels/ref sampleRow) in float64:
 // z = logit/T over finite logits; top-k keeps z ≥ the k-th largest (ties
 // kept); top-p keeps a token while the probability mass before it, in
 // (z desc, index asc) order, is < top_p; min-p keeps e = exp(z − zmax) ≥
@@ -14,10 +15,12 @@
 // threshold and the top-p boundary are found by bisection over the
 // logits' order-preserving 32-bit keys (32 block-wide counts or sums each);
 // the boundary tie group of top-p is walked in index order by one thread;
-// the final pick is a chunked block prefix sum. Launch: one block of 1024
-// threads, no scratch memory. Writes out_id[0] and out_logprob[0]
-// (z − zmax − log S). Temperature must be > 0 (the host calls argmax for
-// 0) and at least one logit finite (checked by the caller).
+// the final pick is a chunked block prefix sum. Writes ids[r], logp[r]
+// (z − zmax − log S) and full[r] (z − zmax − log S_all, S_all over every
+// finite token); a greedy row (temperature 0) takes the argmax, logp 0 and
+// full = logit − logsumexp(logits). Launch: one block of 512 threads per
+// row (grid R), no scratch memory. Every row needs a finite logit (checked
+// by the caller).
 // Sums are in a different order than the reference's sequential float64
 // sums, so a draw landing within ~1e-16 relative of a boundary could
 // differ; exact boundaries of the tests (equal logits) are exact in both.
@@ -27,7 +30,7 @@
 
 namespace sample_impl {
 
-constexpr int NT = 1024;
+constexpr int NT = 512;
 
 // key maps a float to a uint32 with the same order.
 __device__ __forceinline__ uint32_t key(float f) {
@@ -63,7 +66,9 @@ __device__ __forceinline__ double e_of(const Filter& f, float l) { return exp(do
 }  // namespace sample_impl
 using namespace sample_impl;
 
-KERNEL void __launch_bounds__(1024) argmax_f32(int32_t* out, const float* x, int V) {
+// argmax_block returns the row's argmax to thread 0 (other threads get
+// garbage).
+__device__ __forceinline__ int argmax_block(const float* x, int V) {
   __shared__ float bv[NT];
   __shared__ int bi[NT];
   float best = -INFINITY;
@@ -84,11 +89,51 @@ KERNEL void __launch_bounds__(1024) argmax_f32(int32_t* out, const float* x, int
     }
     __syncthreads();
   }
-  if (threadIdx.x == 0) out[0] = bi[0] == 0x7fffffff ? 0 : bi[0];
+  int r = bi[0] == 0x7fffffff ? 0 : bi[0];
+  __syncthreads();  // bv, bi may be reused by the next call
+  return r;
 }
 
-KERNEL void __launch_bounds__(1024) sample_f32(int32_t* out_id, float* out_logprob, const float* x, int V,
-                                               float temperature, int top_k, float top_p, float min_p, double u) {
+KERNEL void __launch_bounds__(512) argmax_f32(int32_t* out, const float* x, int V) {
+  int r = argmax_block(x, V);
+  if (threadIdx.x == 0) out[0] = r;
+}
+
+// SampleParams mirrors kernels.SamplingParams (with a 32-bit TopK).
+struct SampleParams {
+  float temperature;
+  int top_k;
+  float top_p;
+  float min_p;
+};
+
+KERNEL void __launch_bounds__(512) sample_rows(int32_t* ids, float* logp, float* full, const float* logits,
+                                                const SampleParams* params, const double* us, int R, int V) {
+  const int row = blockIdx.x;
+  if (row >= R) return;
+  const float* x = logits + long(row) * V;
+  const SampleParams prm = params[row];
+  const double u = us[row];
+  const float temperature = prm.temperature, top_p = prm.top_p, min_p = prm.min_p;
+  const int top_k = prm.top_k;
+  if (temperature == 0.f) {
+    int id = argmax_block(x, V);
+    __shared__ int id_s;
+    if (threadIdx.x == 0) id_s = id;
+    __syncthreads();
+    id = id_s;
+    double m = double(x[id]);  // the max (argmax), finite by the caller's check
+    double se = 0;
+    for (int i = threadIdx.x; i < V; i += blockDim.x)
+      if (finite_logit(x[i])) se += exp(double(x[i]) - m);
+    se = block_sum_d(se);
+    if (threadIdx.x == 0) {
+      ids[row] = id;
+      logp[row] = 0.f;
+      full[row] = float(-log(se));
+    }
+    return;
+  }
   __shared__ double part[NT];
   __shared__ int pick_s;
   __shared__ double total_s;
@@ -107,6 +152,10 @@ KERNEL void __launch_bounds__(1024) sample_f32(int32_t* out_id, float* out_logpr
   lmax = block_max(lmax);
   nkept = block_count(nkept);
   f.zmax = double(lmax) * f.inv_t;
+  double s_all = 0;
+  for (int i = threadIdx.x; i < V; i += blockDim.x)
+    if (finite_logit(x[i])) s_all += e_of(f, x[i]);
+  s_all = block_sum_d(s_all);
 
   // Top-k: the largest key K with count(key ≥ K) ≥ k.
   if (top_k > 0 && top_k < nkept) {
@@ -200,7 +249,9 @@ KERNEL void __launch_bounds__(1024) sample_f32(int32_t* out_id, float* out_logpr
   int last = block_max_i(last_kept);
   if (threadIdx.x == 0) {
     int pick = first != 0x7fffffff ? first : last;
-    out_id[0] = pick;
-    out_logprob[0] = float(double(x[pick]) * f.inv_t - f.zmax - log(total));
+    double zp = double(x[pick]) * f.inv_t - f.zmax;
+    ids[row] = pick;
+    logp[row] = float(zp - log(total));
+    full[row] = float(zp - log(s_all));
   }
 }
