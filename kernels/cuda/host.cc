@@ -21,9 +21,26 @@
 #include "rmsnorm.cu"
 #include "rope.cu"
 #include "sample.cu"
+#include "simt_probe.cu"
 #include "swiglu.cu"
 
 #include "host.h"
+
+// Kernels that misuse warp and block collectives, host-only: the shim must
+// report them as launch errors instead of hanging or returning garbage.
+
+// simt_broken_diverge: half of a warp waits at __syncthreads while the other
+// half waits in a shuffle: a deadlock.
+KERNEL void simt_broken_diverge(int* out) {
+  if (threadIdx.x < 16) {
+    __syncthreads();
+  } else {
+    out[threadIdx.x] = __shfl_sync(0xffffffffu, int(threadIdx.x), 0);
+  }
+}
+
+// simt_broken_mask: a shuffle whose mask leaves out live lanes.
+KERNEL void simt_broken_mask(int* out) { out[threadIdx.x] = __shfl_xor_sync(0x0000ffffu, int(threadIdx.x), 1); }
 
 #define UNPAREN(...) __VA_ARGS__
 #define HOST_ENTRY(name, params, args)                                                               \
@@ -77,6 +94,10 @@ HOST_ENTRY(sample_rows,
            (int32_t* ids, float* logp, float* full, const float* logits, const void* params, const double* us, int R,
             int V),
            (ids, logp, full, logits, static_cast<const SampleParams*>(params), us, R, V))
+HOST_ENTRY(simt_probe_mma, (float* d, const uint16_t* a, const uint16_t* b, const float* c), (d, a, b, c))
+HOST_ENTRY(simt_probe_barrier, (int* out), (out))
+HOST_ENTRY(simt_broken_diverge, (int* out), (out))
+HOST_ENTRY(simt_broken_mask, (int* out), (out))
 HOST_ENTRY(gemm_bf16_wt, (float* out, const float* a, const uint16_t* w, int I, int J, int R, int accumulate),
            (out, a, w, I, J, R, accumulate))
 HOST_ENTRY(gemm_bf16_wn, (float* out, const float* a, const uint16_t* w, int I, int J, int R, int accumulate),

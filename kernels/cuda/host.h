@@ -24,6 +24,10 @@ char* host_softmax_rows(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsi
 char* host_logsoftmax_gather_backward(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* dlogits, const float* logits, const int32_t* targets, const float* dlogp, const float* dentropy, int R, int V);
 char* host_argmax_f32(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, int32_t* out, const float* x, int V);
 char* host_sample_rows(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, int32_t* ids, float* logp, float* full, const float* logits, const void* params, const double* us, int R, int V);
+char* host_simt_probe_mma(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* d, const uint16_t* a, const uint16_t* b, const float* c);
+char* host_simt_probe_barrier(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, int* out);
+char* host_simt_broken_diverge(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, int* out);
+char* host_simt_broken_mask(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, int* out);
 char* host_gemm_bf16_wt(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* out, const float* a, const uint16_t* w, int I, int J, int R, int accumulate);
 char* host_gemm_bf16_wn(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* out, const float* a, const uint16_t* w, int I, int J, int R, int accumulate);
 char* host_gemm_f32(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* out, const float* a, long sai, long sar, const void* b, int bdt, long sbr, long sbj, int I, int J, int R, int accumulate);
