@@ -4,7 +4,10 @@
 //
 // Layouts per sequence (AttnSeq / AttnGradSeq, arrays of descriptors in
 // device memory): Q, Out, dOut, dQ [T,H,D]; K, V, dK, dV [S,KVH,D] with
-// S ≥ Start+T; LSE and the scratch Di [T,H]. Query t (position Start+t) of
+// S ≥ Start+T; LSE and the scratch Di [T,H]. The forward also reads a paged
+// KV cache: block tables of pointers to [block_size, KVH, D] blocks in
+// float32 or bf16 (kernels.PagedKV), the same values in the same order as
+// the contiguous layout, so both give bit-identical outputs. Query t (position Start+t) of
 // head h attends to positions 0..Start+t of kv head h/(H/KVH), scores
 // q·k·scale; LSE = max + log Σ exp(score − max).
 //
@@ -28,11 +31,18 @@
 
 struct AttnSeq {
   const float* q;
-  const float* k;
+  const float* k;  // contiguous K, V (block_size == 0)
   const float* v;
   float* out;
   float* lse;  // may be null
   long t, start;
+  // Paged K, V (block_size > 0): position p is row p % block_size of block
+  // p / block_size; kb[b], vb[b] point at [block_size, KVH, D] blocks of
+  // dtype kv_dtype (DT_F32 or DT_BF16, widened exactly).
+  const void* const* kb;
+  const void* const* vb;
+  long block_size;
+  long kv_dtype;
 };
 
 struct AttnGradSeq {
@@ -60,6 +70,31 @@ __device__ __forceinline__ float dot_row(const float (&a)[MAXJ], const float* b,
   }
   return warp_sum(s);
 }
+
+// KVRow is one row [D] of K or V: float32 (f) or bf16 bits (h).
+struct KVRow {
+  const float* f;
+  const uint16_t* h;
+  __device__ __forceinline__ float at(int d) const { return f ? f[d] : bf16_to_f32(h[d]); }
+};
+
+// kv_row returns position p of kv head g from K (v false) or V of sq.
+__device__ __forceinline__ KVRow kv_row(const AttnSeq& sq, bool v, long p, int g, int KVH, int D) {
+  if (sq.block_size == 0) return KVRow{(v ? sq.v : sq.k) + (p * KVH + g) * D, nullptr};
+  const void* blk = (v ? sq.vb : sq.kb)[p / sq.block_size];
+  long off = ((p % sq.block_size) * KVH + g) * D;
+  if (sq.kv_dtype == DT_F32) return KVRow{static_cast<const float*>(blk) + off, nullptr};
+  return KVRow{nullptr, static_cast<const uint16_t*>(blk) + off};
+}
+
+__device__ __forceinline__ float dot_kv(const float (&a)[MAXJ], const KVRow& b, int D, int lane) {
+  float s = 0.f;
+  for (int j = 0; j < MAXJ; j++) {
+    int d = lane + 32 * j;
+    if (d < D) s += a[j] * b.at(d);
+  }
+  return warp_sum(s);
+}
 }  // namespace attention_impl
 using namespace attention_impl;
 
@@ -79,15 +114,14 @@ KERNEL void __launch_bounds__(128) attention_forward(const AttnSeq* seqs, int H,
   float m = -INFINITY, l = 0.f;
   long n = sq.start + t + 1;
   for (long p = 0; p < n; p++) {
-    const float* kp = sq.k + (p * KVH + g) * D;
-    const float* vp = sq.v + (p * KVH + g) * D;
-    float s = dot_row(qr, kp, D, lane) * scale;
+    const KVRow kp = kv_row(sq, false, p, g, KVH, D), vp = kv_row(sq, true, p, g, KVH, D);
+    float s = dot_kv(qr, kp, D, lane) * scale;
     float mn = fmaxf(m, s);
     float corr = expf(m - mn), e = expf(s - mn);
     l = l * corr + e;
     for (int j = 0; j < MAXJ; j++) {
       int d = lane + 32 * j;
-      if (d < D) acc[j] = acc[j] * corr + e * vp[d];
+      if (d < D) acc[j] = acc[j] * corr + e * vp.at(d);
     }
     m = mn;
   }

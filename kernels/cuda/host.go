@@ -272,6 +272,8 @@ func (h *Host) rope(op string, x []float32, pos []int32, heads, headDim int, the
 type attnSeq struct {
 	q, k, v, out, lse uintptr
 	t, start          int64
+	kb, vb            uintptr // block tables: arrays of block addresses (pinned)
+	blockSize, dtype  int64
 }
 
 // attnGradSeq mirrors attention.cu's AttnGradSeq.
@@ -299,7 +301,8 @@ func checkHeads(op string, heads, kvHeads, headDim int) {
 	}
 }
 
-// Attention is causal GQA attention over a batch of sequences.
+// Attention is causal GQA attention over a batch of sequences, with K and V
+// contiguous or in a paged KV cache (f32 or bf16 blocks).
 func (h *Host) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim int, scale float32) {
 	const op = "Attention"
 	checkHeads(op, heads, kvHeads, headDim)
@@ -312,13 +315,30 @@ func (h *Host) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim in
 		needDims(op, s.T, s.Start)
 		need(op, fmt.Sprintf("seqs[%d].Q", i), len(s.Q), s.T*heads*headDim)
 		need(op, fmt.Sprintf("seqs[%d].Out", i), len(s.Out), s.T*heads*headDim)
-		need(op, fmt.Sprintf("seqs[%d].K", i), len(s.K), n*kvHeads*headDim)
-		need(op, fmt.Sprintf("seqs[%d].V", i), len(s.V), n*kvHeads*headDim)
 		if s.LSE != nil {
 			need(op, fmt.Sprintf("seqs[%d].LSE", i), len(s.LSE), s.T*heads)
 		}
-		desc[i] = attnSeq{q: addr(&pin, s.Q), k: addr(&pin, s.K), v: addr(&pin, s.V), out: addr(&pin, s.Out),
-			lse: addr(&pin, s.LSE), t: int64(s.T), start: int64(s.Start)}
+		desc[i] = attnSeq{q: addr(&pin, s.Q), out: addr(&pin, s.Out), lse: addr(&pin, s.LSE), t: int64(s.T), start: int64(s.Start)}
+		if s.Paged.BlockSize > 0 {
+			if err := s.Paged.Check(n, kvHeads*headDim); err != nil {
+				panic(fmt.Sprintf("kernels/cuda: %s: seqs[%d]: %v", op, i, err))
+			}
+			blocks := ceilDiv(n, s.Paged.BlockSize)
+			kb, vb := make([]uintptr, max(blocks, 1)), make([]uintptr, max(blocks, 1))
+			for b := range blocks {
+				if s.Paged.DType == kernels.F32 {
+					kb[b], vb[b] = addr(&pin, s.Paged.K[b]), addr(&pin, s.Paged.V[b])
+				} else {
+					kb[b], vb[b] = pinned(&pin, s.Paged.K16[b]), pinned(&pin, s.Paged.V16[b])
+				}
+			}
+			desc[i].kb, desc[i].vb = pinned(&pin, kb), pinned(&pin, vb)
+			desc[i].blockSize, desc[i].dtype = int64(s.Paged.BlockSize), int64(s.Paged.DType)
+		} else {
+			need(op, fmt.Sprintf("seqs[%d].K", i), len(s.K), n*kvHeads*headDim)
+			need(op, fmt.Sprintf("seqs[%d].V", i), len(s.V), n*kvHeads*headDim)
+			desc[i].k, desc[i].v = addr(&pin, s.K), addr(&pin, s.V)
+		}
 		maxT = max(maxT, s.T)
 	}
 	if maxT == 0 || heads == 0 || headDim == 0 {

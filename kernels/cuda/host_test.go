@@ -29,6 +29,7 @@ func TestRoPE(t *testing.T)                     { conformance(t, kerneltest.RoPE
 func TestRoPEBackward(t *testing.T)             { conformance(t, kerneltest.RoPEBackward) }
 func TestAttention(t *testing.T)                { conformance(t, kerneltest.Attention) }
 func TestAttentionBackward(t *testing.T)        { conformance(t, kerneltest.AttentionBackward) }
+func TestAttentionPaged(t *testing.T)           { conformance(t, kerneltest.AttentionPaged) }
 func TestSwiGLU(t *testing.T)                   { conformance(t, kerneltest.SwiGLU) }
 func TestSwiGLUBackward(t *testing.T)           { conformance(t, kerneltest.SwiGLUBackward) }
 func TestAdd(t *testing.T)                      { conformance(t, kerneltest.Add) }
