@@ -19,4 +19,13 @@
 //
 // Launch configurations live in plan.go, shared by the host build and the
 // device launcher.
+//
+// Status: the kernels are correct on the host build at the suite's
+// awkward shapes; nothing has run on a GPU yet, and the device launcher
+// (the `cuda` tag over the buffer-based Backend) is the next step. The
+// kernels favour clarity over speed for now: the GEMM is a plain
+// 32×64-tile mma.sync kernel (no ldmatrix, cp.async or pipelining; a
+// decode row uses 1 of its 32 rows, no split-K for long reductions),
+// attention runs one warp per query row (no shared-memory K/V tiles for
+// prefill), and sample_rows makes about 70 block-wide passes over a row.
 package cuda
