@@ -51,3 +51,25 @@ demo:
 
 clean:
 	rm -rf .cache bin
+
+## CUDA backend (kernels/cuda). None of it needs a GPU.
+.PHONY: cuda-setup cuda-kernels cuda-check
+
+## cuda-setup: install nvcc 11.8 (Debian non-free nvidia-cuda-toolkit); idempotent.
+cuda-setup:
+	./scripts/setup-cuda.sh
+
+## cuda-kernels: regenerate kernels/cuda/gen (compute_90 PTX, sm_90 cubins, ptxas report); fails on spills.
+cuda-kernels:
+	./scripts/cuda-kernels.sh
+
+## cuda-check: what CI runs for the CUDA backend: vet/build with the cudahost tag,
+## regenerate the kernels and require them identical to the committed ones, and run
+## the whole conformance suite on the kernels through the SIMT host build.
+cuda-check: cuda-setup
+	$(GO) vet -tags cudahost ./kernels/cuda/...
+	$(GO) build -tags cudahost ./...
+	./scripts/cuda-kernels.sh
+	@git diff --exit-code -- kernels/cuda/gen || { echo "kernels/cuda/gen differs from the sources: run make cuda-kernels and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- kernels/cuda/gen)" || { git status --porcelain -- kernels/cuda/gen; echo "untracked generated kernels: run make cuda-kernels and commit"; exit 1; }
+	$(GO) test -count=1 -timeout 30m -tags cudahost ./kernels/cuda/...

@@ -1,0 +1,126 @@
+// common.cuh: helpers shared by every kernel of this package, for both
+// builds: nvcc (device code for sm_90) and the SIMT host build (simt.h).
+// Weight dtypes use kernels.DType's codes (0 F32, 1 BF16, 2 F16); bf16/f16
+// are handled as raw uint16 bits with exact bitwise widening, so both
+// builds read identical values. Reductions are fixed trees (warp shuffles,
+// then one warp over the per-warp partials): results are deterministic for
+// a given launch configuration.
+#pragma once
+
+#if defined(__CUDACC__)
+#include <stdint.h>
+#else
+#include "simt.h"
+#endif
+
+#define KERNEL extern "C" __global__
+
+enum { DT_F32 = 0, DT_BF16 = 1, DT_F16 = 2 };
+
+__device__ __forceinline__ float bf16_to_f32(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
+
+// f32_to_bf16 rounds to nearest even (NaN stays NaN), like kernels.F32ToBF16.
+__device__ __forceinline__ uint16_t f32_to_bf16(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+
+// f16_to_f32 widens IEEE half bits exactly.
+__device__ __forceinline__ float f16_to_f32(uint16_t h) {
+  uint32_t sign = uint32_t(h >> 15) << 31, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  if (exp == 0) {  // zero or subnormal: man · 2^-24, exact
+    float v = float(man) * 5.9604644775390625e-8f;
+    return sign ? -v : v;
+  }
+  if (exp == 31) return __uint_as_float(sign | 0x7f800000u | (man << 13));
+  return __uint_as_float(sign | ((exp + 112u) << 23) | (man << 13));
+}
+
+// load_w reads element i of a weight of dtype dt as float32.
+__device__ __forceinline__ float load_w(const void* w, int dt, long i) {
+  if (dt == DT_F32) return static_cast<const float*>(w)[i];
+  uint16_t h = static_cast<const uint16_t*>(w)[i];
+  return dt == DT_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ double warp_sum_d(double v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// block_sum returns the sum of v over the block to every thread. The block
+// size must be a multiple of 32 (every launch of this package uses 32..1024).
+__device__ __forceinline__ float block_sum(float v) {
+  __shared__ float part[32];
+  int lane = threadIdx.x % 32, wid = threadIdx.x / 32, nw = blockDim.x / 32;
+  v = warp_sum(v);
+  __syncthreads();  // part may still be read by a previous call
+  if (lane == 0) part[wid] = v;
+  __syncthreads();
+  float r = lane < nw ? part[lane] : 0.f;
+  return warp_sum(r);
+}
+
+__device__ __forceinline__ float block_max(float v) {
+  __shared__ float part[32];
+  int lane = threadIdx.x % 32, wid = threadIdx.x / 32, nw = blockDim.x / 32;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) part[wid] = v;
+  __syncthreads();
+  float r = lane < nw ? part[lane] : -INFINITY;
+  return warp_max(r);
+}
+
+__device__ __forceinline__ double block_sum_d(double v) {
+  __shared__ double part[32];
+  int lane = threadIdx.x % 32, wid = threadIdx.x / 32, nw = blockDim.x / 32;
+  v = warp_sum_d(v);
+  __syncthreads();
+  if (lane == 0) part[wid] = v;
+  __syncthreads();
+  double r = lane < nw ? part[lane] : 0.0;
+  return warp_sum_d(r);
+}
+
+__device__ __forceinline__ int block_min_i(int v) {
+  __shared__ int part[32];
+  int lane = threadIdx.x % 32, wid = threadIdx.x / 32, nw = blockDim.x / 32;
+  for (int o = 16; o > 0; o >>= 1) v = min(v, __shfl_xor_sync(0xffffffffu, v, o));
+  __syncthreads();
+  if (lane == 0) part[wid] = v;
+  __syncthreads();
+  int r = lane < nw ? part[lane] : 0x7fffffff;
+  for (int o = 16; o > 0; o >>= 1) r = min(r, __shfl_xor_sync(0xffffffffu, r, o));
+  return r;
+}
+
+__device__ __forceinline__ int block_max_i(int v) { return -block_min_i(-v); }
+
+// mma_bf16_16816 is d += A·B with mma.sync.aligned.m16n8k16.row.col
+// f32.bf16.bf16.f32 (fragment layout in simt.h and the PTX ISA).
+__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+#if defined(__CUDA_ARCH__)
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#elif !defined(__CUDACC__)
+  simt::mma_m16n8k16_bf16(d, a, b, d);
+#endif
+}
+
+// pack_bf16 puts lo in the low half and hi in the high half of a register,
+// the order mma fragments use (lower k / column index in the low half).
+__device__ __forceinline__ uint32_t pack_bf16(uint16_t lo, uint16_t hi) { return uint32_t(lo) | (uint32_t(hi) << 16); }

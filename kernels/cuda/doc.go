@@ -1,0 +1,31 @@
+// Package cuda is the CUDA backend's kernels: one .cu file per op family
+// (the same basename as its CPU twin in kernels/cpu), each opening with a
+// comment on its layouts, launch configuration, assumptions and what it was
+// checked against; common.cuh holds the helpers they share.
+//
+// The kernels are built two ways:
+//
+//   - for the GPU, by `make cuda-kernels` (scripts/cuda-kernels.sh): nvcc
+//     11.8 compiles each .cu to PTX for compute_90 and to an sm_90 cubin
+//     under gen/, committed and embedded (see Images); ptxas must report no
+//     spills;
+//   - for the CPU, with the `cudahost` build tag: host.cc compiles the same
+//     sources as C++ through simt.h, a SIMT shim of our own (one fiber per
+//     CUDA thread, real barriers, lockstep warps, mma.sync fragments
+//     emulated per the PTX ISA tables), and Host runs them as a
+//     kernels.Backend, so `go test -tags cudahost ./kernels/cuda/` runs the
+//     whole conformance suite against the kernels' own indexing, tiling,
+//     masking and reductions. simt.h states what that cannot catch.
+//
+// Launch configurations live in plan.go, shared by the host build and the
+// device launcher.
+//
+// Status: the kernels are correct on the host build at the suite's
+// awkward shapes; nothing has run on a GPU yet, and the device launcher
+// (the `cuda` tag over the buffer-based Backend) is the next step. The
+// kernels favour clarity over speed for now: the GEMM is a plain
+// 32×64-tile mma.sync kernel (no ldmatrix, cp.async or pipelining; a
+// decode row uses 1 of its 32 rows, no split-K for long reductions),
+// attention runs one warp per query row (no shared-memory K/V tiles for
+// prefill), and sample_rows makes about 70 block-wide passes over a row.
+package cuda

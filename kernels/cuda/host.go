@@ -1,0 +1,576 @@
+//go:build cudahost
+
+package cuda
+
+/*
+#cgo CXXFLAGS: -std=c++17 -O2 -Wall
+#include <stdlib.h>
+#include "host.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"unsafe"
+
+	"github.com/x/kernels"
+)
+
+// Host is a kernels.Backend that runs this package's CUDA kernels on the CPU
+// through the SIMT shim (simt.h), with the launch configurations of the
+// device launcher. It exists to test the kernels without a GPU; it is slow
+// (every CUDA thread is a fiber) and not meant for training.
+//
+// Launch errors (a deadlock, a warp collective with the wrong mask) are
+// kernel bugs and panic with the shim's message, as shape errors do.
+// A Host holds no state besides its worker count; it is safe for use by
+// one goroutine at a time.
+type Host struct {
+	workers int
+}
+
+// NewHost returns a host backend running blocks on workers OS threads
+// (runtime.NumCPU() if workers ≤ 0).
+func NewHost(workers int) *Host {
+	if workers <= 0 {
+		workers = runtime.NumCPU()
+	}
+	return &Host{workers: workers}
+}
+
+// launched panics with the shim's error message, if any.
+func launched(op string, msg *C.char) {
+	if msg == nil {
+		return
+	}
+	s := C.GoString(msg)
+	C.free(unsafe.Pointer(msg))
+	panic("kernels/cuda: " + op + ": host launch: " + s)
+}
+
+func need(op, arg string, have, want int) {
+	if have < want {
+		panic(fmt.Sprintf("kernels/cuda: %s: %s has %d elements, need %d", op, arg, have, want))
+	}
+}
+
+func needDims(op string, ds ...int) {
+	for _, d := range ds {
+		if d < 0 {
+			panic(fmt.Sprintf("kernels/cuda: %s: negative dimension in %v", op, ds))
+		}
+	}
+}
+
+func f32p(s []float32) *C.float {
+	if len(s) == 0 {
+		return nil
+	}
+	return (*C.float)(unsafe.Pointer(&s[0]))
+}
+
+func i32p(s []int32) *C.int32_t {
+	if len(s) == 0 {
+		return nil
+	}
+	return (*C.int32_t)(unsafe.Pointer(&s[0]))
+}
+
+func u16p(s []uint16) *C.uint16_t {
+	if len(s) == 0 {
+		return nil
+	}
+	return (*C.uint16_t)(unsafe.Pointer(&s[0]))
+}
+
+// matData returns w's storage and dtype code for the kernels.
+func matData(w kernels.Mat) unsafe.Pointer {
+	if w.DType == kernels.F32 {
+		return unsafe.Pointer(f32p(w.F32))
+	}
+	return unsafe.Pointer(u16p(w.U16))
+}
+
+func (h *Host) w() C.int { return C.int(h.workers) }
+
+// MatMul is out[M,N] (=, +=) x[M,K]·wᵀ: bf16 weights on the (emulated)
+// tensor cores, f32 and f16 weights on CUDA cores.
+func (h *Host) MatMul(out, x []float32, w kernels.Mat, m int, accumulate bool) {
+	const op = "MatMul"
+	w.Check(op)
+	n, k := w.Rows, w.Cols
+	needDims(op, m)
+	need(op, "x", len(x), m*k)
+	need(op, "out", len(out), m*n)
+	h.gemmW(op, out, x, w, m, n, k, true, accumulate)
+}
+
+// MatMulNN is out[M,K] (=, +=) dy[M,N]·w[N,K].
+func (h *Host) MatMulNN(out, dy []float32, w kernels.Mat, m int, accumulate bool) {
+	const op = "MatMulNN"
+	w.Check(op)
+	n, k := w.Rows, w.Cols
+	needDims(op, m)
+	need(op, "dy", len(dy), m*n)
+	need(op, "out", len(out), m*k)
+	h.gemmW(op, out, dy, w, m, k, n, false, accumulate)
+}
+
+// gemmW is out[I,J] (=, +=) a[I,R]·B with B = wᵀ (wt, w is [J,R]) or w
+// (w is [R,J]).
+func (h *Host) gemmW(op string, out, a []float32, w kernels.Mat, i, j, r int, wt, accumulate bool) {
+	if i == 0 || j == 0 {
+		return
+	}
+	acc := C.int(0)
+	if accumulate {
+		acc = 1
+	}
+	if w.DType == kernels.BF16 {
+		d := gemmBF16Plan(i, j)
+		if wt {
+			launched(op, C.host_gemm_bf16_wt(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
+				f32p(out), f32p(a), u16p(w.U16), C.int(i), C.int(j), C.int(r), acc))
+			return
+		}
+		launched(op, C.host_gemm_bf16_wn(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
+			f32p(out), f32p(a), u16p(w.U16), C.int(i), C.int(j), C.int(r), acc))
+		return
+	}
+	sbr, sbj := j, 1 // w is [R,J]: B(r, j) = w[r·J + j]
+	if wt {
+		sbr, sbj = 1, r // w is [J,R]: B(r, j) = w[j·R + r]
+	}
+	h.gemmF32(op, out, a, r, 1, matData(w), int(w.DType), sbr, sbj, i, j, r, acc)
+}
+
+func (h *Host) gemmF32(op string, out, a []float32, sai, sar int, b unsafe.Pointer, bdt, sbr, sbj, i, j, r int, acc C.int) {
+	d := gemmF32Plan(i, j)
+	launched(op, C.host_gemm_f32(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
+		f32p(out), f32p(a), C.long(sai), C.long(sar), b, C.int(bdt), C.long(sbr), C.long(sbj), C.int(i), C.int(j), C.int(r), acc))
+}
+
+// MatMulTN is dw[N,K] += dy[M,N]ᵀ·x[M,K].
+func (h *Host) MatMulTN(dw, dy, x []float32, m, n, k int) {
+	const op = "MatMulTN"
+	needDims(op, m, n, k)
+	need(op, "dw", len(dw), n*k)
+	need(op, "dy", len(dy), m*n)
+	need(op, "x", len(x), m*k)
+	if n == 0 || k == 0 {
+		return
+	}
+	h.gemmF32(op, dw, dy, 1, n, unsafe.Pointer(f32p(x)), int(kernels.F32), k, 1, n, k, m, 1)
+}
+
+// Embedding is out[T,C] = table[ids[t], :].
+func (h *Host) Embedding(out []float32, table kernels.Mat, ids []int32) {
+	const op = "Embedding"
+	table.Check(op)
+	t, c := len(ids), table.Cols
+	need(op, "out", len(out), t*c)
+	checkIDs(op, ids, table.Rows)
+	if t == 0 || c == 0 {
+		return
+	}
+	d := rowPlan(t, 256)
+	launched(op, C.host_embedding_forward(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
+		f32p(out), matData(table), C.int(table.DType), i32p(ids), C.int(t), C.int(c)))
+}
+
+func checkIDs(op string, ids []int32, rows int) {
+	for i, id := range ids {
+		if id < 0 || int(id) >= rows {
+			panic(fmt.Sprintf("kernels/cuda: %s: ids[%d] = %d outside [0,%d)", op, i, id, rows))
+		}
+	}
+}
+
+// EmbeddingBackward is dtable[V,C] row ids[t] += dout[t, :].
+func (h *Host) EmbeddingBackward(dtable, dout []float32, ids []int32, c int) {
+	const op = "EmbeddingBackward"
+	needDims(op, c)
+	t := len(ids)
+	need(op, "dout", len(dout), t*c)
+	if c == 0 || t == 0 {
+		return
+	}
+	checkIDs(op, ids, len(dtable)/c)
+	d := columnPlan(c)
+	launched(op, C.host_embedding_backward(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
+		f32p(dtable), f32p(dout), i32p(ids), C.int(t), C.int(c)))
+}
+
+// RMSNorm is out[R,C] = w·x/√(mean(x²)+eps) per row.
+func (h *Host) RMSNorm(out, x, w []float32, rows, cols int, eps float32) {
+	const op = "RMSNorm"
+	needDims(op, rows, cols)
+	need(op, "x", len(x), rows*cols)
+	need(op, "out", len(out), rows*cols)
+	need(op, "w", len(w), cols)
+	if rows == 0 || cols == 0 {
+		return
+	}
+	d := rowPlan(rows, 256)
+	launched(op, C.host_rmsnorm_forward(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
+		f32p(out), f32p(x), f32p(w), C.int(rows), C.int(cols), C.float(eps)))
+}
+
+// RMSNormBackward writes dx[R,C] and accumulates dw[C].
+func (h *Host) RMSNormBackward(dx, dw, dout, x, w []float32, rows, cols int, eps float32) {
+	const op = "RMSNormBackward"
+	needDims(op, rows, cols)
+	for _, b := range []struct {
+		name string
+		s    []float32
+	}{{"dx", dx}, {"dout", dout}, {"x", x}} {
+		need(op, b.name, len(b.s), rows*cols)
+	}
+	need(op, "dw", len(dw), cols)
+	need(op, "w", len(w), cols)
+	if rows == 0 || cols == 0 {
+		return
+	}
+	rstd := make([]float32, rows)
+	d := rowPlan(rows, 256)
+	launched(op, C.host_rmsnorm_backward_dx(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
+		f32p(dx), f32p(rstd), f32p(dout), f32p(x), f32p(w), C.int(rows), C.int(cols), C.float(eps)))
+	d = columnPlan(cols)
+	launched(op, C.host_rmsnorm_backward_dw(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
+		f32p(dw), f32p(dout), f32p(x), f32p(rstd), C.int(rows), C.int(cols)))
+}
+
+// RoPE rotates x[T,H,D] in place (rotate-half convention).
+func (h *Host) RoPE(x []float32, pos []int32, heads, headDim int, theta float64) {
+	h.rope("RoPE", x, pos, heads, headDim, theta, 1)
+}
+
+// RoPEBackward applies the inverse rotation to dx[T,H,D] in place.
+func (h *Host) RoPEBackward(dx []float32, pos []int32, heads, headDim int, theta float64) {
+	h.rope("RoPEBackward", dx, pos, heads, headDim, theta, -1)
+}
+
+func (h *Host) rope(op string, x []float32, pos []int32, heads, headDim int, theta, sign float64) {
+	needDims(op, heads, headDim)
+	if headDim%2 != 0 {
+		panic(fmt.Sprintf("kernels/cuda: %s: odd head dim %d", op, headDim))
+	}
+	t := len(pos)
+	need(op, "x", len(x), t*heads*headDim)
+	if t == 0 || heads == 0 || headDim == 0 {
+		return
+	}
+	d := columnPlan(t * headDim / 2)
+	launched(op, C.host_rope_f32(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
+		f32p(x), i32p(pos), C.int(t), C.int(heads), C.int(headDim), C.double(theta), C.double(sign)))
+}
+
+// attnSeq mirrors attention.cu's AttnSeq; pointers are carried as uintptr
+// (the slices are pinned for the call).
+type attnSeq struct {
+	q, k, v, out, lse uintptr
+	t, start          int64
+	kb, vb            uintptr // block tables: arrays of block addresses (pinned)
+	blockSize, dtype  int64
+}
+
+// attnGradSeq mirrors attention.cu's AttnGradSeq.
+type attnGradSeq struct {
+	dout, q, k, v, out, lse, dq, dk, dv, di uintptr
+	t, start                                int64
+}
+
+// addr pins s and returns the address of its first element (0 if empty).
+func addr(p *runtime.Pinner, s []float32) uintptr {
+	if len(s) == 0 {
+		return 0
+	}
+	p.Pin(&s[0])
+	return uintptr(unsafe.Pointer(&s[0]))
+}
+
+func checkHeads(op string, heads, kvHeads, headDim int) {
+	needDims(op, heads, kvHeads, headDim)
+	if kvHeads == 0 || heads%kvHeads != 0 {
+		panic(fmt.Sprintf("kernels/cuda: %s: %d heads not a multiple of %d kv heads", op, heads, kvHeads))
+	}
+	if headDim > maxHeadDim {
+		panic(fmt.Sprintf("kernels/cuda: %s: head dim %d > %d", op, headDim, maxHeadDim))
+	}
+}
+
+// Attention is causal GQA attention over a batch of sequences, with K and V
+// contiguous or in a paged KV cache (f32 or bf16 blocks).
+func (h *Host) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim int, scale float32) {
+	const op = "Attention"
+	checkHeads(op, heads, kvHeads, headDim)
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	desc := make([]attnSeq, len(seqs))
+	maxT := 0
+	for i, s := range seqs {
+		n := s.Start + s.T
+		needDims(op, s.T, s.Start)
+		need(op, fmt.Sprintf("seqs[%d].Q", i), len(s.Q), s.T*heads*headDim)
+		need(op, fmt.Sprintf("seqs[%d].Out", i), len(s.Out), s.T*heads*headDim)
+		if s.LSE != nil {
+			need(op, fmt.Sprintf("seqs[%d].LSE", i), len(s.LSE), s.T*heads)
+		}
+		desc[i] = attnSeq{q: addr(&pin, s.Q), out: addr(&pin, s.Out), lse: addr(&pin, s.LSE), t: int64(s.T), start: int64(s.Start)}
+		if s.Paged.BlockSize > 0 {
+			if err := s.Paged.Check(n, kvHeads*headDim); err != nil {
+				panic(fmt.Sprintf("kernels/cuda: %s: seqs[%d]: %v", op, i, err))
+			}
+			blocks := ceilDiv(n, s.Paged.BlockSize)
+			kb, vb := make([]uintptr, max(blocks, 1)), make([]uintptr, max(blocks, 1))
+			for b := range blocks {
+				if s.Paged.DType == kernels.F32 {
+					kb[b], vb[b] = addr(&pin, s.Paged.K[b]), addr(&pin, s.Paged.V[b])
+				} else {
+					kb[b], vb[b] = pinned(&pin, s.Paged.K16[b]), pinned(&pin, s.Paged.V16[b])
+				}
+			}
+			desc[i].kb, desc[i].vb = pinned(&pin, kb), pinned(&pin, vb)
+			desc[i].blockSize, desc[i].dtype = int64(s.Paged.BlockSize), int64(s.Paged.DType)
+		} else {
+			need(op, fmt.Sprintf("seqs[%d].K", i), len(s.K), n*kvHeads*headDim)
+			need(op, fmt.Sprintf("seqs[%d].V", i), len(s.V), n*kvHeads*headDim)
+			desc[i].k, desc[i].v = addr(&pin, s.K), addr(&pin, s.V)
+		}
+		maxT = max(maxT, s.T)
+	}
+	if maxT == 0 || heads == 0 || headDim == 0 {
+		return
+	}
+	d := warpRowsPlan(maxT*heads, len(seqs))
+	launched(op, C.host_attention_forward(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
+		unsafe.Pointer(&desc[0]), C.int(heads), C.int(kvHeads), C.int(headDim), C.float(scale)))
+}
+
+// AttentionBackward writes DQ and accumulates DK, DV for each sequence.
+func (h *Host) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHeads, headDim int, scale float32) {
+	const op = "AttentionBackward"
+	checkHeads(op, heads, kvHeads, headDim)
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	desc := make([]attnGradSeq, len(seqs))
+	maxT, maxS := 0, 0
+	for i, s := range seqs {
+		n := s.Start + s.T
+		needDims(op, s.T, s.Start)
+		th, nk := s.T*heads*headDim, n*kvHeads*headDim
+		for _, b := range []struct {
+			name string
+			s    []float32
+			n    int
+		}{{"DOut", s.DOut, th}, {"Q", s.Q, th}, {"Out", s.Out, th}, {"DQ", s.DQ, th}, {"LSE", s.LSE, s.T * heads},
+			{"K", s.K, nk}, {"V", s.V, nk}, {"DK", s.DK, nk}, {"DV", s.DV, nk}} {
+			need(op, fmt.Sprintf("seqs[%d].%s", i, b.name), len(b.s), b.n)
+		}
+		di := make([]float32, s.T*heads)
+		desc[i] = attnGradSeq{dout: addr(&pin, s.DOut), q: addr(&pin, s.Q), k: addr(&pin, s.K), v: addr(&pin, s.V),
+			out: addr(&pin, s.Out), lse: addr(&pin, s.LSE), dq: addr(&pin, s.DQ), dk: addr(&pin, s.DK), dv: addr(&pin, s.DV),
+			di: addr(&pin, di), t: int64(s.T), start: int64(s.Start)}
+		maxT, maxS = max(maxT, s.T), max(maxS, n)
+	}
+	if maxT == 0 || heads == 0 || headDim == 0 {
+		return
+	}
+	d := warpRowsPlan(maxT*heads, len(seqs))
+	launched(op, C.host_attention_backward_dq(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
+		unsafe.Pointer(&desc[0]), C.int(heads), C.int(kvHeads), C.int(headDim), C.float(scale)))
+	d = warpRowsPlan(maxS*kvHeads, len(seqs))
+	launched(op, C.host_attention_backward_dkdv(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
+		unsafe.Pointer(&desc[0]), C.int(heads), C.int(kvHeads), C.int(headDim), C.float(scale)))
+}
+
+// SwiGLU is out[N] = silu(gate)·up.
+func (h *Host) SwiGLU(out, gate, up []float32) {
+	const op = "SwiGLU"
+	n := len(out)
+	need(op, "gate", len(gate), n)
+	need(op, "up", len(up), n)
+	if n == 0 {
+		return
+	}
+	d := elementwisePlan(n)
+	launched(op, C.host_swiglu_forward(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
+		f32p(out), f32p(gate), f32p(up), C.long(n)))
+}
+
+// SwiGLUBackward writes dgate[N] and dup[N].
+func (h *Host) SwiGLUBackward(dgate, dup, dout, gate, up []float32) {
+	const op = "SwiGLUBackward"
+	n := len(dout)
+	need(op, "dgate", len(dgate), n)
+	need(op, "dup", len(dup), n)
+	need(op, "gate", len(gate), n)
+	need(op, "up", len(up), n)
+	if n == 0 {
+		return
+	}
+	d := elementwisePlan(n)
+	launched(op, C.host_swiglu_backward(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
+		f32p(dgate), f32p(dup), f32p(dout), f32p(gate), f32p(up), C.long(n)))
+}
+
+// Add is dst[N] += src[N].
+func (h *Host) Add(dst, src []float32) {
+	const op = "Add"
+	n := len(dst)
+	need(op, "src", len(src), n)
+	if n == 0 {
+		return
+	}
+	d := elementwisePlan(n)
+	launched(op, C.host_add_f32(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
+		f32p(dst), f32p(src), C.long(n)))
+}
+
+// Scale is x[N] *= s.
+func (h *Host) Scale(x []float32, s float32) {
+	n := len(x)
+	if n == 0 {
+		return
+	}
+	d := elementwisePlan(n)
+	launched("Scale", C.host_scale_f32(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
+		f32p(x), C.float(s), C.long(n)))
+}
+
+func checkTargets(op string, targets []int32, rows, v int) {
+	need(op, "targets", len(targets), rows)
+	for r, tg := range targets[:rows] {
+		if tg < 0 || int(tg) >= v {
+			panic(fmt.Sprintf("kernels/cuda: %s: targets[%d] = %d outside [0,%d)", op, r, tg, v))
+		}
+	}
+}
+
+// logitsRowThreads is the block size of the per-row log-softmax kernels.
+const logitsRowThreads = 512
+
+// LogSoftmaxGather writes logp[R] (and entropy[R] if not nil).
+func (h *Host) LogSoftmaxGather(logp, entropy, logits []float32, targets []int32, rows, v int) {
+	const op = "LogSoftmaxGather"
+	needDims(op, rows, v)
+	need(op, "logits", len(logits), rows*v)
+	need(op, "logp", len(logp), rows)
+	if entropy != nil {
+		need(op, "entropy", len(entropy), rows)
+	}
+	checkTargets(op, targets, rows, v)
+	if rows == 0 {
+		return
+	}
+	d := rowPlan(rows, logitsRowThreads)
+	launched(op, C.host_logsoftmax_gather(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
+		f32p(logp), f32p(entropy), f32p(logits), i32p(targets), C.int(rows), C.int(v)))
+}
+
+// LogSoftmaxGatherBackward writes dlogits[R,V], with the entropy term when
+// dentropy is not nil.
+func (h *Host) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []int32, dlogp, dentropy []float32, rows, v int) {
+	const op = "LogSoftmaxGatherBackward"
+	needDims(op, rows, v)
+	need(op, "dlogits", len(dlogits), rows*v)
+	need(op, "logits", len(logits), rows*v)
+	need(op, "dlogp", len(dlogp), rows)
+	if dentropy != nil {
+		need(op, "dentropy", len(dentropy), rows)
+	}
+	checkTargets(op, targets, rows, v)
+	if rows == 0 {
+		return
+	}
+	d := rowPlan(rows, logitsRowThreads)
+	launched(op, C.host_logsoftmax_gather_backward(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
+		f32p(dlogits), f32p(logits), i32p(targets), f32p(dlogp), f32p(dentropy), C.int(rows), C.int(v)))
+}
+
+// Softmax replaces each row of x[R,V] by its softmax.
+func (h *Host) Softmax(x []float32, rows, v int) {
+	const op = "Softmax"
+	needDims(op, rows, v)
+	need(op, "x", len(x), rows*v)
+	if rows == 0 || v == 0 {
+		return
+	}
+	d := rowPlan(rows, logitsRowThreads)
+	launched(op, C.host_softmax_rows(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
+		f32p(x), C.int(rows), C.int(v)))
+}
+
+// Argmax returns the first index of the largest value of x.
+func (h *Host) Argmax(x []float32) int32 {
+	if len(x) == 0 {
+		panic("kernels/cuda: Argmax: empty input")
+	}
+	var out [1]int32
+	d := singleBlockPlan()
+	launched("Argmax", C.host_argmax_f32(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
+		i32p(out[:]), f32p(x), C.int(len(x))))
+	return out[0]
+}
+
+// sampleParams mirrors sample.cu's SampleParams.
+type sampleParams struct {
+	temperature float32
+	topK        int32
+	topP, minP  float32
+}
+
+// SampleRows draws one token per row of logits[R,V] (see kernels.Backend).
+func (h *Host) SampleRows(ids []int32, logp, fullLogp, logits []float32, params []kernels.SamplingParams, u []float64, rows, v int) {
+	const op = "SampleRows"
+	kernels.CheckSampleRows(ids, logp, fullLogp, logits, params, u, rows, v)
+	if rows == 0 {
+		return
+	}
+	prm := make([]sampleParams, rows)
+	for r := range rows {
+		p := params[r]
+		if p.TopK > math.MaxInt32 {
+			p.TopK = math.MaxInt32 // keeps every token either way
+		}
+		prm[r] = sampleParams{temperature: p.Temperature, topK: int32(p.TopK), topP: p.TopP, minP: p.MinP}
+		finite := false
+		for _, l := range logits[r*v : (r+1)*v] {
+			if !math.IsInf(float64(l), 0) && !math.IsNaN(float64(l)) {
+				finite = true
+				break
+			}
+		}
+		if !finite {
+			panic(fmt.Sprintf("kernels/cuda: %s: row %d has no finite logit", op, r))
+		}
+	}
+	d := rowPlan(rows, 512)
+	launched(op, C.host_sample_rows(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
+		i32p(ids), f32p(logp), f32p(fullLogp), f32p(logits), unsafe.Pointer(&prm[0]), (*C.double)(unsafe.Pointer(&u[0])), C.int(rows), C.int(v)))
+}
+
+// AdamW updates param[N], m[N], v[N] in place from grad[N].
+func (h *Host) AdamW(param, grad, m, v []float32, p kernels.AdamWParams, step int) {
+	const op = "AdamW"
+	n := len(param)
+	need(op, "grad", len(grad), n)
+	need(op, "m", len(m), n)
+	need(op, "v", len(v), n)
+	if step < 1 {
+		panic(fmt.Sprintf("kernels/cuda: %s: step %d < 1", op, step))
+	}
+	if n == 0 {
+		return
+	}
+	lr, b1, b2 := float64(p.LR), float64(p.Beta1), float64(p.Beta2)
+	stepSize := lr / (1 - math.Pow(b1, float64(step)))
+	bc2sqrt := math.Sqrt(1 - math.Pow(b2, float64(step)))
+	decay := 1 - lr*float64(p.WeightDecay)
+	d := elementwisePlan(n)
+	launched(op, C.host_adamw_f32(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
+		f32p(param), f32p(grad), f32p(m), f32p(v), C.float(p.Beta1), C.float(p.Beta2), C.float(p.Eps), C.float(decay),
+		C.float(stepSize), C.float(bc2sqrt), C.long(n)))
+}

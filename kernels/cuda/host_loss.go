@@ -1,0 +1,78 @@
+//go:build cudahost
+
+package cuda
+
+/*
+#include <stdlib.h>
+#include "host.h"
+*/
+import "C"
+
+import (
+	"runtime"
+	"unsafe"
+
+	"github.com/x/kernels"
+)
+
+// lossArgs mirrors loss.cu's LossArgs: 17 pointers (uintptr, the slices
+// pinned for the call), 3 int32 flags and 11 float32 settings.
+type lossArgs struct {
+	logp, entropy, oldLogP, refLogP, adv, seqAdv, mask, isRatio, weight, seg uintptr
+	loss, dlogp, dentropy, ratio, kl, clip, phi                              uintptr
+	objective, sequenceRatio, klBias                                         int32
+	epsLow, epsHigh, delta, tauPos, tauNeg, kPos, lamPos, kNeg, lamNeg       float32
+	beta, entropyCoef                                                        float32
+}
+
+// lossChunk is the segment length PolicyLoss uses when the caller gave no
+// segments (only per-token terms are then needed).
+const lossChunk = 1024
+
+func pinned[T any](p *runtime.Pinner, s []T) uintptr {
+	if len(s) == 0 {
+		return 0
+	}
+	p.Pin(&s[0])
+	return uintptr(unsafe.Pointer(&s[0]))
+}
+
+func flag(b bool) int32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// PolicyLoss evaluates the per-token policy loss and its gradients (see
+// kernels.LossParams).
+func (h *Host) PolicyLoss(out kernels.LossOutput, in kernels.LossInput, p kernels.LossParams, n int) {
+	const op = "PolicyLoss"
+	kernels.CheckPolicyLoss(out, in, p, n)
+	if n == 0 {
+		return
+	}
+	seg := in.Seg
+	if seg == nil {
+		for t := 0; t < n; t += lossChunk {
+			seg = append(seg, int32(t))
+		}
+		seg = append(seg, int32(n))
+	}
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	a := lossArgs{
+		logp: pinned(&pin, in.LogP), entropy: pinned(&pin, in.Entropy), oldLogP: pinned(&pin, in.OldLogP),
+		refLogP: pinned(&pin, in.RefLogP), adv: pinned(&pin, in.Adv), seqAdv: pinned(&pin, in.SeqAdv),
+		mask: pinned(&pin, in.Mask), isRatio: pinned(&pin, in.ISRatio), weight: pinned(&pin, in.Weight), seg: pinned(&pin, seg),
+		loss: pinned(&pin, out.Loss), dlogp: pinned(&pin, out.DLogP), dentropy: pinned(&pin, out.DEntropy),
+		ratio: pinned(&pin, out.Ratio), kl: pinned(&pin, out.KL), clip: pinned(&pin, out.Clip), phi: pinned(&pin, out.Phi),
+		objective: int32(p.Objective), sequenceRatio: flag(p.SequenceRatio), klBias: flag(p.KLBiasCorrection),
+		epsLow: p.EpsLow, epsHigh: p.EpsHigh, delta: p.Delta, tauPos: p.SAPOTauPos, tauNeg: p.SAPOTauNeg,
+		kPos: p.VESPOKPos, lamPos: p.VESPOLambdaPos, kNeg: p.VESPOKNeg, lamNeg: p.VESPOLambdaNeg,
+		beta: p.Beta, entropyCoef: p.EntropyCoef,
+	}
+	d := rowPlan(len(seg)-1, 256)
+	launched(op, C.host_policy_loss(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
+		unsafe.Pointer(&a)))
+}

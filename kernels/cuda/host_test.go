@@ -1,0 +1,43 @@
+//go:build cudahost
+
+package cuda
+
+import (
+	"testing"
+
+	"github.com/x/kernels"
+	"github.com/x/kernels/kerneltest"
+)
+
+var _ kernels.Backend = (*Host)(nil)
+
+// conformance runs one kerneltest family against the host build with two
+// workers, so two blocks run at once on two OS threads (each with its own
+// __shared__ storage), as blocks do on different SMs.
+func conformance(t *testing.T, family func(*testing.T, kernels.Backend)) {
+	family(t, NewHost(2))
+}
+
+func TestMatMul(t *testing.T)                   { conformance(t, kerneltest.MatMul) }
+func TestMatMulNN(t *testing.T)                 { conformance(t, kerneltest.MatMulNN) }
+func TestMatMulTN(t *testing.T)                 { conformance(t, kerneltest.MatMulTN) }
+func TestEmbedding(t *testing.T)                { conformance(t, kerneltest.Embedding) }
+func TestEmbeddingBackward(t *testing.T)        { conformance(t, kerneltest.EmbeddingBackward) }
+func TestRMSNorm(t *testing.T)                  { conformance(t, kerneltest.RMSNorm) }
+func TestRMSNormBackward(t *testing.T)          { conformance(t, kerneltest.RMSNormBackward) }
+func TestRoPE(t *testing.T)                     { conformance(t, kerneltest.RoPE) }
+func TestRoPEBackward(t *testing.T)             { conformance(t, kerneltest.RoPEBackward) }
+func TestAttention(t *testing.T)                { conformance(t, kerneltest.Attention) }
+func TestAttentionBackward(t *testing.T)        { conformance(t, kerneltest.AttentionBackward) }
+func TestAttentionPaged(t *testing.T)           { conformance(t, kerneltest.AttentionPaged) }
+func TestSwiGLU(t *testing.T)                   { conformance(t, kerneltest.SwiGLU) }
+func TestSwiGLUBackward(t *testing.T)           { conformance(t, kerneltest.SwiGLUBackward) }
+func TestAdd(t *testing.T)                      { conformance(t, kerneltest.Add) }
+func TestScale(t *testing.T)                    { conformance(t, kerneltest.Scale) }
+func TestLogSoftmaxGather(t *testing.T)         { conformance(t, kerneltest.LogSoftmaxGather) }
+func TestLogSoftmaxGatherBackward(t *testing.T) { conformance(t, kerneltest.LogSoftmaxGatherBackward) }
+func TestSoftmax(t *testing.T)                  { conformance(t, kerneltest.Softmax) }
+func TestArgmax(t *testing.T)                   { conformance(t, kerneltest.Argmax) }
+func TestSampleRows(t *testing.T)               { conformance(t, kerneltest.SampleRows) }
+func TestAdamW(t *testing.T)                    { conformance(t, kerneltest.AdamW) }
+func TestPolicyLoss(t *testing.T)               { conformance(t, kerneltest.PolicyLoss) }

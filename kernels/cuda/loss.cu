@@ -1,0 +1,189 @@
+// loss.cu: PolicyLoss, the per-token policy-gradient loss of GRPO and its
+// relatives (kernels.LossParams: clipped PPO surrogate with optional Delta
+// cap, CISPO, SAPO, VESPO, plain PG; token- or sequence-level ratios; k3 KL
+// with optional bias correction; entropy bonus; IS correction), with
+// d loss/d logp and the per-token diagnostics, without a host round trip.
+//
+// Layout: N tokens laid out sequence after sequence; every per-token array
+// is [N] float32 (Clip uint8), arguments in one LossArgs struct in memory
+// the kernel reads. seg[S+1] are segment offsets: the sequences when the
+// caller gave them, else chunks of tokens (only per-token terms then).
+// Launch: one block of 256 threads per segment (grid S). The sequence sums
+// (GSPO's mean log-ratio and its gradient, VESPO's log-ratio) are float64
+// block sums in a fixed tree; every token's terms are computed in float64,
+// as in the reference, and rounded to float32 once. A token's terms are
+// recomputed in the second pass instead of stored (no scratch).
+// Assumes the arguments passed kernels.CheckPolicyLoss.
+// Checked against: kerneltest.PolicyLoss (every objective, sequence ratios,
+// KL with bias correction, IS ratios, masks) on the SIMT host build.
+#include "common.cuh"
+
+struct LossArgs {
+  const float* logp;
+  const float* entropy;
+  const float* old_logp;  // may be null
+  const float* ref_logp;
+  const float* adv;      // null with seq_adv
+  const float* seq_adv;  // [S], null with adv
+  const float* mask;     // may be null
+  const float* is_ratio;  // may be null
+  const float* weight;
+  const int32_t* seg;  // [S+1]
+  float* loss;
+  float* dlogp;
+  float* dentropy;  // optional outputs below may be null
+  float* ratio;
+  float* kl;
+  uint8_t* clip;
+  float* phi;
+  int objective, sequence_ratio, kl_bias;
+  float eps_low, eps_high, delta, tau_pos, tau_neg, k_pos, lam_pos, k_neg, lam_neg, beta, entropy_coef;
+};
+
+namespace loss_impl {
+
+enum { OBJ_CLIPPED = 0, OBJ_CISPO = 1, OBJ_SAPO = 2, OBJ_VESPO = 3, OBJ_PG = 4 };
+enum { CLIP_LOW = 1, CLIP_HIGH = 2 };
+
+struct Token {
+  double loss, direct, dldw, w_ratio, kl, phi;  // direct: wt·∂ℓ/∂logp at fixed w; dldw: wt·dℓ/dw
+  uint8_t clip;
+};
+
+__device__ __forceinline__ double mask_of(const LossArgs& a, int t) { return a.mask ? double(a.mask[t]) : 1.0; }
+__device__ __forceinline__ double delta_of(const LossArgs& a, int t) {
+  return a.old_logp ? double(a.logp[t]) - double(a.old_logp[t]) : 0.0;
+}
+__device__ __forceinline__ double clampd(double x, double lo, double hi) { return fmin(fmax(x, lo), hi); }
+
+// token computes token t's terms given its log-ratio logw (and VESPO's
+// sequence ratio vw, log-ratio vlw).
+__device__ __forceinline__ Token token(const LossArgs& p, int t, double adv, double logw, double vlw, double vw) {
+  Token r{};
+  double a = adv, wt = p.weight[t], lp = p.logp[t];
+  double w = exp(logw);
+  double l = 0, dw = 0, direct = 0, ratio = w, phi = 1;
+  uint8_t clip = 0;
+  double eps_lo = 1 - double(p.eps_low), eps_hi = 1 + double(p.eps_high);
+  switch (p.objective) {
+    case OBJ_CLIPPED: {
+      double wc = w;
+      bool capped = false;
+      if (p.delta > 0 && w > double(p.delta)) wc = p.delta, capped = true;
+      double c = clampd(w, eps_lo, eps_hi);
+      if (wc * a <= c * a) {
+        l = -wc * a;
+        if (!capped) dw = -a;
+      } else {
+        l = -c * a;
+        if (w >= eps_lo && w <= eps_hi) dw = -a;
+      }
+      ratio = wc;
+      if (wc < eps_lo && a < 0) clip |= CLIP_LOW;
+      if (wc > eps_hi && a > 0) clip |= CLIP_HIGH;
+      break;
+    }
+    case OBJ_CISPO: {
+      double c = fmin(w, double(p.eps_high));
+      l = -c * a * lp;
+      direct = -c * a;
+      if (w > double(p.eps_high) && a > 0) clip |= CLIP_HIGH;
+      break;
+    }
+    case OBJ_SAPO: {
+      double tau = a > 0 ? p.tau_pos : p.tau_neg;
+      double sg = 1 / (1 + exp(-tau * (w - 1)));
+      l = -(4 / tau) * sg * a;
+      dw = -4 * sg * (1 - sg) * a;
+      break;
+    }
+    case OBJ_VESPO: {
+      double k = p.k_pos, lam = p.lam_pos;
+      if (a < 0) k = p.k_neg, lam = p.lam_neg;
+      lam = fmax(lam, 1e-4);
+      phi = exp(lam + k * vlw - lam * vw);
+      if (!(phi - phi == 0)) phi = 0;  // NaN or ±Inf
+      l = -phi * a * lp;
+      direct = -phi * a;
+      ratio = vw;
+      break;
+    }
+    default:  // OBJ_PG
+      l = -a * lp;
+      direct = -a;
+  }
+  if (p.is_ratio && p.objective != OBJ_VESPO) {
+    double rho = p.is_ratio[t];
+    l *= rho, dw *= rho, direct *= rho;
+  }
+  double kl = 0;
+  if (p.beta != 0) {
+    double x = double(p.ref_logp[t]) - lp;
+    kl = exp(x) - x - 1;
+    double dkl = 1 - exp(x);
+    if (p.kl_bias) {
+      dw += double(p.beta) * kl;
+      kl *= w, dkl *= w;
+    }
+    direct += double(p.beta) * dkl;
+  }
+  double h = p.entropy_coef != 0 ? double(p.entropy[t]) : 0;
+  r.loss = wt * (l + double(p.beta) * kl - double(p.entropy_coef) * h);
+  r.direct = wt * direct;
+  r.dldw = wt * dw;
+  r.w_ratio = ratio;
+  r.kl = kl;
+  r.phi = phi;
+  r.clip = clip;
+  return r;
+}
+
+}  // namespace loss_impl
+using namespace loss_impl;
+
+KERNEL void __launch_bounds__(256) policy_loss(const LossArgs* args) {
+  const LossArgs p = *args;
+  const int s = blockIdx.x, t0 = p.seg[s], t1 = p.seg[s + 1];
+  // Sequence-level log-ratio (GSPO) and VESPO's log-ratio.
+  double seq_logw = 0, cnt = 0, vlw = 0, vw = 0;
+  if (p.sequence_ratio) {
+    double sum = 0, c = 0;
+    for (int t = t0 + threadIdx.x; t < t1; t += blockDim.x) sum += mask_of(p, t) * delta_of(p, t), c += mask_of(p, t);
+    sum = block_sum_d(sum);
+    cnt = block_sum_d(c);
+    seq_logw = sum / fmax(cnt, 1.0);
+  }
+  if (p.objective == OBJ_VESPO) {
+    double sum = 0;
+    for (int t = t0 + threadIdx.x; t < t1; t += blockDim.x) {
+      sum += mask_of(p, t) * clampd(delta_of(p, t), -20, 20);
+      if (p.is_ratio) sum += mask_of(p, t) * clampd(log(double(p.is_ratio[t])), log(1e-8), 20);
+    }
+    vlw = clampd(block_sum_d(sum), log(1e-8), 20);
+    vw = exp(vlw);
+  }
+  const double seq_adv = p.seq_adv ? double(p.seq_adv[s]) : 0;
+  double g = 0;
+  for (int t = t0 + threadIdx.x; t < t1; t += blockDim.x) {
+    double adv = p.adv ? double(p.adv[t]) : seq_adv;
+    double logw = p.sequence_ratio ? seq_logw : delta_of(p, t);
+    Token k = token(p, t, adv, logw, vlw, vw);
+    p.loss[t] = float(k.loss);
+    if (p.dentropy) p.dentropy[t] = float(-double(p.entropy_coef) * double(p.weight[t]));
+    if (p.ratio) p.ratio[t] = float(k.w_ratio);
+    if (p.kl) p.kl[t] = float(k.kl);
+    if (p.clip) p.clip[t] = k.clip;
+    if (p.phi) p.phi[t] = float(k.phi);
+    if (p.sequence_ratio)
+      g += k.dldw * exp(logw);
+    else
+      p.dlogp[t] = float(k.direct + k.dldw * exp(logw));
+  }
+  if (!p.sequence_ratio) return;
+  g = block_sum_d(g);
+  for (int t = t0 + threadIdx.x; t < t1; t += blockDim.x) {
+    double adv = p.adv ? double(p.adv[t]) : seq_adv;
+    Token k = token(p, t, adv, seq_logw, vlw, vw);
+    p.dlogp[t] = float(k.direct + g * mask_of(p, t) / fmax(cnt, 1.0));
+  }
+}
