@@ -50,20 +50,6 @@ func launched(op string, msg *C.char) {
 	panic("kernels/cuda: " + op + ": host launch: " + s)
 }
 
-func need(op, arg string, have, want int) {
-	if have < want {
-		panic(fmt.Sprintf("kernels/cuda: %s: %s has %d elements, need %d", op, arg, have, want))
-	}
-}
-
-func needDims(op string, ds ...int) {
-	for _, d := range ds {
-		if d < 0 {
-			panic(fmt.Sprintf("kernels/cuda: %s: negative dimension in %v", op, ds))
-		}
-	}
-}
-
 func f32p(s []float32) *C.float {
 	if len(s) == 0 {
 		return nil
@@ -180,14 +166,6 @@ func (h *Host) Embedding(out []float32, table kernels.Mat, ids []int32) {
 		f32p(out), matData(table), C.int(table.DType), i32p(ids), C.int(t), C.int(c)))
 }
 
-func checkIDs(op string, ids []int32, rows int) {
-	for i, id := range ids {
-		if id < 0 || int(id) >= rows {
-			panic(fmt.Sprintf("kernels/cuda: %s: ids[%d] = %d outside [0,%d)", op, i, id, rows))
-		}
-	}
-}
-
 // EmbeddingBackward is dtable[V,C] row ids[t] += dout[t, :].
 func (h *Host) EmbeddingBackward(dtable, dout []float32, ids []int32, c int) {
 	const op = "EmbeddingBackward"
@@ -267,21 +245,6 @@ func (h *Host) rope(op string, x []float32, pos []int32, heads, headDim int, the
 		f32p(x), i32p(pos), C.int(t), C.int(heads), C.int(headDim), C.double(theta), C.double(sign)))
 }
 
-// attnSeq mirrors attention.cu's AttnSeq; pointers are carried as uintptr
-// (the slices are pinned for the call).
-type attnSeq struct {
-	q, k, v, out, lse uintptr
-	t, start          int64
-	kb, vb            uintptr // block tables: arrays of block addresses (pinned)
-	blockSize, dtype  int64
-}
-
-// attnGradSeq mirrors attention.cu's AttnGradSeq.
-type attnGradSeq struct {
-	dout, q, k, v, out, lse, dq, dk, dv, di uintptr
-	t, start                                int64
-}
-
 // addr pins s and returns the address of its first element (0 if empty).
 func addr(p *runtime.Pinner, s []float32) uintptr {
 	if len(s) == 0 {
@@ -289,16 +252,6 @@ func addr(p *runtime.Pinner, s []float32) uintptr {
 	}
 	p.Pin(&s[0])
 	return uintptr(unsafe.Pointer(&s[0]))
-}
-
-func checkHeads(op string, heads, kvHeads, headDim int) {
-	needDims(op, heads, kvHeads, headDim)
-	if kvHeads == 0 || heads%kvHeads != 0 {
-		panic(fmt.Sprintf("kernels/cuda: %s: %d heads not a multiple of %d kv heads", op, heads, kvHeads))
-	}
-	if headDim > maxHeadDim {
-		panic(fmt.Sprintf("kernels/cuda: %s: head dim %d > %d", op, headDim, maxHeadDim))
-	}
 }
 
 // Attention is causal GQA attention over a batch of sequences, with K and V
@@ -440,18 +393,6 @@ func (h *Host) Scale(x []float32, s float32) {
 		f32p(x), C.float(s), C.long(n)))
 }
 
-func checkTargets(op string, targets []int32, rows, v int) {
-	need(op, "targets", len(targets), rows)
-	for r, tg := range targets[:rows] {
-		if tg < 0 || int(tg) >= v {
-			panic(fmt.Sprintf("kernels/cuda: %s: targets[%d] = %d outside [0,%d)", op, r, tg, v))
-		}
-	}
-}
-
-// logitsRowThreads is the block size of the per-row log-softmax kernels.
-const logitsRowThreads = 512
-
 // LogSoftmaxGather writes logp[R] (and entropy[R] if not nil).
 func (h *Host) LogSoftmaxGather(logp, entropy, logits []float32, targets []int32, rows, v int) {
 	const op = "LogSoftmaxGather"
@@ -513,13 +454,6 @@ func (h *Host) Argmax(x []float32) int32 {
 	launched("Argmax", C.host_argmax_f32(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
 		i32p(out[:]), f32p(x), C.int(len(x))))
 	return out[0]
-}
-
-// sampleParams mirrors sample.cu's SampleParams.
-type sampleParams struct {
-	temperature float32
-	topK        int32
-	topP, minP  float32
 }
 
 // SampleRows draws one token per row of logits[R,V] (see kernels.Backend).

@@ -15,33 +15,12 @@ import (
 	"github.com/x/kernels"
 )
 
-// lossArgs mirrors loss.cu's LossArgs: 17 pointers (uintptr, the slices
-// pinned for the call), 3 int32 flags and 11 float32 settings.
-type lossArgs struct {
-	logp, entropy, oldLogP, refLogP, adv, seqAdv, mask, isRatio, weight, seg uintptr
-	loss, dlogp, dentropy, ratio, kl, clip, phi                              uintptr
-	objective, sequenceRatio, klBias                                         int32
-	epsLow, epsHigh, delta, tauPos, tauNeg, kPos, lamPos, kNeg, lamNeg       float32
-	beta, entropyCoef                                                        float32
-}
-
-// lossChunk is the segment length PolicyLoss uses when the caller gave no
-// segments (only per-token terms are then needed).
-const lossChunk = 1024
-
 func pinned[T any](p *runtime.Pinner, s []T) uintptr {
 	if len(s) == 0 {
 		return 0
 	}
 	p.Pin(&s[0])
 	return uintptr(unsafe.Pointer(&s[0]))
-}
-
-func flag(b bool) int32 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // PolicyLoss evaluates the per-token policy loss and its gradients (see

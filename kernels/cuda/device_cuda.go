@@ -1,0 +1,246 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"context"
+	"fmt"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/x/kernels"
+)
+
+// Buffer is device memory owned by a Device: n elements of dtype, from
+// the Device's pool. It is the buffer type the backend-owned-buffer
+// interface (branch buf) will hand out, so that activations stay on the
+// device between ops.
+type Buffer struct {
+	ptr   cu.DevicePtr
+	n     int
+	dtype kernels.DType
+}
+
+// Device is a kernels.Backend that runs this package's kernels on a CUDA
+// GPU with plan.go's launch configurations: the same kernels, arguments
+// and grids as the host build (Host), so the conformance suite checks the
+// same code on both.
+//
+// STAGING STEP: kernels.Backend still takes host slices, so each call
+// copies its inputs into pooled device Buffers, launches, and copies its
+// outputs back (one driver round trip per op; timing dominated by PCIe for
+// small ops). When the buffer-based Backend lands, the ops keep their
+// bodies (they already work on Buffers inside a session) and lose the
+// copies. CacheWeights avoids re-uploading frozen weights meanwhile.
+//
+// Driver errors are returned by NewDevice and Close; inside a Backend
+// method (which has no error result) a driver or launch error panics with
+// the failing call named, as shape errors do. A Device is safe for use by
+// one goroutine at a time; the driver goroutine serialises everything.
+type Device struct {
+	drv     *driver
+	weights map[weightKey]Buffer // CacheWeights
+	cache   bool
+}
+
+type weightKey struct {
+	addr uintptr
+	n    int
+	dt   kernels.DType
+}
+
+// NewDevice opens GPU ordinal (0 for the first), loads the embedded
+// kernels and returns a Device. It fails with an error naming the driver
+// call when there is no usable device.
+func NewDevice(ordinal int) (*Device, error) {
+	drv, err := openDriver(ordinal)
+	if err != nil {
+		return nil, err
+	}
+	return &Device{drv: drv, weights: map[weightKey]Buffer{}}, nil
+}
+
+// Close frees the Device's memory and releases its context.
+func (d *Device) Close() error {
+	if d.drv == nil {
+		return nil
+	}
+	d.drv.close()
+	d.drv = nil
+	return nil
+}
+
+// Name is the device's name and compute capability, and for each kernel
+// family whether its cubin or its PTX was loaded.
+func (d *Device) Name() string {
+	return fmt.Sprintf("%s (sm_%d%d) modules %v", d.drv.name, d.drv.cc[0], d.drv.cc[1], d.drv.source)
+}
+
+// CacheWeights makes MatMul, MatMulNN and Embedding keep each weight
+// matrix on the device after its first upload, keyed by the address and
+// length of its storage. Only valid while those weights do not change
+// (inference, LoRA training over frozen base weights); staging-only, it
+// goes away with the buffer-based Backend.
+func (d *Device) CacheWeights(on bool) {
+	d.cache = on
+	if !on {
+		_ = d.drv.do(context.Background(), func() error {
+			for _, b := range d.weights {
+				d.drv.pool.put(b.ptr)
+			}
+			return nil
+		})
+		clear(d.weights)
+	}
+}
+
+// MemInfo returns the device's free and total memory in bytes.
+func (d *Device) MemInfo() (free, total int64, err error) {
+	err = d.drv.do(context.Background(), func() error {
+		var e error
+		free, total, e = cu.MemInfo()
+		if e != nil {
+			return fmt.Errorf("cuda: cuMemGetInfo: %w", e)
+		}
+		return nil
+	})
+	return free, total, err
+}
+
+// session is one Backend call on the driver goroutine: device buffers
+// for its inputs and outputs, the outputs to copy back after the launches,
+// and the first error.
+type session struct {
+	d     *Device
+	err   error
+	temps []cu.DevicePtr
+	downs []func() error
+}
+
+// run executes body on the driver goroutine as op, then waits for the
+// stream, copies the outputs back and returns the temporaries to the
+// pool; an error panics naming op (Backend methods return no error).
+func (d *Device) run(op string, body func(s *session)) {
+	err := d.drv.do(context.Background(), func() error {
+		s := &session{d: d}
+		body(s)
+		if s.err == nil {
+			s.err = d.drv.sync()
+		}
+		for _, f := range s.downs {
+			if s.err != nil {
+				break
+			}
+			s.err = f()
+		}
+		for _, p := range s.temps {
+			d.drv.pool.put(p)
+		}
+		return s.err
+	})
+	if err != nil {
+		panic(fmt.Sprintf("kernels/cuda: %s: %v", op, err))
+	}
+}
+
+// alloc returns a temporary device block of n bytes.
+func (s *session) alloc(n int64) cu.DevicePtr {
+	if s.err != nil || n <= 0 {
+		return 0
+	}
+	p, err := s.d.drv.pool.alloc(n)
+	if err != nil {
+		s.err = err
+		return 0
+	}
+	s.temps = append(s.temps, p)
+	return p
+}
+
+// upload copies the bytes of a host slice into a temporary block.
+func upload[T any](s *session, x []T) cu.DevicePtr {
+	if len(x) == 0 || s.err != nil {
+		return 0
+	}
+	n := int64(len(x)) * int64(unsafe.Sizeof(x[0]))
+	p := s.alloc(n)
+	if s.err != nil {
+		return 0
+	}
+	if err := cu.MemcpyHtoD(p, unsafe.Pointer(&x[0]), n); err != nil {
+		s.err = fmt.Errorf("cuda: cuMemcpyHtoD %d bytes: %w", n, err)
+	}
+	return p
+}
+
+// output allocates a device block for x (copied in first when in is true:
+// accumulated or in-place outputs) and copies it back into x at the end.
+func output[T any](s *session, x []T, in bool) cu.DevicePtr {
+	if len(x) == 0 || s.err != nil {
+		return 0
+	}
+	var p cu.DevicePtr
+	if in {
+		p = upload(s, x)
+	} else {
+		p = s.alloc(int64(len(x)) * int64(unsafe.Sizeof(x[0])))
+	}
+	if s.err != nil {
+		return 0
+	}
+	n := int64(len(x)) * int64(unsafe.Sizeof(x[0]))
+	s.downs = append(s.downs, func() error {
+		if err := cu.MemcpyDtoH(unsafe.Pointer(&x[0]), p, n); err != nil {
+			return fmt.Errorf("cuda: cuMemcpyDtoH %d bytes: %w", n, err)
+		}
+		return nil
+	})
+	return p
+}
+
+// mat returns w's storage on the device (cached with CacheWeights).
+func (s *session) mat(w kernels.Mat) cu.DevicePtr {
+	var addr uintptr
+	n := 0
+	if w.DType == kernels.F32 {
+		n = w.Rows * w.Cols
+		if n > 0 {
+			addr = uintptr(unsafe.Pointer(&w.F32[0]))
+		}
+	} else {
+		n = w.Rows * w.Cols
+		if n > 0 {
+			addr = uintptr(unsafe.Pointer(&w.U16[0]))
+		}
+	}
+	if n == 0 || s.err != nil {
+		return 0
+	}
+	key := weightKey{addr, n, w.DType}
+	if b, ok := s.d.weights[key]; ok && s.d.cache {
+		return b.ptr
+	}
+	var p cu.DevicePtr
+	if w.DType == kernels.F32 {
+		p = upload(s, w.F32[:n])
+	} else {
+		p = upload(s, w.U16[:n])
+	}
+	if s.d.cache && s.err == nil {
+		// Keep it: take it out of the session's temporaries.
+		s.temps = s.temps[:len(s.temps)-1]
+		s.d.weights[key] = Buffer{ptr: p, n: n, dtype: w.DType}
+	}
+	return p
+}
+
+// launch launches kernel with plan dm and arguments a.
+func (s *session) launch(kernel string, dm dims, a *args) {
+	if s.err != nil {
+		return
+	}
+	s.err = s.d.drv.launch(kernel, dm, 0, a)
+}
+
+func argsOf() *args { return &args{} }

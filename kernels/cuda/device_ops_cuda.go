@@ -1,0 +1,510 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+
+	"gorgonia.org/cu"
+
+	"github.com/x/kernels"
+)
+
+// The kernels.Backend methods of Device: the same checks, kernels and
+// launch plans as Host (host.go), with device memory in place of host
+// pointers.
+
+var _ kernels.Backend = (*Device)(nil)
+
+func dp(p cu.DevicePtr) uintptr { return uintptr(p) }
+
+// MatMul is out[M,N] (=, +=) x[M,K]·wᵀ (bf16 weights on tensor cores).
+func (d *Device) MatMul(out, x []float32, w kernels.Mat, m int, accumulate bool) {
+	const op = "MatMul"
+	w.Check(op)
+	n, k := w.Rows, w.Cols
+	needDims(op, m)
+	need(op, "x", len(x), m*k)
+	need(op, "out", len(out), m*n)
+	d.gemmW(op, out[:m*n], x[:m*k], w, m, n, k, true, accumulate)
+}
+
+// MatMulNN is out[M,K] (=, +=) dy[M,N]·w[N,K].
+func (d *Device) MatMulNN(out, dy []float32, w kernels.Mat, m int, accumulate bool) {
+	const op = "MatMulNN"
+	w.Check(op)
+	n, k := w.Rows, w.Cols
+	needDims(op, m)
+	need(op, "dy", len(dy), m*n)
+	need(op, "out", len(out), m*k)
+	d.gemmW(op, out[:m*k], dy[:m*n], w, m, k, n, false, accumulate)
+}
+
+func (d *Device) gemmW(op string, out, a []float32, w kernels.Mat, i, j, r int, wt, accumulate bool) {
+	if i == 0 || j == 0 {
+		return
+	}
+	acc := 0
+	if accumulate {
+		acc = 1
+	}
+	d.run(op, func(s *session) {
+		po, pa, pw := output(s, out, accumulate), upload(s, a), s.mat(w)
+		if w.DType == kernels.BF16 {
+			name := "gemm_bf16_wn"
+			if wt {
+				name = "gemm_bf16_wt"
+			}
+			s.launch(name, gemmBF16Plan(i, j), argsOf().ptr(po).ptr(pa).ptr(pw).i32(i).i32(j).i32(r).i32(acc))
+			return
+		}
+		sbr, sbj := j, 1
+		if wt {
+			sbr, sbj = 1, r
+		}
+		s.launch("gemm_f32", gemmF32Plan(i, j), argsOf().ptr(po).ptr(pa).i64(r).i64(1).ptr(pw).i32(int(w.DType)).
+			i64(sbr).i64(sbj).i32(i).i32(j).i32(r).i32(acc))
+	})
+}
+
+// MatMulTN is dw[N,K] += dy[M,N]ᵀ·x[M,K].
+func (d *Device) MatMulTN(dw, dy, x []float32, m, n, k int) {
+	const op = "MatMulTN"
+	needDims(op, m, n, k)
+	need(op, "dw", len(dw), n*k)
+	need(op, "dy", len(dy), m*n)
+	need(op, "x", len(x), m*k)
+	if n == 0 || k == 0 {
+		return
+	}
+	d.run(op, func(s *session) {
+		pdw, pdy, px := output(s, dw[:n*k], true), upload(s, dy[:m*n]), upload(s, x[:m*k])
+		s.launch("gemm_f32", gemmF32Plan(n, k), argsOf().ptr(pdw).ptr(pdy).i64(1).i64(n).ptr(px).i32(int(kernels.F32)).
+			i64(k).i64(1).i32(n).i32(k).i32(m).i32(1))
+	})
+}
+
+// Embedding is out[T,C] = table[ids[t], :].
+func (d *Device) Embedding(out []float32, table kernels.Mat, ids []int32) {
+	const op = "Embedding"
+	table.Check(op)
+	t, c := len(ids), table.Cols
+	need(op, "out", len(out), t*c)
+	checkIDs(op, ids, table.Rows)
+	if t == 0 || c == 0 {
+		return
+	}
+	d.run(op, func(s *session) {
+		po, pt, pi := output(s, out[:t*c], false), s.mat(table), upload(s, ids)
+		s.launch("embedding_forward", rowPlan(t, 256), argsOf().ptr(po).ptr(pt).i32(int(table.DType)).ptr(pi).i32(t).i32(c))
+	})
+}
+
+// EmbeddingBackward is dtable[V,C] row ids[t] += dout[t, :].
+func (d *Device) EmbeddingBackward(dtable, dout []float32, ids []int32, c int) {
+	const op = "EmbeddingBackward"
+	needDims(op, c)
+	t := len(ids)
+	need(op, "dout", len(dout), t*c)
+	if c == 0 || t == 0 {
+		return
+	}
+	checkIDs(op, ids, len(dtable)/c)
+	d.run(op, func(s *session) {
+		pt, po, pi := output(s, dtable, true), upload(s, dout[:t*c]), upload(s, ids)
+		s.launch("embedding_backward", columnPlan(c), argsOf().ptr(pt).ptr(po).ptr(pi).i32(t).i32(c))
+	})
+}
+
+// RMSNorm is out[R,C] = w·x/√(mean(x²)+eps) per row.
+func (d *Device) RMSNorm(out, x, w []float32, rows, cols int, eps float32) {
+	const op = "RMSNorm"
+	needDims(op, rows, cols)
+	need(op, "x", len(x), rows*cols)
+	need(op, "out", len(out), rows*cols)
+	need(op, "w", len(w), cols)
+	if rows == 0 || cols == 0 {
+		return
+	}
+	d.run(op, func(s *session) {
+		px, pw := upload(s, x[:rows*cols]), upload(s, w[:cols])
+		po := output(s, out[:rows*cols], false)
+		s.launch("rmsnorm_forward", rowPlan(rows, 256), argsOf().ptr(po).ptr(px).ptr(pw).i32(rows).i32(cols).f32(eps))
+	})
+}
+
+// RMSNormBackward writes dx[R,C] and accumulates dw[C].
+func (d *Device) RMSNormBackward(dx, dw, dout, x, w []float32, rows, cols int, eps float32) {
+	const op = "RMSNormBackward"
+	needDims(op, rows, cols)
+	for _, b := range []struct {
+		name string
+		s    []float32
+	}{{"dx", dx}, {"dout", dout}, {"x", x}} {
+		need(op, b.name, len(b.s), rows*cols)
+	}
+	need(op, "dw", len(dw), cols)
+	need(op, "w", len(w), cols)
+	if rows == 0 || cols == 0 {
+		return
+	}
+	rc := rows * cols
+	d.run(op, func(s *session) {
+		pdout, px, pw := upload(s, dout[:rc]), upload(s, x[:rc]), upload(s, w[:cols])
+		pdx, pdw := output(s, dx[:rc], false), output(s, dw[:cols], true)
+		rstd := s.alloc(int64(rows) * 4)
+		s.launch("rmsnorm_backward_dx", rowPlan(rows, 256), argsOf().ptr(pdx).ptr(rstd).ptr(pdout).ptr(px).ptr(pw).i32(rows).i32(cols).f32(eps))
+		s.launch("rmsnorm_backward_dw", columnPlan(cols), argsOf().ptr(pdw).ptr(pdout).ptr(px).ptr(rstd).i32(rows).i32(cols))
+	})
+}
+
+// RoPE rotates x[T,H,D] in place (rotate-half convention).
+func (d *Device) RoPE(x []float32, pos []int32, heads, headDim int, theta float64) {
+	d.rope("RoPE", x, pos, heads, headDim, theta, 1)
+}
+
+// RoPEBackward applies the inverse rotation to dx[T,H,D] in place.
+func (d *Device) RoPEBackward(dx []float32, pos []int32, heads, headDim int, theta float64) {
+	d.rope("RoPEBackward", dx, pos, heads, headDim, theta, -1)
+}
+
+func (d *Device) rope(op string, x []float32, pos []int32, heads, headDim int, theta, sign float64) {
+	needDims(op, heads, headDim)
+	if headDim%2 != 0 {
+		panic(fmt.Sprintf("kernels/cuda: %s: odd head dim %d", op, headDim))
+	}
+	t := len(pos)
+	need(op, "x", len(x), t*heads*headDim)
+	if t == 0 || heads == 0 || headDim == 0 {
+		return
+	}
+	d.run(op, func(s *session) {
+		px, pp := output(s, x[:t*heads*headDim], true), upload(s, pos)
+		s.launch("rope_f32", columnPlan(t*headDim/2), argsOf().ptr(px).ptr(pp).i32(t).i32(heads).i32(headDim).f64(theta).f64(sign))
+	})
+}
+
+// Attention is causal GQA attention over a batch of sequences, with K and V
+// contiguous or in a paged KV cache (f32 or bf16 blocks).
+func (d *Device) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim int, scale float32) {
+	const op = "Attention"
+	checkHeads(op, heads, kvHeads, headDim)
+	maxT := 0
+	for i, sq := range seqs {
+		n := sq.Start + sq.T
+		needDims(op, sq.T, sq.Start)
+		need(op, fmt.Sprintf("seqs[%d].Q", i), len(sq.Q), sq.T*heads*headDim)
+		need(op, fmt.Sprintf("seqs[%d].Out", i), len(sq.Out), sq.T*heads*headDim)
+		if sq.LSE != nil {
+			need(op, fmt.Sprintf("seqs[%d].LSE", i), len(sq.LSE), sq.T*heads)
+		}
+		if sq.Paged.BlockSize > 0 {
+			if err := sq.Paged.Check(n, kvHeads*headDim); err != nil {
+				panic(fmt.Sprintf("kernels/cuda: %s: seqs[%d]: %v", op, i, err))
+			}
+		} else {
+			need(op, fmt.Sprintf("seqs[%d].K", i), len(sq.K), n*kvHeads*headDim)
+			need(op, fmt.Sprintf("seqs[%d].V", i), len(sq.V), n*kvHeads*headDim)
+		}
+		maxT = max(maxT, sq.T)
+	}
+	if maxT == 0 || heads == 0 || headDim == 0 {
+		return
+	}
+	d.run(op, func(s *session) {
+		desc := make([]attnSeq, len(seqs))
+		for i, sq := range seqs {
+			th, n := sq.T*heads*headDim, sq.Start+sq.T
+			desc[i] = attnSeq{q: dp(upload(s, sq.Q[:th])), out: dp(output(s, sq.Out[:th], false)), t: int64(sq.T), start: int64(sq.Start)}
+			if sq.LSE != nil {
+				desc[i].lse = dp(output(s, sq.LSE[:sq.T*heads], false))
+			}
+			if sq.Paged.BlockSize > 0 {
+				bs := sq.Paged.BlockSize
+				blocks, size := ceilDiv(n, bs), bs*kvHeads*headDim
+				kb, vb := make([]uint64, max(blocks, 1)), make([]uint64, max(blocks, 1))
+				for b := range blocks {
+					if sq.Paged.DType == kernels.F32 {
+						kb[b], vb[b] = uint64(upload(s, sq.Paged.K[b][:size])), uint64(upload(s, sq.Paged.V[b][:size]))
+					} else {
+						kb[b], vb[b] = uint64(upload(s, sq.Paged.K16[b][:size])), uint64(upload(s, sq.Paged.V16[b][:size]))
+					}
+				}
+				desc[i].kb, desc[i].vb = dp(upload(s, kb)), dp(upload(s, vb))
+				desc[i].blockSize, desc[i].dtype = int64(bs), int64(sq.Paged.DType)
+			} else {
+				nk := n * kvHeads * headDim
+				desc[i].k, desc[i].v = dp(upload(s, sq.K[:nk])), dp(upload(s, sq.V[:nk]))
+			}
+		}
+		pd := upload(s, desc)
+		s.launch("attention_forward", warpRowsPlan(maxT*heads, len(seqs)), argsOf().ptr(pd).i32(heads).i32(kvHeads).i32(headDim).f32(scale))
+	})
+}
+
+// AttentionBackward writes DQ and accumulates DK, DV for each sequence.
+func (d *Device) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHeads, headDim int, scale float32) {
+	const op = "AttentionBackward"
+	checkHeads(op, heads, kvHeads, headDim)
+	maxT, maxS := 0, 0
+	for i, sq := range seqs {
+		n := sq.Start + sq.T
+		needDims(op, sq.T, sq.Start)
+		th, nk := sq.T*heads*headDim, n*kvHeads*headDim
+		for _, b := range []struct {
+			name string
+			s    []float32
+			n    int
+		}{{"DOut", sq.DOut, th}, {"Q", sq.Q, th}, {"Out", sq.Out, th}, {"DQ", sq.DQ, th}, {"LSE", sq.LSE, sq.T * heads},
+			{"K", sq.K, nk}, {"V", sq.V, nk}, {"DK", sq.DK, nk}, {"DV", sq.DV, nk}} {
+			need(op, fmt.Sprintf("seqs[%d].%s", i, b.name), len(b.s), b.n)
+		}
+		maxT, maxS = max(maxT, sq.T), max(maxS, n)
+	}
+	if maxT == 0 || heads == 0 || headDim == 0 {
+		return
+	}
+	d.run(op, func(s *session) {
+		desc := make([]attnGradSeq, len(seqs))
+		for i, sq := range seqs {
+			th, nk := sq.T*heads*headDim, (sq.Start+sq.T)*kvHeads*headDim
+			desc[i] = attnGradSeq{dout: dp(upload(s, sq.DOut[:th])), q: dp(upload(s, sq.Q[:th])), k: dp(upload(s, sq.K[:nk])),
+				v: dp(upload(s, sq.V[:nk])), out: dp(upload(s, sq.Out[:th])), lse: dp(upload(s, sq.LSE[:sq.T*heads])),
+				dq: dp(output(s, sq.DQ[:th], false)), dk: dp(output(s, sq.DK[:nk], true)), dv: dp(output(s, sq.DV[:nk], true)),
+				di: dp(s.alloc(int64(sq.T*heads) * 4)), t: int64(sq.T), start: int64(sq.Start)}
+		}
+		pd := upload(s, desc)
+		a := func() *args { return argsOf().ptr(pd).i32(heads).i32(kvHeads).i32(headDim).f32(scale) }
+		s.launch("attention_backward_dq", warpRowsPlan(maxT*heads, len(seqs)), a())
+		s.launch("attention_backward_dkdv", warpRowsPlan(maxS*kvHeads, len(seqs)), a())
+	})
+}
+
+// SwiGLU is out[N] = silu(gate)·up.
+func (d *Device) SwiGLU(out, gate, up []float32) {
+	const op = "SwiGLU"
+	n := len(out)
+	need(op, "gate", len(gate), n)
+	need(op, "up", len(up), n)
+	if n == 0 {
+		return
+	}
+	d.run(op, func(s *session) {
+		pg, pu := upload(s, gate[:n]), upload(s, up[:n])
+		po := output(s, out, false)
+		s.launch("swiglu_forward", elementwisePlan(n), argsOf().ptr(po).ptr(pg).ptr(pu).i64(n))
+	})
+}
+
+// SwiGLUBackward writes dgate[N] and dup[N].
+func (d *Device) SwiGLUBackward(dgate, dup, dout, gate, up []float32) {
+	const op = "SwiGLUBackward"
+	n := len(dout)
+	need(op, "dgate", len(dgate), n)
+	need(op, "dup", len(dup), n)
+	need(op, "gate", len(gate), n)
+	need(op, "up", len(up), n)
+	if n == 0 {
+		return
+	}
+	d.run(op, func(s *session) {
+		pdo, pg, pu := upload(s, dout), upload(s, gate[:n]), upload(s, up[:n])
+		pdg, pdu := output(s, dgate[:n], false), output(s, dup[:n], false)
+		s.launch("swiglu_backward", elementwisePlan(n), argsOf().ptr(pdg).ptr(pdu).ptr(pdo).ptr(pg).ptr(pu).i64(n))
+	})
+}
+
+// Add is dst[N] += src[N].
+func (d *Device) Add(dst, src []float32) {
+	const op = "Add"
+	n := len(dst)
+	need(op, "src", len(src), n)
+	if n == 0 {
+		return
+	}
+	d.run(op, func(s *session) {
+		pd, ps := output(s, dst, true), upload(s, src[:n])
+		s.launch("add_f32", elementwisePlan(n), argsOf().ptr(pd).ptr(ps).i64(n))
+	})
+}
+
+// Scale is x[N] *= s.
+func (d *Device) Scale(x []float32, sc float32) {
+	n := len(x)
+	if n == 0 {
+		return
+	}
+	d.run("Scale", func(s *session) {
+		s.launch("scale_f32", elementwisePlan(n), argsOf().ptr(output(s, x, true)).f32(sc).i64(n))
+	})
+}
+
+// LogSoftmaxGather writes logp[R] (and entropy[R] if not nil).
+func (d *Device) LogSoftmaxGather(logp, entropy, logits []float32, targets []int32, rows, v int) {
+	const op = "LogSoftmaxGather"
+	needDims(op, rows, v)
+	need(op, "logits", len(logits), rows*v)
+	need(op, "logp", len(logp), rows)
+	if entropy != nil {
+		need(op, "entropy", len(entropy), rows)
+	}
+	checkTargets(op, targets, rows, v)
+	if rows == 0 {
+		return
+	}
+	d.run(op, func(s *session) {
+		pl, pt := upload(s, logits[:rows*v]), upload(s, targets[:rows])
+		plp := output(s, logp[:rows], false)
+		var pe cu.DevicePtr
+		if entropy != nil {
+			pe = output(s, entropy[:rows], false)
+		}
+		s.launch("logsoftmax_gather", rowPlan(rows, logitsRowThreads), argsOf().ptr(plp).ptr(pe).ptr(pl).ptr(pt).i32(rows).i32(v))
+	})
+}
+
+// LogSoftmaxGatherBackward writes dlogits[R,V], with the entropy term when
+// dentropy is not nil.
+func (d *Device) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []int32, dlogp, dentropy []float32, rows, v int) {
+	const op = "LogSoftmaxGatherBackward"
+	needDims(op, rows, v)
+	need(op, "dlogits", len(dlogits), rows*v)
+	need(op, "logits", len(logits), rows*v)
+	need(op, "dlogp", len(dlogp), rows)
+	if dentropy != nil {
+		need(op, "dentropy", len(dentropy), rows)
+	}
+	checkTargets(op, targets, rows, v)
+	if rows == 0 {
+		return
+	}
+	d.run(op, func(s *session) {
+		// dlogits may alias logits: inputs are copied in before the launch
+		// and outputs copied out after it, into separate device buffers.
+		pdl, pl := output(s, dlogits[:rows*v], false), upload(s, logits[:rows*v])
+		pt, pdlp := upload(s, targets[:rows]), upload(s, dlogp[:rows])
+		var pde cu.DevicePtr
+		if dentropy != nil {
+			pde = upload(s, dentropy[:rows])
+		}
+		s.launch("logsoftmax_gather_backward", rowPlan(rows, logitsRowThreads),
+			argsOf().ptr(pdl).ptr(pl).ptr(pt).ptr(pdlp).ptr(pde).i32(rows).i32(v))
+	})
+}
+
+// Softmax replaces each row of x[R,V] by its softmax.
+func (d *Device) Softmax(x []float32, rows, v int) {
+	const op = "Softmax"
+	needDims(op, rows, v)
+	need(op, "x", len(x), rows*v)
+	if rows == 0 || v == 0 {
+		return
+	}
+	d.run(op, func(s *session) {
+		s.launch("softmax_rows", rowPlan(rows, logitsRowThreads), argsOf().ptr(output(s, x[:rows*v], true)).i32(rows).i32(v))
+	})
+}
+
+// Argmax returns the first index of the largest value of x.
+func (d *Device) Argmax(x []float32) int32 {
+	if len(x) == 0 {
+		panic("kernels/cuda: Argmax: empty input")
+	}
+	out := make([]int32, 1)
+	d.run("Argmax", func(s *session) {
+		po, px := output(s, out, false), upload(s, x)
+		s.launch("argmax_f32", singleBlockPlan(), argsOf().ptr(po).ptr(px).i32(len(x)))
+	})
+	return out[0]
+}
+
+// SampleRows draws one token per row of logits[R,V] (see kernels.Backend).
+func (d *Device) SampleRows(ids []int32, logp, fullLogp, logits []float32, params []kernels.SamplingParams, u []float64, rows, v int) {
+	const op = "SampleRows"
+	kernels.CheckSampleRows(ids, logp, fullLogp, logits, params, u, rows, v)
+	if rows == 0 {
+		return
+	}
+	prm := make([]sampleParams, rows)
+	for r := range rows {
+		p := params[r]
+		if p.TopK > math.MaxInt32 {
+			p.TopK = math.MaxInt32
+		}
+		prm[r] = sampleParams{temperature: p.Temperature, topK: int32(p.TopK), topP: p.TopP, minP: p.MinP}
+		finite := false
+		for _, l := range logits[r*v : (r+1)*v] {
+			if !math.IsInf(float64(l), 0) && !math.IsNaN(float64(l)) {
+				finite = true
+				break
+			}
+		}
+		if !finite {
+			panic(fmt.Sprintf("kernels/cuda: %s: row %d has no finite logit", op, r))
+		}
+	}
+	d.run(op, func(s *session) {
+		pl, pp, pu := upload(s, logits[:rows*v]), upload(s, prm), upload(s, u[:rows])
+		pi, plp, pf := output(s, ids[:rows], false), output(s, logp[:rows], false), output(s, fullLogp[:rows], false)
+		s.launch("sample_rows", rowPlan(rows, 512), argsOf().ptr(pi).ptr(plp).ptr(pf).ptr(pl).ptr(pp).ptr(pu).i32(rows).i32(v))
+	})
+}
+
+// PolicyLoss evaluates the per-token policy loss and its gradients (see
+// kernels.LossParams).
+func (d *Device) PolicyLoss(out kernels.LossOutput, in kernels.LossInput, p kernels.LossParams, n int) {
+	const op = "PolicyLoss"
+	kernels.CheckPolicyLoss(out, in, p, n)
+	if n == 0 {
+		return
+	}
+	seg := in.Seg
+	if seg == nil {
+		for t := 0; t < n; t += lossChunk {
+			seg = append(seg, int32(t))
+		}
+		seg = append(seg, int32(n))
+	}
+	d.run(op, func(s *session) {
+		up := func(x []float32) uintptr { return dp(upload(s, x)) }
+		o := func(x []float32) uintptr { return dp(output(s, x, false)) }
+		a := lossArgs{
+			logp: up(in.LogP), entropy: up(in.Entropy), oldLogP: up(in.OldLogP), refLogP: up(in.RefLogP),
+			adv: up(in.Adv), seqAdv: up(in.SeqAdv), mask: up(in.Mask), isRatio: up(in.ISRatio), weight: up(in.Weight),
+			seg:  dp(upload(s, seg)),
+			loss: o(out.Loss), dlogp: o(out.DLogP), dentropy: o(out.DEntropy), ratio: o(out.Ratio), kl: o(out.KL),
+			clip: dp(output(s, out.Clip, false)), phi: o(out.Phi),
+			objective: int32(p.Objective), sequenceRatio: flag(p.SequenceRatio), klBias: flag(p.KLBiasCorrection),
+			epsLow: p.EpsLow, epsHigh: p.EpsHigh, delta: p.Delta, tauPos: p.SAPOTauPos, tauNeg: p.SAPOTauNeg,
+			kPos: p.VESPOKPos, lamPos: p.VESPOLambdaPos, kNeg: p.VESPOKNeg, lamNeg: p.VESPOLambdaNeg,
+			beta: p.Beta, entropyCoef: p.EntropyCoef,
+		}
+		pa := upload(s, []lossArgs{a})
+		s.launch("policy_loss", rowPlan(len(seg)-1, 256), argsOf().ptr(pa))
+	})
+}
+
+// AdamW updates param[N], m[N], v[N] in place from grad[N].
+func (d *Device) AdamW(param, grad, m, v []float32, p kernels.AdamWParams, step int) {
+	const op = "AdamW"
+	n := len(param)
+	need(op, "grad", len(grad), n)
+	need(op, "m", len(m), n)
+	need(op, "v", len(v), n)
+	if step < 1 {
+		panic(fmt.Sprintf("kernels/cuda: %s: step %d < 1", op, step))
+	}
+	if n == 0 {
+		return
+	}
+	lr, b1, b2 := float64(p.LR), float64(p.Beta1), float64(p.Beta2)
+	stepSize := lr / (1 - math.Pow(b1, float64(step)))
+	bc2sqrt := math.Sqrt(1 - math.Pow(b2, float64(step)))
+	decay := 1 - lr*float64(p.WeightDecay)
+	d.run(op, func(s *session) {
+		pp, pg, pm, pv := output(s, param, true), upload(s, grad[:n]), output(s, m[:n], true), output(s, v[:n], true)
+		s.launch("adamw_f32", elementwisePlan(n), argsOf().ptr(pp).ptr(pg).ptr(pm).ptr(pv).f32(p.Beta1).f32(p.Beta2).f32(p.Eps).
+			f32(float32(decay)).f32(float32(stepSize)).f32(float32(bc2sqrt)).i64(n))
+	})
+}
