@@ -77,11 +77,12 @@ func (d *Device) Name() string {
 	return fmt.Sprintf("%s (sm_%d%d) modules %v", d.drv.name, d.drv.cc[0], d.drv.cc[1], d.drv.source)
 }
 
-// CacheWeights makes MatMul, MatMulNN and Embedding keep each weight
-// matrix on the device after its first upload, keyed by the address and
-// length of its storage. Only valid while those weights do not change
-// (inference, LoRA training over frozen base weights); staging-only, it
-// goes away with the buffer-based Backend.
+// CacheWeights makes MatMul, MatMulNN and Embedding keep each bf16 or
+// f16 weight matrix on the device after its first upload, keyed by the
+// address and length of its storage (f32 matrices, which training
+// updates, are always copied). Only valid while those bf16/f16 weights do
+// not change (inference, LoRA over a frozen base); staging-only, it goes
+// away with the buffer-based Backend.
 func (d *Device) CacheWeights(on bool) {
 	d.cache = on
 	if !on {
@@ -218,7 +219,7 @@ func (s *session) mat(w kernels.Mat) cu.DevicePtr {
 		return 0
 	}
 	key := weightKey{addr, n, w.DType}
-	if b, ok := s.d.weights[key]; ok && s.d.cache {
+	if b, ok := s.d.weights[key]; ok && s.cacheable(w) {
 		return b.ptr
 	}
 	var p cu.DevicePtr
@@ -227,7 +228,7 @@ func (s *session) mat(w kernels.Mat) cu.DevicePtr {
 	} else {
 		p = upload(s, w.U16[:n])
 	}
-	if s.d.cache && s.err == nil {
+	if s.cacheable(w) && s.err == nil {
 		// Keep it: take it out of the session's temporaries.
 		s.temps = s.temps[:len(s.temps)-1]
 		s.d.weights[key] = Buffer{ptr: p, n: n, dtype: w.DType}
@@ -244,3 +245,8 @@ func (s *session) launch(kernel string, dm dims, a *args) {
 }
 
 func argsOf() *args { return &args{} }
+
+// cacheable reports whether w may stay on the device under CacheWeights:
+// bf16/f16 matrices only, the frozen storage of a checkpoint; f32
+// matrices (LoRA adapters, master copies) are what training updates.
+func (s *session) cacheable(w kernels.Mat) bool { return s.d.cache && w.DType != kernels.F32 }

@@ -170,3 +170,42 @@ func benchGEMM(b *testing.B, d *Device, m, n, k int) {
 	b.ReportMetric(float64(n*k)*float64(unsafe.Sizeof(w[0]))/sec/1e9, "weightGB/s")
 	b.ReportMetric(sec*1e6, "us/launch")
 }
+
+// TestPinnedRoundTrip checks the cgo layer's page-locked host memory: a
+// host → pinned → device → pinned → host round trip.
+func TestPinnedRoundTrip(t *testing.T) {
+	d := openDevice(t)
+	const n = 1 << 20
+	want := make([]float32, n)
+	for i := range want {
+		want[i] = float32(i) * 0.5
+	}
+	got := make([]float32, n)
+	require.NoError(t, d.drv.do(t.Context(), func() error {
+		h, err := hostAlloc(n * 4)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = hostFree(h) }()
+		pinned := unsafe.Slice((*float32)(h), n)
+		copy(pinned, want)
+		p, err := d.drv.pool.alloc(n * 4)
+		if err != nil {
+			return err
+		}
+		defer d.drv.pool.put(p)
+		if err := cu.MemcpyHtoDAsync(p, h, n*4, d.drv.stream); err != nil {
+			return fmt.Errorf("cuda: cuMemcpyHtoDAsync: %w", err)
+		}
+		clear(pinned)
+		if err := cu.MemcpyDtoHAsync(h, p, n*4, d.drv.stream); err != nil {
+			return fmt.Errorf("cuda: cuMemcpyDtoHAsync: %w", err)
+		}
+		if err := d.drv.sync(); err != nil {
+			return err
+		}
+		copy(got, pinned)
+		return nil
+	}))
+	require.Equal(t, want, got)
+}
