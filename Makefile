@@ -73,3 +73,10 @@ cuda-check: cuda-setup
 	@git diff --exit-code -- kernels/cuda/gen || { echo "kernels/cuda/gen differs from the sources: run make cuda-kernels and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- kernels/cuda/gen)" || { git status --porcelain -- kernels/cuda/gen; echo "untracked generated kernels: run make cuda-kernels and commit"; exit 1; }
 	$(GO) test -count=1 -timeout 30m -tags cudahost ./kernels/cuda/...
+
+## gpu-check: build the GPU check here (bin/gpu-check/cuda.test: `go test -c -tags cuda` of
+## kernels/cuda with its GPU tests and benchmarks; needs cuda.h, no GPU). The GPU machine then
+## runs `scripts/gpu-check.sh run` with bin/gpu-check carried (no Go needed there); see the script.
+.PHONY: gpu-check
+gpu-check: cuda-setup
+	./scripts/gpu-check.sh build bin/gpu-check

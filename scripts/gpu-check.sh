@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# gpu-check.sh: the prepared GPU check of the CUDA backend (kernels/cuda).
+#
+#   scripts/gpu-check.sh build [DIR]   here (needs Go, cuda.h: scripts/setup-cuda.sh):
+#                                      builds DIR/cuda.test (default bin/gpu-check), the
+#                                      `go test -c -tags cuda` binary holding the GPU tests
+#                                      and benchmarks, and copies this script next to it.
+#   scripts/gpu-check.sh run [DIR]     on the GPU machine (needs only libcuda.so.1 and
+#                                      coreutils; no Go, no network): runs the stages below,
+#                                      each under its own timeout, logs each to $OUT/<stage>.log
+#                                      ($OUT defaults to ./gpu-check-out) and prints one table
+#                                      last (also written to $OUT/table.md).
+#
+# Stages (GPU_CHECK_STAGES selects a subset, e.g. "info kernels"; seconds are
+# the default timeouts, override with e.g. GPU_CHECK_TIMEOUT_grpo=300):
+#   info     45  device, modules loaded (cubin or PTX), registers/local memory per kernel
+#   kernels 120  the conformance suite (every op vs kernels/ref, awkward shapes, the one
+#                tolerance table) on the Device, and a pinned-memory round trip
+#   model    90  logits of random tiny and Qwen3-0.6B-shaped models, GPU vs kernels/cpu
+#   gemm     45  bf16 tensor-core GEMM TFLOP/s (and % of the 989 TFLOP/s dense peak)
+#   decode   75  decode tok/s at batch 1, 64, 256 vs the HBM bandwidth ceiling
+#   prefill  45  prefill tok/s (8 × 512 tokens)
+#   grpo    120  one GRPO-shaped step: 64 rollouts × 512 tokens, LoRA r16, AdamW
+# The defaults add up to 540 s, under the device tool's 600 s per command.
+#
+# From a session with the device tool:
+#   make gpu-check                     # here
+#   run(command="scripts/gpu-check.sh run", carry=["bin/gpu-check"], timeout_s=600)
+set -uo pipefail
+
+mode=${1:-}
+dir=${2:-bin/gpu-check}
+
+case "$mode" in
+build)
+	set -e
+	mkdir -p "$dir"
+	go vet -tags cuda ./kernels/cuda/
+	go test -c -tags cuda -o "$dir/cuda.test" ./kernels/cuda/
+	cp "$0" "$dir/gpu-check.sh"
+	git rev-parse HEAD >"$dir/commit" 2>/dev/null || true
+	echo "built $dir/cuda.test ($(du -h "$dir/cuda.test" | cut -f1)); on the GPU machine: scripts/gpu-check.sh run $dir"
+	exit 0
+	;;
+run) ;;
+*)
+	echo "usage: $0 build|run [DIR]" >&2
+	exit 2
+	;;
+esac
+
+bin="$dir/cuda.test"
+if [ ! -x "$bin" ]; then
+	echo "gpu-check: $bin missing: run 'make gpu-check' on the build machine and carry $dir" >&2
+	exit 2
+fi
+out=${OUT:-./gpu-check-out}
+mkdir -p "$out"
+stages=${GPU_CHECK_STAGES:-info kernels model gemm decode prefill grpo}
+
+{
+	echo "date: $(date -u +%FT%TZ)"
+	echo "commit: $(cat "$dir/commit" 2>/dev/null || echo unknown)"
+	command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+	uname -a
+} >"$out/env.txt" 2>&1
+
+declare -A args timeouts
+args[info]="-test.run ^TestDeviceInfo$ -test.v"
+args[kernels]="-test.run ^(TestGPU|TestPinnedRoundTrip) -test.v"
+args[model]="-test.run ^TestModelLogitsGPUvsCPU$ -test.v"
+args[gemm]="-test.run ^$ -test.bench ^BenchmarkGEMM$ -test.benchtime 20x"
+args[decode]="-test.run ^$ -test.bench ^BenchmarkDecode$ -test.benchtime 2x"
+args[prefill]="-test.run ^$ -test.bench ^BenchmarkPrefill$ -test.benchtime 2x"
+args[grpo]="-test.run ^$ -test.bench ^BenchmarkGRPOStep$ -test.benchtime 1x"
+timeouts=([info]=45 [kernels]=120 [model]=90 [gemm]=45 [decode]=75 [prefill]=45 [grpo]=120)
+
+rows=()
+for s in $stages; do
+	if [ -z "${args[$s]:-}" ]; then
+		rows+=("| $s | unknown stage | | |")
+		continue
+	fi
+	var="GPU_CHECK_TIMEOUT_$s"
+	lim=${!var:-${timeouts[$s]}}
+	log="$out/$s.log"
+	echo "== $s (timeout ${lim}s): $bin ${args[$s]}" | tee "$log"
+	t0=$(date +%s)
+	# shellcheck disable=SC2086 # args are word lists
+	timeout --kill-after=10 "$lim" "$bin" ${args[$s]} -test.count 1 >>"$log" 2>&1
+	rc=$?
+	t1=$(date +%s)
+	case $rc in
+	0) status=PASS ;;
+	124 | 137) status="TIMEOUT (${lim}s)" ;;
+	*) status="FAIL (rc $rc)" ;;
+	esac
+	pass=$(grep -c -- '--- PASS' "$log")
+	fail=$(grep -c -- '--- FAIL' "$log")
+	figures=""
+	if grep -q '^Benchmark' "$log"; then
+		# name, then every "value unit" pair except ns/op
+		figures=$(grep '^Benchmark' "$log" | awk '{
+			name=$1; sub(/^Benchmark/, "", name); sub(/-[0-9]+$/, "", name); line=name ":";
+			for (i = 3; i < NF; i += 2) if ($(i+1) != "ns/op") line = line " " $i " " $(i+1);
+			printf "%s<br>", line }')
+	elif [ "$s" = info ]; then
+		figures=$(grep -m1 'sm_' "$log" | sed 's/^ *//; s/|/\//g')
+	else
+		figures="$pass passed, $fail failed"
+		if [ "$fail" -gt 0 ]; then
+			figures="$figures: $(grep -- '--- FAIL' "$log" | awk '{print $3}' | head -8 | tr '\n' ' ')"
+		fi
+	fi
+	if [ "$s" = model ]; then
+		figures="$figures $(grep -o '[a-z0-9.-]*: [0-9]*×[0-9]* logits, max abs diff GPU vs CPU [0-9.e+-]*' "$log" | tr '\n' ';')"
+	fi
+	if [ "$rc" -ne 0 ] && [ "$pass$fail" = "00" ]; then
+		figures="$figures last line: $(tail -n 1 "$log" | cut -c1-160 | sed 's/|/\//g')"
+	fi
+	rows+=("| $s | $status | $((t1 - t0)) | $figures |")
+	echo "   -> $status in $((t1 - t0))s"
+done
+
+{
+	echo
+	echo "GPU check, $(date -u +%FT%TZ), commit $(cat "$dir/commit" 2>/dev/null || echo unknown)"
+	grep -A1 '^name' "$out/env.txt" | tail -n 1 || true
+	echo
+	echo "| stage | status | s | figures |"
+	echo "|---|---|---|---|"
+	printf '%s\n' "${rows[@]}"
+} | tee "$out/table.md"
