@@ -250,3 +250,7 @@ func argsOf() *args { return &args{} }
 // bf16/f16 matrices only, the frozen storage of a checkpoint; f32
 // matrices (LoRA adapters, master copies) are what training updates.
 func (s *session) cacheable(w kernels.Mat) bool { return s.d.cache && w.DType != kernels.F32 }
+
+// Elems is the number of elements b holds (kernels.DeviceMem, the
+// device-memory handle of the backend-owned-buffer interface).
+func (b Buffer) Elems() int { return b.n }

@@ -20,12 +20,24 @@
 // Launch configurations live in plan.go, shared by the host build and the
 // device launcher.
 //
+// With the `cuda` build tag (gorgonia.org/cu; building needs cuda.h,
+// running needs a GPU: cu's package init calls cuInit and exits without
+// one), NewDevice opens a GPU: one goroutine locked to its OS thread owns
+// the context and makes every driver call (driver_cuda.go); modules load
+// from the embedded cubins, the PTX when the device is not sm_90 or the
+// cubin is refused; device memory comes from a caching pool
+// (pool_cuda.go); what cu lacks is in driver_cgo_cuda.go. Device is a
+// kernels.Backend over the same kernels and plans as Host. It is a staging
+// step: the Backend interface still takes host slices, so each op copies
+// its inputs in and its outputs out; Buffer, its device-memory type, is
+// what the backend-owned-buffer interface will carry.
+//
 // Status: the kernels are correct on the host build at the suite's
-// awkward shapes; nothing has run on a GPU yet, and the device launcher
-// (the `cuda` tag over the buffer-based Backend) is the next step. The
-// kernels favour clarity over speed for now: the GEMM is a plain
-// 32×64-tile mma.sync kernel (no ldmatrix, cp.async or pipelining; a
-// decode row uses 1 of its 32 rows, no split-K for long reductions),
-// attention runs one warp per query row (no shared-memory K/V tiles for
-// prefill), and sample_rows makes about 70 block-wide passes over a row.
+// awkward shapes; the device path compiles (go vet/build/test -c -tags
+// cuda) but has never run on a GPU: `make gpu-check` prepares the check
+// (scripts/gpu-check.sh). The kernels favour clarity over speed for now:
+// the GEMM is a plain 32×64-tile mma.sync kernel (no ldmatrix, cp.async or
+// pipelining; a decode row uses 1 of its 32 rows, no split-K for long
+// reductions), attention runs one warp per query row (no shared-memory K/V
+// tiles for prefill), and sample_rows makes about 70 block-wide passes over a row.
 package cuda
