@@ -123,6 +123,9 @@ type session struct {
 // stream, copies the outputs back and returns the temporaries to the
 // pool; an error panics naming op (Backend methods return no error).
 func (d *Device) run(op string, body func(s *session)) {
+	if d.drv == nil {
+		panic("kernels/cuda: " + op + ": Device used after Close")
+	}
 	err := d.drv.do(context.Background(), func() error {
 		s := &session{d: d}
 		body(s)
@@ -203,17 +206,13 @@ func output[T any](s *session, x []T, in bool) cu.DevicePtr {
 // mat returns w's storage on the device (cached with CacheWeights).
 func (s *session) mat(w kernels.Mat) cu.DevicePtr {
 	var addr uintptr
-	n := 0
-	if w.DType == kernels.F32 {
-		n = w.Rows * w.Cols
-		if n > 0 {
-			addr = uintptr(unsafe.Pointer(&w.F32[0]))
-		}
-	} else {
-		n = w.Rows * w.Cols
-		if n > 0 {
-			addr = uintptr(unsafe.Pointer(&w.U16[0]))
-		}
+	n := w.Rows * w.Cols
+	switch {
+	case n == 0:
+	case w.DType == kernels.F32:
+		addr = uintptr(unsafe.Pointer(&w.F32[0]))
+	default:
+		addr = uintptr(unsafe.Pointer(&w.U16[0]))
 	}
 	if n == 0 || s.err != nil {
 		return 0

@@ -13,7 +13,11 @@ import (
 
 // The kernels.Backend methods of Device: the same checks, kernels and
 // launch plans as Host (host.go), with device memory in place of host
-// pointers.
+// pointers. Outputs are copied in before the launch as well as out after
+// it (output(..., true)), so that elements a kernel leaves alone (a
+// slice's tail past the shape, a loss output a mode does not write) keep
+// their values as on the host; only the GEMM output, whose every element
+// one thread writes, skips the copy in.
 
 var _ kernels.Backend = (*Device)(nil)
 
@@ -50,7 +54,7 @@ func (d *Device) gemmW(op string, out, a []float32, w kernels.Mat, i, j, r int, 
 		acc = 1
 	}
 	d.run(op, func(s *session) {
-		po, pa, pw := output(s, out, accumulate), upload(s, a), s.mat(w)
+		po, pa, pw := output(s, out, accumulate), upload(s, a), s.mat(w) // every element written
 		if w.DType == kernels.BF16 {
 			name := "gemm_bf16_wn"
 			if wt {
@@ -96,7 +100,7 @@ func (d *Device) Embedding(out []float32, table kernels.Mat, ids []int32) {
 		return
 	}
 	d.run(op, func(s *session) {
-		po, pt, pi := output(s, out[:t*c], false), s.mat(table), upload(s, ids)
+		po, pt, pi := output(s, out[:t*c], true), s.mat(table), upload(s, ids)
 		s.launch("embedding_forward", rowPlan(t, 256), argsOf().ptr(po).ptr(pt).i32(int(table.DType)).ptr(pi).i32(t).i32(c))
 	})
 }
@@ -129,7 +133,7 @@ func (d *Device) RMSNorm(out, x, w []float32, rows, cols int, eps float32) {
 	}
 	d.run(op, func(s *session) {
 		px, pw := upload(s, x[:rows*cols]), upload(s, w[:cols])
-		po := output(s, out[:rows*cols], false)
+		po := output(s, out[:rows*cols], true)
 		s.launch("rmsnorm_forward", rowPlan(rows, 256), argsOf().ptr(po).ptr(px).ptr(pw).i32(rows).i32(cols).f32(eps))
 	})
 }
@@ -152,7 +156,7 @@ func (d *Device) RMSNormBackward(dx, dw, dout, x, w []float32, rows, cols int, e
 	rc := rows * cols
 	d.run(op, func(s *session) {
 		pdout, px, pw := upload(s, dout[:rc]), upload(s, x[:rc]), upload(s, w[:cols])
-		pdx, pdw := output(s, dx[:rc], false), output(s, dw[:cols], true)
+		pdx, pdw := output(s, dx[:rc], true), output(s, dw[:cols], true)
 		rstd := s.alloc(int64(rows) * 4)
 		s.launch("rmsnorm_backward_dx", rowPlan(rows, 256), argsOf().ptr(pdx).ptr(rstd).ptr(pdout).ptr(px).ptr(pw).i32(rows).i32(cols).f32(eps))
 		s.launch("rmsnorm_backward_dw", columnPlan(cols), argsOf().ptr(pdw).ptr(pdout).ptr(px).ptr(rstd).i32(rows).i32(cols))
@@ -216,9 +220,9 @@ func (d *Device) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim 
 		desc := make([]attnSeq, len(seqs))
 		for i, sq := range seqs {
 			th, n := sq.T*heads*headDim, sq.Start+sq.T
-			desc[i] = attnSeq{q: dp(upload(s, sq.Q[:th])), out: dp(output(s, sq.Out[:th], false)), t: int64(sq.T), start: int64(sq.Start)}
+			desc[i] = attnSeq{q: dp(upload(s, sq.Q[:th])), out: dp(output(s, sq.Out[:th], true)), t: int64(sq.T), start: int64(sq.Start)}
 			if sq.LSE != nil {
-				desc[i].lse = dp(output(s, sq.LSE[:sq.T*heads], false))
+				desc[i].lse = dp(output(s, sq.LSE[:sq.T*heads], true))
 			}
 			if sq.Paged.BlockSize > 0 {
 				bs := sq.Paged.BlockSize
@@ -271,7 +275,7 @@ func (d *Device) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHea
 			th, nk := sq.T*heads*headDim, (sq.Start+sq.T)*kvHeads*headDim
 			desc[i] = attnGradSeq{dout: dp(upload(s, sq.DOut[:th])), q: dp(upload(s, sq.Q[:th])), k: dp(upload(s, sq.K[:nk])),
 				v: dp(upload(s, sq.V[:nk])), out: dp(upload(s, sq.Out[:th])), lse: dp(upload(s, sq.LSE[:sq.T*heads])),
-				dq: dp(output(s, sq.DQ[:th], false)), dk: dp(output(s, sq.DK[:nk], true)), dv: dp(output(s, sq.DV[:nk], true)),
+				dq: dp(output(s, sq.DQ[:th], true)), dk: dp(output(s, sq.DK[:nk], true)), dv: dp(output(s, sq.DV[:nk], true)),
 				di: dp(s.alloc(int64(sq.T*heads) * 4)), t: int64(sq.T), start: int64(sq.Start)}
 		}
 		pd := upload(s, desc)
@@ -292,7 +296,7 @@ func (d *Device) SwiGLU(out, gate, up []float32) {
 	}
 	d.run(op, func(s *session) {
 		pg, pu := upload(s, gate[:n]), upload(s, up[:n])
-		po := output(s, out, false)
+		po := output(s, out, true)
 		s.launch("swiglu_forward", elementwisePlan(n), argsOf().ptr(po).ptr(pg).ptr(pu).i64(n))
 	})
 }
@@ -310,7 +314,7 @@ func (d *Device) SwiGLUBackward(dgate, dup, dout, gate, up []float32) {
 	}
 	d.run(op, func(s *session) {
 		pdo, pg, pu := upload(s, dout), upload(s, gate[:n]), upload(s, up[:n])
-		pdg, pdu := output(s, dgate[:n], false), output(s, dup[:n], false)
+		pdg, pdu := output(s, dgate[:n], true), output(s, dup[:n], true)
 		s.launch("swiglu_backward", elementwisePlan(n), argsOf().ptr(pdg).ptr(pdu).ptr(pdo).ptr(pg).ptr(pu).i64(n))
 	})
 }
@@ -355,10 +359,10 @@ func (d *Device) LogSoftmaxGather(logp, entropy, logits []float32, targets []int
 	}
 	d.run(op, func(s *session) {
 		pl, pt := upload(s, logits[:rows*v]), upload(s, targets[:rows])
-		plp := output(s, logp[:rows], false)
+		plp := output(s, logp[:rows], true)
 		var pe cu.DevicePtr
 		if entropy != nil {
-			pe = output(s, entropy[:rows], false)
+			pe = output(s, entropy[:rows], true)
 		}
 		s.launch("logsoftmax_gather", rowPlan(rows, logitsRowThreads), argsOf().ptr(plp).ptr(pe).ptr(pl).ptr(pt).i32(rows).i32(v))
 	})
@@ -382,7 +386,7 @@ func (d *Device) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []i
 	d.run(op, func(s *session) {
 		// dlogits may alias logits: inputs are copied in before the launch
 		// and outputs copied out after it, into separate device buffers.
-		pdl, pl := output(s, dlogits[:rows*v], false), upload(s, logits[:rows*v])
+		pdl, pl := output(s, dlogits[:rows*v], true), upload(s, logits[:rows*v])
 		pt, pdlp := upload(s, targets[:rows]), upload(s, dlogp[:rows])
 		var pde cu.DevicePtr
 		if dentropy != nil {
@@ -413,7 +417,7 @@ func (d *Device) Argmax(x []float32) int32 {
 	}
 	out := make([]int32, 1)
 	d.run("Argmax", func(s *session) {
-		po, px := output(s, out, false), upload(s, x)
+		po, px := output(s, out, true), upload(s, x)
 		s.launch("argmax_f32", singleBlockPlan(), argsOf().ptr(po).ptr(px).i32(len(x)))
 	})
 	return out[0]
@@ -446,7 +450,7 @@ func (d *Device) SampleRows(ids []int32, logp, fullLogp, logits []float32, param
 	}
 	d.run(op, func(s *session) {
 		pl, pp, pu := upload(s, logits[:rows*v]), upload(s, prm), upload(s, u[:rows])
-		pi, plp, pf := output(s, ids[:rows], false), output(s, logp[:rows], false), output(s, fullLogp[:rows], false)
+		pi, plp, pf := output(s, ids[:rows], true), output(s, logp[:rows], true), output(s, fullLogp[:rows], true)
 		s.launch("sample_rows", rowPlan(rows, 512), argsOf().ptr(pi).ptr(plp).ptr(pf).ptr(pl).ptr(pp).ptr(pu).i32(rows).i32(v))
 	})
 }
@@ -468,13 +472,13 @@ func (d *Device) PolicyLoss(out kernels.LossOutput, in kernels.LossInput, p kern
 	}
 	d.run(op, func(s *session) {
 		up := func(x []float32) uintptr { return dp(upload(s, x)) }
-		o := func(x []float32) uintptr { return dp(output(s, x, false)) }
+		o := func(x []float32) uintptr { return dp(output(s, x, true)) }
 		a := lossArgs{
 			logp: up(in.LogP), entropy: up(in.Entropy), oldLogP: up(in.OldLogP), refLogP: up(in.RefLogP),
 			adv: up(in.Adv), seqAdv: up(in.SeqAdv), mask: up(in.Mask), isRatio: up(in.ISRatio), weight: up(in.Weight),
 			seg:  dp(upload(s, seg)),
 			loss: o(out.Loss), dlogp: o(out.DLogP), dentropy: o(out.DEntropy), ratio: o(out.Ratio), kl: o(out.KL),
-			clip: dp(output(s, out.Clip, false)), phi: o(out.Phi),
+			clip: dp(output(s, out.Clip, true)), phi: o(out.Phi),
 			objective: int32(p.Objective), sequenceRatio: flag(p.SequenceRatio), klBias: flag(p.KLBiasCorrection),
 			epsLow: p.EpsLow, epsHigh: p.EpsHigh, delta: p.Delta, tauPos: p.SAPOTauPos, tauNeg: p.SAPOTauNeg,
 			kPos: p.VESPOKPos, lamPos: p.VESPOLambdaPos, kNeg: p.VESPOKNeg, lamNeg: p.VESPOLambdaNeg,
