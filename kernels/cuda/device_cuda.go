@@ -138,6 +138,9 @@ func (d *Device) run(op string, body func(s *session)) {
 			}
 			s.err = f()
 		}
+		if s.err == nil && len(s.downs) > 0 {
+			s.err = d.drv.sync()
+		}
 		for _, p := range s.temps {
 			d.drv.pool.put(p)
 		}
@@ -172,8 +175,12 @@ func upload[T any](s *session, x []T) cu.DevicePtr {
 	if s.err != nil {
 		return 0
 	}
-	if err := cu.MemcpyHtoD(p, unsafe.Pointer(&x[0]), n); err != nil {
-		s.err = fmt.Errorf("cuda: cuMemcpyHtoD %d bytes: %w", n, err)
+	// On the driver's stream, so that the launches after it wait for it
+	// (a plain cuMemcpyHtoD runs on the legacy stream, which the
+	// non-blocking stream does not wait for). From pageable memory it
+	// returns once x is staged, so x may change afterwards.
+	if err := cu.MemcpyHtoDAsync(p, unsafe.Pointer(&x[0]), n, s.d.drv.stream); err != nil {
+		s.err = fmt.Errorf("cuda: cuMemcpyHtoDAsync %d bytes: %w", n, err)
 	}
 	return p
 }
@@ -195,8 +202,9 @@ func output[T any](s *session, x []T, in bool) cu.DevicePtr {
 	}
 	n := int64(len(x)) * int64(unsafe.Sizeof(x[0]))
 	s.downs = append(s.downs, func() error {
-		if err := cu.MemcpyDtoH(unsafe.Pointer(&x[0]), p, n); err != nil {
-			return fmt.Errorf("cuda: cuMemcpyDtoH %d bytes: %w", n, err)
+		// Into pageable memory the copy is complete when the call returns.
+		if err := cu.MemcpyDtoHAsync(unsafe.Pointer(&x[0]), p, n, s.d.drv.stream); err != nil {
+			return fmt.Errorf("cuda: cuMemcpyDtoHAsync %d bytes: %w", n, err)
 		}
 		return nil
 	})
