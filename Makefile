@@ -63,12 +63,17 @@ cuda-setup:
 cuda-kernels:
 	./scripts/cuda-kernels.sh
 
-## cuda-check: what CI runs for the CUDA backend: vet/build with the cudahost tag,
-## regenerate the kernels and require them identical to the committed ones, and run
-## the whole conformance suite on the kernels through the SIMT host build.
+## cuda-check: what CI runs for the CUDA backend: vet/build with the cudahost tag and
+## with the cuda tag (the device launcher; compiled and linked, never run: a -tags cuda
+## binary needs a GPU to start), regenerate the kernels and require them identical to
+## the committed ones, and run the whole conformance suite on the kernels through the
+## SIMT host build.
 cuda-check: cuda-setup
 	$(GO) vet -tags cudahost ./kernels/cuda/...
 	$(GO) build -tags cudahost ./...
+	$(GO) vet -tags cuda ./...
+	$(GO) build -tags cuda ./...
+	$(GO) test -c -tags cuda -o /dev/null ./kernels/cuda/
 	./scripts/cuda-kernels.sh
 	@git diff --exit-code -- kernels/cuda/gen || { echo "kernels/cuda/gen differs from the sources: run make cuda-kernels and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- kernels/cuda/gen)" || { git status --porcelain -- kernels/cuda/gen; echo "untracked generated kernels: run make cuda-kernels and commit"; exit 1; }
