@@ -15,7 +15,8 @@
 # the default timeouts, override with e.g. GPU_CHECK_TIMEOUT_grpo=300):
 #   info     30  device, modules loaded (cubin or PTX), registers/local memory per kernel
 #   kernels 120  the conformance suite (every op vs kernels/ref, awkward shapes, the one
-#                tolerance table) on the Device, and a pinned-memory round trip
+#                tolerance table) on the Device, the SIMT probes (mma.sync fragment layout,
+#                barrier/shared/shuffle/ballot) on hardware, and a pinned-memory round trip
 #   model    90  logits of random tiny and Qwen3-0.6B-shaped models, GPU vs kernels/cpu
 #   gemm     45  bf16 tensor-core GEMM TFLOP/s (and % of the 989 TFLOP/s dense peak)
 #   decode   60  decode tok/s at batch 1, 64, 256 vs the HBM bandwidth ceiling

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/cu"
 
@@ -208,4 +209,62 @@ func TestPinnedRoundTrip(t *testing.T) {
 		return nil
 	}))
 	require.Equal(t, want, got)
+}
+
+// TestGPUProbeMMA runs simt_probe_mma on the tensor cores: it places A, B,
+// C and D by the PTX ISA fragment tables, as the host shim emulates them,
+// so a pass confirms on hardware the layout every mma kernel assumes
+// (TestProbeMMA checks the same probe on the host build).
+func TestGPUProbeMMA(t *testing.T) {
+	d := openDevice(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	a, b := make([]uint16, 16*16), make([]uint16, 16*8)
+	af, bf := make([]float32, len(a)), make([]float32, len(b))
+	for i := range a {
+		a[i] = kernels.F32ToBF16(float32(rng.NormFloat64()))
+		af[i] = kernels.BF16ToF32(a[i])
+	}
+	for i := range b {
+		b[i] = kernels.F32ToBF16(float32(rng.NormFloat64()))
+		bf[i] = kernels.BF16ToF32(b[i])
+	}
+	c := make([]float32, 16*8)
+	for i := range c {
+		c[i] = float32(i) / 16
+	}
+	out := make([]float32, 16*8)
+	d.run("probe mma", func(s *session) {
+		po, pa, pb, pc := output(s, out, false), upload(s, a), upload(s, b), upload(s, c)
+		s.launch("simt_probe_mma", dims{gx: 1, gy: 1, gz: 1, bx: 32, by: 1, bz: 1}, argsOf().ptr(po).ptr(pa).ptr(pb).ptr(pc))
+	})
+	for r := range 16 {
+		for n := range 8 {
+			want := float64(c[r*8+n])
+			for k := range 16 {
+				want += float64(af[r*16+k]) * float64(bf[k*8+n])
+			}
+			assert.InDelta(t, want, float64(out[r*8+n]), 1e-5, "D[%d][%d]", r, n)
+		}
+	}
+}
+
+// TestGPUProbeBarrier runs simt_probe_barrier (__syncthreads, __shared__,
+// __shfl_xor_sync, __ballot_sync) on the device with the expectations of
+// the host build's TestProbeBarrier.
+func TestGPUProbeBarrier(t *testing.T) {
+	d := openDevice(t)
+	for _, n := range []int{32, 96, 1024} {
+		out := make([]int32, n)
+		d.run("probe barrier", func(s *session) {
+			s.launch("simt_probe_barrier", dims{gx: 1, gy: 1, gz: 1, bx: uint32(n), by: 1, bz: 1}, argsOf().ptr(output(s, out, false)))
+		})
+		for i := range n {
+			base := i / 32 * 32
+			sum := 0
+			for j := base; j < base+32; j++ {
+				sum += j + 1
+			}
+			assert.Equal(t, int32((i+1)%n+1+sum+1), out[i], "n %d thread %d", n, i)
+		}
+	}
 }
