@@ -268,3 +268,45 @@ func TestGPUProbeBarrier(t *testing.T) {
 		}
 	}
 }
+
+// TestGPUBuffers checks the device-memory layer under the coming
+// buffer interface: zeroed allocation, upload and download at element
+// offsets (views), device-to-device copy, and errors for a wrong host
+// element type, a cast and a range outside the buffer.
+func TestGPUBuffers(t *testing.T) {
+	d := openDevice(t)
+	ctx := t.Context()
+	a, err := d.allocBuffer(ctx, kernels.F32, 100)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, d.freeBuffer(ctx, a)) }()
+	b, err := d.allocBuffer(ctx, kernels.F32, 50)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, d.freeBuffer(ctx, b)) }()
+
+	zeros := make([]float32, 100)
+	for i := range zeros {
+		zeros[i] = 1
+	}
+	require.NoError(t, downloadBuffer(ctx, d, zeros, a, 0))
+	assert.Equal(t, make([]float32, 100), zeros, "allocation is zeroed")
+
+	src := []float32{1, 2, 3, 4, 5}
+	require.NoError(t, uploadBuffer(ctx, d, a, 10, src))
+	require.NoError(t, d.copyBuffer(ctx, b, 40, a, 10, 5))
+	got := make([]float32, 7)
+	require.NoError(t, downloadBuffer(ctx, d, got, b, 39))
+	assert.Equal(t, []float32{0, 1, 2, 3, 4, 5, 0}, got)
+
+	h, err := d.allocBuffer(ctx, kernels.BF16, 8)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, d.freeBuffer(ctx, h)) }()
+	bits := []uint16{kernels.F32ToBF16(1.5), kernels.F32ToBF16(-2)}
+	require.NoError(t, uploadBuffer(ctx, d, h, 6, bits))
+	back := make([]uint16, 2)
+	require.NoError(t, downloadBuffer(ctx, d, back, h, 6))
+	assert.Equal(t, bits, back)
+
+	assert.ErrorContains(t, uploadBuffer(ctx, d, h, 0, src), "host float32 elements for a")
+	assert.ErrorContains(t, d.copyBuffer(ctx, h, 0, a, 0, 1), "a cast, not a copy")
+	assert.ErrorContains(t, uploadBuffer(ctx, d, a, 98, src), "outside a buffer of 100")
+}
