@@ -29,8 +29,9 @@
 // (pool_cuda.go); what cu lacks is in driver_cgo_cuda.go. Device is a
 // kernels.Backend over the same kernels and plans as Host. It is a staging
 // step: the Backend interface still takes host slices, so each op copies
-// its inputs in and its outputs out; Buffer, its device-memory type, is
-// what the backend-owned-buffer interface will carry.
+// its inputs in and its outputs out; Buffer, its device-memory type, and
+// the allocation/upload/download/copy layer over it (buffer_cuda.go) are
+// what the backend-owned-buffer interface will call.
 //
 // Status: the kernels are correct on the host build at the suite's
 // awkward shapes; the device path compiles (go vet/build/test -c -tags
