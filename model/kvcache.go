@@ -142,6 +142,9 @@ func (st *kvState) truncPages(n int) {
 // this cache's blocks. It fails, leaving the cache valid, when the pool is
 // at its limit.
 func (c *KVCache) reserve(p *kvPool, n int) error {
+	if c.st != nil && len(c.st.own.ids) == 0 && c.st.own.pool != p {
+		c.st = nil // empty (reset or released): it takes the Model's current pool
+	}
 	c.attach(p)
 	st := c.st
 	p = st.own.pool

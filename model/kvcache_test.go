@@ -251,3 +251,29 @@ func TestCancelReturnsBlocksForReuse(t *testing.T) {
 	assert.Equal(t, 3, kept.Cache.Len)
 	assert.Zero(t, b.Len())
 }
+
+// TestReleasedCacheTakesNewPool: SetKVOptions says caches keep their pool
+// only until they are reset or released; a released sequence's next turn
+// takes its blocks from the Model's current pool (its block size, dtype and
+// bound), not from the pool it used before.
+func TestReleasedCacheTakesNewPool(t *testing.T) {
+	m := openTiny(t, inferBackends(t)[1].b)
+	s := NewSequence(1, 1, 2, 3)
+	_, err := m.Generate(t.Context(), []Request{{Seq: s, MaxNewTokens: 2}}, BatchOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 1, m.KVStats().InUse)
+	s.Release()
+
+	require.NoError(t, m.SetKVOptions(KVOptions{DType: kernels.BF16, BlockSize: 2}))
+	_, err = m.Generate(t.Context(), []Request{{Seq: s, MaxNewTokens: 2}}, BatchOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, 3, s.Cache.Blocks(), "6 positions in blocks of 2")
+	assert.Equal(t, 3, m.KVStats().InUse, "the blocks come from the new pool")
+	s.Release()
+	assert.Zero(t, m.KVStats().InUse)
+
+	require.NoError(t, m.SetKVOptions(KVOptions{BlockSize: 2, MaxBytes: 1}))
+	out, err := m.Generate(t.Context(), []Request{{Seq: s, MaxNewTokens: 1}}, BatchOptions{})
+	require.Error(t, err)
+	assert.ErrorIs(t, out[0].Err, ErrKVPoolFull, "the new pool's bound holds")
+}
