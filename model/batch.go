@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/x/kernels"
 )
@@ -347,6 +348,9 @@ func (m *Model) Prefill(ctx context.Context, seqs []*Sequence, opts BatchOptions
 	for i, s := range seqs {
 		if s == nil || s.Cache.Len > len(s.Tokens) {
 			return fmt.Errorf("model: prefill sequence %d: nil or inconsistent", i)
+		}
+		if j := slices.Index(seqs[:i], s); j >= 0 {
+			return fmt.Errorf("model: prefill sequence %d: the same sequence as %d", i, j)
 		}
 		if err := m.CheckTokens(s.Pending()); err != nil {
 			return fmt.Errorf("model: prefill sequence %d: %w", i, err)

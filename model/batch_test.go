@@ -262,6 +262,10 @@ func TestPrefillAndForkShareAPrompt(t *testing.T) {
 			assert.Equal(t, prompt, root.Tokens, "forks do not touch the root")
 			assert.Equal(t, len(prompt), root.Cache.Len)
 			assert.Error(t, m.Prefill(t.Context(), []*Sequence{NewSequence(0, 1, -4)}, BatchOptions{}))
+			// The same sequence twice would be fed twice into one cache.
+			twice := NewSequence(0, prompt...)
+			assert.ErrorContains(t, m.Prefill(t.Context(), []*Sequence{twice, twice}, BatchOptions{}), "same sequence")
+			assert.Zero(t, twice.Cache.Len)
 		})
 	}
 }
