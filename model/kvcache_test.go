@@ -3,8 +3,10 @@ package model
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -276,4 +278,78 @@ func TestReleasedCacheTakesNewPool(t *testing.T) {
 	out, err := m.Generate(t.Context(), []Request{{Seq: s, MaxNewTokens: 1}}, BatchOptions{})
 	require.Error(t, err)
 	assert.ErrorIs(t, out[0].Err, ErrKVPoolFull, "the new pool's bound holds")
+}
+
+// TestDroppedSequencesReturnBlocks: sequences dropped without Release
+// (a root and its forks, after generating) give their blocks back once
+// the garbage collector finds them unreachable (the runtime.AddCleanup on
+// each cache's block table), each block exactly once.
+func TestDroppedSequencesReturnBlocks(t *testing.T) {
+	m := openTiny(t, inferBackends(t)[1].b)
+	require.NoError(t, m.SetKVOptions(KVOptions{BlockSize: 2}))
+	func() {
+		root := NewSequence(1, 1, 2, 3, 4, 5)
+		require.NoError(t, m.Prefill(t.Context(), []*Sequence{root}, BatchOptions{}))
+		var reqs []Request
+		for g := range 3 {
+			reqs = append(reqs, Request{Seq: root.Fork(uint64(g)), MaxNewTokens: 5})
+		}
+		_, err := m.Generate(t.Context(), reqs, BatchOptions{})
+		require.NoError(t, err)
+		require.Positive(t, m.KVStats().Shared)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for m.KVStats().InUse > 0 && time.Now().Before(deadline) {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	st := m.KVStats()
+	assert.Zero(t, st.InUse, "every block came back")
+	// The pool reuses them: a new sequence of the same size does not grow it.
+	s := NewSequence(2, 1, 2, 3, 4, 5)
+	_, err := m.Generate(t.Context(), []Request{{Seq: s, MaxNewTokens: 5}}, BatchOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, st.Blocks, m.KVStats().Blocks)
+}
+
+// TestCancelQueuedFork: cancelling a request that is still queued returns
+// its forked sequence's references (the blocks it shares stay with the
+// others) and leaves the running requests' results alone.
+func TestCancelQueuedFork(t *testing.T) {
+	m := openTiny(t, inferBackends(t)[1].b)
+	require.NoError(t, m.SetKVOptions(KVOptions{BlockSize: 4}))
+	p := kernels.SamplingParams{Temperature: 1}
+	root := NewSequence(0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+	require.NoError(t, m.Prefill(t.Context(), []*Sequence{root}, BatchOptions{}))
+	alone := root.Fork(1)
+	want, err := m.Generate(t.Context(), []Request{{Seq: alone, MaxNewTokens: 6, Sampling: p}}, BatchOptions{})
+	require.NoError(t, err)
+	alone.Release()
+
+	b := m.NewBatch(BatchOptions{MaxBatch: 1})
+	running, queued := root.Fork(1), root.Fork(2)
+	idRun, err := b.Add(Request{Seq: running, MaxNewTokens: 6, Sampling: p})
+	require.NoError(t, err)
+	idQ, err := b.Add(Request{Seq: queued, MaxNewTokens: 6, Sampling: p})
+	require.NoError(t, err)
+	_, err = b.Step(t.Context())
+	require.NoError(t, err)
+	f, ok := b.Cancel(idQ)
+	require.True(t, ok)
+	assert.ErrorIs(t, f.Err, ErrCanceled)
+	assert.Empty(t, f.Tokens)
+	assert.Zero(t, queued.Cache.Blocks())
+	var got Finished
+	for b.Len() > 0 {
+		done, err := b.Step(t.Context())
+		require.NoError(t, err)
+		for _, d := range done {
+			got = d
+		}
+	}
+	assert.Equal(t, idRun, got.ID)
+	assert.Equal(t, want[0].Tokens, got.Tokens)
+	root.Release()
+	running.Release()
+	assert.Zero(t, m.KVStats().InUse, "each block released as often as it was taken")
 }
