@@ -173,6 +173,7 @@ func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 	// Admit queued requests; those asking for nothing finish at once.
 	for len(b.queue) > 0 && len(b.active) < b.opts.MaxBatch {
 		s := b.queue[0]
+		b.queue[0] = slot{} // the batch must not keep a finished sequence reachable
 		b.queue = b.queue[1:]
 		if s.req.MaxNewTokens == 0 {
 			done = append(done, Finished{ID: s.id, Completion: s.comp})
@@ -219,6 +220,8 @@ func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 		}
 	}
 	hidden := b.r.forward(b.caches, b.feeds)
+	clear(b.caches) // the batch must not keep a finished sequence reachable
+	clear(b.feeds)
 
 	// Sample for every sequence whose pending tokens are all in the cache.
 	C := b.m.Config.HiddenSize
@@ -306,7 +309,7 @@ func (b *Batch) Remove(id int) (Finished, bool) {
 			if s.id != id {
 				continue
 			}
-			*q = append((*q)[:i], (*q)[i+1:]...)
+			*q = slices.Delete(*q, i, i+1) // zeroes the vacated slot
 			s.comp.Err = ErrCanceled
 			return Finished{ID: s.id, Completion: s.comp}, true
 		}

@@ -298,11 +298,7 @@ func TestDroppedSequencesReturnBlocks(t *testing.T) {
 		require.NoError(t, err)
 		require.Positive(t, m.KVStats().Shared)
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for m.KVStats().InUse > 0 && time.Now().Before(deadline) {
-		runtime.GC()
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitBlocksReturned(m)
 	st := m.KVStats()
 	assert.Zero(t, st.InUse, "every block came back")
 	// The pool reuses them: a new sequence of the same size does not grow it.
@@ -352,4 +348,42 @@ func TestCancelQueuedFork(t *testing.T) {
 	root.Release()
 	running.Release()
 	assert.Zero(t, m.KVStats().InUse, "each block released as often as it was taken")
+}
+
+// waitBlocksReturned runs the garbage collector until m's pool has no
+// block in use, or 10 s have passed.
+func waitBlocksReturned(m *Model) {
+	deadline := time.Now().Add(10 * time.Second)
+	for m.KVStats().InUse > 0 && time.Now().Before(deadline) {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestBatchDoesNotPinDroppedSequences: a Batch kept for more requests holds
+// no reference to the sequences of finished or removed requests, so the
+// ones the caller drops without Release return their blocks to the pool.
+func TestBatchDoesNotPinDroppedSequences(t *testing.T) {
+	m := openTiny(t, inferBackends(t)[1].b)
+	b := m.NewBatch(BatchOptions{MaxBatch: 2})
+	func() {
+		for _, s := range []*Sequence{NewSequence(1, 1, 2, 3), NewSequence(2, 4, 5), NewSequence(3, 6)} {
+			_, err := b.Add(Request{Seq: s, MaxNewTokens: 2})
+			require.NoError(t, err)
+		}
+		_, err := b.Step(t.Context())
+		require.NoError(t, err)
+		for _, id := range []int{2, 0} { // queued, then running
+			_, ok := b.Remove(id)
+			require.True(t, ok)
+		}
+		for b.Len() > 0 {
+			_, err := b.Step(t.Context())
+			require.NoError(t, err)
+		}
+		require.Equal(t, 2, m.KVStats().InUse, "the removed queued request never ran")
+	}()
+	waitBlocksReturned(m)
+	assert.Zero(t, m.KVStats().InUse, "the batch still references a dropped sequence")
+	runtime.KeepAlive(b)
 }
