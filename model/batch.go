@@ -113,10 +113,13 @@ func (m *Model) NewBatch(opts BatchOptions) *Batch {
 	return &Batch{m: m, opts: opts, r: r}
 }
 
-// Add queues req and returns its id. The request's sequence must not be in
+// Add queues req and returns its id, the number of Add calls before it
+// (refused ones included). The request's sequence must not be in
 // the batch already and must hold at least one token; its pending tokens
 // must be in the vocabulary.
 func (b *Batch) Add(req Request) (int, error) {
+	id := b.nextID // taken even when req is refused: Generate's request i is id i
+	b.nextID++
 	switch {
 	case req.Seq == nil:
 		return 0, errors.New("model: request without a sequence")
@@ -147,8 +150,6 @@ func (b *Batch) Add(req Request) (int, error) {
 		// Fully cached: re-feed the last token to get the next distribution.
 		req.Seq.Cache.Truncate(len(req.Seq.Tokens) - 1)
 	}
-	id := b.nextID
-	b.nextID++
 	b.queue = append(b.queue, slot{id: id, req: req, comp: Completion{
 		Tokens:       make([]int32, 0, min(req.MaxNewTokens, 4096)),
 		LogProbs:     make([]float32, 0, min(req.MaxNewTokens, 4096)),

@@ -198,6 +198,14 @@ func TestBatchPerRequestErrorsAndCancel(t *testing.T) {
 	assert.ErrorContains(t, err, "request 1")
 	assert.Equal(t, alone[0].Tokens, comps[0].Tokens)
 	assert.Error(t, comps[1].Err)
+
+	// Each error names the request it belongs to, also when an earlier
+	// request was refused by Add (its id is not reused).
+	comps, err = m.Generate(t.Context(), []Request{{Seq: NewSequence(0, -1), MaxNewTokens: 2}, {Seq: NewSequence(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13), MaxNewTokens: 2}}, BatchOptions{})
+	require.Error(t, err)
+	require.ErrorIs(t, comps[1].Err, ErrContextLength)
+	assert.ErrorContains(t, comps[1].Err, "request 1:")
+	assert.NotContains(t, comps[1].Err.Error(), "request 0")
 }
 
 func TestCancelReturnsBlocksForReuse(t *testing.T) {
