@@ -395,3 +395,28 @@ func TestBatchDoesNotPinDroppedSequences(t *testing.T) {
 	assert.Zero(t, m.KVStats().InUse, "the batch still references a dropped sequence")
 	runtime.KeepAlive(b)
 }
+
+// TestSetKVOptionsRefusesBadOptions: each bad setting is an error naming
+// it, before any block exists (a huge block size used to be accepted and
+// then panic, overflowing, at the first forward).
+func TestSetKVOptionsRefusesBadOptions(t *testing.T) {
+	m := openTiny(t, inferBackends(t)[1].b)
+	cases := []struct {
+		name string
+		o    KVOptions
+		want string
+	}{
+		{"negative_block", KVOptions{BlockSize: -1}, "block size -1"},
+		{"huge_block", KVOptions{BlockSize: 1 << 40}, "block size 1099511627776"},
+		{"dtype", KVOptions{DType: kernels.F16}, "dtype"},
+		{"negative_max_bytes", KVOptions{MaxBytes: -5}, "max bytes -5"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			assert.ErrorContains(t, m.SetKVOptions(c.o), c.want)
+		})
+	}
+	require.NoError(t, m.SetKVOptions(KVOptions{BlockSize: 1 << 16}))
+	_, err := m.Logits([]int32{1, 2}, Options{})
+	assert.NoError(t, err)
+}
