@@ -149,6 +149,9 @@ func (c *KVCache) reserve(p *kvPool, n int) error {
 	st := c.st
 	p = st.own.pool
 	bs := p.bs
+	if c.Len > len(st.own.ids)*bs {
+		return fmt.Errorf("model: KV cache of %d positions holds blocks for only %d (Len set by hand, or a copy of a released KVCache)", c.Len, len(st.own.ids)*bs)
+	}
 	need := (n + bs - 1) / bs
 	for i := c.Len / bs; i < need; i++ {
 		if i < len(st.own.ids) {

@@ -420,3 +420,20 @@ func TestSetKVOptionsRefusesBadOptions(t *testing.T) {
 	_, err := m.Logits([]int32{1, 2}, Options{})
 	assert.NoError(t, err)
 }
+
+// TestCacheLenPastItsBlocks: a cache whose Len claims positions it has no
+// blocks for (Len is exported) ends its request with an error instead of
+// panicking on the block table or reading unwritten positions.
+func TestCacheLenPastItsBlocks(t *testing.T) {
+	m := openTiny(t, inferBackends(t)[1].b)
+	require.NoError(t, m.SetKVOptions(KVOptions{BlockSize: 2}))
+	for _, n := range []int{1, 3} {
+		s := NewSequence(0, 1, 2, 3, 4)
+		s.Cache.Len = n
+		out, err := m.Generate(t.Context(), []Request{{Seq: s, MaxNewTokens: 2}}, BatchOptions{})
+		require.Error(t, err, "Len %d", n)
+		assert.ErrorContains(t, out[0].Err, "holds blocks for only 0")
+		assert.Empty(t, out[0].Tokens)
+	}
+	assert.Zero(t, m.KVStats().InUse)
+}
