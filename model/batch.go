@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/x/kernels"
 )
@@ -112,10 +113,13 @@ func (m *Model) NewBatch(opts BatchOptions) *Batch {
 	return &Batch{m: m, opts: opts, r: r}
 }
 
-// Add queues req and returns its id. The request's sequence must not be in
+// Add queues req and returns its id, the number of Add calls before it
+// (refused ones included). The request's sequence must not be in
 // the batch already and must hold at least one token; its pending tokens
 // must be in the vocabulary.
 func (b *Batch) Add(req Request) (int, error) {
+	id := b.nextID // taken even when req is refused: Generate's request i is id i
+	b.nextID++
 	switch {
 	case req.Seq == nil:
 		return 0, errors.New("model: request without a sequence")
@@ -146,8 +150,6 @@ func (b *Batch) Add(req Request) (int, error) {
 		// Fully cached: re-feed the last token to get the next distribution.
 		req.Seq.Cache.Truncate(len(req.Seq.Tokens) - 1)
 	}
-	id := b.nextID
-	b.nextID++
 	b.queue = append(b.queue, slot{id: id, req: req, comp: Completion{
 		Tokens:       make([]int32, 0, min(req.MaxNewTokens, 4096)),
 		LogProbs:     make([]float32, 0, min(req.MaxNewTokens, 4096)),
@@ -172,6 +174,7 @@ func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 	// Admit queued requests; those asking for nothing finish at once.
 	for len(b.queue) > 0 && len(b.active) < b.opts.MaxBatch {
 		s := b.queue[0]
+		b.queue[0] = slot{} // the batch must not keep a finished sequence reachable
 		b.queue = b.queue[1:]
 		if s.req.MaxNewTokens == 0 {
 			done = append(done, Finished{ID: s.id, Completion: s.comp})
@@ -218,6 +221,8 @@ func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 		}
 	}
 	hidden := b.r.forward(b.caches, b.feeds)
+	clear(b.caches) // the batch must not keep a finished sequence reachable
+	clear(b.feeds)
 
 	// Sample for every sequence whose pending tokens are all in the cache.
 	C := b.m.Config.HiddenSize
@@ -305,7 +310,7 @@ func (b *Batch) Remove(id int) (Finished, bool) {
 			if s.id != id {
 				continue
 			}
-			*q = append((*q)[:i], (*q)[i+1:]...)
+			*q = slices.Delete(*q, i, i+1) // zeroes the vacated slot
 			s.comp.Err = ErrCanceled
 			return Finished{ID: s.id, Completion: s.comp}, true
 		}
@@ -347,6 +352,9 @@ func (m *Model) Prefill(ctx context.Context, seqs []*Sequence, opts BatchOptions
 	for i, s := range seqs {
 		if s == nil || s.Cache.Len > len(s.Tokens) {
 			return fmt.Errorf("model: prefill sequence %d: nil or inconsistent", i)
+		}
+		if j := slices.Index(seqs[:i], s); j >= 0 {
+			return fmt.Errorf("model: prefill sequence %d: the same sequence as %d", i, j)
 		}
 		if err := m.CheckTokens(s.Pending()); err != nil {
 			return fmt.Errorf("model: prefill sequence %d: %w", i, err)

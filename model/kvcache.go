@@ -142,10 +142,16 @@ func (st *kvState) truncPages(n int) {
 // this cache's blocks. It fails, leaving the cache valid, when the pool is
 // at its limit.
 func (c *KVCache) reserve(p *kvPool, n int) error {
+	if c.st != nil && len(c.st.own.ids) == 0 && c.st.own.pool != p {
+		c.st = nil // empty (reset or released): it takes the Model's current pool
+	}
 	c.attach(p)
 	st := c.st
 	p = st.own.pool
 	bs := p.bs
+	if c.Len > len(st.own.ids)*bs {
+		return fmt.Errorf("model: KV cache of %d positions holds blocks for only %d (Len set by hand, or a copy of a released KVCache)", c.Len, len(st.own.ids)*bs)
+	}
 	need := (n + bs - 1) / bs
 	for i := c.Len / bs; i < need; i++ {
 		if i < len(st.own.ids) {
