@@ -89,10 +89,13 @@
 //
 // # Cancellation and state
 //
-// Cancelling Train's or Step's context stops after the last complete
-// optimizer step: gradients of an unfinished step are dropped, the
-// environments go back to their pools, and State counts only the steps
-// taken, so a checkpoint written then is consistent. Every random draw is
+// Cancelling Train's or Step's context stops at a generation boundary:
+// before a generation's first optimizer step it is dropped (gradients of
+// the unfinished step too, the environments go back to their pools, State
+// unchanged); after it, the generation's remaining optimizer steps
+// (NumIterations × StepsPerGeneration / GradientAccumulationSteps in all)
+// run first. State therefore always matches the weights and the data
+// position, so a checkpoint written then resumes bit for bit. Every random draw is
 // derived from Config.Seed and the state's counters, so a run resumed from
 // a checkpoint draws what the uninterrupted run drew.
 package grpo

@@ -234,9 +234,12 @@ func (t *Trainer) SetState(s TrainerState) error {
 // one optimizer step per GradientAccumulationSteps). Callbacks get each
 // optimizer step's metrics.
 //
-// If ctx is cancelled, Step returns its error after the last complete
-// optimizer step: gradients of an unfinished step are dropped and the
-// state counts only the steps taken.
+// If ctx is cancelled before the generation's first optimizer step,
+// Step returns ctx's error and nothing changed (gradients of the
+// unfinished step are dropped). Once that step is taken, the generation's
+// remaining optimizer steps run whatever ctx says, so the state always
+// stands at a generation boundary that a checkpoint can resume from; the
+// next Step (or Train's loop) then sees the cancellation.
 func (t *Trainer) Step(ctx context.Context, rows []env.Row) (*StepReport, error) {
 	if len(rows) != t.layout.Prompts {
 		return nil, fmt.Errorf("grpo: Step got %d rows; a generation batch takes %d prompts (GenerationBatchSize %d / NumGenerations %d)",

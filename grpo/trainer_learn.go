@@ -115,7 +115,9 @@ func (t *Trainer) microBatches(b *learnBatch) [][]int {
 
 // learn trains on a scored generation batch: NumIterations passes over
 // its StepsPerGeneration micro-batches, an optimizer step every
-// GradientAccumulationSteps. It returns one Metrics per optimizer step:
+// GradientAccumulationSteps. A cancelled ctx stops it only before its
+// first optimizer step (nothing changed); after that the generation's
+// remaining steps run. It returns one Metrics per optimizer step:
 // gm (the generation's metrics) plus the step's loss, clip, KL, entropy,
 // sampling, learning-rate and timing figures.
 func (t *Trainer) learn(ctx context.Context, rs []*Rollout, adv Advantages, gm Metrics, begin time.Time) ([]Metrics, error) {
@@ -133,13 +135,19 @@ func (t *Trainer) learn(ctx context.Context, rs []*Rollout, adv Advantages, gm M
 	acc := newStepAccumulator(params)
 	acc.backward += prep
 	micro := 0
+	// Cancellation is honoured only before the generation's first
+	// optimizer step: once the weights have moved, the rest of the
+	// generation's steps run, so the state always ends at a generation
+	// boundary (the generation counter and data position match the
+	// weights, and a checkpoint of it resumes bit for bit).
+	mctx := ctx
 	for it := range t.layout.NumIterations {
 		for _, mb := range mbs {
-			if err := ctx.Err(); err != nil {
+			if err := mctx.Err(); err != nil {
 				t.pol.zeroGrad()
 				return out, err
 			}
-			if err := t.microStep(ctx, b, mb, it, params, norm, acc); err != nil {
+			if err := t.microStep(mctx, b, mb, it, params, norm, acc); err != nil {
 				t.pol.zeroGrad()
 				return out, fmt.Errorf("grpo: generation %d, iteration %d: %w", t.state.Generation, it, err)
 			}
@@ -156,6 +164,7 @@ func (t *Trainer) learn(ctx context.Context, rs []*Rollout, adv Advantages, gm M
 				return out, err
 			}
 			out = append(out, m)
+			mctx = context.WithoutCancel(ctx)
 			for _, cb := range t.o.callbacks {
 				if err := cb(t.state.GlobalStep, m); err != nil {
 					return out, fmt.Errorf("grpo: callback at step %d: %w", t.state.GlobalStep, err)

@@ -552,3 +552,30 @@ func TestStepCancelDuringTools(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, tr.State().GlobalStep)
 }
+
+// TestStepCancelMidGeneration cancels the context after the first of the
+// two optimizer steps a generation feeds (NumIterations 2). Stopping there
+// would leave the weights one step into a generation the state does not
+// count, which no checkpoint could resume bit for bit; the generation is
+// finished instead, and the next Step sees the cancellation.
+func TestStepCancelMidGeneration(t *testing.T) {
+	cfg := testConfig(2, 1)
+	cfg.NumIterations = 2
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m, tok := tinyModel(t, 1)
+	tr, err := NewTrainer(m, tok, cfg, WithEnv(counters()), WithReward("one", 1, constant(1)),
+		WithCallback(func(int, Metrics) error { cancel(); return nil }))
+	require.NoError(t, err)
+	t.Cleanup(func() { tr.Close() })
+	_, f := scripted(tok, threeWay)
+	tr.eng.decoder = f
+
+	rep, err := tr.Step(ctx, []env.Row{{"prompt": "Go: "}})
+	require.NoError(t, err)
+	assert.Len(t, rep.Metrics, 2)
+	assert.Equal(t, TrainerState{GlobalStep: 2, Generation: 1}, tr.State())
+	_, err = tr.Step(ctx, []env.Row{{"prompt": "Go: "}})
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, TrainerState{GlobalStep: 2, Generation: 1}, tr.State())
+}
