@@ -81,14 +81,7 @@ func (t *Trainer) Evaluate(ctx context.Context, rows []env.Row, o EvalOptions) (
 		return nil, fmt.Errorf("grpo: evaluate: score: %w", err)
 	}
 	scoring := time.Since(t0)
-	ok := make([]bool, len(gen.rollouts))
-	failed := 0
-	for i, r := range gen.rollouts {
-		ok[i] = r.Err == nil
-		if !ok[i] {
-			failed++
-		}
-	}
+	ok, failed := succeeded(gen.rollouts)
 	m := Metrics{}
 	tab.Metrics(m, ok)
 	if g >= 2 {
@@ -96,21 +89,7 @@ func (t *Trainer) Evaluate(ctx context.Context, rows []env.Row, o EvalOptions) (
 			m[MetricFracRewardZeroStd] = FracRewardZeroStd(adv)
 		}
 	}
-	var lengths, calls, failures []int
-	var clipped []bool
-	for i, r := range gen.rollouts {
-		if ok[i] {
-			lengths = append(lengths, r.ModelTokens())
-			clipped = append(clipped, r.Truncated)
-			calls = append(calls, r.ToolCalls)
-			failures = append(failures, r.ToolFailures)
-		}
-	}
-	if err := CompletionStats(m, lengths, clipped); err != nil {
-		gen.release()
-		return nil, err
-	}
-	if err := ToolStats(m, calls, failures); err != nil {
+	if err := rolloutMetrics(m, gen.rollouts, ok); err != nil {
 		gen.release()
 		return nil, err
 	}

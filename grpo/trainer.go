@@ -261,14 +261,7 @@ func (t *Trainer) Step(ctx context.Context, rows []env.Row) (*StepReport, error)
 		return nil, fmt.Errorf("grpo: score generation %d: %w", t.state.Generation, err)
 	}
 	scoring := time.Since(t0)
-	ok := make([]bool, len(gen.rollouts))
-	failed := 0
-	for i, r := range gen.rollouts {
-		ok[i] = r.Err == nil
-		if !ok[i] {
-			failed++
-		}
-	}
+	ok, failed := succeeded(gen.rollouts)
 	if failed == len(gen.rollouts) {
 		return nil, fmt.Errorf("grpo: generation %d: all %d rollouts failed; first cause: %w", t.state.Generation, failed, gen.rollouts[0].Err)
 	}

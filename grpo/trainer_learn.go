@@ -300,9 +300,39 @@ func (t *Trainer) generationMetrics(gen *batchOut, tab *RewardTable, adv Advanta
 	m := Metrics{}
 	tab.Metrics(m, ok)
 	m[MetricFracRewardZeroStd] = FracRewardZeroStd(adv)
+	if err := rolloutMetrics(m, gen.rollouts, ok); err != nil {
+		return nil, err
+	}
+	for i, r := range gen.rollouts {
+		if ok[i] {
+			t.numTokens += len(r.PromptIDs) + r.ModelTokens()
+		}
+	}
+	m[MetricNumTokens] = float64(t.numTokens)
+	m[MetricEpoch] = float64(t.state.Epoch)
+	return m, nil
+}
+
+// succeeded marks the rollouts that did not fail on every attempt and
+// counts those that did.
+func succeeded(rs []*Rollout) (ok []bool, failed int) {
+	ok = make([]bool, len(rs))
+	for i, r := range rs {
+		ok[i] = r.Err == nil
+		if !ok[i] {
+			failed++
+		}
+	}
+	return ok, failed
+}
+
+// rolloutMetrics adds the completion-length and tool-use figures of the
+// rollouts marked ok (failed ones are left out) to m; training and
+// evaluation report them alike.
+func rolloutMetrics(m Metrics, rs []*Rollout, ok []bool) error {
 	var lengths, calls, failures []int
 	var clipped []bool
-	for i, r := range gen.rollouts {
+	for i, r := range rs {
 		if !ok[i] {
 			continue
 		}
@@ -310,15 +340,9 @@ func (t *Trainer) generationMetrics(gen *batchOut, tab *RewardTable, adv Advanta
 		clipped = append(clipped, r.Truncated)
 		calls = append(calls, r.ToolCalls)
 		failures = append(failures, r.ToolFailures)
-		t.numTokens += len(r.PromptIDs) + r.ModelTokens()
 	}
 	if err := CompletionStats(m, lengths, clipped); err != nil {
-		return nil, err
+		return err
 	}
-	if err := ToolStats(m, calls, failures); err != nil {
-		return nil, err
-	}
-	m[MetricNumTokens] = float64(t.numTokens)
-	m[MetricEpoch] = float64(t.state.Epoch)
-	return m, nil
+	return ToolStats(m, calls, failures)
 }
