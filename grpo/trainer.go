@@ -35,7 +35,6 @@ type Trainer struct {
 
 	state      TrainerState
 	totalSteps int // optimizer steps the learning-rate schedule spans
-	numTokens  int // prompt and model tokens seen (TRL's num_tokens)
 	evals      int // evaluations run (seeds their draws)
 }
 
@@ -47,6 +46,9 @@ type TrainerState struct {
 	Generation int `json:"generation"`  // generation batches completed
 	DataPos    int `json:"data_position"`
 	Epoch      int `json:"epoch"`
+	// NumTokens are the prompt and model tokens of the generations
+	// completed (TRL's cumulative num_tokens).
+	NumTokens int `json:"num_tokens"`
 }
 
 // StepReport is what one Step did.
@@ -217,7 +219,7 @@ func (t *Trainer) State() TrainerState { return t.state }
 // SetState moves the run to s, e.g. when resuming from a checkpoint whose
 // weights and optimizer were restored.
 func (t *Trainer) SetState(s TrainerState) error {
-	if s.GlobalStep < 0 || s.Generation < 0 || s.DataPos < 0 || s.Epoch < 0 {
+	if s.GlobalStep < 0 || s.Generation < 0 || s.DataPos < 0 || s.Epoch < 0 || s.NumTokens < 0 {
 		return fmt.Errorf("grpo: trainer state %+v has a negative counter", s)
 	}
 	if got := t.pol.opt.Steps(); got != s.GlobalStep {
@@ -269,7 +271,7 @@ func (t *Trainer) Step(ctx context.Context, rows []env.Row) (*StepReport, error)
 	if err != nil {
 		return nil, fmt.Errorf("grpo: advantages of generation %d: %w", t.state.Generation, err)
 	}
-	gm, err := t.generationMetrics(gen, tab, adv, ok)
+	gm, genTokens, err := t.generationMetrics(gen, tab, adv, ok)
 	if err != nil {
 		return nil, err
 	}
@@ -287,6 +289,7 @@ func (t *Trainer) Step(ctx context.Context, rows []env.Row) (*StepReport, error)
 		return rep, err
 	}
 	t.state.Generation++
+	t.state.NumTokens += genTokens
 	return rep, nil
 }
 

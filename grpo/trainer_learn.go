@@ -295,22 +295,25 @@ func (a *stepAccumulator) metrics(m Metrics) {
 
 // generationMetrics are the figures of a generation batch that every
 // optimizer step it feeds reports: rewards, advantages' zero-std share,
-// completion lengths and tool use (failed rollouts left out), tokens seen.
-func (t *Trainer) generationMetrics(gen *batchOut, tab *RewardTable, adv Advantages, ok []bool) (Metrics, error) {
+// completion lengths and tool use (failed rollouts left out), tokens seen
+// (the state's count plus this generation's, which it also returns for
+// Step to add once the generation is complete).
+func (t *Trainer) generationMetrics(gen *batchOut, tab *RewardTable, adv Advantages, ok []bool) (Metrics, int, error) {
 	m := Metrics{}
 	tab.Metrics(m, ok)
 	m[MetricFracRewardZeroStd] = FracRewardZeroStd(adv)
 	if err := rolloutMetrics(m, gen.rollouts, ok); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
+	tokens := 0
 	for i, r := range gen.rollouts {
 		if ok[i] {
-			t.numTokens += len(r.PromptIDs) + r.ModelTokens()
+			tokens += len(r.PromptIDs) + r.ModelTokens()
 		}
 	}
-	m[MetricNumTokens] = float64(t.numTokens)
+	m[MetricNumTokens] = float64(t.state.NumTokens + tokens)
 	m[MetricEpoch] = float64(t.state.Epoch)
-	return m, nil
+	return m, tokens, nil
 }
 
 // succeeded marks the rollouts that did not fail on every attempt and
