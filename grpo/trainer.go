@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"reflect"
 	"slices"
 	"time"
@@ -399,9 +400,12 @@ func (t *Trainer) fromRolloutFunc(ctx context.Context, rows []env.Row, groups []
 			LogProbs:      slices.Clone(g.LogProbs),
 			Extra:         g.Extra,
 		}
-		for j := range r.LogProbs {
-			if !r.Mask[j] {
+		for j, lp := range r.LogProbs {
+			switch {
+			case !r.Mask[j]:
 				r.LogProbs[j] = 0
+			case math.IsNaN(float64(lp)) || math.IsInf(float64(lp), 0):
+				return nil, fmt.Errorf("grpo: rollout function: rollout %d has log-prob %v at completion token %d (a model token): log-probs must be finite", i, lp, j)
 			}
 		}
 		n := len(r.CompletionIDs)

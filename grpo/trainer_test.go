@@ -438,6 +438,20 @@ func TestStepRolloutFunc(t *testing.T) {
 	require.NoError(t, err)
 	_, err = tr2.Step(context.Background(), []env.Row{{}})
 	assert.ErrorContains(t, err, "1 log-probs for 2 completion ids")
+	tr2.Close()
+
+	nan := func(_ context.Context, rows []env.Row) ([]Generated, error) {
+		out := make([]Generated, len(rows))
+		for i := range out {
+			out[i] = Generated{PromptIDs: []int32{1}, CompletionIDs: []int32{2, eos}, LogProbs: []float32{-1, float32(math.NaN())}}
+		}
+		return out, nil
+	}
+	tr3, err := NewTrainer(m, tok, cfg, WithRolloutFunc(nan), WithReward("r", 1, constant(1)))
+	require.NoError(t, err)
+	defer tr3.Close()
+	_, err = tr3.Step(context.Background(), []env.Row{{}})
+	assert.ErrorContains(t, err, "rollout 0 has log-prob NaN at completion token 1")
 }
 
 // TestStepCancel: a cancelled context stops the step before any update.
