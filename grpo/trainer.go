@@ -251,6 +251,9 @@ func (t *Trainer) Step(ctx context.Context, rows []env.Row) (*StepReport, error)
 	if t.totalSteps == 0 && t.cfg.LRSchedule != model.ScheduleConstant {
 		return nil, &ConfigError{Field: "MaxSteps", TRLName: "max_steps", Problem: fmt.Sprintf("0 with a %s learning-rate schedule: Step needs the run's length to schedule the rate; set MaxSteps (Train derives it from the dataset) or use a constant schedule", t.cfg.LRSchedule)}
 	}
+	if t.totalSteps > 0 && t.state.GlobalStep >= t.totalSteps {
+		return nil, fmt.Errorf("grpo: Step: the run has taken its %d optimizer steps (MaxSteps, or the length Train derived): a further generation could not be learned from", t.totalSteps)
+	}
 	begin := time.Now()
 	gen, err := t.generate(ctx, rows, t.layout.G, t.sampling(), mix(t.cfg.Seed, uint64(t.state.Generation)))
 	if err != nil {

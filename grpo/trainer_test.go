@@ -595,3 +595,17 @@ func TestStepCancelMidGeneration(t *testing.T) {
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.Equal(t, st, tr.State())
 }
+
+// TestStepPastMaxSteps: once the run has taken its MaxSteps optimizer
+// steps, Step says so instead of generating a batch it cannot learn from.
+func TestStepPastMaxSteps(t *testing.T) {
+	cfg := testConfig(2, 1)
+	cfg.MaxSteps = 1
+	tr, _ := newScripted(t, cfg, threeWay)
+	_, err := tr.Step(context.Background(), []env.Row{{"prompt": "Go: "}})
+	require.NoError(t, err)
+	st := tr.State()
+	_, err = tr.Step(context.Background(), []env.Row{{"prompt": "Go: "}})
+	assert.ErrorContains(t, err, "has taken its 1 optimizer steps")
+	assert.Equal(t, st, tr.State())
+}
