@@ -42,8 +42,10 @@
 //     fresh environment, up to Config.RolloutAttempts within
 //     Config.RolloutRetryBudget; a rollout failing every attempt is left
 //     out of the loss and of its group's baseline, counted in
-//     rollouts/failed and logged with its cause. A step whose rollouts all
-//     failed is an error.
+//     rollouts/failed and logged with its cause. An environment that fails
+//     that way while giving its own reward (after the episode, when no
+//     replay is possible) fails its rollout alike. A step whose rollouts
+//     all failed is an error.
 //
 // A rollout ends when its last turn calls no tool, when
 // Config.MaxToolCallingIterations rounds ran, or when the shared token

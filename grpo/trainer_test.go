@@ -609,3 +609,37 @@ func TestStepPastMaxSteps(t *testing.T) {
 	assert.ErrorContains(t, err, "has taken its 1 optimizer steps")
 	assert.Equal(t, st, tr.State())
 }
+
+// lostScored owns its reward but loses its episode when asked for the
+// reward of one that called a tool: an env failure at scoring time.
+type lostScored struct{ counterEnv }
+
+func (c *lostScored) Increment(ctx context.Context, a incrementArgs) (string, error) {
+	return c.counterEnv.Increment(ctx, a)
+}
+
+func (c *lostScored) Reward(context.Context) (float64, error) {
+	if c.n != 0 {
+		return 0, errors.Join(ErrEnvFailed, errors.New("session gone"))
+	}
+	return 1, nil
+}
+
+// TestStepEnvFailsAtScoring: an environment that fails while giving its
+// reward (a lost session) fails that rollout, as a failure during the
+// rollout does: it is left out of the loss and its group's baseline and
+// counted, and the step goes on. Any other reward error stops the step.
+func TestStepEnvFailsAtScoring(t *testing.T) {
+	lost := env.FactoryFunc(func(context.Context) (env.Env, error) { return &lostScored{}, nil })
+	tr, _ := newScripted(t, testConfig(3, 1), threeWay, WithEnv(lost), WithReward("one", 1, constant(1)))
+	rep, err := tr.Step(context.Background(), []env.Row{{"prompt": "Count: "}})
+	require.NoError(t, err)
+	require.Error(t, rep.Rollouts[0].Err, "rollout 0 incremented the counter")
+	assert.ErrorIs(t, rep.Rollouts[0].Err, ErrEnvFailed)
+	assert.NoError(t, rep.Rollouts[1].Err)
+	assert.NoError(t, rep.Rollouts[2].Err)
+	assert.True(t, math.IsNaN(rep.Rewards[0]))
+	assert.Equal(t, 0.0, rep.Advantages[0])
+	require.Len(t, rep.Metrics, 1)
+	assert.Equal(t, 1.0, rep.Metrics[0][MetricRolloutsFailed])
+}
