@@ -48,7 +48,8 @@ func (r *EvalReport) Release() {
 
 // Evaluate plays rows without training, scores the rollouts with the
 // trainer's reward functions, and reports the metrics under EvalPrefix.
-// Draws are seeded from Config.Seed and the number of evaluations so far.
+// Draws are seeded from Config.Seed and the number of evaluations so far
+// (TrainerState.Evaluations, which checkpoints keep).
 // Call Release on the report when done with its rollouts' environments.
 func (t *Trainer) Evaluate(ctx context.Context, rows []env.Row, o EvalOptions) (*EvalReport, error) {
 	if len(rows) == 0 {
@@ -68,9 +69,9 @@ func (t *Trainer) Evaluate(ctx context.Context, rows []env.Row, o EvalOptions) (
 	if o.Greedy {
 		smp = sampling{}
 	}
-	t.evals++
+	t.state.Evaluations++
 	begin := time.Now()
-	gen, err := t.generate(ctx, rows, g, smp, mix(t.cfg.Seed, 0xe7a1, uint64(t.evals)))
+	gen, err := t.generate(ctx, rows, g, smp, mix(t.cfg.Seed, 0xe7a1, uint64(t.state.Evaluations)))
 	if err != nil {
 		return nil, fmt.Errorf("grpo: evaluate: %w", err)
 	}

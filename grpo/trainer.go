@@ -36,7 +36,6 @@ type Trainer struct {
 
 	state      TrainerState
 	totalSteps int // optimizer steps the learning-rate schedule spans
-	evals      int // evaluations run (seeds their draws)
 }
 
 // TrainerState is where a run stands: what a checkpoint records besides
@@ -50,6 +49,8 @@ type TrainerState struct {
 	// NumTokens are the prompt and model tokens of the generations
 	// completed (TRL's cumulative num_tokens).
 	NumTokens int `json:"num_tokens"`
+	// Evaluations are the Evaluate calls made (they seed its draws).
+	Evaluations int `json:"evaluations"`
 }
 
 // StepReport is what one Step did.
@@ -220,7 +221,7 @@ func (t *Trainer) State() TrainerState { return t.state }
 // SetState moves the run to s, e.g. when resuming from a checkpoint whose
 // weights and optimizer were restored.
 func (t *Trainer) SetState(s TrainerState) error {
-	if s.GlobalStep < 0 || s.Generation < 0 || s.DataPos < 0 || s.Epoch < 0 || s.NumTokens < 0 {
+	if s.GlobalStep < 0 || s.Generation < 0 || s.DataPos < 0 || s.Epoch < 0 || s.NumTokens < 0 || s.Evaluations < 0 {
 		return fmt.Errorf("grpo: trainer state %+v has a negative counter", s)
 	}
 	if got := t.pol.opt.Steps(); got != s.GlobalStep {

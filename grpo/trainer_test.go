@@ -643,3 +643,43 @@ func TestStepEnvFailsAtScoring(t *testing.T) {
 	require.Len(t, rep.Metrics, 1)
 	assert.Equal(t, 1.0, rep.Metrics[0][MetricRolloutsFailed])
 }
+
+// TestEvaluateDrawsFollowState: Evaluate's draws derive from the state, so
+// a trainer moved to another's state (as Resume does) samples what the
+// other samples next.
+func TestEvaluateDrawsFollowState(t *testing.T) {
+	cfg := testConfig(2, 1)
+	cfg.MaxCompletionLength = 16
+	newTr := func() *Trainer {
+		m, tok := tinyModel(t, 1)
+		tr, err := NewTrainer(m, tok, cfg, WithEnv(counters()), WithReward("one", 1, constant(1)))
+		require.NoError(t, err)
+		t.Cleanup(func() { tr.Close() })
+		return tr
+	}
+	ids := func(rep *EvalReport) [][]int32 {
+		var out [][]int32
+		for _, r := range rep.Rollouts {
+			out = append(out, r.CompletionIDs)
+		}
+		rep.Release()
+		return out
+	}
+	ctx := context.Background()
+	rows := []env.Row{{"prompt": "Go: "}}
+	a := newTr()
+	rep, err := a.Evaluate(ctx, rows, EvalOptions{})
+	require.NoError(t, err)
+	first := ids(rep)
+	st := a.State()
+	rep, err = a.Evaluate(ctx, rows, EvalOptions{})
+	require.NoError(t, err)
+	second := ids(rep)
+	require.NotEqual(t, first, second, "successive evaluations draw anew")
+
+	b := newTr()
+	require.NoError(t, b.SetState(st))
+	rep, err = b.Evaluate(ctx, rows, EvalOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, second, ids(rep))
+}
