@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"runtime"
 
+	"github.com/x/kernels"
+
 	"golang.org/x/sys/cpu"
 )
 
@@ -23,6 +25,8 @@ import (
 // for one goroutine at a time; its kernels use all of its threads inside
 // each call.
 type Backend struct {
+	kernels.HostMemory // Buffers are host slices: views and Import copy nothing
+
 	threads int
 	pool    *pool
 	simd    features

@@ -9,12 +9,19 @@
 // family (matmul.go, rmsnorm.go, ...); backward ops in *_backward.go.
 package ref
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/x/kernels"
+)
 
 // Backend is the reference implementation of kernels.Backend. The zero
 // value is ready to use; it holds no state, so one value may be used by any
-// number of goroutines at once.
-type Backend struct{}
+// number of goroutines at once. Its Buffers are host slices
+// (kernels.HostMemory).
+type Backend struct {
+	kernels.HostMemory
+}
 
 // need panics unless a buffer named arg of op holds at least want elements.
 func need(op, arg string, have, want int) {
