@@ -39,13 +39,6 @@ func (m *Model) NewRunner() *Runner { return &Runner{m: m} }
 // Model is the model r runs.
 func (r *Runner) Model() *Model { return r.m }
 
-func grow(buf []float32, n int) []float32 {
-	if cap(buf) < n {
-		return make([]float32, n, n+n/4)
-	}
-	return buf[:n]
-}
-
 // ensure sizes every scratch buffer for n tokens and b sequences.
 func (r *Runner) ensure(n, b int) {
 	c := r.m.Config

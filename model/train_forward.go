@@ -101,7 +101,7 @@ func (tr *Trainable) forward(ctx context.Context, st *passState, adapters, keep 
 		in, out := st.layerIO(l)
 		tr.layerForward(st, l, in, st.actsOf(l), out, adapters)
 	}
-	st.xf = growF32(st.xf, st.t*c.HiddenSize)
+	st.xf = grow(st.xf, st.t*c.HiddenSize)
 	tr.be.RMSNorm(st.xf, st.finalX(len(m.Layers)), m.Norm, st.t, c.HiddenSize, c.RMSNormEps)
 	return nil
 }
@@ -154,7 +154,7 @@ func (tr *Trainable) linForward(lin *Linear, out, x []float32, m int, adapters b
 	if a == nil || !adapters {
 		return
 	}
-	*u = growF32(*u, m*a.R)
+	*u = grow(*u, m*a.R)
 	tr.be.MatMul(*u, x, kernels.MatF32(a.A, a.R, lin.In()), m, false)
 	tr.be.Scale(*u, a.Scaling)
 	if out != nil {
@@ -176,13 +176,13 @@ func (tr *Trainable) logits(ctx context.Context, st *passState, grad chunkGrad) 
 	m, be := tr.m, tr.be
 	c, v := m.Config.HiddenSize, m.Config.VocabSize
 	k := min(tr.opts.LogitsChunk, max(1, len(st.rows)))
-	st.cx = growF32(st.cx, k*c)
-	st.logits = growF32(st.logits, k*v)
+	st.cx = grow(st.cx, k*c)
+	st.logits = grow(st.logits, k*v)
 	st.tgt = st.tgt[:0]
-	st.lp, st.en, st.dlp, st.den = growF32(st.lp, k), growF32(st.en, k), growF32(st.dlp, k), growF32(st.den, k)
+	st.lp, st.en, st.dlp, st.den = grow(st.lp, k), grow(st.en, k), grow(st.dlp, k), grow(st.den, k)
 	if grad != nil {
-		st.dcx = growF32(st.dcx, k*c)
-		st.dxf = growF32(st.dxf, st.t*c)
+		st.dcx = grow(st.dcx, k*c)
+		st.dxf = grow(st.dxf, st.t*c)
 		clear(st.dxf)
 	}
 	invT := 1 / tr.opts.Temperature
@@ -291,7 +291,7 @@ func (tr *Trainable) refreshBT() {
 				continue
 			}
 			out := nl.Linear.Out()
-			t := growF32(tr.bT[li][j], a.R*out)
+			t := grow(tr.bT[li][j], a.R*out)
 			for o := range out {
 				for r := range a.R {
 					t[r*out+o] = a.B[o*a.R+r]
