@@ -3,7 +3,6 @@ package model
 import (
 	"context"
 	"fmt"
-	"math"
 
 	"github.com/x/kernels"
 )
@@ -13,10 +12,12 @@ import (
 type passState struct {
 	seqs []TrainSeq
 	t    int
-	off  []int   // [B+1] first row of each sequence
-	ids  []int32 // [T]
-	pos  []int32 // [T] position within its sequence
-	rows []scoredRow
+
+	qDim, kvDim, heads int     // the model's H·D, KVH·D and H
+	off                []int   // [B+1] first row of each sequence
+	ids                []int32 // [T]
+	pos                []int32 // [T] position within its sequence
+	rows               []scoredRow
 
 	logp, ent [][]float32 // [B][scored]
 
@@ -48,6 +49,7 @@ func (tr *Trainable) prepare(st *passState, seqs []TrainSeq) error {
 	}
 	v := int32(tr.m.Config.VocabSize)
 	st.seqs = seqs
+	st.qDim, st.kvDim, st.heads = tr.m.Config.QDim(), tr.m.Config.KVDim(), tr.m.Config.NumHeads
 	st.off = append(st.off[:0], 0)
 	st.ids, st.pos, st.rows = st.ids[:0], st.pos[:0], st.rows[:0]
 	st.logp, st.ent = make([][]float32, len(seqs)), make([][]float32, len(seqs))
@@ -106,60 +108,28 @@ func (tr *Trainable) forward(ctx context.Context, st *passState, adapters, keep 
 	return nil
 }
 
-// layerForward computes decoder layer l on x [T, C] into out [T, C],
-// filling a. With a nil out the down projection itself is skipped (only
-// its adapter's x·Aᵀ is kept), which is all a checkpointed backward needs.
+// layerForward runs the shared decoder layer (see layerForward in
+// layer.go) on st's batch, with the adapters' Bᵀ and attention over each
+// sequence's own keys and values.
 func (tr *Trainable) layerForward(st *passState, l int, x []float32, a *layerActs, out []float32, adapters bool) {
-	be, c, L := tr.be, tr.m.Config, &tr.m.Layers[l]
-	t, eps := st.t, c.RMSNormEps
-	be.RMSNorm(a.xn, x, L.AttnNorm, t, c.HiddenSize, eps)
-	tr.linForward(&L.Attn.Q, a.q, a.xn, t, adapters, &a.lora[0], tr.bT[l][0])
-	tr.linForward(&L.Attn.K, a.k, a.xn, t, adapters, &a.lora[1], tr.bT[l][1])
-	tr.linForward(&L.Attn.V, a.v, a.xn, t, adapters, &a.lora[2], tr.bT[l][2])
-	be.RMSNorm(a.qr, a.q, L.Attn.QNorm, t*c.NumHeads, c.HeadDim, eps)
-	be.RMSNorm(a.kr, a.k, L.Attn.KNorm, t*c.NumKVHeads, c.HeadDim, eps)
-	be.RoPE(a.qr, st.pos, c.NumHeads, c.HeadDim, c.RopeTheta)
-	be.RoPE(a.kr, st.pos, c.NumKVHeads, c.HeadDim, c.RopeTheta)
-	q, kv := c.QDim(), c.KVDim()
+	layerForward(tr.be, tr.m, l, x, out, st.pos, st.t, a, adapters, &tr.bT[l], st)
+}
+
+// attend is training's attention batch: each sequence attends to its own
+// keys and values in place, from position 0, keeping the LSE for the
+// backward.
+func (st *passState) attend(_ int, a *layerActs) []kernels.AttentionSeq {
+	q, kv, h := st.qDim, st.kvDim, st.heads
 	st.attn = st.attn[:0]
 	for s := range st.seqs {
 		o0, o1 := st.off[s], st.off[s+1]
 		st.attn = append(st.attn, kernels.AttentionSeq{
 			Out: a.att[o0*q : o1*q], Q: a.qr[o0*q : o1*q],
 			K: a.kr[o0*kv : o1*kv], V: a.v[o0*kv : o1*kv],
-			LSE: a.lse[o0*c.NumHeads : o1*c.NumHeads], T: o1 - o0,
+			LSE: a.lse[o0*h : o1*h], T: o1 - o0,
 		})
 	}
-	be.Attention(st.attn, c.NumHeads, c.NumKVHeads, c.HeadDim, headScale(c.HeadDim))
-	tr.linForward(&L.Attn.O, a.h, a.att, t, adapters, &a.lora[3], tr.bT[l][3])
-	be.Add(a.h, x)
-	be.RMSNorm(a.hn, a.h, L.MLPNorm, t, c.HiddenSize, eps)
-	tr.linForward(&L.MLP.Gate, a.g, a.hn, t, adapters, &a.lora[4], tr.bT[l][4])
-	tr.linForward(&L.MLP.Up, a.u, a.hn, t, adapters, &a.lora[5], tr.bT[l][5])
-	be.SwiGLU(a.act, a.g, a.u)
-	tr.linForward(&L.MLP.Down, out, a.act, t, adapters, &a.lora[6], tr.bT[l][6])
-	if out != nil {
-		be.Add(out, a.h)
-	}
-}
-
-// linForward is out[M, Out] = x·Wᵀ + (scaling·x·Aᵀ)·Bᵀ, keeping the
-// scaled x·Aᵀ in *u for the backward. A nil out computes only *u. bT is
-// Bᵀ [R, Out] (see refreshBT).
-func (tr *Trainable) linForward(lin *Linear, out, x []float32, m int, adapters bool, u *[]float32, bT []float32) {
-	if out != nil {
-		tr.be.MatMul(out, x, lin.W, m, false)
-	}
-	a := lin.LoRA
-	if a == nil || !adapters {
-		return
-	}
-	*u = grow(*u, m*a.R)
-	tr.be.MatMul(*u, x, kernels.MatF32(a.A, a.R, lin.In()), m, false)
-	tr.be.Scale(*u, a.Scaling)
-	if out != nil {
-		tr.be.MatMulNN(out, *u, kernels.MatF32(bT, a.R, lin.Out()), m, true)
-	}
+	return st.attn
 }
 
 // chunkGrad fills d loss / d logp (dlp) and d loss / d entropy (dent) of
@@ -235,9 +205,6 @@ func (tr *Trainable) logits(ctx context.Context, st *passState, grad chunkGrad) 
 	}
 	return nil
 }
-
-// headScale is the attention score scale head_dim^-0.5.
-func headScale(headDim int) float32 { return float32(1 / math.Sqrt(float64(headDim))) }
 
 // headT is lm_head transposed, [C, V] in its storage type, made once: in
 // LoRA mode lm_head is frozen, and d xf = dlogits·W runs about twice as
