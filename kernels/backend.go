@@ -34,8 +34,8 @@ import "fmt"
 // fit stay programmer errors and panic (the rules are the Check functions
 // of bufferops.go, shared by every backend).
 type Backend interface {
-	// Alloc returns a zeroed Buffer of n elements of dt (F32, BF16 or I32)
-	// in the backend's memory.
+	// Alloc returns a zeroed Buffer of n elements of dt (F32, BF16, F16 or
+	// I32) in the backend's memory.
 	Alloc(dt DType, n int) (Buffer, error)
 	// Free releases a Buffer from Alloc or Import (not a view of one). The
 	// CPU backends leave the memory to the garbage collector.
@@ -52,8 +52,8 @@ type Backend interface {
 	// none).
 	Err() error
 
-	// Copy: dst[N] = src[N], casting when the dtypes differ (F32 → BF16
-	// rounds to nearest even, BF16 → F32 is exact). It is the KV cache's
+	// Copy: dst[N] = src[N], in one dtype or casting between F32 and BF16
+	// (F32 → BF16 rounds to nearest even, BF16 → F32 is exact). It is the KV cache's
 	// append (rows into a block) and copy-on-write (block to block), and
 	// the cast between f32 and bf16.
 	Copy(dst, src Buffer)

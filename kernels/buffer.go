@@ -3,7 +3,8 @@ package kernels
 import "fmt"
 
 // Buffer is a typed, one-dimensional array that a Backend owns: F32, BF16
-// (raw bfloat16 bits) or I32 elements. It is a small value (copy it
+// (raw bfloat16 bits), F16 (raw IEEE half bits, for F16 weights) or I32
+// elements. It is a small value (copy it
 // freely); Slice makes views without copying. A Buffer does not say where
 // its memory lives beyond Host: the CPU backends keep it in a Go slice
 // (HostF32, HostBF16, HostI32 wrap one with no copy), a device backend
@@ -36,6 +37,9 @@ func HostF32(s []float32) Buffer { return Buffer{dtype: F32, n: len(s), f32: s} 
 // HostBF16 wraps s (raw bfloat16 bits) as a BF16 Buffer; no copy.
 func HostBF16(s []uint16) Buffer { return Buffer{dtype: BF16, n: len(s), u16: s} }
 
+// HostF16 wraps s (raw IEEE half bits) as an F16 Buffer; no copy.
+func HostF16(s []uint16) Buffer { return Buffer{dtype: F16, n: len(s), u16: s} }
+
 // HostI32 wraps s as an I32 Buffer; no copy.
 func HostI32(s []int32) Buffer { return Buffer{dtype: I32, n: len(s), i32: s} }
 
@@ -51,8 +55,8 @@ func DeviceBuffer(mem DeviceMem, dt DType, off, n int) Buffer {
 
 // checkBufferDType panics unless dt is a Buffer element type.
 func checkBufferDType(op string, dt DType) {
-	if dt != F32 && dt != BF16 && dt != I32 {
-		panic(fmt.Sprintf("kernels: %s: dtype %v: a Buffer holds F32, BF16 or I32", op, dt))
+	if dt > I32 {
+		panic(fmt.Sprintf("kernels: %s: dtype %v: a Buffer holds F32, BF16, F16 or I32", op, dt))
 	}
 }
 
@@ -67,10 +71,12 @@ func AllocHost(dt DType, n int) (Buffer, error) {
 		return HostF32(make([]float32, n)), nil
 	case BF16:
 		return HostBF16(make([]uint16, n)), nil
+	case F16:
+		return HostF16(make([]uint16, n)), nil
 	case I32:
 		return HostI32(make([]int32, n)), nil
 	}
-	return Buffer{}, fmt.Errorf("kernels: Alloc: dtype %v: a Buffer holds F32, BF16 or I32", dt)
+	return Buffer{}, fmt.Errorf("kernels: Alloc: dtype %v: a Buffer holds F32, BF16, F16 or I32", dt)
 }
 
 // DType is the element type.
@@ -94,7 +100,7 @@ func (b Buffer) Slice(lo, hi int) Buffer {
 		switch b.dtype {
 		case F32:
 			v.f32 = b.f32[lo:hi:hi]
-		case BF16:
+		case BF16, F16:
 			v.u16 = b.u16[lo:hi:hi]
 		case I32:
 			v.i32 = b.i32[lo:hi:hi]
@@ -114,6 +120,18 @@ func (b Buffer) F32() []float32 {
 // BF16 is the memory of a host BF16 Buffer (raw bits); see F32.
 func (b Buffer) BF16() []uint16 {
 	b.mustHost("BF16", BF16)
+	return b.u16[:b.n]
+}
+
+// U16 is the memory of a host BF16 or F16 Buffer (raw 16-bit patterns,
+// for ops that move bits without reading them); see F32.
+func (b Buffer) U16() []uint16 {
+	if b.dev != nil {
+		panic("kernels: Buffer.U16: device memory is not host memory")
+	}
+	if b.dtype != BF16 && b.dtype != F16 {
+		panic(fmt.Sprintf("kernels: Buffer.U16: buffer holds %v", b.dtype))
+	}
 	return b.u16[:b.n]
 }
 

@@ -38,6 +38,7 @@ func TestBufferMisuse(t *testing.T) {
 		{"transfer length", "Download: dst has 6 elements, src 2", func() { kernels.CheckTransfer("Download", f, f.Slice(0, 2)) }},
 		{"copy length", "Copy: dst has 6 elements, src 5", func() { kernels.CheckCopy(f, f.Slice(0, 5)) }},
 		{"copy int cast", "Copy: cannot cast F32 to I32", func() { kernels.CheckCopy(kernels.HostI32(make([]int32, 6)), f) }},
+		{"copy f16 cast", "Copy: cannot cast BF16 to F16", func() { kernels.CheckCopy(kernels.HostF16(make([]uint16, 6)), h) }},
 		{"rows idx dtype", "GatherRows: idx holds F32", func() { kernels.CheckRows("GatherRows", f, f, f, 3) }},
 		{"rows short", "ScatterRows: packed rows have 6 elements, need 2 rows of 4", func() { kernels.CheckRows("ScatterRows", f, kernels.HostF32(make([]float32, 8)), ix, 4) }},
 		{"rows ragged table", "GatherRows: table of 6 elements is not rows of 4", func() { kernels.CheckRows("GatherRows", kernels.HostF32(make([]float32, 8)), f, ix, 4) }},

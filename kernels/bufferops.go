@@ -28,7 +28,7 @@ func CheckCopy(dst, src Buffer) {
 	if dst.n != src.n {
 		bufPanic("Copy", "dst has %d elements, src %d", dst.n, src.n)
 	}
-	if dst.dtype != src.dtype && (dst.dtype == I32 || src.dtype == I32) {
+	if dst.dtype != src.dtype && !(dst.dtype == F32 && src.dtype == BF16 || dst.dtype == BF16 && src.dtype == F32) {
 		bufPanic("Copy", "cannot cast %v to %v", src.dtype, dst.dtype)
 	}
 }

@@ -39,8 +39,8 @@ func hostCopy(op string, dst, src Buffer) error {
 	switch dst.dtype {
 	case F32:
 		copy(dst.F32(), src.F32())
-	case BF16:
-		copy(dst.BF16(), src.BF16())
+	case BF16, F16:
+		copy(dst.U16(), src.U16())
 	case I32:
 		copy(dst.I32(), src.I32())
 	}

@@ -17,8 +17,8 @@ func (b *Backend) Copy(dst, src kernels.Buffer) {
 		case kernels.F32:
 			d, s := dst.F32(), src.F32()
 			b.elementwise(n, func(lo, hi int) { copy(d[lo:hi], s[lo:hi]) })
-		case kernels.BF16:
-			d, s := dst.BF16(), src.BF16()
+		case kernels.BF16, kernels.F16:
+			d, s := dst.U16(), src.U16()
 			b.elementwise(n, func(lo, hi int) { copy(d[lo:hi], s[lo:hi]) })
 		case kernels.I32:
 			d, s := dst.I32(), src.I32()
@@ -77,8 +77,8 @@ func (b *Backend) moveRows(n, cols int, at func(i int) (int, int), dst, src kern
 			switch dst.DType() {
 			case kernels.F32:
 				copy(dst.F32()[do:do+cols], src.F32()[so:so+cols])
-			case kernels.BF16:
-				copy(dst.BF16()[do:do+cols], src.BF16()[so:so+cols])
+			case kernels.BF16, kernels.F16:
+				copy(dst.U16()[do:do+cols], src.U16()[so:so+cols])
 			case kernels.I32:
 				copy(dst.I32()[do:do+cols], src.I32()[so:so+cols])
 			}
@@ -104,8 +104,8 @@ func (b *Backend) Transpose(dst, src kernels.Buffer, rows, cols int) {
 	case kernels.F32:
 		d, s := dst.F32(), src.F32()
 		b.parallelFor(bands, func(lo, hi int) { transposeBands(d, s, rows, cols, lo, hi) })
-	case kernels.BF16:
-		d, s := dst.BF16(), src.BF16()
+	case kernels.BF16, kernels.F16:
+		d, s := dst.U16(), src.U16()
 		b.parallelFor(bands, func(lo, hi int) { transposeBands(d, s, rows, cols, lo, hi) })
 	case kernels.I32:
 		d, s := dst.I32(), src.I32()

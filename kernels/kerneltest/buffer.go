@@ -47,6 +47,12 @@ func hostBuf(name string, dt kernels.DType, n int) kernels.Buffer {
 			u[i] = kernels.F32ToBF16(v)
 		}
 		return kernels.HostBF16(u)
+	case kernels.F16:
+		u := make([]uint16, n)
+		for i, v := range uniform(rng, n, 3) {
+			u[i] = kernels.F32ToF16(v)
+		}
+		return kernels.HostF16(u)
 	case kernels.I32:
 		v := make([]int32, n)
 		for i := range v {
@@ -65,14 +71,14 @@ func checkSame(t *testing.T, what string, got, want kernels.Buffer) {
 	switch want.DType() {
 	case kernels.F32:
 		CheckExact(t, what, got.F32(), want.F32())
-	case kernels.BF16:
-		assert.Equal(t, want.BF16(), got.BF16(), what)
+	case kernels.BF16, kernels.F16:
+		assert.Equal(t, want.U16(), got.U16(), what)
 	case kernels.I32:
 		assert.Equal(t, want.I32(), got.I32(), what)
 	}
 }
 
-var bufferDTypes = []kernels.DType{kernels.F32, kernels.BF16, kernels.I32}
+var bufferDTypes = []kernels.DType{kernels.F32, kernels.BF16, kernels.F16, kernels.I32}
 
 // Memory checks Alloc (zeroed, every Buffer dtype), Upload and Download
 // (round trip), views (a write through Slice lands in the parent, at the
@@ -111,8 +117,8 @@ func Memory(t *testing.T, b kernels.Backend) {
 			})
 		}
 	}
-	_, err := b.Alloc(kernels.F16, 4)
-	assert.ErrorContains(t, err, "Alloc", "F16 is not a Buffer dtype")
+	_, err := b.Alloc(kernels.DType(99), 4)
+	assert.ErrorContains(t, err, "Alloc", "not a Buffer dtype")
 	_, err = b.Alloc(kernels.F32, -1)
 	assert.ErrorContains(t, err, "Alloc", "negative length")
 }
@@ -121,7 +127,7 @@ func Memory(t *testing.T, b kernels.Backend) {
 // BF16 rounds to nearest even, including NaN and ±Inf), bit-exact.
 func Copy(t *testing.T, b kernels.Backend) {
 	var r ref.Backend
-	casts := [][2]kernels.DType{{kernels.F32, kernels.F32}, {kernels.BF16, kernels.BF16}, {kernels.I32, kernels.I32},
+	casts := [][2]kernels.DType{{kernels.F32, kernels.F32}, {kernels.BF16, kernels.BF16}, {kernels.F16, kernels.F16}, {kernels.I32, kernels.I32},
 		{kernels.F32, kernels.BF16}, {kernels.BF16, kernels.F32}}
 	for _, c := range casts {
 		for _, n := range []int{0, 1, 17, 4099, 1<<16 + 3} {

@@ -15,8 +15,8 @@ func (Backend) Copy(dst, src kernels.Buffer) {
 		switch dst.DType() {
 		case kernels.F32:
 			copy(dst.F32(), src.F32())
-		case kernels.BF16:
-			copy(dst.BF16(), src.BF16())
+		case kernels.BF16, kernels.F16:
+			copy(dst.U16(), src.U16())
 		case kernels.I32:
 			copy(dst.I32(), src.I32())
 		}
@@ -63,8 +63,8 @@ func moveRows(dst, src kernels.Buffer, do, so, n int) {
 	switch dst.DType() {
 	case kernels.F32:
 		copy(dst.F32()[do:do+n], src.F32()[so:so+n])
-	case kernels.BF16:
-		copy(dst.BF16()[do:do+n], src.BF16()[so:so+n])
+	case kernels.BF16, kernels.F16:
+		copy(dst.U16()[do:do+n], src.U16()[so:so+n])
 	case kernels.I32:
 		copy(dst.I32()[do:do+n], src.I32()[so:so+n])
 	}
@@ -76,8 +76,8 @@ func (Backend) Transpose(dst, src kernels.Buffer, rows, cols int) {
 	switch dst.DType() {
 	case kernels.F32:
 		transpose(dst.F32(), src.F32(), rows, cols)
-	case kernels.BF16:
-		transpose(dst.BF16(), src.BF16(), rows, cols)
+	case kernels.BF16, kernels.F16:
+		transpose(dst.U16(), src.U16(), rows, cols)
 	case kernels.I32:
 		transpose(dst.I32(), src.I32(), rows, cols)
 	}
