@@ -121,7 +121,7 @@ func (m *Model) checkFeed(c *KVCache, tokens []int32) error {
 func (r *Runner) reserve(caches []*KVCache, tokens [][]int32) error {
 	pool := r.m.kvPool()
 	for i, t := range tokens {
-		if err := caches[i].reserve(pool, caches[i].Len+len(t)); err != nil {
+		if err := caches[i].reserve(r.m.Backend, pool, caches[i].Len+len(t)); err != nil {
 			return fmt.Errorf("sequence %d: %w", i, err)
 		}
 	}
@@ -173,7 +173,7 @@ func (r *Runner) attend(li int, a *layerActs) []kernels.AttentionSeq {
 		c := r.caches[i]
 		T := len(t)
 		if T > 0 {
-			c.write(li, a.kr[at*KVD:(at+T)*KVD], a.v[at*KVD:(at+T)*KVD], T)
+			c.write(r.m.Backend, li, a.kr[at*KVD:(at+T)*KVD], a.v[at*KVD:(at+T)*KVD], T)
 		}
 		r.aseqs[i] = kernels.AttentionSeq{
 			Out:   a.att[at*QD : (at+T)*QD],

@@ -33,6 +33,7 @@ type passState struct {
 	// logits chunk: [K, C] gathered rows, [K, V] logits, per-row values
 	cx, logits, dcx []float32
 	tgt             []int32
+	gidx            []int32 // [K] the chunk's rows of xf
 	lp, en, dlp     []float32
 	den             []float32 // d loss / d entropy of the chunk's rows
 }
@@ -162,12 +163,13 @@ func (tr *Trainable) logits(ctx context.Context, st *passState, grad chunkGrad) 
 		}
 		rows := st.rows[r0:min(r0+k, len(st.rows))]
 		n := len(rows)
-		st.tgt = st.tgt[:0]
-		for j, r := range rows {
-			copy(st.cx[j*c:(j+1)*c], st.xf[int(r.row)*c:(int(r.row)+1)*c])
+		st.tgt, st.gidx = st.tgt[:0], st.gidx[:0]
+		for _, r := range rows {
+			st.gidx = append(st.gidx, r.row)
 			st.tgt = append(st.tgt, r.tgt)
 		}
 		cx, lg := st.cx[:n*c], st.logits[:n*v]
+		be.GatherRows(kernels.HostF32(cx), kernels.HostF32(st.xf[:st.t*c]), kernels.HostI32(st.gidx), c)
 		be.MatMul(lg, cx, m.LMHead, n, false)
 		if invT != 1 {
 			be.Scale(lg, invT)
@@ -209,43 +211,36 @@ func (tr *Trainable) logits(ctx context.Context, st *passState, grad chunkGrad) 
 // headT is lm_head transposed, [C, V] in its storage type, made once: in
 // LoRA mode lm_head is frozen, and d xf = dlogits·W runs about twice as
 // fast as MatMul against Wᵀ as MatMulNN against W at V ≫ C (a CPU
-// backend measurement; see benchmarks/training.md). It costs one copy of
-// lm_head.
+// backend measurement). It costs one copy of lm_head, made by the
+// backend's Transpose.
 func (tr *Trainable) headT() kernels.Mat {
 	if tr.lmHeadT.Rows == 0 {
-		tr.lmHeadT = transposeMat(tr.m.LMHead)
+		tr.lmHeadT = transposeMat(tr.be, tr.m.LMHead)
 	}
 	return tr.lmHeadT
 }
 
-// transposeMat returns wᵀ in w's storage type, tile by tile for cache
-// locality.
-func transposeMat(w kernels.Mat) kernels.Mat {
-	const tile = 64
+// transposeMat returns wᵀ in w's storage type, transposed by be.
+func transposeMat(be kernels.Backend, w kernels.Mat) kernels.Mat {
 	t := kernels.Mat{DType: w.DType, Rows: w.Cols, Cols: w.Rows}
-	r, c := w.Rows, w.Cols
-	if w.DType == kernels.F32 {
-		t.F32 = make([]float32, r*c)
-	} else {
-		t.U16 = make([]uint16, r*c)
+	var src, dst kernels.Buffer
+	switch w.DType {
+	case kernels.F32:
+		t.F32 = make([]float32, w.Len())
+		src, dst = kernels.HostF32(w.F32[:w.Len()]), kernels.HostF32(t.F32)
+	case kernels.BF16:
+		t.U16 = make([]uint16, w.Len())
+		src, dst = kernels.HostBF16(w.U16[:w.Len()]), kernels.HostBF16(t.U16)
+	default:
+		t.U16 = make([]uint16, w.Len())
+		src, dst = kernels.HostF16(w.U16[:w.Len()]), kernels.HostF16(t.U16)
 	}
-	for i0 := 0; i0 < r; i0 += tile {
-		for j0 := 0; j0 < c; j0 += tile {
-			for i := i0; i < min(i0+tile, r); i++ {
-				for j := j0; j < min(j0+tile, c); j++ {
-					if w.DType == kernels.F32 {
-						t.F32[j*r+i] = w.F32[i*c+j]
-					} else {
-						t.U16[j*r+i] = w.U16[i*c+j]
-					}
-				}
-			}
-		}
-	}
+	be.Transpose(dst, src, w.Rows, w.Cols)
 	return t
 }
 
-// refreshBT copies every adapter's B [Out, R] into tr.bT as Bᵀ [R, Out]:
+// refreshBT transposes every adapter's B [Out, R] into tr.bT as Bᵀ [R, Out]
+// (the backend's Transpose):
 // the rank-R update u·Bᵀ then runs as MatMulNN(u, Bᵀ), whose CPU kernel
 // handles the inner dimension R ≪ Out about three times faster than
 // MatMul's. B changes at every optimizer step, so this runs at the start
@@ -259,11 +254,7 @@ func (tr *Trainable) refreshBT() {
 			}
 			out := nl.Linear.Out()
 			t := grow(tr.bT[li][j], a.R*out)
-			for o := range out {
-				for r := range a.R {
-					t[r*out+o] = a.B[o*a.R+r]
-				}
-			}
+			tr.be.Transpose(kernels.HostF32(t), kernels.HostF32(a.B[:out*a.R]), out, a.R)
 			tr.bT[li][j] = t
 		}
 	}
