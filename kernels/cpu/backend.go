@@ -12,7 +12,6 @@
 package cpu
 
 import (
-	"fmt"
 	"runtime"
 
 	"github.com/x/kernels"
@@ -86,20 +85,4 @@ func (b *Backend) SIMD() string {
 		return "avx2"
 	}
 	return "generic"
-}
-
-// need panics unless a buffer named arg of op holds at least want elements.
-func need(op, arg string, have, want int) {
-	if have < want {
-		panic(fmt.Sprintf("kernels/cpu: %s: %s has %d elements, need %d", op, arg, have, want))
-	}
-}
-
-// needDims panics if any of the named dimensions is negative.
-func needDims(op string, dims ...int) {
-	for _, d := range dims {
-		if d < 0 {
-			panic(fmt.Sprintf("kernels/cpu: %s: negative dimension in %v", op, dims))
-		}
-	}
 }

@@ -1,14 +1,16 @@
 package cpu
 
-import "math"
+import (
+	"math"
+
+	"github.com/x/kernels"
+)
 
 // SwiGLU: out[N] = silu(gate)·up; out may alias gate or up. The AVX-512
 // path evaluates exp with a degree-5 polynomial (≤ 2 ulp) and VSCALEFPS.
 func (b *Backend) SwiGLU(out, gate, up []float32) {
-	const op = "SwiGLU"
+	kernels.CheckSwiGLU(out, gate, up)
 	n := len(out)
-	need(op, "gate", len(gate), n)
-	need(op, "up", len(up), n)
 	b.elementwise(n, func(lo, hi int) {
 		if b.simd.avx512 {
 			if n16 := (hi - lo) &^ (vecSz - 1); n16 > 0 {

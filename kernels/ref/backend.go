@@ -10,8 +10,6 @@
 package ref
 
 import (
-	"fmt"
-
 	"github.com/x/kernels"
 )
 
@@ -21,20 +19,4 @@ import (
 // (kernels.HostMemory).
 type Backend struct {
 	kernels.HostMemory
-}
-
-// need panics unless a buffer named arg of op holds at least want elements.
-func need(op, arg string, have, want int) {
-	if have < want {
-		panic(fmt.Sprintf("kernels/ref: %s: %s has %d elements, need %d", op, arg, have, want))
-	}
-}
-
-// needDims panics if any of the named dimensions is negative.
-func needDims(op string, dims ...int) {
-	for _, d := range dims {
-		if d < 0 {
-			panic(fmt.Sprintf("kernels/ref: %s: negative dimension in %v", op, dims))
-		}
-	}
 }
