@@ -69,7 +69,8 @@ func checkIndices(op string, ix []int32, rows int) {
 }
 
 // moveRows copies n rows of cols elements, row i from src offset so to
-// dst offset do where (do, so) = at(i); small moves stay on the caller.
+// dst offset do where (do, so) = at(i); moves up to serialMove elements
+// stay on the caller.
 func (b *Backend) moveRows(n, cols int, at func(i int) (int, int), dst, src kernels.Buffer) {
 	run := func(lo, hi int) {
 		for i := lo; i < hi; i++ {
@@ -84,32 +85,42 @@ func (b *Backend) moveRows(n, cols int, at func(i int) (int, int), dst, src kern
 			}
 		}
 	}
-	if n*cols <= grain {
+	if n*cols <= serialMove {
 		run(0, n)
 		return
 	}
 	b.parallelFor(n, run)
 }
 
+// serialMove is the number of elements up to which a row move or a
+// transpose runs on the caller: these ops are bound by memory, not
+// arithmetic, and below about a megabyte waking the workers (and their
+// spinning afterwards) costs more CPU than it saves time.
+const serialMove = 1 << 18
+
 // transposeTile is the square tile Transpose moves at a time, so that both
 // the rows read and the rows written stay in cache.
 const transposeTile = 64
 
 // Transpose: dst[cols, rows] = src[rows, cols]ᵀ, tile by tile, bands of
-// source rows in parallel.
+// source rows in parallel (on the caller up to serialMove elements).
 func (b *Backend) Transpose(dst, src kernels.Buffer, rows, cols int) {
 	kernels.CheckTranspose(dst, src, rows, cols)
 	bands := (rows + transposeTile - 1) / transposeTile
+	par := b.parallelFor
+	if rows*cols <= serialMove {
+		par = func(n int, fn func(lo, hi int)) { fn(0, n) }
+	}
 	switch dst.DType() {
 	case kernels.F32:
 		d, s := dst.F32(), src.F32()
-		b.parallelFor(bands, func(lo, hi int) { transposeBands(d, s, rows, cols, lo, hi) })
+		par(bands, func(lo, hi int) { transposeBands(d, s, rows, cols, lo, hi) })
 	case kernels.BF16, kernels.F16:
 		d, s := dst.U16(), src.U16()
-		b.parallelFor(bands, func(lo, hi int) { transposeBands(d, s, rows, cols, lo, hi) })
+		par(bands, func(lo, hi int) { transposeBands(d, s, rows, cols, lo, hi) })
 	case kernels.I32:
 		d, s := dst.I32(), src.I32()
-		b.parallelFor(bands, func(lo, hi int) { transposeBands(d, s, rows, cols, lo, hi) })
+		par(bands, func(lo, hi int) { transposeBands(d, s, rows, cols, lo, hi) })
 	}
 }
 

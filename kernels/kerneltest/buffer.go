@@ -157,11 +157,12 @@ func Copy(t *testing.T, b kernels.Backend) {
 }
 
 // GatherRows and ScatterRows check row moves in every dtype, with repeated
-// indices (gather), a permutation (scatter), one row and wide rows.
+// indices (gather), a permutation (scatter), one row, wide rows, and a move
+// large enough (300 × 1024) that a CPU backend splits it over threads.
 func GatherRows(t *testing.T, b kernels.Backend) {
 	var r ref.Backend
 	for _, dt := range bufferDTypes {
-		for _, s := range []struct{ rows, cols, n int }{{1, 1, 1}, {5, 3, 7}, {64, 1024, 40}, {300, 100, 300}, {8, 4096, 0}} {
+		for _, s := range []struct{ rows, cols, n int }{{1, 1, 1}, {5, 3, 7}, {64, 1024, 40}, {300, 100, 300}, {8, 4096, 0}, {600, 1024, 300}} {
 			t.Run(fmt.Sprintf("%v/%dx%d_n%d", dt, s.rows, s.cols, s.n), func(t *testing.T) {
 				src := hostBuf(fmt.Sprint("Gather", dt, s), dt, s.rows*s.cols)
 				rng := newRNG(fmt.Sprint("GatherIdx", s))
@@ -187,7 +188,7 @@ func GatherRows(t *testing.T, b kernels.Backend) {
 func ScatterRows(t *testing.T, b kernels.Backend) {
 	var r ref.Backend
 	for _, dt := range bufferDTypes {
-		for _, s := range []struct{ rows, cols, n int }{{1, 1, 1}, {7, 3, 5}, {64, 1024, 40}, {300, 100, 300}} {
+		for _, s := range []struct{ rows, cols, n int }{{1, 1, 1}, {7, 3, 5}, {64, 1024, 40}, {300, 100, 300}, {600, 1024, 300}} {
 			t.Run(fmt.Sprintf("%v/%dx%d_n%d", dt, s.rows, s.cols, s.n), func(t *testing.T) {
 				base := hostBuf(fmt.Sprint("ScatterBase", dt, s), dt, s.rows*s.cols)
 				src := hostBuf(fmt.Sprint("Scatter", dt, s), dt, s.n*s.cols)
