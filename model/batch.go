@@ -95,8 +95,9 @@ type Batch struct {
 
 	caches []*KVCache
 	feeds  [][]int32
-	rows   []int // per active slot: hidden row to sample from, −1 if none
-	hsel   []float32
+	rows   []int     // per active slot: hidden row to sample from, −1 if none
+	hsel   []float32 // [sampled rows, C] their hidden states
+	hidx   []int32   // the forward's row of each sampled row
 	smp    sampler
 }
 
@@ -210,7 +211,7 @@ func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 				err = fmt.Errorf("model: a token at position %d would make the sequence %w %d (max_position_embeddings)", len(s.req.Seq.Tokens), ErrContextLength, mp)
 			}
 			if err == nil {
-				err = c.reserve(pool, c.Len+n)
+				err = c.reserve(b.m.Backend, pool, c.Len+n)
 			}
 			if err != nil {
 				s.err, s.feed = fmt.Errorf("model: request %d: %w", s.id, err), 0
@@ -226,20 +227,21 @@ func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 
 	// Sample for every sequence whose pending tokens are all in the cache.
 	C := b.m.Config.HiddenSize
-	b.rows = b.rows[:0]
-	b.hsel = grow(b.hsel, len(b.active)*C)
+	b.rows, b.hidx = b.rows[:0], b.hidx[:0]
 	row, nsel := 0, 0
 	for i := range b.active {
 		s := &b.active[i]
 		row += s.feed
 		if s.feed > 0 && len(s.req.Seq.Pending()) == 0 {
 			b.rows = append(b.rows, nsel)
+			b.hidx = append(b.hidx, int32(row-1))
 			nsel++
-			copy(b.hsel[(nsel-1)*C:nsel*C], hidden[(row-1)*C:row*C])
 		} else {
 			b.rows = append(b.rows, -1)
 		}
 	}
+	b.hsel = grow(b.hsel, nsel*C)
+	b.m.Backend.GatherRows(kernels.HostF32(b.hsel), kernels.HostF32(hidden), kernels.HostI32(b.hidx), C)
 	b.sample(nsel)
 	// Retire finished requests, freeing their slots.
 	kept := b.active[:0]

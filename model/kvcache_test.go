@@ -20,9 +20,9 @@ func deepFork(t *testing.T, m *Model, s *Sequence, seed uint64) *Sequence {
 	t.Helper()
 	f := NewSequence(seed, s.Tokens...)
 	p := s.Cache.st.own.pool
-	require.NoError(t, f.Cache.reserve(p, s.Cache.Len))
+	require.NoError(t, f.Cache.reserve(m.Backend, p, s.Cache.Len))
 	for i, id := range s.Cache.st.own.ids {
-		p.copyRows(f.Cache.st.own.ids[i], id, p.bs)
+		p.copyRows(m.Backend, f.Cache.st.own.ids[i], id, p.bs)
 	}
 	f.Cache.Len = s.Cache.Len
 	return f

@@ -179,17 +179,17 @@ func (p *kvPool) shared(id int32) bool {
 }
 
 // copyRows copies the first rows positions of block src into dst, every
-// layer.
-func (p *kvPool) copyRows(dst, src int32, rows int) {
+// layer, with be's Copy.
+func (p *kvPool) copyRows(be kernels.Backend, dst, src int32, rows int) {
 	n := rows * p.rowLen
 	d, s := p.block(dst), p.block(src)
 	for l := range p.layers {
 		if p.dtype == kernels.BF16 {
-			copy(d.k16[l][:n], s.k16[l][:n])
-			copy(d.v16[l][:n], s.v16[l][:n])
+			be.Copy(kernels.HostBF16(d.k16[l][:n]), kernels.HostBF16(s.k16[l][:n]))
+			be.Copy(kernels.HostBF16(d.v16[l][:n]), kernels.HostBF16(s.v16[l][:n]))
 		} else {
-			copy(d.k[l][:n], s.k[l][:n])
-			copy(d.v[l][:n], s.v[l][:n])
+			be.Copy(kernels.HostF32(d.k[l][:n]), kernels.HostF32(s.k[l][:n]))
+			be.Copy(kernels.HostF32(d.v[l][:n]), kernels.HostF32(s.v[l][:n]))
 		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+
+	"github.com/x/kernels"
 )
 
 // Scored is one token sequence to score by teacher forcing: tokens
@@ -202,7 +204,7 @@ func (g *gatherer) add(hidden []float32, row, seq, t int, target int32) {
 	if len(g.h) < g.rows*c {
 		g.h = make([]float32, g.rows*c)
 	}
-	copy(g.h[n*c:(n+1)*c], hidden[row*c:(row+1)*c])
+	g.r.m.Backend.Copy(kernels.HostF32(g.h[n*c:(n+1)*c]), kernels.HostF32(hidden[row*c:(row+1)*c]))
 	g.targets = append(g.targets, target)
 	g.where = append(g.where, [2]int{seq, t})
 	if len(g.targets) == g.rows {
