@@ -9,7 +9,7 @@ import (
 )
 
 func TestComputeAdvantages(t *testing.T) {
-	e := advantageEps
+	e := 1e-4                 // TRL's epsilon, spelled out so the constant is under test too
 	s13 := math.Sqrt(1.0 / 3) // std of {0, 0, 1, 1}
 	// batch std of {0,0,1,1,1,1,1,1}: mean 0.75, Σd² = 2·0.5625 + 6·0.0625 = 1.5
 	sb := math.Sqrt(1.5 / 7)

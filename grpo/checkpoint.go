@@ -418,7 +418,7 @@ func (t *Trainer) Resume(dir string) error {
 	if err := readTrainerState(dir, &st); err != nil {
 		return fmt.Errorf("grpo: resume: %w", err)
 	}
-	if st.GlobalStep < 0 || st.Generation < 0 || st.DataPos < 0 || st.Epoch < 0 {
+	if st.GlobalStep < 0 || st.Generation < 0 || st.DataPos < 0 || st.Epoch < 0 || st.NumTokens < 0 || st.Evaluations < 0 {
 		return fmt.Errorf("grpo: resume %s: trainer state %+v has a negative counter", dir, st)
 	}
 	if _, err := LoadCheckpoint(dir, w, &st); err != nil {

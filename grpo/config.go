@@ -323,8 +323,9 @@ type Config struct {
 	// OutputDir receives checkpoints, the metrics JSONL, completions and
 	// the plot (output_dir). "" (the default) writes no files.
 	OutputDir string `json:"output_dir"`
-	// LoggingSteps is optimizer steps between logged metric lines
-	// (logging_steps, 10).
+	// LoggingSteps is TRL's logging_steps (10), checked but not used yet:
+	// Train writes a metrics line (and a progress update) every optimizer
+	// step, and callbacks get every step's metrics.
 	LoggingSteps int `json:"logging_steps"`
 	// SaveSteps is optimizer steps between checkpoints (save_steps, 500);
 	// 0 means never. Checkpoints need OutputDir.

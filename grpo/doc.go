@@ -42,8 +42,10 @@
 //     fresh environment, up to Config.RolloutAttempts within
 //     Config.RolloutRetryBudget; a rollout failing every attempt is left
 //     out of the loss and of its group's baseline, counted in
-//     rollouts/failed and logged with its cause. A step whose rollouts all
-//     failed is an error.
+//     rollouts/failed and logged with its cause. An environment that fails
+//     that way while giving its own reward (after the episode, when no
+//     replay is possible) fails its rollout alike. A step whose rollouts
+//     all failed is an error.
 //
 // A rollout ends when its last turn calls no tool, when
 // Config.MaxToolCallingIterations rounds ran, or when the shared token
@@ -89,10 +91,13 @@
 //
 // # Cancellation and state
 //
-// Cancelling Train's or Step's context stops after the last complete
-// optimizer step: gradients of an unfinished step are dropped, the
-// environments go back to their pools, and State counts only the steps
-// taken, so a checkpoint written then is consistent. Every random draw is
+// Cancelling Train's or Step's context stops at a generation boundary:
+// before a generation's first optimizer step it is dropped (gradients of
+// the unfinished step too, the environments go back to their pools, State
+// unchanged); after it, the generation's remaining optimizer steps
+// (NumIterations × StepsPerGeneration / GradientAccumulationSteps in all)
+// run first. State therefore always matches the weights and the data
+// position, so a checkpoint written then resumes bit for bit. Every random draw is
 // derived from Config.Seed and the state's counters, so a run resumed from
 // a checkpoint draws what the uninterrupted run drew.
 package grpo

@@ -48,7 +48,8 @@ func (r *EvalReport) Release() {
 
 // Evaluate plays rows without training, scores the rollouts with the
 // trainer's reward functions, and reports the metrics under EvalPrefix.
-// Draws are seeded from Config.Seed and the number of evaluations so far.
+// Draws are seeded from Config.Seed and the number of evaluations so far
+// (TrainerState.Evaluations, which checkpoints keep).
 // Call Release on the report when done with its rollouts' environments.
 func (t *Trainer) Evaluate(ctx context.Context, rows []env.Row, o EvalOptions) (*EvalReport, error) {
 	if len(rows) == 0 {
@@ -68,9 +69,9 @@ func (t *Trainer) Evaluate(ctx context.Context, rows []env.Row, o EvalOptions) (
 	if o.Greedy {
 		smp = sampling{}
 	}
-	t.evals++
+	t.state.Evaluations++
 	begin := time.Now()
-	gen, err := t.generate(ctx, rows, g, smp, mix(t.cfg.Seed, 0xe7a1, uint64(t.evals)))
+	gen, err := t.generate(ctx, rows, g, smp, mix(t.cfg.Seed, 0xe7a1, uint64(t.state.Evaluations)))
 	if err != nil {
 		return nil, fmt.Errorf("grpo: evaluate: %w", err)
 	}
@@ -81,14 +82,7 @@ func (t *Trainer) Evaluate(ctx context.Context, rows []env.Row, o EvalOptions) (
 		return nil, fmt.Errorf("grpo: evaluate: score: %w", err)
 	}
 	scoring := time.Since(t0)
-	ok := make([]bool, len(gen.rollouts))
-	failed := 0
-	for i, r := range gen.rollouts {
-		ok[i] = r.Err == nil
-		if !ok[i] {
-			failed++
-		}
-	}
+	ok, failed := succeeded(gen.rollouts)
 	m := Metrics{}
 	tab.Metrics(m, ok)
 	if g >= 2 {
@@ -96,21 +90,7 @@ func (t *Trainer) Evaluate(ctx context.Context, rows []env.Row, o EvalOptions) (
 			m[MetricFracRewardZeroStd] = FracRewardZeroStd(adv)
 		}
 	}
-	var lengths, calls, failures []int
-	var clipped []bool
-	for i, r := range gen.rollouts {
-		if ok[i] {
-			lengths = append(lengths, r.ModelTokens())
-			clipped = append(clipped, r.Truncated)
-			calls = append(calls, r.ToolCalls)
-			failures = append(failures, r.ToolFailures)
-		}
-	}
-	if err := CompletionStats(m, lengths, clipped); err != nil {
-		gen.release()
-		return nil, err
-	}
-	if err := ToolStats(m, calls, failures); err != nil {
+	if err := rolloutMetrics(m, gen.rollouts, ok); err != nil {
 		gen.release()
 		return nil, err
 	}

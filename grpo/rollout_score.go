@@ -3,6 +3,7 @@ package grpo
 import (
 	"context"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 
@@ -50,7 +51,9 @@ func probeEnvRewards(ctx context.Context, pools []*env.Pool) ([]string, map[refl
 }
 
 // score runs every reward function on every rollout that did not fail, and
-// the env-owned rewards, into a RewardTable (NaN = no score).
+// the env-owned rewards, into a RewardTable (NaN = no score). An env that
+// fails giving its reward (envFailure) fails its rollout: score sets the
+// rollout's Err and leaves its row unscored; other errors stop the step.
 func (t *Trainer) score(ctx context.Context, rs []*Rollout, insts []*env.Instance) (*RewardTable, error) {
 	names := make([]string, 0, len(t.o.rewards)+len(t.envRewards))
 	weights := make([]float64, 0, cap(names))
@@ -93,6 +96,19 @@ func (t *Trainer) score(ctx context.Context, rs []*Rollout, insts []*env.Instanc
 		}
 		if err != nil && ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if err != nil && envFailure(err) {
+			// The episode is lost (a dead server, a lost session): the
+			// rollout fails as if it had failed while playing, out of
+			// the loss and its group's baseline.
+			r.Err = fmt.Errorf("rollout %d (group %d): reward %q: %w", i, r.Group, name, err)
+			if t.log != nil {
+				t.log.Warn("grpo: rollout left out", "rollout", i, "group", r.Group, "cause", r.Err)
+			}
+			for k := range tab.Scores {
+				tab.Scores[k][i] = math.NaN()
+			}
+			continue
 		}
 		if err := tab.Set(k, i, v, err); err != nil {
 			return nil, fmt.Errorf("%w (row %v)", err, r.Row)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"reflect"
 	"slices"
 	"time"
@@ -35,8 +36,6 @@ type Trainer struct {
 
 	state      TrainerState
 	totalSteps int // optimizer steps the learning-rate schedule spans
-	numTokens  int // prompt and model tokens seen (TRL's num_tokens)
-	evals      int // evaluations run (seeds their draws)
 }
 
 // TrainerState is where a run stands: what a checkpoint records besides
@@ -47,6 +46,11 @@ type TrainerState struct {
 	Generation int `json:"generation"`  // generation batches completed
 	DataPos    int `json:"data_position"`
 	Epoch      int `json:"epoch"`
+	// NumTokens are the prompt and model tokens of the generations
+	// completed (TRL's cumulative num_tokens).
+	NumTokens int `json:"num_tokens"`
+	// Evaluations are the Evaluate calls made (they seed its draws).
+	Evaluations int `json:"evaluations"`
 }
 
 // StepReport is what one Step did.
@@ -217,7 +221,7 @@ func (t *Trainer) State() TrainerState { return t.state }
 // SetState moves the run to s, e.g. when resuming from a checkpoint whose
 // weights and optimizer were restored.
 func (t *Trainer) SetState(s TrainerState) error {
-	if s.GlobalStep < 0 || s.Generation < 0 || s.DataPos < 0 || s.Epoch < 0 {
+	if s.GlobalStep < 0 || s.Generation < 0 || s.DataPos < 0 || s.Epoch < 0 || s.NumTokens < 0 || s.Evaluations < 0 {
 		return fmt.Errorf("grpo: trainer state %+v has a negative counter", s)
 	}
 	if got := t.pol.opt.Steps(); got != s.GlobalStep {
@@ -234,9 +238,12 @@ func (t *Trainer) SetState(s TrainerState) error {
 // one optimizer step per GradientAccumulationSteps). Callbacks get each
 // optimizer step's metrics.
 //
-// If ctx is cancelled, Step returns its error after the last complete
-// optimizer step: gradients of an unfinished step are dropped and the
-// state counts only the steps taken.
+// If ctx is cancelled before the generation's first optimizer step,
+// Step returns ctx's error and nothing changed (gradients of the
+// unfinished step are dropped). Once that step is taken, the generation's
+// remaining optimizer steps run whatever ctx says, so the state always
+// stands at a generation boundary that a checkpoint can resume from; the
+// next Step (or Train's loop) then sees the cancellation.
 func (t *Trainer) Step(ctx context.Context, rows []env.Row) (*StepReport, error) {
 	if len(rows) != t.layout.Prompts {
 		return nil, fmt.Errorf("grpo: Step got %d rows; a generation batch takes %d prompts (GenerationBatchSize %d / NumGenerations %d)",
@@ -244,6 +251,9 @@ func (t *Trainer) Step(ctx context.Context, rows []env.Row) (*StepReport, error)
 	}
 	if t.totalSteps == 0 && t.cfg.LRSchedule != model.ScheduleConstant {
 		return nil, &ConfigError{Field: "MaxSteps", TRLName: "max_steps", Problem: fmt.Sprintf("0 with a %s learning-rate schedule: Step needs the run's length to schedule the rate; set MaxSteps (Train derives it from the dataset) or use a constant schedule", t.cfg.LRSchedule)}
+	}
+	if t.totalSteps > 0 && t.state.GlobalStep >= t.totalSteps {
+		return nil, fmt.Errorf("grpo: Step: the run has taken its %d optimizer steps (MaxSteps, or the length Train derived): a further generation could not be learned from", t.totalSteps)
 	}
 	begin := time.Now()
 	gen, err := t.generate(ctx, rows, t.layout.G, t.sampling(), mix(t.cfg.Seed, uint64(t.state.Generation)))
@@ -258,14 +268,7 @@ func (t *Trainer) Step(ctx context.Context, rows []env.Row) (*StepReport, error)
 		return nil, fmt.Errorf("grpo: score generation %d: %w", t.state.Generation, err)
 	}
 	scoring := time.Since(t0)
-	ok := make([]bool, len(gen.rollouts))
-	failed := 0
-	for i, r := range gen.rollouts {
-		ok[i] = r.Err == nil
-		if !ok[i] {
-			failed++
-		}
-	}
+	ok, failed := succeeded(gen.rollouts)
 	if failed == len(gen.rollouts) {
 		return nil, fmt.Errorf("grpo: generation %d: all %d rollouts failed; first cause: %w", t.state.Generation, failed, gen.rollouts[0].Err)
 	}
@@ -273,7 +276,7 @@ func (t *Trainer) Step(ctx context.Context, rows []env.Row) (*StepReport, error)
 	if err != nil {
 		return nil, fmt.Errorf("grpo: advantages of generation %d: %w", t.state.Generation, err)
 	}
-	gm, err := t.generationMetrics(gen, tab, adv, ok)
+	gm, genTokens, err := t.generationMetrics(gen, tab, adv, ok)
 	if err != nil {
 		return nil, err
 	}
@@ -291,6 +294,7 @@ func (t *Trainer) Step(ctx context.Context, rows []env.Row) (*StepReport, error)
 		return rep, err
 	}
 	t.state.Generation++
+	t.state.NumTokens += genTokens
 	return rep, nil
 }
 
@@ -400,9 +404,12 @@ func (t *Trainer) fromRolloutFunc(ctx context.Context, rows []env.Row, groups []
 			LogProbs:      slices.Clone(g.LogProbs),
 			Extra:         g.Extra,
 		}
-		for j := range r.LogProbs {
-			if !r.Mask[j] {
+		for j, lp := range r.LogProbs {
+			switch {
+			case !r.Mask[j]:
 				r.LogProbs[j] = 0
+			case math.IsNaN(float64(lp)) || math.IsInf(float64(lp), 0):
+				return nil, fmt.Errorf("grpo: rollout function: rollout %d has log-prob %v at completion token %d (a model token): log-probs must be finite", i, lp, j)
 			}
 		}
 		n := len(r.CompletionIDs)

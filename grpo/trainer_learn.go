@@ -115,7 +115,9 @@ func (t *Trainer) microBatches(b *learnBatch) [][]int {
 
 // learn trains on a scored generation batch: NumIterations passes over
 // its StepsPerGeneration micro-batches, an optimizer step every
-// GradientAccumulationSteps. It returns one Metrics per optimizer step:
+// GradientAccumulationSteps. A cancelled ctx stops it only before its
+// first optimizer step (nothing changed); after that the generation's
+// remaining steps run. It returns one Metrics per optimizer step:
 // gm (the generation's metrics) plus the step's loss, clip, KL, entropy,
 // sampling, learning-rate and timing figures.
 func (t *Trainer) learn(ctx context.Context, rs []*Rollout, adv Advantages, gm Metrics, begin time.Time) ([]Metrics, error) {
@@ -133,13 +135,19 @@ func (t *Trainer) learn(ctx context.Context, rs []*Rollout, adv Advantages, gm M
 	acc := newStepAccumulator(params)
 	acc.backward += prep
 	micro := 0
+	// Cancellation is honoured only before the generation's first
+	// optimizer step: once the weights have moved, the rest of the
+	// generation's steps run, so the state always ends at a generation
+	// boundary (the generation counter and data position match the
+	// weights, and a checkpoint of it resumes bit for bit).
+	mctx := ctx
 	for it := range t.layout.NumIterations {
 		for _, mb := range mbs {
-			if err := ctx.Err(); err != nil {
+			if err := mctx.Err(); err != nil {
 				t.pol.zeroGrad()
 				return out, err
 			}
-			if err := t.microStep(ctx, b, mb, it, params, norm, acc); err != nil {
+			if err := t.microStep(mctx, b, mb, it, params, norm, acc); err != nil {
 				t.pol.zeroGrad()
 				return out, fmt.Errorf("grpo: generation %d, iteration %d: %w", t.state.Generation, it, err)
 			}
@@ -156,6 +164,7 @@ func (t *Trainer) learn(ctx context.Context, rs []*Rollout, adv Advantages, gm M
 				return out, err
 			}
 			out = append(out, m)
+			mctx = context.WithoutCancel(ctx)
 			for _, cb := range t.o.callbacks {
 				if err := cb(t.state.GlobalStep, m); err != nil {
 					return out, fmt.Errorf("grpo: callback at step %d: %w", t.state.GlobalStep, err)
@@ -286,14 +295,47 @@ func (a *stepAccumulator) metrics(m Metrics) {
 
 // generationMetrics are the figures of a generation batch that every
 // optimizer step it feeds reports: rewards, advantages' zero-std share,
-// completion lengths and tool use (failed rollouts left out), tokens seen.
-func (t *Trainer) generationMetrics(gen *batchOut, tab *RewardTable, adv Advantages, ok []bool) (Metrics, error) {
+// completion lengths and tool use (failed rollouts left out), tokens seen
+// (the state's count plus this generation's, which it also returns for
+// Step to add once the generation is complete).
+func (t *Trainer) generationMetrics(gen *batchOut, tab *RewardTable, adv Advantages, ok []bool) (Metrics, int, error) {
 	m := Metrics{}
 	tab.Metrics(m, ok)
 	m[MetricFracRewardZeroStd] = FracRewardZeroStd(adv)
+	if err := rolloutMetrics(m, gen.rollouts, ok); err != nil {
+		return nil, 0, err
+	}
+	tokens := 0
+	for i, r := range gen.rollouts {
+		if ok[i] {
+			tokens += len(r.PromptIDs) + r.ModelTokens()
+		}
+	}
+	m[MetricNumTokens] = float64(t.state.NumTokens + tokens)
+	m[MetricEpoch] = float64(t.state.Epoch)
+	return m, tokens, nil
+}
+
+// succeeded marks the rollouts that did not fail on every attempt and
+// counts those that did.
+func succeeded(rs []*Rollout) (ok []bool, failed int) {
+	ok = make([]bool, len(rs))
+	for i, r := range rs {
+		ok[i] = r.Err == nil
+		if !ok[i] {
+			failed++
+		}
+	}
+	return ok, failed
+}
+
+// rolloutMetrics adds the completion-length and tool-use figures of the
+// rollouts marked ok (failed ones are left out) to m; training and
+// evaluation report them alike.
+func rolloutMetrics(m Metrics, rs []*Rollout, ok []bool) error {
 	var lengths, calls, failures []int
 	var clipped []bool
-	for i, r := range gen.rollouts {
+	for i, r := range rs {
 		if !ok[i] {
 			continue
 		}
@@ -301,15 +343,9 @@ func (t *Trainer) generationMetrics(gen *batchOut, tab *RewardTable, adv Advanta
 		clipped = append(clipped, r.Truncated)
 		calls = append(calls, r.ToolCalls)
 		failures = append(failures, r.ToolFailures)
-		t.numTokens += len(r.PromptIDs) + r.ModelTokens()
 	}
 	if err := CompletionStats(m, lengths, clipped); err != nil {
-		return nil, err
+		return err
 	}
-	if err := ToolStats(m, calls, failures); err != nil {
-		return nil, err
-	}
-	m[MetricNumTokens] = float64(t.numTokens)
-	m[MetricEpoch] = float64(t.state.Epoch)
-	return m, nil
+	return ToolStats(m, calls, failures)
 }

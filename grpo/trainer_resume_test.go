@@ -141,10 +141,13 @@ func TestTrainResumeBitExact(t *testing.T) {
 	require.NoError(t, b.Resume(cks[0]))
 	require.NoError(t, b.Train(ctx, data))
 	assert.Equal(t, a.State(), b.State())
+	loggedA := logged
 	logged, err = ReadMetrics(filepath.Join(b.cfg.OutputDir, MetricsFile))
 	require.NoError(t, err)
 	require.Len(t, logged, 2, "the resumed run logs steps 3 and 4")
 	assert.Equal(t, 3, logged[0].Step)
+	// num_tokens is cumulative over the run, resumed or not.
+	assert.Equal(t, loggedA[3].Metrics[MetricNumTokens], logged[1].Metrics[MetricNumTokens])
 	for _, name := range []string{model.AdapterWeightsFile, OptimizerStateFile} {
 		x, err := os.ReadFile(filepath.Join(cks[1], name))
 		require.NoError(t, err)

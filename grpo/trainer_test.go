@@ -438,6 +438,20 @@ func TestStepRolloutFunc(t *testing.T) {
 	require.NoError(t, err)
 	_, err = tr2.Step(context.Background(), []env.Row{{}})
 	assert.ErrorContains(t, err, "1 log-probs for 2 completion ids")
+	tr2.Close()
+
+	nan := func(_ context.Context, rows []env.Row) ([]Generated, error) {
+		out := make([]Generated, len(rows))
+		for i := range out {
+			out[i] = Generated{PromptIDs: []int32{1}, CompletionIDs: []int32{2, eos}, LogProbs: []float32{-1, float32(math.NaN())}}
+		}
+		return out, nil
+	}
+	tr3, err := NewTrainer(m, tok, cfg, WithRolloutFunc(nan), WithReward("r", 1, constant(1)))
+	require.NoError(t, err)
+	defer tr3.Close()
+	_, err = tr3.Step(context.Background(), []env.Row{{}})
+	assert.ErrorContains(t, err, "rollout 0 has log-prob NaN at completion token 1")
 }
 
 // TestStepCancel: a cancelled context stops the step before any update.
@@ -551,4 +565,121 @@ func TestStepCancelDuringTools(t *testing.T) {
 	_, err = tr.Step(context.Background(), []env.Row{{}})
 	require.NoError(t, err)
 	assert.Equal(t, 1, tr.State().GlobalStep)
+}
+
+// TestStepCancelMidGeneration cancels the context after the first of the
+// two optimizer steps a generation feeds (NumIterations 2). Stopping there
+// would leave the weights one step into a generation the state does not
+// count, which no checkpoint could resume bit for bit; the generation is
+// finished instead, and the next Step sees the cancellation.
+func TestStepCancelMidGeneration(t *testing.T) {
+	cfg := testConfig(2, 1)
+	cfg.NumIterations = 2
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m, tok := tinyModel(t, 1)
+	tr, err := NewTrainer(m, tok, cfg, WithEnv(counters()), WithReward("one", 1, constant(1)),
+		WithCallback(func(int, Metrics) error { cancel(); return nil }))
+	require.NoError(t, err)
+	t.Cleanup(func() { tr.Close() })
+	_, f := scripted(tok, threeWay)
+	tr.eng.decoder = f
+
+	rep, err := tr.Step(ctx, []env.Row{{"prompt": "Go: "}})
+	require.NoError(t, err)
+	assert.Len(t, rep.Metrics, 2)
+	st := tr.State()
+	assert.Equal(t, 2, st.GlobalStep)
+	assert.Equal(t, 1, st.Generation)
+	_, err = tr.Step(ctx, []env.Row{{"prompt": "Go: "}})
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, st, tr.State())
+}
+
+// TestStepPastMaxSteps: once the run has taken its MaxSteps optimizer
+// steps, Step says so instead of generating a batch it cannot learn from.
+func TestStepPastMaxSteps(t *testing.T) {
+	cfg := testConfig(2, 1)
+	cfg.MaxSteps = 1
+	tr, _ := newScripted(t, cfg, threeWay)
+	_, err := tr.Step(context.Background(), []env.Row{{"prompt": "Go: "}})
+	require.NoError(t, err)
+	st := tr.State()
+	_, err = tr.Step(context.Background(), []env.Row{{"prompt": "Go: "}})
+	assert.ErrorContains(t, err, "has taken its 1 optimizer steps")
+	assert.Equal(t, st, tr.State())
+}
+
+// lostScored owns its reward but loses its episode when asked for the
+// reward of one that called a tool: an env failure at scoring time.
+type lostScored struct{ counterEnv }
+
+func (c *lostScored) Increment(ctx context.Context, a incrementArgs) (string, error) {
+	return c.counterEnv.Increment(ctx, a)
+}
+
+func (c *lostScored) Reward(context.Context) (float64, error) {
+	if c.n != 0 {
+		return 0, errors.Join(ErrEnvFailed, errors.New("session gone"))
+	}
+	return 1, nil
+}
+
+// TestStepEnvFailsAtScoring: an environment that fails while giving its
+// reward (a lost session) fails that rollout, as a failure during the
+// rollout does: it is left out of the loss and its group's baseline and
+// counted, and the step goes on. Any other reward error stops the step.
+func TestStepEnvFailsAtScoring(t *testing.T) {
+	lost := env.FactoryFunc(func(context.Context) (env.Env, error) { return &lostScored{}, nil })
+	tr, _ := newScripted(t, testConfig(3, 1), threeWay, WithEnv(lost), WithReward("one", 1, constant(1)))
+	rep, err := tr.Step(context.Background(), []env.Row{{"prompt": "Count: "}})
+	require.NoError(t, err)
+	require.Error(t, rep.Rollouts[0].Err, "rollout 0 incremented the counter")
+	assert.ErrorIs(t, rep.Rollouts[0].Err, ErrEnvFailed)
+	assert.NoError(t, rep.Rollouts[1].Err)
+	assert.NoError(t, rep.Rollouts[2].Err)
+	assert.True(t, math.IsNaN(rep.Rewards[0]))
+	assert.Equal(t, 0.0, rep.Advantages[0])
+	require.Len(t, rep.Metrics, 1)
+	assert.Equal(t, 1.0, rep.Metrics[0][MetricRolloutsFailed])
+}
+
+// TestEvaluateDrawsFollowState: Evaluate's draws derive from the state, so
+// a trainer moved to another's state (as Resume does) samples what the
+// other samples next.
+func TestEvaluateDrawsFollowState(t *testing.T) {
+	cfg := testConfig(2, 1)
+	cfg.MaxCompletionLength = 16
+	newTr := func() *Trainer {
+		m, tok := tinyModel(t, 1)
+		tr, err := NewTrainer(m, tok, cfg, WithEnv(counters()), WithReward("one", 1, constant(1)))
+		require.NoError(t, err)
+		t.Cleanup(func() { tr.Close() })
+		return tr
+	}
+	ids := func(rep *EvalReport) [][]int32 {
+		var out [][]int32
+		for _, r := range rep.Rollouts {
+			out = append(out, r.CompletionIDs)
+		}
+		rep.Release()
+		return out
+	}
+	ctx := context.Background()
+	rows := []env.Row{{"prompt": "Go: "}}
+	a := newTr()
+	rep, err := a.Evaluate(ctx, rows, EvalOptions{})
+	require.NoError(t, err)
+	first := ids(rep)
+	st := a.State()
+	rep, err = a.Evaluate(ctx, rows, EvalOptions{})
+	require.NoError(t, err)
+	second := ids(rep)
+	require.NotEqual(t, first, second, "successive evaluations draw anew")
+
+	b := newTr()
+	require.NoError(t, b.SetState(st))
+	rep, err = b.Evaluate(ctx, rows, EvalOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, second, ids(rep))
 }

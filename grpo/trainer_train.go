@@ -16,8 +16,8 @@ import (
 // With Config.OutputDir set, Train writes metrics.jsonl every optimizer
 // step, completions.jsonl when Config.LogCompletions, a checkpoint every
 // Config.SaveSteps steps (at the end of the generation that reaches it)
-// and plot.png at the end. Cancelling ctx stops after the last complete
-// optimizer step; the error is ctx's.
+// and plot.png at the end. Cancelling ctx stops at the next generation
+// boundary (see Step); the error is ctx's.
 func (t *Trainer) Train(ctx context.Context, data Dataset) error {
 	if data == nil {
 		switch {

@@ -8,8 +8,8 @@ import "fmt"
 // conformance suite every Backend must pass.
 //
 // Conventions, for every method:
-//   - Buffers are row-major float32 host slices; the shape of each is given
-//     next to it as [dims]. Slices may be longer than needed; only the
+//   - Arrays are row-major, the shape of each given next to it as [dims]:
+//     Buffers for the buffer ops, float32 host slices for the compute ops. Slices may be longer than needed; only the
 //     leading elements named by the shape are read or written.
 //   - "out =" overwrites, "+=" accumulates. Activation gradients are written
 //     (=), parameter gradients are accumulated (+=), as in llm.c.
@@ -19,7 +19,62 @@ import "fmt"
 //   - Implementations may use several goroutines inside one call, but a call
 //     returns only when all of its work is done. A Backend value is safe for
 //     use by one goroutine at a time unless its documentation says more.
+//
+// Buffers and errors. The memory and data-movement ops (Alloc to
+// AllFinite) take Buffers, which the backend owns (see Buffer); the
+// compute ops after them still take host slices, which a device backend cannot run without copies (moving them to
+// Buffers is the next step of issue 8). The ops that can fail on a device
+// at the moment they are called (allocation, transfers, and the ops that
+// return a scalar to the host, which must wait for the device) return a Go
+// error naming the op. The other ops return nothing: a device queues them
+// and learns of a failure only later, so a backend records its first
+// failure and Err returns it (sticky, as bufio.Scanner's), and every
+// later error-returning call returns it too. A CPU backend never fails
+// after a successful Alloc, so its Err is always nil. Shapes that do not
+// fit stay programmer errors and panic (the rules are the Check functions
+// of bufferops.go, shared by every backend).
 type Backend interface {
+	// Alloc returns a zeroed Buffer of n elements of dt (F32, BF16, F16 or
+	// I32) in the backend's memory.
+	Alloc(dt DType, n int) (Buffer, error)
+	// Free releases a Buffer from Alloc or Import (not a view of one). The
+	// CPU backends leave the memory to the garbage collector.
+	Free(b Buffer)
+	// Import makes the host Buffer src available to the backend: the CPU
+	// backends return src itself (no copy), a device backend allocates and
+	// uploads. It is how weights read from a file reach the backend.
+	Import(src Buffer) (Buffer, error)
+	// Upload copies the host Buffer src into dst (same dtype and length).
+	Upload(dst, src Buffer) error
+	// Download copies src into the host Buffer dst (same dtype and length).
+	Download(dst, src Buffer) error
+	// Err is the first failure of an op that returns no error (nil if
+	// none).
+	Err() error
+
+	// Copy: dst[N] = src[N], in one dtype or casting between F32 and BF16
+	// (F32 → BF16 rounds to nearest even, BF16 → F32 is exact). It is the KV cache's
+	// append (rows into a block) and copy-on-write (block to block), and
+	// the cast between f32 and bf16.
+	Copy(dst, src Buffer)
+	// GatherRows: dst[i, :] = src[idx[i], :] for i < idx.Len(), rows of
+	// cols elements (the hidden rows chosen for sampling, packing a micro
+	// batch). Indices must be in [0, src.Len()/cols).
+	GatherRows(dst, src, idx Buffer, cols int)
+	// ScatterRows: dst[idx[i], :] = src[i, :], GatherRows's inverse. Indices
+	// must be distinct and in [0, dst.Len()/cols).
+	ScatterRows(dst, src, idx Buffer, cols int)
+	// Transpose: dst[cols, rows] = src[rows, cols]ᵀ in any one dtype
+	// (lm_head's transposed copy, an adapter's Bᵀ).
+	Transpose(dst, src Buffer, rows, cols int)
+	// SumSquares returns Σ x² over every element of the F32 buffers xs,
+	// accumulated in float64 (the squared global gradient norm): one
+	// scalar to the host.
+	SumSquares(xs ...Buffer) (float64, error)
+	// AllFinite reports whether every element of the F32 buffers xs is
+	// finite (no NaN or ±Inf): one scalar to the host.
+	AllFinite(xs ...Buffer) (bool, error)
+
 	// MatMul: out[M,N] (=, or += if accumulate) x[M,K] · wᵀ, w is [N,K]
 	// (torch nn.Linear layout), N = w.Rows, K = w.Cols.
 	MatMul(out, x []float32, w Mat, m int, accumulate bool)

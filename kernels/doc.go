@@ -1,6 +1,7 @@
 // Package kernels is the contract for every numeric op of the Qwen3 model:
-// the Backend interface, the weight matrix type Mat and its storage types,
-// and bf16/f16 conversions.
+// the Backend interface, the backend-owned Buffer and its views, the weight
+// matrix type Mat and its storage types, the shape checks every backend
+// shares (Check*), and bf16/f16 conversions.
 //
 // Implementations live in subpackages: kernels/ref is the plain,
 // obviously-correct reference (float64 accumulation) and the specification;

@@ -5,14 +5,16 @@ import (
 	"math"
 )
 
-// DType is the storage type of a weight matrix.
+// DType is the storage type of a weight matrix or a Buffer.
 type DType uint8
 
-// Storage types of weights, as safetensors names them.
+// Storage types, as safetensors names them. Weights are F32, BF16 or F16;
+// a Buffer is F32, BF16 or I32.
 const (
 	F32  DType = iota // IEEE float32
 	BF16              // bfloat16: the top 16 bits of a float32
 	F16               // IEEE float16
+	I32               // int32 (token ids, row indices)
 )
 
 // String returns the safetensors name of d.
@@ -24,13 +26,15 @@ func (d DType) String() string {
 		return "BF16"
 	case F16:
 		return "F16"
+	case I32:
+		return "I32"
 	}
 	return fmt.Sprintf("DType(%d)", uint8(d))
 }
 
 // Size is the number of bytes of one element of d.
 func (d DType) Size() int {
-	if d == F32 {
+	if d == F32 || d == I32 {
 		return 4
 	}
 	return 2

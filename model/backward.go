@@ -23,21 +23,21 @@ type gradBufs struct {
 }
 
 func (g *gradBufs) fitTo(c Config, t int) {
-	g.dx = growF32(g.dx, t*c.HiddenSize)
-	g.dh = growF32(g.dh, t*c.HiddenSize)
-	g.dxn = growF32(g.dxn, t*c.HiddenSize)
-	g.dhn = growF32(g.dhn, t*c.HiddenSize)
-	g.dact = growF32(g.dact, t*c.IntermediateSize)
-	g.dg = growF32(g.dg, t*c.IntermediateSize)
-	g.du = growF32(g.du, t*c.IntermediateSize)
-	g.datt = growF32(g.datt, t*c.QDim())
-	g.dq = growF32(g.dq, t*c.QDim())
-	g.dqp = growF32(g.dqp, t*c.QDim())
-	g.dk = growF32(g.dk, t*c.KVDim())
-	g.dv = growF32(g.dv, t*c.KVDim())
-	g.dkp = growF32(g.dkp, t*c.KVDim())
-	g.dwC = growF32(g.dwC, c.HiddenSize)
-	g.dwD = growF32(g.dwD, c.HeadDim)
+	g.dx = grow(g.dx, t*c.HiddenSize)
+	g.dh = grow(g.dh, t*c.HiddenSize)
+	g.dxn = grow(g.dxn, t*c.HiddenSize)
+	g.dhn = grow(g.dhn, t*c.HiddenSize)
+	g.dact = grow(g.dact, t*c.IntermediateSize)
+	g.dg = grow(g.dg, t*c.IntermediateSize)
+	g.du = grow(g.du, t*c.IntermediateSize)
+	g.datt = grow(g.datt, t*c.QDim())
+	g.dq = grow(g.dq, t*c.QDim())
+	g.dqp = grow(g.dqp, t*c.QDim())
+	g.dk = grow(g.dk, t*c.KVDim())
+	g.dv = grow(g.dv, t*c.KVDim())
+	g.dkp = grow(g.dkp, t*c.KVDim())
+	g.dwC = grow(g.dwC, c.HiddenSize)
+	g.dwD = grow(g.dwD, c.HeadDim)
 }
 
 // backward propagates st.dxf (d loss / d model.norm output) down to the
@@ -139,7 +139,7 @@ func (tr *Trainable) linBackward(st *passState, lin *Linear, lg *linGrad, dx, dy
 	if lg.dB != nil {
 		be.MatMulTN(lg.dB, dy, u, m, lin.Out(), a.R)
 	}
-	du := growF32(st.grads.dlora, m*a.R)
+	du := grow(st.grads.dlora, m*a.R)
 	st.grads.dlora = du
 	be.MatMulNN(du, dy, kernels.MatF32(a.B, lin.Out(), a.R), m, false)
 	be.Scale(du, a.Scaling)

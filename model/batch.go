@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/x/kernels"
 )
@@ -94,8 +95,9 @@ type Batch struct {
 
 	caches []*KVCache
 	feeds  [][]int32
-	rows   []int // per active slot: hidden row to sample from, −1 if none
-	hsel   []float32
+	rows   []int     // per active slot: hidden row to sample from, −1 if none
+	hsel   []float32 // [sampled rows, C] their hidden states
+	hidx   []int32   // the forward's row of each sampled row
 	smp    sampler
 }
 
@@ -112,10 +114,13 @@ func (m *Model) NewBatch(opts BatchOptions) *Batch {
 	return &Batch{m: m, opts: opts, r: r}
 }
 
-// Add queues req and returns its id. The request's sequence must not be in
+// Add queues req and returns its id, the number of Add calls before it
+// (refused ones included). The request's sequence must not be in
 // the batch already and must hold at least one token; its pending tokens
 // must be in the vocabulary.
 func (b *Batch) Add(req Request) (int, error) {
+	id := b.nextID // taken even when req is refused: Generate's request i is id i
+	b.nextID++
 	switch {
 	case req.Seq == nil:
 		return 0, errors.New("model: request without a sequence")
@@ -146,8 +151,6 @@ func (b *Batch) Add(req Request) (int, error) {
 		// Fully cached: re-feed the last token to get the next distribution.
 		req.Seq.Cache.Truncate(len(req.Seq.Tokens) - 1)
 	}
-	id := b.nextID
-	b.nextID++
 	b.queue = append(b.queue, slot{id: id, req: req, comp: Completion{
 		Tokens:       make([]int32, 0, min(req.MaxNewTokens, 4096)),
 		LogProbs:     make([]float32, 0, min(req.MaxNewTokens, 4096)),
@@ -172,6 +175,7 @@ func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 	// Admit queued requests; those asking for nothing finish at once.
 	for len(b.queue) > 0 && len(b.active) < b.opts.MaxBatch {
 		s := b.queue[0]
+		b.queue[0] = slot{} // the batch must not keep a finished sequence reachable
 		b.queue = b.queue[1:]
 		if s.req.MaxNewTokens == 0 {
 			done = append(done, Finished{ID: s.id, Completion: s.comp})
@@ -207,7 +211,7 @@ func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 				err = fmt.Errorf("model: a token at position %d would make the sequence %w %d (max_position_embeddings)", len(s.req.Seq.Tokens), ErrContextLength, mp)
 			}
 			if err == nil {
-				err = c.reserve(pool, c.Len+n)
+				err = c.reserve(b.m.Backend, pool, c.Len+n)
 			}
 			if err != nil {
 				s.err, s.feed = fmt.Errorf("model: request %d: %w", s.id, err), 0
@@ -218,23 +222,26 @@ func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 		}
 	}
 	hidden := b.r.forward(b.caches, b.feeds)
+	clear(b.caches) // the batch must not keep a finished sequence reachable
+	clear(b.feeds)
 
 	// Sample for every sequence whose pending tokens are all in the cache.
 	C := b.m.Config.HiddenSize
-	b.rows = b.rows[:0]
-	b.hsel = grow(b.hsel, len(b.active)*C)
+	b.rows, b.hidx = b.rows[:0], b.hidx[:0]
 	row, nsel := 0, 0
 	for i := range b.active {
 		s := &b.active[i]
 		row += s.feed
 		if s.feed > 0 && len(s.req.Seq.Pending()) == 0 {
 			b.rows = append(b.rows, nsel)
+			b.hidx = append(b.hidx, int32(row-1))
 			nsel++
-			copy(b.hsel[(nsel-1)*C:nsel*C], hidden[(row-1)*C:row*C])
 		} else {
 			b.rows = append(b.rows, -1)
 		}
 	}
+	b.hsel = grow(b.hsel, nsel*C)
+	b.m.Backend.GatherRows(kernels.HostF32(b.hsel), kernels.HostF32(hidden), kernels.HostI32(b.hidx), C)
 	b.sample(nsel)
 	// Retire finished requests, freeing their slots.
 	kept := b.active[:0]
@@ -305,7 +312,7 @@ func (b *Batch) Remove(id int) (Finished, bool) {
 			if s.id != id {
 				continue
 			}
-			*q = append((*q)[:i], (*q)[i+1:]...)
+			*q = slices.Delete(*q, i, i+1) // zeroes the vacated slot
 			s.comp.Err = ErrCanceled
 			return Finished{ID: s.id, Completion: s.comp}, true
 		}
@@ -347,6 +354,9 @@ func (m *Model) Prefill(ctx context.Context, seqs []*Sequence, opts BatchOptions
 	for i, s := range seqs {
 		if s == nil || s.Cache.Len > len(s.Tokens) {
 			return fmt.Errorf("model: prefill sequence %d: nil or inconsistent", i)
+		}
+		if j := slices.Index(seqs[:i], s); j >= 0 {
+			return fmt.Errorf("model: prefill sequence %d: the same sequence as %d", i, j)
 		}
 		if err := m.CheckTokens(s.Pending()); err != nil {
 			return fmt.Errorf("model: prefill sequence %d: %w", i, err)

@@ -262,6 +262,62 @@ func TestPrefillAndForkShareAPrompt(t *testing.T) {
 			assert.Equal(t, prompt, root.Tokens, "forks do not touch the root")
 			assert.Equal(t, len(prompt), root.Cache.Len)
 			assert.Error(t, m.Prefill(t.Context(), []*Sequence{NewSequence(0, 1, -4)}, BatchOptions{}))
+			// The same sequence twice would be fed twice into one cache.
+			twice := NewSequence(0, prompt...)
+			assert.ErrorContains(t, m.Prefill(t.Context(), []*Sequence{twice, twice}, BatchOptions{}), "same sequence")
+			assert.Zero(t, twice.Cache.Len)
+		})
+	}
+}
+
+// TestNonFiniteRowEndsOnlyItsRequest: a sequence whose logits are all NaN
+// (here: NaN values in its own KV cache) ends with Completion.Err and no
+// tokens, while the requests sampled in the same lm_head chunk, before and
+// after its row, generate exactly what they generate alone.
+func TestNonFiniteRowEndsOnlyItsRequest(t *testing.T) {
+	p := kernels.SamplingParams{Temperature: 1, TopK: 20}
+	for _, tb := range inferBackends(t) {
+		t.Run(tb.name, func(t *testing.T) {
+			m := openTiny(t, tb.b)
+			prompts := [][]int32{{5, 6, 7}, {8, 9, 10, 11}, {12, 13}, {14}}
+			const bad = 1
+			alone := make([]Completion, len(prompts))
+			for i, pr := range prompts {
+				if i != bad {
+					out, err := m.Generate(t.Context(), []Request{{Seq: NewSequence(uint64(i), pr...), MaxNewTokens: 5, Sampling: p}}, BatchOptions{})
+					require.NoError(t, err)
+					alone[i] = out[0]
+				}
+			}
+			poisoned := NewSequence(bad, prompts[bad]...)
+			require.NoError(t, m.Prefill(t.Context(), []*Sequence{poisoned}, BatchOptions{}))
+			for _, blk := range poisoned.Cache.st.vPages[0] {
+				for j := range blk {
+					blk[j] = float32(math.NaN())
+				}
+			}
+			var reqs []Request
+			for i, pr := range prompts {
+				s := NewSequence(uint64(i), pr...)
+				if i == bad {
+					s = poisoned
+				}
+				reqs = append(reqs, Request{Seq: s, MaxNewTokens: 5, Sampling: p})
+			}
+			out, err := m.Generate(t.Context(), reqs, BatchOptions{})
+			require.Error(t, err)
+			assert.ErrorContains(t, err, "request 1")
+			assert.ErrorContains(t, out[bad].Err, "no finite logit")
+			assert.Empty(t, out[bad].Tokens)
+			for i := range prompts {
+				if i == bad {
+					continue
+				}
+				assert.NoError(t, out[i].Err, "request %d", i)
+				assert.Equal(t, alone[i].Tokens, out[i].Tokens, "request %d tokens", i)
+				assertClose32(t, out[i].LogProbs, alone[i].LogProbs, invAtol, invRtol, "log-probs")
+				assertClose32(t, out[i].FullLogProbs, alone[i].FullLogProbs, invAtol, invRtol, "full log-probs")
+			}
 		})
 	}
 }

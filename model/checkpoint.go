@@ -28,19 +28,19 @@ type layerActs struct {
 // fitActs sizes a for t tokens of m.
 func fitActs(a *layerActs, m *Model, t int) {
 	c := m.Config
-	a.xn = growF32(a.xn, t*c.HiddenSize)
-	a.q = growF32(a.q, t*c.QDim())
-	a.k = growF32(a.k, t*c.KVDim())
-	a.v = growF32(a.v, t*c.KVDim())
-	a.qr = growF32(a.qr, t*c.QDim())
-	a.kr = growF32(a.kr, t*c.KVDim())
-	a.att = growF32(a.att, t*c.QDim())
-	a.lse = growF32(a.lse, t*c.NumHeads)
-	a.h = growF32(a.h, t*c.HiddenSize)
-	a.hn = growF32(a.hn, t*c.HiddenSize)
-	a.g = growF32(a.g, t*c.IntermediateSize)
-	a.u = growF32(a.u, t*c.IntermediateSize)
-	a.act = growF32(a.act, t*c.IntermediateSize)
+	a.xn = grow(a.xn, t*c.HiddenSize)
+	a.q = grow(a.q, t*c.QDim())
+	a.k = grow(a.k, t*c.KVDim())
+	a.v = grow(a.v, t*c.KVDim())
+	a.qr = grow(a.qr, t*c.QDim())
+	a.kr = grow(a.kr, t*c.KVDim())
+	a.att = grow(a.att, t*c.QDim())
+	a.lse = grow(a.lse, t*c.NumHeads)
+	a.h = grow(a.h, t*c.HiddenSize)
+	a.hn = grow(a.hn, t*c.HiddenSize)
+	a.g = grow(a.g, t*c.IntermediateSize)
+	a.u = grow(a.u, t*c.IntermediateSize)
+	a.act = grow(a.act, t*c.IntermediateSize)
 }
 
 // layoutActs lays out st's activation buffers for a pass: keep says whether a
@@ -55,9 +55,9 @@ func layoutActs(st *passState, m *Model, keep, checkpoint bool) {
 			na = c.NumLayers
 		}
 	}
-	st.xs = growRows(st.xs, nx)
+	st.xs = grow(st.xs, nx)
 	for i := range st.xs {
-		st.xs[i] = growF32(st.xs[i], n)
+		st.xs[i] = grow(st.xs[i], n)
 	}
 	if len(st.acts) < na {
 		st.acts = append(st.acts, make([]layerActs, na-len(st.acts))...)
@@ -91,20 +91,6 @@ func (st *passState) finalX(layers int) []float32 {
 		return st.xs[layers%2]
 	}
 	return st.xs[layers]
-}
-
-func growF32(b []float32, n int) []float32 {
-	if cap(b) < n {
-		return make([]float32, n)
-	}
-	return b[:n]
-}
-
-func growRows(b [][]float32, n int) [][]float32 {
-	if len(b) < n {
-		b = append(b, make([][]float32, n-len(b))...)
-	}
-	return b[:n]
 }
 
 // ActivationBytes is the memory the Trainable holds for activations and

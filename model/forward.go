@@ -2,7 +2,6 @@ package model
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/x/kernels"
 )
@@ -17,20 +16,17 @@ type Runner struct {
 	// reference policy of a KL penalty is the same Model with this set).
 	NoAdapters bool
 
-	x     []float32 // [N, C] residual stream
-	h     []float32 // [N, C] normed input of a block
-	q     []float32 // [N, H·D]
-	k     []float32 // [N, KVH·D]
-	v     []float32 // [N, KVH·D]
-	att   []float32 // [N, H·D]
-	gate  []float32 // [N, F]
-	up    []float32 // [N, F]
-	tmp   []float32 // [N, R] LoRA x·Aᵀ
+	x     []float32 // [N, C] residual stream (each layer's input and output)
+	acts  layerActs // one layer's activations, aliased (see ensure)
 	out   []float32 // [N, C] final normed hidden states
 	ids   []int32   // [N]
 	pos   []int32   // [N]
 	aseqs []kernels.AttentionSeq
 	lg    []float32 // [rows, V] logits chunk
+
+	// The call in progress, for attend.
+	caches []*KVCache
+	tokens [][]int32
 }
 
 // NewRunner returns a Runner for m.
@@ -39,35 +35,28 @@ func (m *Model) NewRunner() *Runner { return &Runner{m: m} }
 // Model is the model r runs.
 func (r *Runner) Model() *Model { return r.m }
 
-func grow(buf []float32, n int) []float32 {
-	if cap(buf) < n {
-		return make([]float32, n, n+n/4)
-	}
-	return buf[:n]
-}
-
-// ensure sizes every scratch buffer for n tokens and b sequences.
+// ensure sizes every scratch buffer for n tokens and b sequences. The
+// layer's activations alias where the shared layerForward allows: the
+// normed inputs of attention and MLP share one buffer (xn is dead once q,
+// k, v exist), q and k are normed and rotated in place, and SwiGLU writes
+// over the gate; a layer's output overwrites its input x.
 func (r *Runner) ensure(n, b int) {
 	c := r.m.Config
+	a := &r.acts
 	r.x = grow(r.x, n*c.HiddenSize)
-	r.h = grow(r.h, n*c.HiddenSize)
 	r.out = grow(r.out, n*c.HiddenSize)
-	r.q = grow(r.q, n*c.QDim())
-	r.att = grow(r.att, n*c.QDim())
-	r.k = grow(r.k, n*c.KVDim())
-	r.v = grow(r.v, n*c.KVDim())
-	r.gate = grow(r.gate, n*c.IntermediateSize)
-	r.up = grow(r.up, n*c.IntermediateSize)
-	r.tmp = grow(r.tmp, n*r.m.maxRank())
-	if cap(r.ids) < n {
-		r.ids = make([]int32, n, n+n/4)
-		r.pos = make([]int32, n, n+n/4)
-	}
-	r.ids, r.pos = r.ids[:n], r.pos[:n]
-	if cap(r.aseqs) < b {
-		r.aseqs = make([]kernels.AttentionSeq, b)
-	}
-	r.aseqs = r.aseqs[:b]
+	a.xn = grow(a.xn, n*c.HiddenSize)
+	a.h = grow(a.h, n*c.HiddenSize)
+	a.q = grow(a.q, n*c.QDim())
+	a.att = grow(a.att, n*c.QDim())
+	a.k = grow(a.k, n*c.KVDim())
+	a.v = grow(a.v, n*c.KVDim())
+	a.g = grow(a.g, n*c.IntermediateSize)
+	a.u = grow(a.u, n*c.IntermediateSize)
+	a.hn, a.qr, a.kr, a.act, a.lse = a.xn, a.q, a.k, a.g, nil
+	r.ids = grow(r.ids, n)
+	r.pos = grow(r.pos, n)
+	r.aseqs = grow(r.aseqs, b)
 }
 
 // CheckTokens returns an error naming the first id outside [0, V).
@@ -132,7 +121,7 @@ func (m *Model) checkFeed(c *KVCache, tokens []int32) error {
 func (r *Runner) reserve(caches []*KVCache, tokens [][]int32) error {
 	pool := r.m.kvPool()
 	for i, t := range tokens {
-		if err := caches[i].reserve(pool, caches[i].Len+len(t)); err != nil {
+		if err := caches[i].reserve(r.m.Backend, pool, caches[i].Len+len(t)); err != nil {
 			return fmt.Errorf("sequence %d: %w", i, err)
 		}
 	}
@@ -150,8 +139,7 @@ func (r *Runner) forward(caches []*KVCache, tokens [][]int32) []float32 {
 	if n == 0 {
 		return r.out[:0]
 	}
-	C, QD, KVD, F := cfg.HiddenSize, cfg.QDim(), cfg.KVDim(), cfg.IntermediateSize
-	H, KVH, D := cfg.NumHeads, cfg.NumKVHeads, cfg.HeadDim
+	C := cfg.HiddenSize
 	at := 0
 	for i, t := range tokens {
 		c := caches[i]
@@ -161,58 +149,44 @@ func (r *Runner) forward(caches []*KVCache, tokens [][]int32) []float32 {
 		}
 		at += len(t)
 	}
-	adapters := !r.NoAdapters
-	x, h := r.x[:n*C], r.h[:n*C]
-	q, k, v, att := r.q[:n*QD], r.k[:n*KVD], r.v[:n*KVD], r.att[:n*QD]
-	gate, up := r.gate[:n*F], r.up[:n*F]
-	scale := float32(1 / math.Sqrt(float64(D)))
-
+	r.caches, r.tokens = caches, tokens
+	x := r.x[:n*C]
 	b.Embedding(x, m.Embed, r.ids)
 	for li := range m.Layers {
-		l := &m.Layers[li]
-		b.RMSNorm(h, x, l.AttnNorm, n, C, cfg.RMSNormEps)
-		l.Attn.Q.Forward(b, q, h, n, adapters, r.tmp)
-		l.Attn.K.Forward(b, k, h, n, adapters, r.tmp)
-		l.Attn.V.Forward(b, v, h, n, adapters, r.tmp)
-		b.RMSNorm(q, q, l.Attn.QNorm, n*H, D, cfg.RMSNormEps)
-		b.RMSNorm(k, k, l.Attn.KNorm, n*KVH, D, cfg.RMSNormEps)
-		b.RoPE(q, r.pos, H, D, cfg.RopeTheta)
-		b.RoPE(k, r.pos, KVH, D, cfg.RopeTheta)
-		at := 0
-		for i, t := range tokens {
-			c := caches[i]
-			T := len(t)
-			if T > 0 {
-				c.write(li, k[at*KVD:(at+T)*KVD], v[at*KVD:(at+T)*KVD], T)
-			}
-			r.aseqs[i] = kernels.AttentionSeq{
-				Out:   att[at*QD : (at+T)*QD],
-				Q:     q[at*QD : (at+T)*QD],
-				T:     T,
-				Start: c.Len,
-			}
-			if c.st != nil {
-				r.aseqs[i].Paged = c.paged(li)
-			}
-			at += T
-		}
-		b.Attention(r.aseqs, H, KVH, D, scale)
-		l.Attn.O.Forward(b, h, att, n, adapters, r.tmp)
-		b.Add(x, h)
-
-		b.RMSNorm(h, x, l.MLPNorm, n, C, cfg.RMSNormEps)
-		l.MLP.Gate.Forward(b, gate, h, n, adapters, r.tmp)
-		l.MLP.Up.Forward(b, up, h, n, adapters, r.tmp)
-		b.SwiGLU(gate, gate, up)
-		l.MLP.Down.Forward(b, h, gate, n, adapters, r.tmp)
-		b.Add(x, h)
+		layerForward(b, m, li, x, x, r.pos[:n], n, &r.acts, !r.NoAdapters, nil, r)
 	}
+	r.caches, r.tokens = nil, nil
 	for i, t := range tokens {
 		caches[i].Len += len(t)
 	}
 	out := r.out[:n*C]
 	b.RMSNorm(out, x, m.Norm, n, C, cfg.RMSNormEps)
 	return out
+}
+
+// attend writes this layer's keys and values into each sequence's KV cache
+// and returns the batch reading them back through the block tables.
+func (r *Runner) attend(li int, a *layerActs) []kernels.AttentionSeq {
+	QD, KVD := r.m.Config.QDim(), r.m.Config.KVDim()
+	at := 0
+	for i, t := range r.tokens {
+		c := r.caches[i]
+		T := len(t)
+		if T > 0 {
+			c.write(r.m.Backend, li, a.kr[at*KVD:(at+T)*KVD], a.v[at*KVD:(at+T)*KVD], T)
+		}
+		r.aseqs[i] = kernels.AttentionSeq{
+			Out:   a.att[at*QD : (at+T)*QD],
+			Q:     a.qr[at*QD : (at+T)*QD],
+			T:     T,
+			Start: c.Len,
+		}
+		if c.st != nil {
+			r.aseqs[i].Paged = c.paged(li)
+		}
+		at += T
+	}
+	return r.aseqs[:len(r.tokens)]
 }
 
 // Logits computes lm_head for rows hidden states, hidden [rows, C], and
@@ -249,18 +223,4 @@ func (m *Model) Logits(tokens []int32, opts Options) ([]float32, error) {
 type Options struct {
 	// NoAdapters ignores attached LoRA adapters for the call.
 	NoAdapters bool
-}
-
-// maxRank is the largest LoRA rank attached to any projection (0: none).
-func (m *Model) maxRank() int {
-	rank := 0
-	for i := range m.Layers {
-		l := &m.Layers[i]
-		for _, p := range [...]*Linear{&l.Attn.Q, &l.Attn.K, &l.Attn.V, &l.Attn.O, &l.MLP.Gate, &l.MLP.Up, &l.MLP.Down} {
-			if p.LoRA != nil {
-				rank = max(rank, p.LoRA.R)
-			}
-		}
-	}
-	return rank
 }

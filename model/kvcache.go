@@ -141,11 +141,17 @@ func (st *kvState) truncPages(n int) {
 // range that another cache shares (copy on write), so writes touch only
 // this cache's blocks. It fails, leaving the cache valid, when the pool is
 // at its limit.
-func (c *KVCache) reserve(p *kvPool, n int) error {
+func (c *KVCache) reserve(be kernels.Backend, p *kvPool, n int) error {
+	if c.st != nil && len(c.st.own.ids) == 0 && c.st.own.pool != p {
+		c.st = nil // empty (reset or released): it takes the Model's current pool
+	}
 	c.attach(p)
 	st := c.st
 	p = st.own.pool
 	bs := p.bs
+	if c.Len > len(st.own.ids)*bs {
+		return fmt.Errorf("model: KV cache of %d positions holds blocks for only %d (Len set by hand, or a copy of a released KVCache)", c.Len, len(st.own.ids)*bs)
+	}
 	need := (n + bs - 1) / bs
 	for i := c.Len / bs; i < need; i++ {
 		if i < len(st.own.ids) {
@@ -157,7 +163,7 @@ func (c *KVCache) reserve(p *kvPool, n int) error {
 			if err != nil {
 				return fmt.Errorf("model: KV cache copy on write at position %d: %w", c.Len, err)
 			}
-			p.copyRows(id, old, max(0, min(bs, c.Len-i*bs)))
+			p.copyRows(be, id, old, max(0, min(bs, c.Len-i*bs)))
 			p.release([]int32{old})
 			st.setPage(i, id)
 			continue
@@ -184,25 +190,27 @@ func (c *KVCache) paged(l int) kernels.PagedKV {
 }
 
 // write stores the K and V rows of T positions from Len on into layer l,
-// k and v [T, KVH·D]; reserve must have made them writable.
-func (c *KVCache) write(l int, k, v []float32, t int) {
+// k and v [T, KVH·D], with be's Copy (one per block touched, casting to
+// bf16 for a bf16 pool); reserve must have made them writable.
+func (c *KVCache) write(be kernels.Backend, l int, k, v []float32, t int) {
 	st := c.st
 	p := st.own.pool
 	rl, bs := p.rowLen, p.bs
-	for j := range t {
+	for j := 0; j < t; {
 		pos := c.Len + j
-		b, off := pos/bs, (pos%bs)*rl
-		kr, vr := k[j*rl:(j+1)*rl], v[j*rl:(j+1)*rl]
+		b, r := pos/bs, pos%bs
+		run := min(t-j, bs-r)
+		src := [2]kernels.Buffer{kernels.HostF32(k[j*rl : (j+run)*rl]), kernels.HostF32(v[j*rl : (j+run)*rl])}
+		var dst [2]kernels.Buffer
 		if p.dtype == kernels.BF16 {
-			kd, vd := st.kPage6[l][b][off:off+rl], st.vPage6[l][b][off:off+rl]
-			for i := range kr {
-				kd[i] = kernels.F32ToBF16(kr[i])
-				vd[i] = kernels.F32ToBF16(vr[i])
-			}
-			continue
+			dst = [2]kernels.Buffer{kernels.HostBF16(st.kPage6[l][b]), kernels.HostBF16(st.vPage6[l][b])}
+		} else {
+			dst = [2]kernels.Buffer{kernels.HostF32(st.kPages[l][b]), kernels.HostF32(st.vPages[l][b])}
 		}
-		copy(st.kPages[l][b][off:off+rl], kr)
-		copy(st.vPages[l][b][off:off+rl], vr)
+		for i := range dst {
+			be.Copy(dst[i].Slice(r*rl, (r+run)*rl), src[i])
+		}
+		j += run
 	}
 }
 

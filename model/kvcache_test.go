@@ -3,8 +3,10 @@ package model
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,9 +20,9 @@ func deepFork(t *testing.T, m *Model, s *Sequence, seed uint64) *Sequence {
 	t.Helper()
 	f := NewSequence(seed, s.Tokens...)
 	p := s.Cache.st.own.pool
-	require.NoError(t, f.Cache.reserve(p, s.Cache.Len))
+	require.NoError(t, f.Cache.reserve(m.Backend, p, s.Cache.Len))
 	for i, id := range s.Cache.st.own.ids {
-		p.copyRows(f.Cache.st.own.ids[i], id, p.bs)
+		p.copyRows(m.Backend, f.Cache.st.own.ids[i], id, p.bs)
 	}
 	f.Cache.Len = s.Cache.Len
 	return f
@@ -196,6 +198,14 @@ func TestBatchPerRequestErrorsAndCancel(t *testing.T) {
 	assert.ErrorContains(t, err, "request 1")
 	assert.Equal(t, alone[0].Tokens, comps[0].Tokens)
 	assert.Error(t, comps[1].Err)
+
+	// Each error names the request it belongs to, also when an earlier
+	// request was refused by Add (its id is not reused).
+	comps, err = m.Generate(t.Context(), []Request{{Seq: NewSequence(0, -1), MaxNewTokens: 2}, {Seq: NewSequence(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13), MaxNewTokens: 2}}, BatchOptions{})
+	require.Error(t, err)
+	require.ErrorIs(t, comps[1].Err, ErrContextLength)
+	assert.ErrorContains(t, comps[1].Err, "request 1:")
+	assert.NotContains(t, comps[1].Err.Error(), "request 0")
 }
 
 func TestCancelReturnsBlocksForReuse(t *testing.T) {
@@ -250,4 +260,180 @@ func TestCancelReturnsBlocksForReuse(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, 3, kept.Cache.Len)
 	assert.Zero(t, b.Len())
+}
+
+// TestReleasedCacheTakesNewPool: SetKVOptions says caches keep their pool
+// only until they are reset or released; a released sequence's next turn
+// takes its blocks from the Model's current pool (its block size, dtype and
+// bound), not from the pool it used before.
+func TestReleasedCacheTakesNewPool(t *testing.T) {
+	m := openTiny(t, inferBackends(t)[1].b)
+	s := NewSequence(1, 1, 2, 3)
+	_, err := m.Generate(t.Context(), []Request{{Seq: s, MaxNewTokens: 2}}, BatchOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 1, m.KVStats().InUse)
+	s.Release()
+
+	require.NoError(t, m.SetKVOptions(KVOptions{DType: kernels.BF16, BlockSize: 2}))
+	_, err = m.Generate(t.Context(), []Request{{Seq: s, MaxNewTokens: 2}}, BatchOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, 3, s.Cache.Blocks(), "6 positions in blocks of 2")
+	assert.Equal(t, 3, m.KVStats().InUse, "the blocks come from the new pool")
+	s.Release()
+	assert.Zero(t, m.KVStats().InUse)
+
+	require.NoError(t, m.SetKVOptions(KVOptions{BlockSize: 2, MaxBytes: 1}))
+	out, err := m.Generate(t.Context(), []Request{{Seq: s, MaxNewTokens: 1}}, BatchOptions{})
+	require.Error(t, err)
+	assert.ErrorIs(t, out[0].Err, ErrKVPoolFull, "the new pool's bound holds")
+}
+
+// TestDroppedSequencesReturnBlocks: sequences dropped without Release
+// (a root and its forks, after generating) give their blocks back once
+// the garbage collector finds them unreachable (the runtime.AddCleanup on
+// each cache's block table), each block exactly once.
+func TestDroppedSequencesReturnBlocks(t *testing.T) {
+	m := openTiny(t, inferBackends(t)[1].b)
+	require.NoError(t, m.SetKVOptions(KVOptions{BlockSize: 2}))
+	func() {
+		root := NewSequence(1, 1, 2, 3, 4, 5)
+		require.NoError(t, m.Prefill(t.Context(), []*Sequence{root}, BatchOptions{}))
+		var reqs []Request
+		for g := range 3 {
+			reqs = append(reqs, Request{Seq: root.Fork(uint64(g)), MaxNewTokens: 5})
+		}
+		_, err := m.Generate(t.Context(), reqs, BatchOptions{})
+		require.NoError(t, err)
+		require.Positive(t, m.KVStats().Shared)
+	}()
+	waitBlocksReturned(m)
+	st := m.KVStats()
+	assert.Zero(t, st.InUse, "every block came back")
+	// The pool reuses them: a new sequence of the same size does not grow it.
+	s := NewSequence(2, 1, 2, 3, 4, 5)
+	_, err := m.Generate(t.Context(), []Request{{Seq: s, MaxNewTokens: 5}}, BatchOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, st.Blocks, m.KVStats().Blocks)
+}
+
+// TestCancelQueuedFork: cancelling a request that is still queued returns
+// its forked sequence's references (the blocks it shares stay with the
+// others) and leaves the running requests' results alone.
+func TestCancelQueuedFork(t *testing.T) {
+	m := openTiny(t, inferBackends(t)[1].b)
+	require.NoError(t, m.SetKVOptions(KVOptions{BlockSize: 4}))
+	p := kernels.SamplingParams{Temperature: 1}
+	root := NewSequence(0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+	require.NoError(t, m.Prefill(t.Context(), []*Sequence{root}, BatchOptions{}))
+	alone := root.Fork(1)
+	want, err := m.Generate(t.Context(), []Request{{Seq: alone, MaxNewTokens: 6, Sampling: p}}, BatchOptions{})
+	require.NoError(t, err)
+	alone.Release()
+
+	b := m.NewBatch(BatchOptions{MaxBatch: 1})
+	running, queued := root.Fork(1), root.Fork(2)
+	idRun, err := b.Add(Request{Seq: running, MaxNewTokens: 6, Sampling: p})
+	require.NoError(t, err)
+	idQ, err := b.Add(Request{Seq: queued, MaxNewTokens: 6, Sampling: p})
+	require.NoError(t, err)
+	_, err = b.Step(t.Context())
+	require.NoError(t, err)
+	f, ok := b.Cancel(idQ)
+	require.True(t, ok)
+	assert.ErrorIs(t, f.Err, ErrCanceled)
+	assert.Empty(t, f.Tokens)
+	assert.Zero(t, queued.Cache.Blocks())
+	var got Finished
+	for b.Len() > 0 {
+		done, err := b.Step(t.Context())
+		require.NoError(t, err)
+		for _, d := range done {
+			got = d
+		}
+	}
+	assert.Equal(t, idRun, got.ID)
+	assert.Equal(t, want[0].Tokens, got.Tokens)
+	root.Release()
+	running.Release()
+	assert.Zero(t, m.KVStats().InUse, "each block released as often as it was taken")
+}
+
+// waitBlocksReturned runs the garbage collector until m's pool has no
+// block in use, or 10 s have passed.
+func waitBlocksReturned(m *Model) {
+	deadline := time.Now().Add(10 * time.Second)
+	for m.KVStats().InUse > 0 && time.Now().Before(deadline) {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestBatchDoesNotPinDroppedSequences: a Batch kept for more requests holds
+// no reference to the sequences of finished or removed requests, so the
+// ones the caller drops without Release return their blocks to the pool.
+func TestBatchDoesNotPinDroppedSequences(t *testing.T) {
+	m := openTiny(t, inferBackends(t)[1].b)
+	b := m.NewBatch(BatchOptions{MaxBatch: 2})
+	func() {
+		for _, s := range []*Sequence{NewSequence(1, 1, 2, 3), NewSequence(2, 4, 5), NewSequence(3, 6)} {
+			_, err := b.Add(Request{Seq: s, MaxNewTokens: 2})
+			require.NoError(t, err)
+		}
+		_, err := b.Step(t.Context())
+		require.NoError(t, err)
+		for _, id := range []int{2, 0} { // queued, then running
+			_, ok := b.Remove(id)
+			require.True(t, ok)
+		}
+		for b.Len() > 0 {
+			_, err := b.Step(t.Context())
+			require.NoError(t, err)
+		}
+		require.Equal(t, 2, m.KVStats().InUse, "the removed queued request never ran")
+	}()
+	waitBlocksReturned(m)
+	assert.Zero(t, m.KVStats().InUse, "the batch still references a dropped sequence")
+	runtime.KeepAlive(b)
+}
+
+// TestSetKVOptionsRefusesBadOptions: each bad setting is an error naming
+// it, before any block exists (a huge block size used to be accepted and
+// then panic, overflowing, at the first forward).
+func TestSetKVOptionsRefusesBadOptions(t *testing.T) {
+	m := openTiny(t, inferBackends(t)[1].b)
+	cases := []struct {
+		name string
+		o    KVOptions
+		want string
+	}{
+		{"negative_block", KVOptions{BlockSize: -1}, "block size -1"},
+		{"huge_block", KVOptions{BlockSize: 1 << 40}, "block size 1099511627776"},
+		{"dtype", KVOptions{DType: kernels.F16}, "dtype"},
+		{"negative_max_bytes", KVOptions{MaxBytes: -5}, "max bytes -5"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			assert.ErrorContains(t, m.SetKVOptions(c.o), c.want)
+		})
+	}
+	require.NoError(t, m.SetKVOptions(KVOptions{BlockSize: 1 << 16}))
+	_, err := m.Logits([]int32{1, 2}, Options{})
+	assert.NoError(t, err)
+}
+
+// TestCacheLenPastItsBlocks: a cache whose Len claims positions it has no
+// blocks for (Len is exported) ends its request with an error instead of
+// panicking on the block table or reading unwritten positions.
+func TestCacheLenPastItsBlocks(t *testing.T) {
+	m := openTiny(t, inferBackends(t)[1].b)
+	require.NoError(t, m.SetKVOptions(KVOptions{BlockSize: 2}))
+	for _, n := range []int{1, 3} {
+		s := NewSequence(0, 1, 2, 3, 4)
+		s.Cache.Len = n
+		out, err := m.Generate(t.Context(), []Request{{Seq: s, MaxNewTokens: 2}}, BatchOptions{})
+		require.Error(t, err, "Len %d", n)
+		assert.ErrorContains(t, out[0].Err, "holds blocks for only 0")
+		assert.Empty(t, out[0].Tokens)
+	}
+	assert.Zero(t, m.KVStats().InUse)
 }

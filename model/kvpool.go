@@ -10,7 +10,8 @@ import (
 // KVOptions configure a Model's KV cache pool: the blocks every KVCache of
 // the Model takes its positions from.
 type KVOptions struct {
-	// BlockSize is the number of positions per block; 0 means 64, the CPU
+	// BlockSize is the number of positions per block, at most 65,536; 0
+	// means 64, the CPU
 	// attention kernel's key block, so a float32 block is read in place.
 	BlockSize int
 	// DType is the storage type of K and V: kernels.F32 (the default, exact)
@@ -21,6 +22,10 @@ type KVOptions struct {
 	// block past it gets an error wrapping ErrKVPoolFull. 0: not bounded.
 	MaxBytes int64
 }
+
+// maxKVBlockSize bounds KVOptions.BlockSize: more positions than any
+// context needs, and small enough that a block's size cannot overflow.
+const maxKVBlockSize = 1 << 16
 
 // KVStats describe a Model's KV cache pool.
 type KVStats struct {
@@ -38,8 +43,8 @@ type KVStats struct {
 // released; the Model drops its reference to the old pool. Like attaching
 // adapters, it must not overlap with inference on m.
 func (m *Model) SetKVOptions(o KVOptions) error {
-	if o.BlockSize < 0 {
-		return fmt.Errorf("model: KV block size %d: must be ≥ 0", o.BlockSize)
+	if o.BlockSize < 0 || o.BlockSize > maxKVBlockSize {
+		return fmt.Errorf("model: KV block size %d: must be in [0, %d]", o.BlockSize, maxKVBlockSize)
 	}
 	if o.DType != kernels.F32 && o.DType != kernels.BF16 {
 		return fmt.Errorf("model: KV dtype %v: want F32 or BF16", o.DType)
@@ -174,17 +179,17 @@ func (p *kvPool) shared(id int32) bool {
 }
 
 // copyRows copies the first rows positions of block src into dst, every
-// layer.
-func (p *kvPool) copyRows(dst, src int32, rows int) {
+// layer, with be's Copy.
+func (p *kvPool) copyRows(be kernels.Backend, dst, src int32, rows int) {
 	n := rows * p.rowLen
 	d, s := p.block(dst), p.block(src)
 	for l := range p.layers {
 		if p.dtype == kernels.BF16 {
-			copy(d.k16[l][:n], s.k16[l][:n])
-			copy(d.v16[l][:n], s.v16[l][:n])
+			be.Copy(kernels.HostBF16(d.k16[l][:n]), kernels.HostBF16(s.k16[l][:n]))
+			be.Copy(kernels.HostBF16(d.v16[l][:n]), kernels.HostBF16(s.v16[l][:n]))
 		} else {
-			copy(d.k[l][:n], s.k[l][:n])
-			copy(d.v[l][:n], s.v[l][:n])
+			be.Copy(kernels.HostF32(d.k[l][:n]), kernels.HostF32(s.k[l][:n]))
+			be.Copy(kernels.HostF32(d.v[l][:n]), kernels.HostF32(s.v[l][:n]))
 		}
 	}
 }

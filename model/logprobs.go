@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+
+	"github.com/x/kernels"
 )
 
 // Scored is one token sequence to score by teacher forcing: tokens
@@ -54,7 +56,9 @@ type LogProbsOptions struct {
 // LogProbs computes teacher-forced per-token log-probs (and entropies) of
 // each sequence under the model. Sequences are fed together in steps of at
 // most opts.StepTokens tokens; a sequence's KV cache lives only while it is
-// being fed.
+// being fed. A sequence longer than Config.MaxPositions, or a KV pool too
+// small for the step (KVOptions.MaxBytes, wrapping ErrKVPoolFull), is an
+// error.
 func (m *Model) LogProbs(ctx context.Context, seqs []Scored, opts LogProbsOptions) ([]TokenLogProbs, error) {
 	if opts.StepTokens <= 0 {
 		opts.StepTokens = 1024
@@ -99,6 +103,11 @@ func (m *Model) LogProbs(ctx context.Context, seqs []Scored, opts LogProbsOption
 		caches []*KVCache
 		feeds  [][]int32
 	)
+	defer func() { // on an early return, the running caches' blocks go back
+		for _, a := range active {
+			a.cache.Release()
+		}
+	}()
 	for next < len(seqs) || len(active) > 0 {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("model: logprobs: %w", err)
@@ -142,7 +151,10 @@ func (m *Model) LogProbs(ctx context.Context, seqs []Scored, opts LogProbsOption
 				feeds = append(feeds, seqs[a.seq].Tokens[a.fed:a.fed+n])
 			}
 		}
-		hidden := r.Forward(caches, feeds)
+		hidden, err := r.TryForward(caches, feeds)
+		if err != nil {
+			return nil, fmt.Errorf("model: logprobs: %w", err)
+		}
 		row := 0
 		for i, a := range active {
 			toks := seqs[a.seq].Tokens
@@ -192,7 +204,7 @@ func (g *gatherer) add(hidden []float32, row, seq, t int, target int32) {
 	if len(g.h) < g.rows*c {
 		g.h = make([]float32, g.rows*c)
 	}
-	copy(g.h[n*c:(n+1)*c], hidden[row*c:(row+1)*c])
+	g.r.m.Backend.Copy(kernels.HostF32(g.h[n*c:(n+1)*c]), kernels.HostF32(hidden[row*c:(row+1)*c]))
 	g.targets = append(g.targets, target)
 	g.where = append(g.where, [2]int{seq, t})
 	if len(g.targets) == g.rows {

@@ -98,3 +98,30 @@ func TestLogProbsErrors(t *testing.T) {
 	_, err = m.LogProbs(ctx, []Scored{{Tokens: []int32{1, 2}}}, LogProbsOptions{})
 	assert.ErrorIs(t, err, context.Canceled)
 }
+
+// TestLogProbsPoolFullAndContextLength: with a bounded KV pool, a step that
+// needs more blocks than the pool has is an error wrapping ErrKVPoolFull
+// (not a panic), the blocks of every sequence being fed go back to the
+// pool, and the pool then serves a request that fits; a sequence past
+// max_position_embeddings is ErrContextLength.
+func TestLogProbsPoolFullAndContextLength(t *testing.T) {
+	m := openTiny(t, inferBackends(t)[1].b)
+	short := Scored{Tokens: []int32{1, 2, 3, 4, 5, 6, 7, 8}}
+	long := Scored{Tokens: randomTokens(rand.New(rand.NewPCG(8, 9)), 20, m.Config.VocabSize)}
+	want, err := m.LogProbs(t.Context(), []Scored{short}, LogProbsOptions{})
+	require.NoError(t, err)
+
+	perBlock := int64(4 * 2 * m.Config.NumLayers * m.Config.KVDim() * 4)
+	require.NoError(t, m.SetKVOptions(KVOptions{BlockSize: 4, MaxBytes: 3 * perBlock}))
+	_, err = m.LogProbs(t.Context(), []Scored{short, long}, LogProbsOptions{})
+	require.ErrorIs(t, err, ErrKVPoolFull, "short takes 2 blocks, long needs 5 of the 3")
+	assert.Zero(t, m.KVStats().InUse, "the blocks of the sequences being fed are returned")
+	got, err := m.LogProbs(t.Context(), []Scored{short}, LogProbsOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+
+	m.Config.MaxPositions = 7
+	_, err = m.LogProbs(t.Context(), []Scored{short}, LogProbsOptions{})
+	assert.ErrorIs(t, err, ErrContextLength)
+	assert.Zero(t, m.KVStats().InUse)
+}

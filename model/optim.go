@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/x/kernels"
+	"github.com/x/kernels/ref"
 )
 
 // Param is one trainable tensor: its float32 master values and the
@@ -112,7 +113,10 @@ var ErrNonFiniteGrad = errors.New("adamw: non-finite gradient norm")
 // Step clips the gradients (if configured) and updates every param. It does
 // not zero the gradients.
 func (o *AdamW) Step() (StepStats, error) {
-	norm := GradNorm(o.params)
+	norm, err := gradNorm(o.be, o.params)
+	if err != nil {
+		return StepStats{}, fmt.Errorf("step %d: %w", o.step+1, err)
+	}
 	st := StepStats{Step: o.step + 1, LR: o.cfg.Schedule.At(o.step), GradNorm: norm}
 	if math.IsNaN(norm) || math.IsInf(norm, 0) {
 		return st, fmt.Errorf("step %d: %w", o.step+1, ErrNonFiniteGrad)
@@ -132,22 +136,35 @@ func (o *AdamW) Step() (StepStats, error) {
 }
 
 // GradNorm is the global L2 norm of the params' gradients, accumulated in
-// float64.
+// float64 (on the host, by the reference backend's SumSquares).
 func GradNorm(params []Param) float64 {
-	var s float64
-	for _, p := range params {
-		for _, g := range p.Grad {
-			s += float64(g) * float64(g)
-		}
+	n, _ := gradNorm(ref.Backend{}, params) // the reference never fails
+	return n
+}
+
+// gradNorm is the global L2 norm of the gradients, reduced by be (one
+// scalar to the host).
+func gradNorm(be kernels.Backend, params []Param) (float64, error) {
+	grads := make([]kernels.Buffer, len(params))
+	for i, p := range params {
+		grads[i] = kernels.HostF32(p.Grad)
 	}
-	return math.Sqrt(s)
+	s, err := be.SumSquares(grads...)
+	if err != nil {
+		return 0, fmt.Errorf("gradient norm: %w", err)
+	}
+	return math.Sqrt(s), nil
 }
 
 // ClipGradNorm scales the gradients so their global L2 norm is at most
 // maxNorm, as torch.nn.utils.clip_grad_norm_ does (factor maxNorm/(norm+1e-6)
-// when that is below 1). It returns the norm before clipping.
+// when that is below 1). It returns the norm before clipping (NaN if the
+// backend failed to compute it; the gradients are then left alone).
 func ClipGradNorm(be kernels.Backend, params []Param, maxNorm float64) float64 {
-	norm := GradNorm(params)
+	norm, err := gradNorm(be, params)
+	if err != nil {
+		return math.NaN()
+	}
 	scaleGradsToNorm(be, params, norm, maxNorm)
 	return norm
 }

@@ -125,7 +125,7 @@ func (b *Batch) sample(nsel int) {
 		if n == 0 {
 			continue
 		}
-		sm.ids = growI32(sm.ids, n)
+		sm.ids = grow(sm.ids, n)
 		sm.logp, sm.fullLogp = grow(sm.logp, n), grow(sm.fullLogp, n)
 		b.m.Backend.SampleRows(sm.ids, sm.logp, sm.fullLogp, logits[:n*V], sm.params, sm.u, n, V)
 		for j, i := range sm.slots {
@@ -140,12 +140,4 @@ func (b *Batch) sample(nsel int) {
 			}
 		}
 	}
-}
-
-// growI32 returns buf resized to n, reallocating only when too small.
-func growI32(buf []int32, n int) []int32 {
-	if cap(buf) < n {
-		return make([]int32, n)
-	}
-	return buf[:n]
 }

@@ -3,7 +3,6 @@ package model
 import (
 	"context"
 	"fmt"
-	"math"
 
 	"github.com/x/kernels"
 )
@@ -13,10 +12,12 @@ import (
 type passState struct {
 	seqs []TrainSeq
 	t    int
-	off  []int   // [B+1] first row of each sequence
-	ids  []int32 // [T]
-	pos  []int32 // [T] position within its sequence
-	rows []scoredRow
+
+	qDim, kvDim, heads int     // the model's H·D, KVH·D and H
+	off                []int   // [B+1] first row of each sequence
+	ids                []int32 // [T]
+	pos                []int32 // [T] position within its sequence
+	rows               []scoredRow
 
 	logp, ent [][]float32 // [B][scored]
 
@@ -32,6 +33,7 @@ type passState struct {
 	// logits chunk: [K, C] gathered rows, [K, V] logits, per-row values
 	cx, logits, dcx []float32
 	tgt             []int32
+	gidx            []int32 // [K] the chunk's rows of xf
 	lp, en, dlp     []float32
 	den             []float32 // d loss / d entropy of the chunk's rows
 }
@@ -48,6 +50,7 @@ func (tr *Trainable) prepare(st *passState, seqs []TrainSeq) error {
 	}
 	v := int32(tr.m.Config.VocabSize)
 	st.seqs = seqs
+	st.qDim, st.kvDim, st.heads = tr.m.Config.QDim(), tr.m.Config.KVDim(), tr.m.Config.NumHeads
 	st.off = append(st.off[:0], 0)
 	st.ids, st.pos, st.rows = st.ids[:0], st.pos[:0], st.rows[:0]
 	st.logp, st.ent = make([][]float32, len(seqs)), make([][]float32, len(seqs))
@@ -101,65 +104,33 @@ func (tr *Trainable) forward(ctx context.Context, st *passState, adapters, keep 
 		in, out := st.layerIO(l)
 		tr.layerForward(st, l, in, st.actsOf(l), out, adapters)
 	}
-	st.xf = growF32(st.xf, st.t*c.HiddenSize)
+	st.xf = grow(st.xf, st.t*c.HiddenSize)
 	tr.be.RMSNorm(st.xf, st.finalX(len(m.Layers)), m.Norm, st.t, c.HiddenSize, c.RMSNormEps)
 	return nil
 }
 
-// layerForward computes decoder layer l on x [T, C] into out [T, C],
-// filling a. With a nil out the down projection itself is skipped (only
-// its adapter's x·Aᵀ is kept), which is all a checkpointed backward needs.
+// layerForward runs the shared decoder layer (see layerForward in
+// layer.go) on st's batch, with the adapters' Bᵀ and attention over each
+// sequence's own keys and values.
 func (tr *Trainable) layerForward(st *passState, l int, x []float32, a *layerActs, out []float32, adapters bool) {
-	be, c, L := tr.be, tr.m.Config, &tr.m.Layers[l]
-	t, eps := st.t, c.RMSNormEps
-	be.RMSNorm(a.xn, x, L.AttnNorm, t, c.HiddenSize, eps)
-	tr.linForward(&L.Attn.Q, a.q, a.xn, t, adapters, &a.lora[0], tr.bT[l][0])
-	tr.linForward(&L.Attn.K, a.k, a.xn, t, adapters, &a.lora[1], tr.bT[l][1])
-	tr.linForward(&L.Attn.V, a.v, a.xn, t, adapters, &a.lora[2], tr.bT[l][2])
-	be.RMSNorm(a.qr, a.q, L.Attn.QNorm, t*c.NumHeads, c.HeadDim, eps)
-	be.RMSNorm(a.kr, a.k, L.Attn.KNorm, t*c.NumKVHeads, c.HeadDim, eps)
-	be.RoPE(a.qr, st.pos, c.NumHeads, c.HeadDim, c.RopeTheta)
-	be.RoPE(a.kr, st.pos, c.NumKVHeads, c.HeadDim, c.RopeTheta)
-	q, kv := c.QDim(), c.KVDim()
+	layerForward(tr.be, tr.m, l, x, out, st.pos, st.t, a, adapters, &tr.bT[l], st)
+}
+
+// attend is training's attention batch: each sequence attends to its own
+// keys and values in place, from position 0, keeping the LSE for the
+// backward.
+func (st *passState) attend(_ int, a *layerActs) []kernels.AttentionSeq {
+	q, kv, h := st.qDim, st.kvDim, st.heads
 	st.attn = st.attn[:0]
 	for s := range st.seqs {
 		o0, o1 := st.off[s], st.off[s+1]
 		st.attn = append(st.attn, kernels.AttentionSeq{
 			Out: a.att[o0*q : o1*q], Q: a.qr[o0*q : o1*q],
 			K: a.kr[o0*kv : o1*kv], V: a.v[o0*kv : o1*kv],
-			LSE: a.lse[o0*c.NumHeads : o1*c.NumHeads], T: o1 - o0,
+			LSE: a.lse[o0*h : o1*h], T: o1 - o0,
 		})
 	}
-	be.Attention(st.attn, c.NumHeads, c.NumKVHeads, c.HeadDim, headScale(c.HeadDim))
-	tr.linForward(&L.Attn.O, a.h, a.att, t, adapters, &a.lora[3], tr.bT[l][3])
-	be.Add(a.h, x)
-	be.RMSNorm(a.hn, a.h, L.MLPNorm, t, c.HiddenSize, eps)
-	tr.linForward(&L.MLP.Gate, a.g, a.hn, t, adapters, &a.lora[4], tr.bT[l][4])
-	tr.linForward(&L.MLP.Up, a.u, a.hn, t, adapters, &a.lora[5], tr.bT[l][5])
-	be.SwiGLU(a.act, a.g, a.u)
-	tr.linForward(&L.MLP.Down, out, a.act, t, adapters, &a.lora[6], tr.bT[l][6])
-	if out != nil {
-		be.Add(out, a.h)
-	}
-}
-
-// linForward is out[M, Out] = x·Wᵀ + (scaling·x·Aᵀ)·Bᵀ, keeping the
-// scaled x·Aᵀ in *u for the backward. A nil out computes only *u. bT is
-// Bᵀ [R, Out] (see refreshBT).
-func (tr *Trainable) linForward(lin *Linear, out, x []float32, m int, adapters bool, u *[]float32, bT []float32) {
-	if out != nil {
-		tr.be.MatMul(out, x, lin.W, m, false)
-	}
-	a := lin.LoRA
-	if a == nil || !adapters {
-		return
-	}
-	*u = growF32(*u, m*a.R)
-	tr.be.MatMul(*u, x, kernels.MatF32(a.A, a.R, lin.In()), m, false)
-	tr.be.Scale(*u, a.Scaling)
-	if out != nil {
-		tr.be.MatMulNN(out, *u, kernels.MatF32(bT, a.R, lin.Out()), m, true)
-	}
+	return st.attn
 }
 
 // chunkGrad fills d loss / d logp (dlp) and d loss / d entropy (dent) of
@@ -176,13 +147,13 @@ func (tr *Trainable) logits(ctx context.Context, st *passState, grad chunkGrad) 
 	m, be := tr.m, tr.be
 	c, v := m.Config.HiddenSize, m.Config.VocabSize
 	k := min(tr.opts.LogitsChunk, max(1, len(st.rows)))
-	st.cx = growF32(st.cx, k*c)
-	st.logits = growF32(st.logits, k*v)
+	st.cx = grow(st.cx, k*c)
+	st.logits = grow(st.logits, k*v)
 	st.tgt = st.tgt[:0]
-	st.lp, st.en, st.dlp, st.den = growF32(st.lp, k), growF32(st.en, k), growF32(st.dlp, k), growF32(st.den, k)
+	st.lp, st.en, st.dlp, st.den = grow(st.lp, k), grow(st.en, k), grow(st.dlp, k), grow(st.den, k)
 	if grad != nil {
-		st.dcx = growF32(st.dcx, k*c)
-		st.dxf = growF32(st.dxf, st.t*c)
+		st.dcx = grow(st.dcx, k*c)
+		st.dxf = grow(st.dxf, st.t*c)
 		clear(st.dxf)
 	}
 	invT := 1 / tr.opts.Temperature
@@ -192,12 +163,13 @@ func (tr *Trainable) logits(ctx context.Context, st *passState, grad chunkGrad) 
 		}
 		rows := st.rows[r0:min(r0+k, len(st.rows))]
 		n := len(rows)
-		st.tgt = st.tgt[:0]
-		for j, r := range rows {
-			copy(st.cx[j*c:(j+1)*c], st.xf[int(r.row)*c:(int(r.row)+1)*c])
+		st.tgt, st.gidx = st.tgt[:0], st.gidx[:0]
+		for _, r := range rows {
+			st.gidx = append(st.gidx, r.row)
 			st.tgt = append(st.tgt, r.tgt)
 		}
 		cx, lg := st.cx[:n*c], st.logits[:n*v]
+		be.GatherRows(kernels.HostF32(cx), kernels.HostF32(st.xf[:st.t*c]), kernels.HostI32(st.gidx), c)
 		be.MatMul(lg, cx, m.LMHead, n, false)
 		if invT != 1 {
 			be.Scale(lg, invT)
@@ -236,49 +208,39 @@ func (tr *Trainable) logits(ctx context.Context, st *passState, grad chunkGrad) 
 	return nil
 }
 
-// headScale is the attention score scale head_dim^-0.5.
-func headScale(headDim int) float32 { return float32(1 / math.Sqrt(float64(headDim))) }
-
 // headT is lm_head transposed, [C, V] in its storage type, made once: in
 // LoRA mode lm_head is frozen, and d xf = dlogits·W runs about twice as
 // fast as MatMul against Wᵀ as MatMulNN against W at V ≫ C (a CPU
-// backend measurement; see "Training throughput" in BENCHMARKS.md). It costs one copy of
-// lm_head.
+// backend measurement; see "Training throughput" in BENCHMARKS.md). It
+// costs one copy of lm_head, made by the backend's Transpose.
 func (tr *Trainable) headT() kernels.Mat {
 	if tr.lmHeadT.Rows == 0 {
-		tr.lmHeadT = transposeMat(tr.m.LMHead)
+		tr.lmHeadT = transposeMat(tr.be, tr.m.LMHead)
 	}
 	return tr.lmHeadT
 }
 
-// transposeMat returns wᵀ in w's storage type, tile by tile for cache
-// locality.
-func transposeMat(w kernels.Mat) kernels.Mat {
-	const tile = 64
+// transposeMat returns wᵀ in w's storage type, transposed by be.
+func transposeMat(be kernels.Backend, w kernels.Mat) kernels.Mat {
 	t := kernels.Mat{DType: w.DType, Rows: w.Cols, Cols: w.Rows}
-	r, c := w.Rows, w.Cols
-	if w.DType == kernels.F32 {
-		t.F32 = make([]float32, r*c)
-	} else {
-		t.U16 = make([]uint16, r*c)
+	var src, dst kernels.Buffer
+	switch w.DType {
+	case kernels.F32:
+		t.F32 = make([]float32, w.Len())
+		src, dst = kernels.HostF32(w.F32[:w.Len()]), kernels.HostF32(t.F32)
+	case kernels.BF16:
+		t.U16 = make([]uint16, w.Len())
+		src, dst = kernels.HostBF16(w.U16[:w.Len()]), kernels.HostBF16(t.U16)
+	default:
+		t.U16 = make([]uint16, w.Len())
+		src, dst = kernels.HostF16(w.U16[:w.Len()]), kernels.HostF16(t.U16)
 	}
-	for i0 := 0; i0 < r; i0 += tile {
-		for j0 := 0; j0 < c; j0 += tile {
-			for i := i0; i < min(i0+tile, r); i++ {
-				for j := j0; j < min(j0+tile, c); j++ {
-					if w.DType == kernels.F32 {
-						t.F32[j*r+i] = w.F32[i*c+j]
-					} else {
-						t.U16[j*r+i] = w.U16[i*c+j]
-					}
-				}
-			}
-		}
-	}
+	be.Transpose(dst, src, w.Rows, w.Cols)
 	return t
 }
 
-// refreshBT copies every adapter's B [Out, R] into tr.bT as Bᵀ [R, Out]:
+// refreshBT transposes every adapter's B [Out, R] into tr.bT as Bᵀ [R, Out]
+// (the backend's Transpose):
 // the rank-R update u·Bᵀ then runs as MatMulNN(u, Bᵀ), whose CPU kernel
 // handles the inner dimension R ≪ Out about three times faster than
 // MatMul's. B changes at every optimizer step, so this runs at the start
@@ -291,12 +253,8 @@ func (tr *Trainable) refreshBT() {
 				continue
 			}
 			out := nl.Linear.Out()
-			t := growF32(tr.bT[li][j], a.R*out)
-			for o := range out {
-				for r := range a.R {
-					t[r*out+o] = a.B[o*a.R+r]
-				}
-			}
+			t := grow(tr.bT[li][j], a.R*out)
+			tr.be.Transpose(kernels.HostF32(t), kernels.HostF32(a.B[:out*a.R]), out, a.R)
 			tr.bT[li][j] = t
 		}
 	}

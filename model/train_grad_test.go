@@ -301,8 +301,8 @@ func TestMaskedTokensGetNoGradient(t *testing.T) {
 	}
 }
 
-// TestTransposeMat checks the tiled transposition used for lm_head at
-// shapes that do not divide the tile, in both storage types.
+// TestTransposeMat checks lm_head's transposed copy at shapes that do not
+// divide the CPU backend's tile, in every storage type, on both backends.
 func TestTransposeMat(t *testing.T) {
 	for _, sh := range [][2]int{{1, 1}, {3, 130}, {67, 65}, {128, 64}} {
 		r, c := sh[0], sh[1]
@@ -311,8 +311,14 @@ func TestTransposeMat(t *testing.T) {
 		for i := range f {
 			f[i], u[i] = float32(i), uint16(i)
 		}
-		for _, w := range []kernels.Mat{kernels.MatF32(f, r, c), {DType: kernels.BF16, Rows: r, Cols: c, U16: u}} {
-			tw := transposeMat(w)
+		for _, w := range []kernels.Mat{kernels.MatF32(f, r, c), {DType: kernels.BF16, Rows: r, Cols: c, U16: u}, {DType: kernels.F16, Rows: r, Cols: c, U16: u}} {
+			be := kernels.Backend(ref.Backend{})
+			if r > 1 {
+				cb := cpu.New(2)
+				defer cb.Close()
+				be = cb
+			}
+			tw := transposeMat(be, w)
 			require.Equal(t, [2]int{c, r}, [2]int{tw.Rows, tw.Cols})
 			for i := range r {
 				for j := range c {

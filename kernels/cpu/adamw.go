@@ -1,7 +1,6 @@
 package cpu
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/x/kernels"
@@ -16,14 +15,8 @@ const adamwChunk = 1 << 14
 // element depends only on its own inputs, so the result is deterministic
 // and independent of the thread count.
 func (b *Backend) AdamW(param, grad, m, v []float32, p kernels.AdamWParams, step int) {
-	const op = "AdamW"
+	kernels.CheckAdamW(param, grad, m, v, step)
 	n := len(param)
-	need(op, "grad", len(grad), n)
-	need(op, "m", len(m), n)
-	need(op, "v", len(v), n)
-	if step < 1 {
-		panic(fmt.Sprintf("kernels/cpu: %s: step %d < 1", op, step))
-	}
 	b1, b2 := float64(p.Beta1), float64(p.Beta2)
 	c := &adamwConsts{
 		beta1: p.Beta1, oneMinusBeta1: float32(1 - b1),

@@ -1,7 +1,6 @@
 package cpu
 
 import (
-	"fmt"
 	"math"
 	"unsafe"
 
@@ -18,16 +17,9 @@ const attnBlock = 64
 // T×T score matrix exists; scratch per worker is attnBlock + 2·D floats.
 // Rows are spread over the workers.
 func (b *Backend) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim int, scale float32) {
-	const op = "Attention"
-	checkHeads(op, heads, kvHeads, headDim)
+	kernels.CheckAttention(seqs, heads, kvHeads, headDim)
 	rowsBefore := make([]int, len(seqs)+1) // prefix sums of T·H
 	for si, s := range seqs {
-		if s.Paged.BlockSize > 0 {
-			checkPaged(op, si, &seqs[si], kvHeads, headDim)
-			checkQOut(op, si, s.Q, s.Out, s.LSE, s.T, s.Start, heads, headDim)
-		} else {
-			checkSeq(op, si, s.Q, s.K, s.V, s.Out, s.LSE, s.T, s.Start, heads, kvHeads, headDim)
-		}
 		rowsBefore[si+1] = rowsBefore[si] + s.T*heads
 	}
 	total := rowsBefore[len(seqs)]
@@ -185,36 +177,4 @@ func (b *Backend) attentionTiled(seqs []kernels.AttentionSeq, heads, kvHeads, d 
 			}
 		}
 	})
-}
-
-// checkHeads panics unless the head counts describe grouped-query attention.
-func checkHeads(op string, heads, kvHeads, headDim int) {
-	if heads <= 0 || kvHeads <= 0 || headDim <= 0 || heads%kvHeads != 0 {
-		panic(fmt.Sprintf("kernels/cpu: %s: heads %d, kvHeads %d, headDim %d: need positive sizes and heads a multiple of kvHeads",
-			op, heads, kvHeads, headDim))
-	}
-}
-
-// checkSeq panics unless the buffers of sequence si fit its T and Start.
-func checkSeq(op string, si int, q, k, v, out, lse []float32, t, start, heads, kvHeads, headDim int) {
-	if t < 0 || start < 0 {
-		panic(fmt.Sprintf("kernels/cpu: %s: seq %d: T %d, Start %d", op, si, t, start))
-	}
-	checkQOut(op, si, q, out, lse, t, start, heads, headDim)
-	arg := func(name string) string { return fmt.Sprintf("seq %d %s", si, name) }
-	need(op, arg("K"), len(k), (start+t)*kvHeads*headDim)
-	need(op, arg("V"), len(v), (start+t)*kvHeads*headDim)
-}
-
-// checkQOut panics unless the query-side buffers of sequence si fit its T.
-func checkQOut(op string, si int, q, out, lse []float32, t, start, heads, headDim int) {
-	if t < 0 || start < 0 {
-		panic(fmt.Sprintf("kernels/cpu: %s: seq %d: T %d, Start %d", op, si, t, start))
-	}
-	arg := func(name string) string { return fmt.Sprintf("seq %d %s", si, name) }
-	need(op, arg("Q"), len(q), t*heads*headDim)
-	need(op, arg("Out"), len(out), t*heads*headDim)
-	if lse != nil {
-		need(op, arg("LSE"), len(lse), t*heads)
-	}
 }

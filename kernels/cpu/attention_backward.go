@@ -1,8 +1,6 @@
 package cpu
 
 import (
-	"fmt"
-
 	"github.com/x/kernels"
 )
 
@@ -58,28 +56,8 @@ func grow(buf []float32, n int) []float32 {
 // is float32 with a vector exp; with AVX-512 the score tiles use any head
 // dim and the row updates a head dim that is a multiple of 16.
 func (b *Backend) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHeads, headDim int, scale float32) {
-	const op = "AttentionBackward"
-	if heads <= 0 || kvHeads <= 0 || headDim <= 0 || heads%kvHeads != 0 {
-		panic(fmt.Sprintf("kernels/cpu: %s: heads %d, kvHeads %d, headDim %d", op, heads, kvHeads, headDim))
-	}
+	kernels.CheckAttentionBackward(seqs, heads, kvHeads, headDim)
 	d := headDim
-	for si, s := range seqs {
-		if s.T < 0 || s.Start < 0 {
-			panic(fmt.Sprintf("kernels/cpu: %s: seqs[%d] has T %d, Start %d", op, si, s.T, s.Start))
-		}
-		name := func(arg string) string { return fmt.Sprintf("seqs[%d].%s", si, arg) }
-		nq := s.T * heads * d
-		nkv := (s.Start + s.T) * kvHeads * d
-		need(op, name("DOut"), len(s.DOut), nq)
-		need(op, name("Q"), len(s.Q), nq)
-		need(op, name("Out"), len(s.Out), nq)
-		need(op, name("DQ"), len(s.DQ), nq)
-		need(op, name("LSE"), len(s.LSE), s.T*heads)
-		need(op, name("K"), len(s.K), nkv)
-		need(op, name("V"), len(s.V), nkv)
-		need(op, name("DK"), len(s.DK), nkv)
-		need(op, name("DV"), len(s.DV), nkv)
-	}
 	group := heads / kvHeads
 	tokens := max(1, attnRows/group) // tokens per query block
 	rows := tokens * group

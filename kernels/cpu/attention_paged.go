@@ -1,19 +1,10 @@
 package cpu
 
 import (
-	"fmt"
 	"unsafe"
 
 	"github.com/x/kernels"
 )
-
-// checkPaged panics unless the paged K/V of sequence si hold its Start+T
-// positions.
-func checkPaged(op string, si int, s *kernels.AttentionSeq, kvHeads, headDim int) {
-	if err := s.Paged.Check(s.Start+s.T, kvHeads*headDim); err != nil {
-		panic(fmt.Sprintf("kernels/cpu: %s: seq %d: %v", op, si, err))
-	}
-}
 
 // kvRows returns the K and V rows of positions j0 .. j0+nb−1, kv head kvh,
 // of s, with their row stride in floats. They are views of s's memory when

@@ -13,8 +13,9 @@
 package cpu
 
 import (
-	"fmt"
 	"runtime"
+
+	"github.com/x/kernels"
 )
 
 // Backend is the fast CPU implementation of kernels.Backend. Create it with
@@ -22,6 +23,8 @@ import (
 // for one goroutine at a time; its kernels use all of its threads inside
 // each call.
 type Backend struct {
+	kernels.HostMemory // Buffers are host slices: views and Import copy nothing
+
 	threads int
 	pool    *pool
 	simd    features
@@ -69,20 +72,4 @@ func (b *Backend) Threads() int { return b.threads }
 // GODEBUG=cpu.avx512f=off (AVX2) or GODEBUG=cpu.avx2=off (generic).
 func (b *Backend) SIMD() string {
 	return b.simd.isa().String()
-}
-
-// need panics unless a buffer named arg of op holds at least want elements.
-func need(op, arg string, have, want int) {
-	if have < want {
-		panic(fmt.Sprintf("kernels/cpu: %s: %s has %d elements, need %d", op, arg, have, want))
-	}
-}
-
-// needDims panics if any of the named dimensions is negative.
-func needDims(op string, dims ...int) {
-	for _, d := range dims {
-		if d < 0 {
-			panic(fmt.Sprintf("kernels/cpu: %s: negative dimension in %v", op, dims))
-		}
-	}
 }

@@ -34,3 +34,10 @@ func TestSoftmax(t *testing.T)          { conformance(t, kerneltest.Softmax) }
 func TestArgmax(t *testing.T)           { conformance(t, kerneltest.Argmax) }
 func TestSampleRows(t *testing.T)       { conformance(t, kerneltest.SampleRows) }
 func TestPolicyLoss(t *testing.T)       { conformance(t, kerneltest.PolicyLoss) }
+func TestMemory(t *testing.T)           { conformance(t, kerneltest.Memory) }
+func TestCopy(t *testing.T)             { conformance(t, kerneltest.Copy) }
+func TestGatherRows(t *testing.T)       { conformance(t, kerneltest.GatherRows) }
+func TestScatterRows(t *testing.T)      { conformance(t, kerneltest.ScatterRows) }
+func TestTranspose(t *testing.T)        { conformance(t, kerneltest.Transpose) }
+func TestSumSquares(t *testing.T)       { conformance(t, kerneltest.SumSquares) }
+func TestAllFinite(t *testing.T)        { conformance(t, kerneltest.AllFinite) }

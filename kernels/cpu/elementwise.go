@@ -1,12 +1,14 @@
 package cpu
 
+import "github.com/x/kernels"
+
 // grain is the number of elements below which an elementwise kernel runs
 // on the calling goroutine: waking the workers costs about a microsecond.
 const grain = 1 << 14
 
 // Add: dst[N] += src[N].
 func (b *Backend) Add(dst, src []float32) {
-	need("Add", "src", len(src), len(dst))
+	kernels.CheckAdd(dst, src)
 	b.elementwise(len(dst), func(lo, hi int) {
 		d, s := dst[lo:hi], src[lo:hi]
 		for i := range d {

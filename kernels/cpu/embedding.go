@@ -1,23 +1,14 @@
 package cpu
 
 import (
-	"fmt"
-
 	"github.com/x/kernels"
 )
 
 // Embedding: out[T,C] = table[ids[t], :]; bf16/f16 rows widen with the
 // SIMD converters.
 func (b *Backend) Embedding(out []float32, table kernels.Mat, ids []int32) {
-	const op = "Embedding"
-	table.Check(op)
+	kernels.CheckEmbedding(out, table, ids)
 	c := table.Cols
-	need(op, "out", len(out), len(ids)*c)
-	for t, id := range ids {
-		if id < 0 || int(id) >= table.Rows {
-			panic(fmt.Sprintf("kernels/cpu: %s: id %d at %d outside [0,%d)", op, id, t, table.Rows))
-		}
-	}
 	for t, id := range ids {
 		dst := out[t*c : (t+1)*c]
 		c16 := c &^ (vecSz - 1)

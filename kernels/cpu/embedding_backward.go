@@ -1,23 +1,13 @@
 package cpu
 
-import "fmt"
+import "github.com/x/kernels"
 
 // EmbeddingBackward adds dout[t, :] to row ids[t] of dtable[V,C] (repeated
 // ids accumulate). Tasks own disjoint column blocks and walk t in order,
 // so there are no races and every element sums in the same order as a
 // serial loop, whatever the thread count.
 func (b *Backend) EmbeddingBackward(dtable, dout []float32, ids []int32, c int) {
-	const op = "EmbeddingBackward"
-	if c <= 0 {
-		panic(fmt.Sprintf("kernels/cpu: %s: c = %d", op, c))
-	}
-	need(op, "dout", len(dout), len(ids)*c)
-	v := len(dtable) / c
-	for t, id := range ids {
-		if id < 0 || int(id) >= v {
-			panic(fmt.Sprintf("kernels/cpu: %s: ids[%d] = %d outside [0, %d)", op, t, id, v))
-		}
-	}
+	kernels.CheckEmbeddingBackward(dtable, dout, ids, c)
 	const blk = 256
 	run := func(lo, hi int) {
 		c0, c1 := lo*blk, min(c, hi*blk)

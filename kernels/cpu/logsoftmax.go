@@ -1,8 +1,9 @@
 package cpu
 
 import (
-	"fmt"
 	"math"
+
+	"github.com/x/kernels"
 )
 
 // LogSoftmaxGather: logp[r] = log_softmax(logits[r])[targets[r]] for each
@@ -12,19 +13,7 @@ import (
 // entropy. The portable path takes a max pass and an exp pass. Rows are
 // spread over the workers.
 func (b *Backend) LogSoftmaxGather(logp, entropy, logits []float32, targets []int32, rows, v int) {
-	const op = "LogSoftmaxGather"
-	needDims(op, rows, v)
-	need(op, "logits", len(logits), rows*v)
-	need(op, "targets", len(targets), rows)
-	need(op, "logp", len(logp), rows)
-	if entropy != nil {
-		need(op, "entropy", len(entropy), rows)
-	}
-	for r, tg := range targets[:rows] {
-		if tg < 0 || int(tg) >= v {
-			panic(fmt.Sprintf("kernels/cpu: %s: target %d of row %d outside [0,%d)", op, tg, r, v))
-		}
-	}
+	kernels.CheckLogSoftmaxGather(logp, entropy, logits, targets, rows, v)
 	if b.simd.avx512 {
 		b.parallelFor(rows, func(lo, hi int) {
 			for r := lo; r < hi; r++ {
@@ -104,9 +93,7 @@ func rowLSE(row []float32) (m, logS, entropy float64) {
 // Softmax replaces each row of x[R,V] by its softmax: SIMD max, exp(x −
 // max) in place with its sum, and a scale by 1/sum; rows in parallel.
 func (b *Backend) Softmax(x []float32, rows, v int) {
-	const op = "Softmax"
-	needDims(op, rows, v)
-	need(op, "x", len(x), rows*v)
+	kernels.CheckSoftmax(x, rows, v)
 	avx := b.simd.isa()
 	run := func(lo, hi int) {
 		for r := lo; r < hi; r++ {

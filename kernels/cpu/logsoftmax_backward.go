@@ -1,8 +1,9 @@
 package cpu
 
 import (
-	"fmt"
 	"math"
+
+	"github.com/x/kernels"
 )
 
 // lsgBlock is the column block of LogSoftmaxGatherBackward. Every row is
@@ -21,20 +22,7 @@ const lsgBlock = 1 << 13
 // rows still use every thread. Element i is read before it is written, so
 // dlogits may alias logits.
 func (b *Backend) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []int32, dlogp, dentropy []float32, rows, v int) {
-	const op = "LogSoftmaxGatherBackward"
-	needDims(op, rows, v)
-	need(op, "dlogits", len(dlogits), rows*v)
-	need(op, "logits", len(logits), rows*v)
-	need(op, "targets", len(targets), rows)
-	need(op, "dlogp", len(dlogp), rows)
-	if dentropy != nil {
-		need(op, "dentropy", len(dentropy), rows)
-	}
-	for r := range rows {
-		if t := targets[r]; t < 0 || int(t) >= v {
-			panic(fmt.Sprintf("kernels/cpu: %s: targets[%d] = %d outside [0, %d)", op, r, t, v))
-		}
-	}
+	kernels.CheckLogSoftmaxGatherBackward(dlogits, logits, targets, dlogp, dentropy, rows, v)
 	if rows == 0 || v == 0 {
 		return
 	}

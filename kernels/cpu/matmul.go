@@ -97,12 +97,8 @@ func b2i(b bool) int {
 
 // MatMul: out[M,N] (=, or += if accumulate) x[M,K] · wᵀ, w [N,K].
 func (b *Backend) MatMul(out, x []float32, w kernels.Mat, m int, accumulate bool) {
-	const op = "MatMul"
-	w.Check(op)
+	kernels.CheckMatMul(out, x, w, m)
 	n, k := w.Rows, w.Cols
-	needDims(op, m)
-	need(op, "x", len(x), m*k)
-	need(op, "out", len(out), m*n)
 	if m == 0 || n == 0 {
 		return
 	}
@@ -192,12 +188,8 @@ func dotTail(out, x []float32, w kernels.Mat, i0, mrr, j0, nrr, p0, p1 int) {
 
 // MatMulNN: out[M,K] (=, or += if accumulate) dy[M,N] · w[N,K].
 func (b *Backend) MatMulNN(out, dy []float32, w kernels.Mat, m int, accumulate bool) {
-	const op = "MatMulNN"
-	w.Check(op)
+	kernels.CheckMatMulNN(out, dy, w, m)
 	n, k := w.Rows, w.Cols
-	needDims(op, m)
-	need(op, "dy", len(dy), m*n)
-	need(op, "out", len(out), m*k)
 	if m == 0 || k == 0 {
 		return
 	}
@@ -260,11 +252,7 @@ func (b *Backend) MatMulNN(out, dy []float32, w kernels.Mat, m int, accumulate b
 
 // MatMulTN: dw[N,K] += dy[M,N]ᵀ · x[M,K].
 func (b *Backend) MatMulTN(dw, dy, x []float32, m, n, k int) {
-	const op = "MatMulTN"
-	needDims(op, m, n, k)
-	need(op, "dw", len(dw), n*k)
-	need(op, "dy", len(dy), m*n)
-	need(op, "x", len(x), m*k)
+	kernels.CheckMatMulTN(dw, dy, x, m, n, k)
 	if m == 0 || n == 0 || k == 0 {
 		return
 	}

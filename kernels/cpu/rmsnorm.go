@@ -1,15 +1,15 @@
 package cpu
 
-import "math"
+import (
+	"math"
+
+	"github.com/x/kernels"
+)
 
 // RMSNorm: out[R,C] = w[C]·x/√(mean(x²)+eps) per row; out may alias x. Rows
 // are split over the workers when there are enough of them.
 func (b *Backend) RMSNorm(out, x, w []float32, rows, cols int, eps float32) {
-	const op = "RMSNorm"
-	needDims(op, rows, cols)
-	need(op, "x", len(x), rows*cols)
-	need(op, "out", len(out), rows*cols)
-	need(op, "w", len(w), cols)
+	kernels.CheckRMSNorm(out, x, w, rows, cols)
 	if rows == 0 || cols == 0 {
 		return
 	}

@@ -1,6 +1,10 @@
 package cpu
 
-import "math"
+import (
+	"math"
+
+	"github.com/x/kernels"
+)
 
 // rmsnormChunk is the number of rows per task of RMSNormBackward. Each
 // chunk sums its rows' dw terms into its own partial row, and the partials
@@ -16,14 +20,8 @@ const rmsnormChunk = 32
 // float64 in chunk order. Element (r, i) is read before dx(r, i) is
 // written, so dx may alias dout or x.
 func (b *Backend) RMSNormBackward(dx, dw, dout, x, w []float32, rows, cols int, eps float32) {
-	const op = "RMSNormBackward"
-	needDims(op, rows, cols)
+	kernels.CheckRMSNormBackward(dx, dw, dout, x, w, rows, cols)
 	n := rows * cols
-	need(op, "dx", len(dx), n)
-	need(op, "dout", len(dout), n)
-	need(op, "x", len(x), n)
-	need(op, "w", len(w), cols)
-	need(op, "dw", len(dw), cols)
 	if n == 0 {
 		return
 	}

@@ -1,6 +1,10 @@
 package cpu
 
-import "math"
+import (
+	"math"
+
+	"github.com/x/kernels"
+)
 
 // RoPE rotates x[T,H,D] in place (rotate-half convention). Angles are
 // pos/theta^(2i/D) in float64, as in the reference; each token's cos/sin
@@ -10,11 +14,7 @@ func (b *Backend) RoPE(x []float32, pos []int32, heads, headDim int, theta float
 }
 
 func (b *Backend) rope(x []float32, pos []int32, heads, headDim int, theta float64, op string) {
-	needDims(op, heads, headDim)
-	if headDim%2 != 0 {
-		panic("kernels/cpu: " + op + ": odd head dim")
-	}
-	need(op, "x", len(x), len(pos)*heads*headDim)
+	kernels.CheckRoPE(op, x, pos, heads, headDim)
 	half := headDim / 2
 	if half == 0 || heads == 0 {
 		return

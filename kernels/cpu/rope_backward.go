@@ -1,6 +1,10 @@
 package cpu
 
-import "math"
+import (
+	"math"
+
+	"github.com/x/kernels"
+)
 
 // RoPEBackward maps dy[T,H,D] to dx in place by the inverse rotation (see
 // ref.Backend.RoPEBackward). The angle pos[t]/theta^(2i/D) and its sine and
@@ -9,12 +13,8 @@ import "math"
 // parallel.
 func (b *Backend) RoPEBackward(dx []float32, pos []int32, heads, headDim int, theta float64) {
 	const op = "RoPEBackward"
-	needDims(op, heads, headDim)
-	if headDim%2 != 0 {
-		panic("kernels/cpu: " + op + ": odd head dim")
-	}
+	kernels.CheckRoPE(op, dx, pos, heads, headDim)
 	t := len(pos)
-	need(op, "x", len(dx), t*heads*headDim)
 	half := headDim / 2
 	if half == 0 || heads == 0 {
 		return

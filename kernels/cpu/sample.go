@@ -10,9 +10,7 @@ import (
 // Argmax returns the first index of the largest value of x: a max pass,
 // then the first index holding it.
 func (b *Backend) Argmax(x []float32) int32 {
-	if len(x) == 0 {
-		panic("kernels/cpu: Argmax: empty input")
-	}
+	kernels.CheckArgmax(x)
 	m := bwMax(b.simd.isa(), x)
 	for i, v := range x {
 		if v == m {

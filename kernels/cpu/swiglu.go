@@ -1,16 +1,18 @@
 package cpu
 
-import "math"
+import (
+	"math"
+
+	"github.com/x/kernels"
+)
 
 // SwiGLU: out[N] = silu(gate)·up; out may alias gate or up. The SIMD
 // paths evaluate exp with a degree-5 polynomial (≤ 2 ulp) and a power-of-two
 // scale (VSCALEFPS on AVX-512, exponent arithmetic on AVX2); a remainder
 // shorter than a vector runs in Go.
 func (b *Backend) SwiGLU(out, gate, up []float32) {
-	const op = "SwiGLU"
+	kernels.CheckSwiGLU(out, gate, up)
 	n := len(out)
-	need(op, "gate", len(gate), n)
-	need(op, "up", len(up), n)
 	b.elementwise(n, func(lo, hi int) {
 		switch v := b.simd.isa(); {
 		case v == isaAVX512 && hi-lo >= 16:

@@ -1,5 +1,7 @@
 package cpu
 
+import "github.com/x/kernels"
+
 // swigluChunk is the number of elements per task of SwiGLUBackward.
 const swigluChunk = 1 << 13
 
@@ -8,12 +10,8 @@ const swigluChunk = 1 << 13
 // chunks. Element i is read before it is written, so the buffers may alias
 // each other element for element (dgate on gate, dup on up).
 func (b *Backend) SwiGLUBackward(dgate, dup, dout, gate, up []float32) {
-	const op = "SwiGLUBackward"
+	kernels.CheckSwiGLUBackward(dgate, dup, dout, gate, up)
 	n := len(dout)
-	need(op, "dgate", len(dgate), n)
-	need(op, "dup", len(dup), n)
-	need(op, "gate", len(gate), n)
-	need(op, "up", len(up), n)
 	avx := b.simd.isa()
 	chunks := (n + swigluChunk - 1) / swigluChunk
 	run := func(lo, hi int) {

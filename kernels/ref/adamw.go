@@ -1,7 +1,6 @@
 package ref
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/x/kernels"
@@ -19,14 +18,8 @@ import (
 // step counts from 1. Each element depends only on its own inputs, so the
 // result is deterministic.
 func (Backend) AdamW(param, grad, m, v []float32, p kernels.AdamWParams, step int) {
-	const op = "AdamW"
+	kernels.CheckAdamW(param, grad, m, v, step)
 	n := len(param)
-	need(op, "grad", len(grad), n)
-	need(op, "m", len(m), n)
-	need(op, "v", len(v), n)
-	if step < 1 {
-		panic(fmt.Sprintf("kernels/ref: %s: step %d < 1", op, step))
-	}
 	lr, b1, b2 := float64(p.LR), float64(p.Beta1), float64(p.Beta2)
 	eps, wd := float64(p.Eps), float64(p.WeightDecay)
 	bc1 := 1 - math.Pow(b1, float64(step))

@@ -1,7 +1,6 @@
 package ref
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/x/kernels"
@@ -11,15 +10,13 @@ import (
 // row at a time: scores in float64, a two-pass softmax, no masking beyond
 // causality.
 func (Backend) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim int, scale float32) {
-	const op = "Attention"
-	checkHeads(op, heads, kvHeads, headDim)
+	kernels.CheckAttention(seqs, heads, kvHeads, headDim)
 	group := heads / kvHeads
-	for si, s := range seqs {
+	for _, s := range seqs {
 		n := s.Start + s.T
 		if s.Paged.BlockSize > 0 {
-			s.K, s.V = unpage(op, si, &s.Paged, n, kvHeads, headDim)
+			s.K, s.V = unpage(&s.Paged, n, kvHeads, headDim)
 		}
-		checkSeq(op, si, s.Q, s.K, s.V, s.Out, s.LSE, s.T, s.Start, heads, kvHeads, headDim)
 		scores := make([]float64, n)
 		acc := make([]float64, headDim)
 		for t := 0; t < s.T; t++ {
@@ -62,36 +59,11 @@ func (Backend) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim in
 	}
 }
 
-// checkHeads panics unless the head counts describe grouped-query attention.
-func checkHeads(op string, heads, kvHeads, headDim int) {
-	if heads <= 0 || kvHeads <= 0 || headDim <= 0 || heads%kvHeads != 0 {
-		panic(fmt.Sprintf("kernels/ref: %s: heads %d, kvHeads %d, headDim %d: need positive sizes and heads a multiple of kvHeads",
-			op, heads, kvHeads, headDim))
-	}
-}
-
-// checkSeq panics unless the buffers of sequence si fit its T and Start.
-func checkSeq(op string, si int, q, k, v, out, lse []float32, t, start, heads, kvHeads, headDim int) {
-	if t < 0 || start < 0 {
-		panic(fmt.Sprintf("kernels/ref: %s: seq %d: T %d, Start %d", op, si, t, start))
-	}
-	arg := func(name string) string { return fmt.Sprintf("seq %d %s", si, name) }
-	need(op, arg("Q"), len(q), t*heads*headDim)
-	need(op, arg("Out"), len(out), t*heads*headDim)
-	need(op, arg("K"), len(k), (start+t)*kvHeads*headDim)
-	need(op, arg("V"), len(v), (start+t)*kvHeads*headDim)
-	if lse != nil {
-		need(op, arg("LSE"), len(lse), t*heads)
-	}
-}
-
 // unpage copies the n positions of a paged sequence into contiguous
 // [n, KVH, D] K and V (bf16 widened exactly): the reference reads paged
-// K/V as the contiguous layout it stands for.
-func unpage(op string, si int, p *kernels.PagedKV, n, kvHeads, headDim int) (k, v []float32) {
-	if err := p.Check(n, kvHeads*headDim); err != nil {
-		panic(fmt.Sprintf("kernels/ref: %s: seq %d: %v", op, si, err))
-	}
+// K/V as the contiguous layout it stands for (CheckAttention has checked
+// the blocks).
+func unpage(p *kernels.PagedKV, n, kvHeads, headDim int) (k, v []float32) {
 	k = make([]float32, n*kvHeads*headDim)
 	v = make([]float32, n*kvHeads*headDim)
 	for j := range n {

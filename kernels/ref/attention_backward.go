@@ -1,7 +1,6 @@
 package ref
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/x/kernels"
@@ -20,29 +19,12 @@ import (
 // Query head h uses kv head h/(heads/kvHeads). DK and DV are summed in
 // float64 over the whole sequence and added once.
 func (Backend) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHeads, headDim int, scale float32) {
-	const op = "AttentionBackward"
-	if heads <= 0 || kvHeads <= 0 || headDim <= 0 || heads%kvHeads != 0 {
-		panic(fmt.Sprintf("kernels/ref: %s: heads %d, kvHeads %d, headDim %d", op, heads, kvHeads, headDim))
-	}
+	kernels.CheckAttentionBackward(seqs, heads, kvHeads, headDim)
 	group := heads / kvHeads
 	d := headDim
 	sc := float64(scale)
-	for si, s := range seqs {
-		name := func(arg string) string { return fmt.Sprintf("seqs[%d].%s", si, arg) }
-		if s.T < 0 || s.Start < 0 {
-			panic(fmt.Sprintf("kernels/ref: %s: seqs[%d] has T %d, Start %d", op, si, s.T, s.Start))
-		}
-		nq := s.T * heads * d
+	for _, s := range seqs {
 		nkv := (s.Start + s.T) * kvHeads * d
-		need(op, name("DOut"), len(s.DOut), nq)
-		need(op, name("Q"), len(s.Q), nq)
-		need(op, name("Out"), len(s.Out), nq)
-		need(op, name("DQ"), len(s.DQ), nq)
-		need(op, name("LSE"), len(s.LSE), s.T*heads)
-		need(op, name("K"), len(s.K), nkv)
-		need(op, name("V"), len(s.V), nkv)
-		need(op, name("DK"), len(s.DK), nkv)
-		need(op, name("DV"), len(s.DV), nkv)
 
 		dk := make([]float64, nkv)
 		dv := make([]float64, nkv)

@@ -9,25 +9,14 @@
 // family (matmul.go, rmsnorm.go, ...); backward ops in *_backward.go.
 package ref
 
-import "fmt"
+import (
+	"github.com/x/kernels"
+)
 
 // Backend is the reference implementation of kernels.Backend. The zero
 // value is ready to use; it holds no state, so one value may be used by any
-// number of goroutines at once.
-type Backend struct{}
-
-// need panics unless a buffer named arg of op holds at least want elements.
-func need(op, arg string, have, want int) {
-	if have < want {
-		panic(fmt.Sprintf("kernels/ref: %s: %s has %d elements, need %d", op, arg, have, want))
-	}
-}
-
-// needDims panics if any of the named dimensions is negative.
-func needDims(op string, dims ...int) {
-	for _, d := range dims {
-		if d < 0 {
-			panic(fmt.Sprintf("kernels/ref: %s: negative dimension in %v", op, dims))
-		}
-	}
+// number of goroutines at once. Its Buffers are host slices
+// (kernels.HostMemory).
+type Backend struct {
+	kernels.HostMemory
 }

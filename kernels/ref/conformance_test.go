@@ -19,6 +19,9 @@ func TestConformance(t *testing.T) {
 		"Scale": kerneltest.Scale, "LogSoftmaxGather": kerneltest.LogSoftmaxGather,
 		"Softmax": kerneltest.Softmax, "Argmax": kerneltest.Argmax, "SampleRows": kerneltest.SampleRows,
 		"LogSoftmaxGatherBackward": kerneltest.LogSoftmaxGatherBackward, "PolicyLoss": kerneltest.PolicyLoss,
+		"Memory": kerneltest.Memory, "Copy": kerneltest.Copy, "GatherRows": kerneltest.GatherRows,
+		"ScatterRows": kerneltest.ScatterRows, "Transpose": kerneltest.Transpose,
+		"SumSquares": kerneltest.SumSquares, "AllFinite": kerneltest.AllFinite,
 	} {
 		t.Run(name, func(t *testing.T) { f(t, b) })
 	}

@@ -1,8 +1,10 @@
 package ref
 
+import "github.com/x/kernels"
+
 // Add: dst[N] += src[N].
 func (Backend) Add(dst, src []float32) {
-	need("Add", "src", len(src), len(dst))
+	kernels.CheckAdd(dst, src)
 	for i := range dst {
 		dst[i] += src[i]
 	}

@@ -1,24 +1,16 @@
 package ref
 
-import "fmt"
+import "github.com/x/kernels"
 
 // EmbeddingBackward adds dout[t, :] to row ids[t] of dtable[V,C]; repeated
 // ids accumulate. The rows of dout that land on one id are summed in
 // float64 together with dtable's value and rounded once. dtable's V is
 // len(dtable)/c.
 func (Backend) EmbeddingBackward(dtable, dout []float32, ids []int32, c int) {
-	const op = "EmbeddingBackward"
-	if c <= 0 {
-		panic(fmt.Sprintf("kernels/ref: %s: c = %d", op, c))
-	}
-	need(op, "dout", len(dout), len(ids)*c)
-	v := len(dtable) / c
+	kernels.CheckEmbeddingBackward(dtable, dout, ids, c)
 	acc := make(map[int32][]float64)
 	var order []int32
 	for t, id := range ids {
-		if id < 0 || int(id) >= v {
-			panic(fmt.Sprintf("kernels/ref: %s: ids[%d] = %d outside [0, %d)", op, t, id, v))
-		}
 		a, ok := acc[id]
 		if !ok {
 			a = make([]float64, c)

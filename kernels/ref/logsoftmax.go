@@ -1,28 +1,19 @@
 package ref
 
 import (
-	"fmt"
 	"math"
+
+	"github.com/x/kernels"
 )
 
 // LogSoftmaxGather: logp[r] = log_softmax(logits[r])[targets[r]] for each
 // row of logits[R,V]; entropy[r] = −Σ p·log p when entropy is not nil.
 // Two passes per row in float64.
 func (Backend) LogSoftmaxGather(logp, entropy, logits []float32, targets []int32, rows, v int) {
-	const op = "LogSoftmaxGather"
-	needDims(op, rows, v)
-	need(op, "logits", len(logits), rows*v)
-	need(op, "targets", len(targets), rows)
-	need(op, "logp", len(logp), rows)
-	if entropy != nil {
-		need(op, "entropy", len(entropy), rows)
-	}
+	kernels.CheckLogSoftmaxGather(logp, entropy, logits, targets, rows, v)
 	for r := 0; r < rows; r++ {
 		row := logits[r*v : (r+1)*v]
 		tg := targets[r]
-		if tg < 0 || int(tg) >= v {
-			panic(fmt.Sprintf("kernels/ref: %s: target %d of row %d outside [0,%d)", op, tg, r, v))
-		}
 		lse := logSumExp(row)
 		logp[r] = float32(float64(row[tg]) - lse)
 		if entropy != nil {

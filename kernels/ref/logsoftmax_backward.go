@@ -1,8 +1,9 @@
 package ref
 
 import (
-	"fmt"
 	"math"
+
+	"github.com/x/kernels"
 )
 
 // LogSoftmaxGatherBackward writes, for each row r of logits[R,V] with p =
@@ -12,20 +13,9 @@ import (
 // and H are accumulated in float64 before anything is written, and element
 // i is read before it is written, so dlogits may alias logits.
 func (Backend) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []int32, dlogp, dentropy []float32, rows, v int) {
-	const op = "LogSoftmaxGatherBackward"
-	needDims(op, rows, v)
-	need(op, "dlogits", len(dlogits), rows*v)
-	need(op, "logits", len(logits), rows*v)
-	need(op, "targets", len(targets), rows)
-	need(op, "dlogp", len(dlogp), rows)
-	if dentropy != nil {
-		need(op, "dentropy", len(dentropy), rows)
-	}
+	kernels.CheckLogSoftmaxGatherBackward(dlogits, logits, targets, dlogp, dentropy, rows, v)
 	for r := range rows {
 		tgt := int(targets[r])
-		if tgt < 0 || tgt >= v {
-			panic(fmt.Sprintf("kernels/ref: %s: targets[%d] = %d outside [0, %d)", op, r, tgt, v))
-		}
 		x := logits[r*v : (r+1)*v]
 		mx := math.Inf(-1)
 		for _, e := range x {

@@ -4,12 +4,8 @@ import "github.com/x/kernels"
 
 // MatMul: out[M,N] (=, or += if accumulate) x[M,K] · wᵀ with w [N,K].
 func (Backend) MatMul(out, x []float32, w kernels.Mat, m int, accumulate bool) {
-	const op = "MatMul"
-	w.Check(op)
+	kernels.CheckMatMul(out, x, w, m)
 	n, k := w.Rows, w.Cols
-	needDims(op, m)
-	need(op, "x", len(x), m*k)
-	need(op, "out", len(out), m*n)
 	for i := 0; i < m; i++ {
 		for j := 0; j < n; j++ {
 			var s float64
@@ -26,12 +22,8 @@ func (Backend) MatMul(out, x []float32, w kernels.Mat, m int, accumulate bool) {
 
 // MatMulNN: out[M,K] (=, or += if accumulate) dy[M,N] · w[N,K].
 func (Backend) MatMulNN(out, dy []float32, w kernels.Mat, m int, accumulate bool) {
-	const op = "MatMulNN"
-	w.Check(op)
+	kernels.CheckMatMulNN(out, dy, w, m)
 	n, k := w.Rows, w.Cols
-	needDims(op, m)
-	need(op, "dy", len(dy), m*n)
-	need(op, "out", len(out), m*k)
 	for i := 0; i < m; i++ {
 		for p := 0; p < k; p++ {
 			var s float64
@@ -48,11 +40,7 @@ func (Backend) MatMulNN(out, dy []float32, w kernels.Mat, m int, accumulate bool
 
 // MatMulTN: dw[N,K] += dy[M,N]ᵀ · x[M,K].
 func (Backend) MatMulTN(dw, dy, x []float32, m, n, k int) {
-	const op = "MatMulTN"
-	needDims(op, m, n, k)
-	need(op, "dw", len(dw), n*k)
-	need(op, "dy", len(dy), m*n)
-	need(op, "x", len(x), m*k)
+	kernels.CheckMatMulTN(dw, dy, x, m, n, k)
 	for j := 0; j < n; j++ {
 		for p := 0; p < k; p++ {
 			s := float64(dw[j*k+p])

@@ -1,14 +1,14 @@
 package ref
 
-import "math"
+import (
+	"math"
+
+	"github.com/x/kernels"
+)
 
 // RMSNorm: out[R,C] = w[C] * x / sqrt(mean(x²) + eps) per row; out may alias x.
 func (Backend) RMSNorm(out, x, w []float32, rows, cols int, eps float32) {
-	const op = "RMSNorm"
-	needDims(op, rows, cols)
-	need(op, "x", len(x), rows*cols)
-	need(op, "out", len(out), rows*cols)
-	need(op, "w", len(w), cols)
+	kernels.CheckRMSNorm(out, x, w, rows, cols)
 	for r := 0; r < rows; r++ {
 		row := x[r*cols : (r+1)*cols]
 		var ss float64

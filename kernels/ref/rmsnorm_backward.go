@@ -1,6 +1,10 @@
 package ref
 
-import "math"
+import (
+	"math"
+
+	"github.com/x/kernels"
+)
 
 // RMSNormBackward computes dx[R,C] (=) and dw[C] (+=) for
 // y = w·x·r, r = 1/sqrt(mean(x²)+eps), per row:
@@ -10,14 +14,7 @@ import "math"
 //
 // Every sum is accumulated in float64. dx may alias dout.
 func (Backend) RMSNormBackward(dx, dw, dout, x, w []float32, rows, cols int, eps float32) {
-	const op = "RMSNormBackward"
-	needDims(op, rows, cols)
-	n := rows * cols
-	need(op, "dx", len(dx), n)
-	need(op, "dout", len(dout), n)
-	need(op, "x", len(x), n)
-	need(op, "w", len(w), cols)
-	need(op, "dw", len(dw), cols)
+	kernels.CheckRMSNormBackward(dx, dw, dout, x, w, rows, cols)
 	dwAcc := make([]float64, cols)
 	for r := range rows {
 		xr := x[r*cols : (r+1)*cols]

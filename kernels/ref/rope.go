@@ -1,6 +1,10 @@
 package ref
 
-import "math"
+import (
+	"math"
+
+	"github.com/x/kernels"
+)
 
 // RoPE rotates x[T,H,D] in place, rotate-half convention, angle =
 // pos[t] / theta^(2i/D) computed in float64.
@@ -10,12 +14,7 @@ func (Backend) RoPE(x []float32, pos []int32, heads, headDim int, theta float64)
 
 // rope rotates by sign·angle; the backward rotation uses sign = −1.
 func rope(x []float32, pos []int32, heads, headDim int, theta float64, sign float64, op string) {
-	needDims(op, heads, headDim)
-	if headDim%2 != 0 {
-		panic("kernels/ref: " + op + ": odd head dim")
-	}
-	t := len(pos)
-	need(op, "x", len(x), t*heads*headDim)
+	kernels.CheckRoPE(op, x, pos, heads, headDim)
 	half := headDim / 2
 	for ti, p := range pos {
 		for i := 0; i < half; i++ {

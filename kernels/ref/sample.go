@@ -9,9 +9,7 @@ import (
 
 // Argmax returns the first index of the largest value of x.
 func (Backend) Argmax(x []float32) int32 {
-	if len(x) == 0 {
-		panic("kernels/ref: Argmax: empty input")
-	}
+	kernels.CheckArgmax(x)
 	best := 0
 	for i, v := range x {
 		if v > x[best] {

@@ -1,12 +1,14 @@
 package ref
 
-import "math"
+import (
+	"math"
+
+	"github.com/x/kernels"
+)
 
 // Softmax replaces each row of x[R,V] by its softmax, in float64.
 func (Backend) Softmax(x []float32, rows, v int) {
-	const op = "Softmax"
-	needDims(op, rows, v)
-	need(op, "x", len(x), rows*v)
+	kernels.CheckSoftmax(x, rows, v)
 	for r := 0; r < rows; r++ {
 		row := x[r*v : (r+1)*v]
 		mx := math.Inf(-1)

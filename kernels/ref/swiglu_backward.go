@@ -1,6 +1,10 @@
 package ref
 
-import "math"
+import (
+	"math"
+
+	"github.com/x/kernels"
+)
 
 // SwiGLUBackward computes, for out = silu(gate)·up with
 // silu(z) = z·sigmoid(z):
@@ -12,12 +16,8 @@ import "math"
 // and dup[i], so any of the buffers may alias each other element for
 // element (dgate on gate, dup on up).
 func (Backend) SwiGLUBackward(dgate, dup, dout, gate, up []float32) {
-	const op = "SwiGLUBackward"
+	kernels.CheckSwiGLUBackward(dgate, dup, dout, gate, up)
 	n := len(dout)
-	need(op, "dgate", len(dgate), n)
-	need(op, "dup", len(dup), n)
-	need(op, "gate", len(gate), n)
-	need(op, "up", len(up), n)
 	for i := range n {
 		g, u, d := float64(gate[i]), float64(up[i]), float64(dout[i])
 		s := 1 / (1 + math.Exp(-g))

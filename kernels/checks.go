@@ -1,0 +1,253 @@
+package kernels
+
+import "fmt"
+
+// Shape checks of the compute ops, shared by every backend: each backend
+// method calls its op's Check function first, which panics with a message
+// naming the op and the argument when the arrays do not fit the shape
+// (programmer errors; data from outside the program is validated before it
+// reaches a kernel). Index arguments (token ids, targets) are range-checked
+// here too, so a kernel may index without checking.
+
+// need panics unless argument arg of op holds at least want elements.
+func need(op, arg string, have, want int) {
+	if have < want {
+		panic(fmt.Sprintf("kernels: %s: %s has %d elements, need %d", op, arg, have, want))
+	}
+}
+
+// needDims panics if any dimension of op is negative.
+func needDims(op string, dims ...int) {
+	for _, d := range dims {
+		if d < 0 {
+			panic(fmt.Sprintf("kernels: %s: negative dimension in %v", op, dims))
+		}
+	}
+}
+
+// CheckMatMul checks MatMul: x [M, K] and out [M, N] for w [N, K].
+func CheckMatMul(out, x []float32, w Mat, m int) {
+	const op = "MatMul"
+	w.Check(op)
+	needDims(op, m)
+	need(op, "x", len(x), m*w.Cols)
+	need(op, "out", len(out), m*w.Rows)
+}
+
+// CheckMatMulNN checks MatMulNN: dy [M, N] and out [M, K] for w [N, K].
+func CheckMatMulNN(out, dy []float32, w Mat, m int) {
+	const op = "MatMulNN"
+	w.Check(op)
+	needDims(op, m)
+	need(op, "dy", len(dy), m*w.Rows)
+	need(op, "out", len(out), m*w.Cols)
+}
+
+// CheckMatMulTN checks MatMulTN: dw [N, K], dy [M, N], x [M, K].
+func CheckMatMulTN(dw, dy, x []float32, m, n, k int) {
+	const op = "MatMulTN"
+	needDims(op, m, n, k)
+	need(op, "dw", len(dw), n*k)
+	need(op, "dy", len(dy), m*n)
+	need(op, "x", len(x), m*k)
+}
+
+// CheckEmbedding checks Embedding: out [T, C] and every id in
+// [0, table.Rows).
+func CheckEmbedding(out []float32, table Mat, ids []int32) {
+	const op = "Embedding"
+	table.Check(op)
+	need(op, "out", len(out), len(ids)*table.Cols)
+	checkIDs(op, "ids", ids, table.Rows)
+}
+
+// CheckEmbeddingBackward checks EmbeddingBackward: c > 0, dout [T, C],
+// and every id a row of dtable [V, C].
+func CheckEmbeddingBackward(dtable, dout []float32, ids []int32, c int) {
+	const op = "EmbeddingBackward"
+	if c <= 0 {
+		panic(fmt.Sprintf("kernels: %s: c = %d", op, c))
+	}
+	need(op, "dout", len(dout), len(ids)*c)
+	checkIDs(op, "ids", ids, len(dtable)/c)
+}
+
+// checkIDs panics unless every id is in [0, n).
+func checkIDs(op, arg string, ids []int32, n int) {
+	for i, id := range ids {
+		if id < 0 || int(id) >= n {
+			panic(fmt.Sprintf("kernels: %s: %s[%d] = %d outside [0, %d)", op, arg, i, id, n))
+		}
+	}
+}
+
+// CheckRMSNorm checks RMSNorm: x and out [R, C], w [C].
+func CheckRMSNorm(out, x, w []float32, rows, cols int) {
+	const op = "RMSNorm"
+	needDims(op, rows, cols)
+	need(op, "x", len(x), rows*cols)
+	need(op, "out", len(out), rows*cols)
+	need(op, "w", len(w), cols)
+}
+
+// CheckRMSNormBackward checks RMSNormBackward: dx, dout, x [R, C], w and
+// dw [C].
+func CheckRMSNormBackward(dx, dw, dout, x, w []float32, rows, cols int) {
+	const op = "RMSNormBackward"
+	needDims(op, rows, cols)
+	n := rows * cols
+	need(op, "dx", len(dx), n)
+	need(op, "dout", len(dout), n)
+	need(op, "x", len(x), n)
+	need(op, "w", len(w), cols)
+	need(op, "dw", len(dw), cols)
+}
+
+// CheckRoPE checks RoPE and RoPEBackward (op): an even head dim and x
+// [T, H, D] for T = len(pos).
+func CheckRoPE(op string, x []float32, pos []int32, heads, headDim int) {
+	needDims(op, heads, headDim)
+	if headDim%2 != 0 {
+		panic("kernels: " + op + ": odd head dim")
+	}
+	need(op, "x", len(x), len(pos)*heads*headDim)
+}
+
+// CheckSwiGLU checks SwiGLU: gate and up hold len(out) elements.
+func CheckSwiGLU(out, gate, up []float32) {
+	const op = "SwiGLU"
+	need(op, "gate", len(gate), len(out))
+	need(op, "up", len(up), len(out))
+}
+
+// CheckSwiGLUBackward checks SwiGLUBackward: every array holds len(dout).
+func CheckSwiGLUBackward(dgate, dup, dout, gate, up []float32) {
+	const op = "SwiGLUBackward"
+	n := len(dout)
+	need(op, "dgate", len(dgate), n)
+	need(op, "dup", len(dup), n)
+	need(op, "gate", len(gate), n)
+	need(op, "up", len(up), n)
+}
+
+// CheckAdd checks Add: src holds len(dst) elements.
+func CheckAdd(dst, src []float32) { need("Add", "src", len(src), len(dst)) }
+
+// CheckLogSoftmaxGather checks LogSoftmaxGather: logits [R, V], targets,
+// logp (and entropy, if not nil) [R], every target in [0, V).
+func CheckLogSoftmaxGather(logp, entropy, logits []float32, targets []int32, rows, v int) {
+	const op = "LogSoftmaxGather"
+	needDims(op, rows, v)
+	need(op, "logits", len(logits), rows*v)
+	need(op, "targets", len(targets), rows)
+	need(op, "logp", len(logp), rows)
+	if entropy != nil {
+		need(op, "entropy", len(entropy), rows)
+	}
+	checkIDs(op, "targets", targets[:rows], v)
+}
+
+// CheckLogSoftmaxGatherBackward checks LogSoftmaxGatherBackward: dlogits
+// and logits [R, V], targets, dlogp (and dentropy, if not nil) [R], every
+// target in [0, V).
+func CheckLogSoftmaxGatherBackward(dlogits, logits []float32, targets []int32, dlogp, dentropy []float32, rows, v int) {
+	const op = "LogSoftmaxGatherBackward"
+	needDims(op, rows, v)
+	need(op, "dlogits", len(dlogits), rows*v)
+	need(op, "logits", len(logits), rows*v)
+	need(op, "targets", len(targets), rows)
+	need(op, "dlogp", len(dlogp), rows)
+	if dentropy != nil {
+		need(op, "dentropy", len(dentropy), rows)
+	}
+	checkIDs(op, "targets", targets[:rows], v)
+}
+
+// CheckSoftmax checks Softmax: x [R, V].
+func CheckSoftmax(x []float32, rows, v int) {
+	needDims("Softmax", rows, v)
+	need("Softmax", "x", len(x), rows*v)
+}
+
+// CheckArgmax checks Argmax: x is not empty.
+func CheckArgmax(x []float32) {
+	if len(x) == 0 {
+		panic("kernels: Argmax: empty input")
+	}
+}
+
+// CheckAdamW checks AdamW: grad, m, v hold len(param) elements and step
+// counts from 1.
+func CheckAdamW(param, grad, m, v []float32, step int) {
+	const op = "AdamW"
+	n := len(param)
+	need(op, "grad", len(grad), n)
+	need(op, "m", len(m), n)
+	need(op, "v", len(v), n)
+	if step < 1 {
+		panic(fmt.Sprintf("kernels: %s: step %d < 1", op, step))
+	}
+}
+
+// checkHeads panics unless the head counts describe grouped-query
+// attention.
+func checkHeads(op string, heads, kvHeads, headDim int) {
+	if heads <= 0 || kvHeads <= 0 || headDim <= 0 || heads%kvHeads != 0 {
+		panic(fmt.Sprintf("kernels: %s: heads %d, kvHeads %d, headDim %d: need positive sizes and heads a multiple of kvHeads",
+			op, heads, kvHeads, headDim))
+	}
+}
+
+// CheckAttention checks Attention: grouped-query head counts, and for each
+// sequence T, Start ≥ 0, Q and Out [T, H, D], LSE [T, H] if not nil, and
+// K and V [Start+T, KVH, D], contiguous or paged (PagedKV.Check).
+func CheckAttention(seqs []AttentionSeq, heads, kvHeads, headDim int) {
+	const op = "Attention"
+	checkHeads(op, heads, kvHeads, headDim)
+	for si := range seqs {
+		s := &seqs[si]
+		if s.T < 0 || s.Start < 0 {
+			panic(fmt.Sprintf("kernels: %s: seq %d: T %d, Start %d", op, si, s.T, s.Start))
+		}
+		arg := func(name string) string { return fmt.Sprintf("seq %d %s", si, name) }
+		need(op, arg("Q"), len(s.Q), s.T*heads*headDim)
+		need(op, arg("Out"), len(s.Out), s.T*heads*headDim)
+		if s.LSE != nil {
+			need(op, arg("LSE"), len(s.LSE), s.T*heads)
+		}
+		if s.Paged.BlockSize > 0 {
+			if err := s.Paged.Check(s.Start+s.T, kvHeads*headDim); err != nil {
+				panic(fmt.Sprintf("kernels: %s: seq %d: %v", op, si, err))
+			}
+			continue
+		}
+		need(op, arg("K"), len(s.K), (s.Start+s.T)*kvHeads*headDim)
+		need(op, arg("V"), len(s.V), (s.Start+s.T)*kvHeads*headDim)
+	}
+}
+
+// CheckAttentionBackward checks AttentionBackward: grouped-query head
+// counts, and for each sequence T, Start ≥ 0, DOut, Q, Out, DQ [T, H, D],
+// LSE [T, H], and K, V, DK, DV [Start+T, KVH, D].
+func CheckAttentionBackward(seqs []AttentionGradSeq, heads, kvHeads, headDim int) {
+	const op = "AttentionBackward"
+	checkHeads(op, heads, kvHeads, headDim)
+	for si := range seqs {
+		s := &seqs[si]
+		if s.T < 0 || s.Start < 0 {
+			panic(fmt.Sprintf("kernels: %s: seqs[%d] has T %d, Start %d", op, si, s.T, s.Start))
+		}
+		name := func(arg string) string { return fmt.Sprintf("seqs[%d].%s", si, arg) }
+		nq := s.T * heads * headDim
+		nkv := (s.Start + s.T) * kvHeads * headDim
+		need(op, name("DOut"), len(s.DOut), nq)
+		need(op, name("Q"), len(s.Q), nq)
+		need(op, name("Out"), len(s.Out), nq)
+		need(op, name("DQ"), len(s.DQ), nq)
+		need(op, name("LSE"), len(s.LSE), s.T*heads)
+		need(op, name("K"), len(s.K), nkv)
+		need(op, name("V"), len(s.V), nkv)
+		need(op, name("DK"), len(s.DK), nkv)
+		need(op, name("DV"), len(s.DV), nkv)
+	}
+}
