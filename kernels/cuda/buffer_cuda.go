@@ -22,7 +22,7 @@ import (
 // elemSize is the bytes per element of dt.
 func elemSize(dt kernels.DType) (int64, error) {
 	switch dt {
-	case kernels.F32:
+	case kernels.F32, kernels.I32:
 		return 4, nil
 	case kernels.BF16, kernels.F16:
 		return 2, nil

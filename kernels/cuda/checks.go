@@ -4,6 +4,9 @@ package cuda
 
 import (
 	"fmt"
+	"unsafe"
+
+	"github.com/x/kernels"
 )
 
 // Argument checks shared by the host build and the device launcher: shape
@@ -53,3 +56,36 @@ func checkTargets(op string, targets []int32, rows, v int) {
 
 // logitsRowThreads is the block size of the per-row log-softmax kernels.
 const logitsRowThreads = 512
+
+// elemBytes is the size of one element of a Buffer of dt.
+func elemBytes(dt kernels.DType) int {
+	if dt == kernels.F32 || dt == kernels.I32 {
+		return 4
+	}
+	return 2
+}
+
+// hostData returns the address of b's first element (nil if empty) and
+// its element size.
+func hostData(b kernels.Buffer) (unsafe.Pointer, int) {
+	if b.Len() == 0 {
+		return nil, elemBytes(b.DType())
+	}
+	switch b.DType() {
+	case kernels.F32:
+		return unsafe.Pointer(&b.F32()[0]), 4
+	case kernels.I32:
+		return unsafe.Pointer(&b.I32()[0]), 4
+	default:
+		return unsafe.Pointer(&b.U16()[0]), 2
+	}
+}
+
+// rowIndices checks idx against rows (op names the caller).
+func rowIndices(op string, idx []int32, rows int) {
+	for i, r := range idx {
+		if r < 0 || int(r) >= rows {
+			panic(fmt.Sprintf("kernels/cuda: %s: idx[%d] = %d outside [0, %d)", op, i, r, rows))
+		}
+	}
+}

@@ -42,6 +42,7 @@ type Device struct {
 	drv     *driver
 	weights map[weightKey]Buffer // CacheWeights
 	cache   bool
+	err     error // the first failure of an op without an error result (Err)
 }
 
 type weightKey struct {

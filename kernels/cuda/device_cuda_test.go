@@ -310,3 +310,11 @@ func TestGPUBuffers(t *testing.T) {
 	assert.ErrorContains(t, d.copyBuffer(ctx, h, 0, a, 0, 1), "a cast, not a copy")
 	assert.ErrorContains(t, uploadBuffer(ctx, d, a, 98, src), "outside a buffer of 100")
 }
+
+func TestGPUMemory(t *testing.T)      { gpuConformance(t, kerneltest.Memory) }
+func TestGPUCopy(t *testing.T)        { gpuConformance(t, kerneltest.Copy) }
+func TestGPUGatherRows(t *testing.T)  { gpuConformance(t, kerneltest.GatherRows) }
+func TestGPUScatterRows(t *testing.T) { gpuConformance(t, kerneltest.ScatterRows) }
+func TestGPUTranspose(t *testing.T)   { gpuConformance(t, kerneltest.Transpose) }
+func TestGPUSumSquares(t *testing.T)  { gpuConformance(t, kerneltest.SumSquares) }
+func TestGPUAllFinite(t *testing.T)   { gpuConformance(t, kerneltest.AllFinite) }

@@ -13,6 +13,7 @@
 
 #include "adamw.cu"
 #include "attention.cu"
+#include "buffer.cu"
 #include "elementwise.cu"
 #include "embedding.cu"
 #include "logsoftmax.cu"
@@ -106,3 +107,12 @@ HOST_ENTRY(gemm_f32,
            (float* out, const float* a, long sai, long sar, const void* b, int bdt, long sbr, long sbj, int I, int J,
             int R, int accumulate),
            (out, a, sai, sar, b, bdt, sbr, sbj, I, J, R, accumulate))
+HOST_ENTRY(copy_cast, (void* dst, const void* src, int dt_dst, int dt_src, int es, long n),
+           (dst, src, dt_dst, dt_src, es, n))
+HOST_ENTRY(gather_rows, (void* dst, const void* src, const int32_t* idx, int es, long nidx, long cols),
+           (dst, src, idx, es, nidx, cols))
+HOST_ENTRY(scatter_rows, (void* dst, const void* src, const int32_t* idx, int es, long nidx, long cols),
+           (dst, src, idx, es, nidx, cols))
+HOST_ENTRY(transpose_rows, (void* dst, const void* src, int es, long rows, long cols), (dst, src, es, rows, cols))
+HOST_ENTRY(sum_squares, (double* out, const float* x, long n), (out, x, n))
+HOST_ENTRY(all_finite, (int32_t* out, const float* x, long n), (out, x, n))

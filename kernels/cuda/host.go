@@ -28,6 +28,7 @@ import (
 // A Host holds no state besides its worker count; it is safe for use by
 // one goroutine at a time.
 type Host struct {
+	kernels.HostMemory
 	workers int
 }
 

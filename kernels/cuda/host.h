@@ -31,6 +31,12 @@ char* host_simt_broken_mask(unsigned gx, unsigned gy, unsigned gz, unsigned bx, 
 char* host_gemm_bf16_wt(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* out, const float* a, const uint16_t* w, int I, int J, int R, int accumulate);
 char* host_gemm_bf16_wn(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* out, const float* a, const uint16_t* w, int I, int J, int R, int accumulate);
 char* host_gemm_f32(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* out, const float* a, long sai, long sar, const void* b, int bdt, long sbr, long sbj, int I, int J, int R, int accumulate);
+char* host_copy_cast(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, void* dst, const void* src, int dt_dst, int dt_src, int es, long n);
+char* host_gather_rows(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, void* dst, const void* src, const int32_t* idx, int es, long nidx, long cols);
+char* host_scatter_rows(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, void* dst, const void* src, const int32_t* idx, int es, long nidx, long cols);
+char* host_transpose_rows(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, void* dst, const void* src, int es, long rows, long cols);
+char* host_sum_squares(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, double* out, const float* x, long n);
+char* host_all_finite(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, int32_t* out, const float* x, long n);
 #ifdef __cplusplus
 }
 #endif

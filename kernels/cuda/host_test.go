@@ -41,3 +41,10 @@ func TestArgmax(t *testing.T)                   { conformance(t, kerneltest.Argm
 func TestSampleRows(t *testing.T)               { conformance(t, kerneltest.SampleRows) }
 func TestAdamW(t *testing.T)                    { conformance(t, kerneltest.AdamW) }
 func TestPolicyLoss(t *testing.T)               { conformance(t, kerneltest.PolicyLoss) }
+func TestMemory(t *testing.T)                   { conformance(t, kerneltest.Memory) }
+func TestCopy(t *testing.T)                     { conformance(t, kerneltest.Copy) }
+func TestGatherRows(t *testing.T)               { conformance(t, kerneltest.GatherRows) }
+func TestScatterRows(t *testing.T)              { conformance(t, kerneltest.ScatterRows) }
+func TestTranspose(t *testing.T)                { conformance(t, kerneltest.Transpose) }
+func TestSumSquares(t *testing.T)               { conformance(t, kerneltest.SumSquares) }
+func TestAllFinite(t *testing.T)                { conformance(t, kerneltest.AllFinite) }
