@@ -12,12 +12,10 @@ import (
 	"github.com/x/kernels"
 )
 
-// The device-memory layer under the backend-owned-buffer interface
-// (kernels.Backend's Alloc/Free/Upload/Download/Copy on branch buf): a
-// Buffer is a pooled device block; these are what those methods will
-// call once that interface is on main, with kernels.DeviceBuffer wrapping
-// a Buffer (which implements kernels.DeviceMem through Elems). Element
-// offsets address views (kernels.Buffer.Slice) into one allocation.
+// The device-memory layer under Device's buffer methods: a Buffer is a
+// pooled device block, wrapped by kernels.DeviceBuffer (Buffer implements
+// kernels.DeviceMem through Elems). Element offsets address views
+// (kernels.Buffer.Slice) into one allocation.
 
 // elemSize is the bytes per element of dt.
 func elemSize(dt kernels.DType) (int64, error) {

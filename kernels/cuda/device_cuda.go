@@ -13,9 +13,9 @@ import (
 )
 
 // Buffer is device memory owned by a Device: n elements of dtype, from
-// the Device's pool. It is the buffer type the backend-owned-buffer
-// interface (branch buf) will hand out, so that activations stay on the
-// device between ops.
+// the Device's pool. It is the kernels.DeviceMem inside the
+// kernels.Buffers the Device hands out, so data stays on the device
+// between ops.
 type Buffer struct {
 	ptr   cu.DevicePtr
 	n     int
@@ -27,12 +27,13 @@ type Buffer struct {
 // and grids as the host build (Host), so the conformance suite checks the
 // same code on both.
 //
-// STAGING STEP: kernels.Backend still takes host slices, so each call
-// copies its inputs into pooled device Buffers, launches, and copies its
-// outputs back (one driver round trip per op; timing dominated by PCIe for
-// small ops). When the buffer-based Backend lands, the ops keep their
-// bodies (they already work on Buffers inside a session) and lose the
-// copies. CacheWeights avoids re-uploading frozen weights meanwhile.
+// Buffers (Alloc, Upload, Copy, GatherRows, ...) live in device memory.
+// STAGING STEP: the compute ops (MatMul ... AdamW) still take host slices
+// in kernels.Backend, so each such call copies its inputs into pooled
+// device memory, launches, and copies its outputs back (one driver round
+// trip per op; timing dominated by PCIe for small ops). When they move to
+// Buffers they keep their bodies and lose the copies. CacheWeights avoids
+// re-uploading frozen weights meanwhile.
 //
 // Driver errors are returned by NewDevice and Close; inside a Backend
 // method (which has no error result) a driver or launch error panics with
@@ -259,6 +260,5 @@ func argsOf() *args { return &args{} }
 // matrices (LoRA adapters, master copies) are what training updates.
 func (s *session) cacheable(w kernels.Mat) bool { return s.d.cache && w.DType != kernels.F32 }
 
-// Elems is the number of elements b holds (kernels.DeviceMem, the
-// device-memory handle of the backend-owned-buffer interface).
+// Elems is the number of elements b holds (kernels.DeviceMem).
 func (b Buffer) Elems() int { return b.n }

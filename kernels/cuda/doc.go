@@ -27,11 +27,11 @@
 // from the embedded cubins, the PTX when the device is not sm_90 or the
 // cubin is refused; device memory comes from a caching pool
 // (pool_cuda.go); what cu lacks is in driver_cgo_cuda.go. Device is a
-// kernels.Backend over the same kernels and plans as Host. It is a staging
-// step: the Backend interface still takes host slices, so each op copies
-// its inputs in and its outputs out; Buffer, its device-memory type, and
-// the allocation/upload/download/copy layer over it (buffer_cuda.go) are
-// what the backend-owned-buffer interface will call.
+// kernels.Backend over the same kernels and plans as Host. Its Buffers
+// are pooled device memory (device_buffer_cuda.go, buffer_cuda.go); the
+// compute ops still take host slices in kernels.Backend, so each of those
+// copies its inputs in and its outputs out (a staging step until they
+// move to Buffers).
 //
 // Status: the kernels are correct on the host build at the suite's
 // awkward shapes; the device path compiles (go vet/build/test -c -tags
