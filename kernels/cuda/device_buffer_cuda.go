@@ -15,7 +15,9 @@ import (
 // The buffer methods of Device (kernels.Backend's Alloc to AllFinite):
 // Buffers are pooled device memory (kernels.DeviceBuffer over a Buffer),
 // and the six data-movement and reduction ops run buffer.cu's kernels on
-// them. Ops without an error result record their first failure, which Err
+// them. They also take host Buffers (kernels.HostF32 ...), which the
+// model still passes while its compute ops take host slices: those are
+// staged through temporary device copies, as the compute ops are. Ops without an error result record their first failure, which Err
 // and every later error-returning call report (kernels.Backend's error
 // model).
 
@@ -136,14 +138,13 @@ func (d *Device) Download(dst, src kernels.Buffer) error {
 	return err
 }
 
-// queue launches kernel on the driver's stream without waiting; a failure
-// becomes the sticky error.
-func (d *Device) queue(op, kernel string, dm dims, a *args) {
+// launchOp runs one buffer op without an error result: body launches on
+// the driver's stream; a failure becomes the sticky error.
+func (d *Device) launchOp(op string, body func(s *session)) {
 	if d.err != nil {
 		return
 	}
-	err := d.drv.do(context.Background(), func() error { return d.drv.launch(kernel, dm, 0, a) })
-	if err != nil {
+	if err := d.exec(op, body); err != nil {
 		d.fail(fmt.Errorf("kernels/cuda: %s: %w", op, err))
 	}
 }
@@ -155,15 +156,20 @@ func (d *Device) Copy(dst, src kernels.Buffer) {
 	if n == 0 {
 		return
 	}
-	_, pd := devBuf("Copy", dst)
-	_, ps := devBuf("Copy", src)
-	d.queue("Copy", "copy_cast", elementwisePlan(n), argsOf().ptr(pd).ptr(ps).i32(int(dst.DType())).i32(int(src.DType())).
-		i32(elemBytes(dst.DType())).i64(n))
+	d.launchOp("Copy", func(s *session) {
+		pd, ps := s.buf("Copy", dst, true), s.buf("Copy", src, false)
+		s.launch("copy_cast", elementwisePlan(n), argsOf().ptr(pd).ptr(ps).i32(int(dst.DType())).i32(int(src.DType())).
+			i32(elemBytes(dst.DType())).i64(n))
+	})
 }
 
-// checkDeviceIndices downloads idx and checks it against rows: a bad
+// checkIndices checks idx against rows (downloading a device idx): a bad
 // index is a programmer error and panics before any kernel reads it.
-func (d *Device) checkDeviceIndices(op string, idx kernels.Buffer, rows int) {
+func (d *Device) checkIndices(op string, idx kernels.Buffer, rows int) {
+	if idx.Host() {
+		rowIndices(op, idx.I32(), rows)
+		return
+	}
 	host := make([]int32, idx.Len())
 	if err := d.Download(kernels.HostI32(host), idx); err != nil {
 		return // recorded
@@ -177,12 +183,12 @@ func (d *Device) GatherRows(dst, src, idx kernels.Buffer, cols int) {
 	if idx.Len() == 0 || cols == 0 {
 		return
 	}
-	d.checkDeviceIndices("GatherRows", idx, rows)
-	_, pd := devBuf("GatherRows", dst)
-	_, ps := devBuf("GatherRows", src)
-	_, pi := devBuf("GatherRows", idx)
-	d.queue("GatherRows", "gather_rows", elementwisePlan(idx.Len()*cols), argsOf().ptr(pd).ptr(ps).ptr(pi).
-		i32(elemBytes(dst.DType())).i64(idx.Len()).i64(cols))
+	d.checkIndices("GatherRows", idx, rows)
+	d.launchOp("GatherRows", func(s *session) {
+		pd, ps, pi := s.buf("GatherRows", dst, true), s.buf("GatherRows", src, false), s.buf("GatherRows", idx, false)
+		s.launch("gather_rows", elementwisePlan(idx.Len()*cols), argsOf().ptr(pd).ptr(ps).ptr(pi).
+			i32(elemBytes(dst.DType())).i64(idx.Len()).i64(cols))
+	})
 }
 
 // ScatterRows is dst[idx[i], :] = src[i, :].
@@ -191,12 +197,12 @@ func (d *Device) ScatterRows(dst, src, idx kernels.Buffer, cols int) {
 	if idx.Len() == 0 || cols == 0 {
 		return
 	}
-	d.checkDeviceIndices("ScatterRows", idx, rows)
-	_, pd := devBuf("ScatterRows", dst)
-	_, ps := devBuf("ScatterRows", src)
-	_, pi := devBuf("ScatterRows", idx)
-	d.queue("ScatterRows", "scatter_rows", elementwisePlan(idx.Len()*cols), argsOf().ptr(pd).ptr(ps).ptr(pi).
-		i32(elemBytes(dst.DType())).i64(idx.Len()).i64(cols))
+	d.checkIndices("ScatterRows", idx, rows)
+	d.launchOp("ScatterRows", func(s *session) {
+		pd, ps, pi := s.buf("ScatterRows", dst, true), s.buf("ScatterRows", src, false), s.buf("ScatterRows", idx, false)
+		s.launch("scatter_rows", elementwisePlan(idx.Len()*cols), argsOf().ptr(pd).ptr(ps).ptr(pi).
+			i32(elemBytes(dst.DType())).i64(idx.Len()).i64(cols))
+	})
 }
 
 // Transpose is dst[cols, rows] = src[rows, cols]ᵀ.
@@ -205,61 +211,52 @@ func (d *Device) Transpose(dst, src kernels.Buffer, rows, cols int) {
 	if rows == 0 || cols == 0 {
 		return
 	}
-	_, pd := devBuf("Transpose", dst)
-	_, ps := devBuf("Transpose", src)
-	d.queue("Transpose", "transpose_rows", elementwisePlan(rows*cols), argsOf().ptr(pd).ptr(ps).
-		i32(elemBytes(dst.DType())).i64(rows).i64(cols))
+	d.launchOp("Transpose", func(s *session) {
+		pd, ps := s.buf("Transpose", dst, true), s.buf("Transpose", src, false)
+		s.launch("transpose_rows", elementwisePlan(rows*cols), argsOf().ptr(pd).ptr(ps).
+			i32(elemBytes(dst.DType())).i64(rows).i64(cols))
+	})
 }
 
-// reduce runs one scalar reduction: init is the scalar's first 4 bytes
-// (memset), each buffer is launched by launch, and the 8-byte result is
+// reduce runs one scalar reduction: init is the scalar's first 4 bytes,
+// each non-empty buffer is launched by launch, and the 8-byte result is
 // copied back after the stream drains.
-func (d *Device) reduce(op string, xs []kernels.Buffer, init uint32, launch func(out cu.DevicePtr, x cu.DevicePtr, n int) error) ([8]byte, error) {
-	var res [8]byte
+func (d *Device) reduce(op string, xs []kernels.Buffer, init uint32, launch func(s *session, out, x cu.DevicePtr, n int)) ([8]byte, error) {
+	res := make([]byte, 8)
 	if d.err != nil {
-		return res, d.err
+		return [8]byte{}, d.err
 	}
-	ptrs := make([]cu.DevicePtr, len(xs))
-	for i, x := range xs {
-		_, ptrs[i] = devBuf(op, x)
-	}
-	err := d.drv.do(context.Background(), func() error {
-		out, err := d.drv.pool.alloc(8)
-		if err != nil {
-			return err
+	err := d.exec(op, func(s *session) {
+		out := output(s, res, false)
+		if s.err != nil {
+			return
 		}
-		defer d.drv.pool.put(out)
 		if err := cu.MemsetD32Async(out, 0, 2, d.drv.stream); err != nil {
-			return fmt.Errorf("cuda: cuMemsetD32Async: %w", err)
+			s.err = fmt.Errorf("cuda: cuMemsetD32Async: %w", err)
+			return
 		}
 		if err := cu.MemsetD32Async(out, uint(init), 1, d.drv.stream); err != nil {
-			return fmt.Errorf("cuda: cuMemsetD32Async: %w", err)
+			s.err = fmt.Errorf("cuda: cuMemsetD32Async: %w", err)
+			return
 		}
-		for i, x := range xs {
-			if x.Len() == 0 {
-				continue
-			}
-			if err := launch(out, ptrs[i], x.Len()); err != nil {
-				return err
+		for _, x := range xs {
+			if x.Len() > 0 {
+				launch(s, out, s.buf(op, x, false), x.Len())
 			}
 		}
-		if err := cu.MemcpyDtoHAsync(unsafe.Pointer(&res[0]), out, 8, d.drv.stream); err != nil {
-			return fmt.Errorf("cuda: cuMemcpyDtoHAsync: %w", err)
-		}
-		return d.drv.sync()
 	})
 	if err != nil {
 		err = fmt.Errorf("kernels/cuda: %s: %w", op, err)
 		d.fail(err)
 	}
-	return res, err
+	return [8]byte(res), err
 }
 
 // SumSquares is Σ x² over the F32 buffers, in float64.
 func (d *Device) SumSquares(xs ...kernels.Buffer) (float64, error) {
 	kernels.CheckReduce("SumSquares", xs)
-	res, err := d.reduce("SumSquares", xs, 0, func(out, x cu.DevicePtr, n int) error {
-		return d.drv.launch("sum_squares", singleBlockPlan(), 0, argsOf().ptr(out).ptr(x).i64(n))
+	res, err := d.reduce("SumSquares", xs, 0, func(s *session, out, x cu.DevicePtr, n int) {
+		s.launch("sum_squares", singleBlockPlan(), argsOf().ptr(out).ptr(x).i64(n))
 	})
 	return *(*float64)(unsafe.Pointer(&res[0])), err
 }
@@ -267,8 +264,8 @@ func (d *Device) SumSquares(xs ...kernels.Buffer) (float64, error) {
 // AllFinite reports whether no element of the F32 buffers is NaN or ±Inf.
 func (d *Device) AllFinite(xs ...kernels.Buffer) (bool, error) {
 	kernels.CheckReduce("AllFinite", xs)
-	res, err := d.reduce("AllFinite", xs, 1, func(out, x cu.DevicePtr, n int) error {
-		return d.drv.launch("all_finite", elementwisePlan(n), 0, argsOf().ptr(out).ptr(x).i64(n))
+	res, err := d.reduce("AllFinite", xs, 1, func(s *session, out, x cu.DevicePtr, n int) {
+		s.launch("all_finite", elementwisePlan(n), argsOf().ptr(out).ptr(x).i64(n))
 	})
 	return err == nil && *(*int32)(unsafe.Pointer(&res[0])) == 1, err
 }

@@ -125,10 +125,17 @@ type session struct {
 // stream, copies the outputs back and returns the temporaries to the
 // pool; an error panics naming op (Backend methods return no error).
 func (d *Device) run(op string, body func(s *session)) {
+	if err := d.exec(op, body); err != nil {
+		panic(fmt.Sprintf("kernels/cuda: %s: %v", op, err))
+	}
+}
+
+// exec is run returning the error instead of panicking.
+func (d *Device) exec(op string, body func(s *session)) error {
 	if d.drv == nil {
 		panic("kernels/cuda: " + op + ": Device used after Close")
 	}
-	err := d.drv.do(context.Background(), func() error {
+	return d.drv.do(context.Background(), func() error {
 		s := &session{d: d}
 		body(s)
 		if s.err == nil {
@@ -148,8 +155,35 @@ func (d *Device) run(op string, body func(s *session)) {
 		}
 		return s.err
 	})
-	if err != nil {
-		panic(fmt.Sprintf("kernels/cuda: %s: %v", op, err))
+}
+
+// buf returns the device address of b's first element: b's own memory
+// for a device Buffer, or (staging, for the host Buffers the model still
+// passes) a temporary copy, copied back at the end when out is true.
+func (s *session) buf(op string, b kernels.Buffer, out bool) cu.DevicePtr {
+	if b.Len() == 0 || s.err != nil {
+		return 0
+	}
+	if !b.Host() {
+		_, p := devBuf(op, b)
+		return p
+	}
+	switch b.DType() {
+	case kernels.F32:
+		if out {
+			return output(s, b.F32(), true)
+		}
+		return upload(s, b.F32())
+	case kernels.I32:
+		if out {
+			return output(s, b.I32(), true)
+		}
+		return upload(s, b.I32())
+	default:
+		if out {
+			return output(s, b.U16(), true)
+		}
+		return upload(s, b.U16())
 	}
 }
 
