@@ -36,6 +36,7 @@ type KVStats struct {
 	InUse         int   // blocks referenced by at least one cache
 	Shared        int   // blocks referenced by more than one cache
 	Bytes         int64 // memory of the blocks holding memory
+	MaxBytes      int64 // KVOptions.MaxBytes of the pool (0: not bounded)
 }
 
 // SetKVOptions configures the pool that caches attached from now on use.
@@ -84,6 +85,7 @@ type kvPool struct {
 	layers, rowLen, bs int
 	dtype              kernels.DType
 	maxBlocks          int // 0: not bounded
+	maxBytes           int64
 	blockBytes         int64
 
 	mu     sync.Mutex
@@ -103,7 +105,7 @@ func newKVPool(c Config, o KVOptions) *kvPool {
 	if o.BlockSize == 0 {
 		o.BlockSize = 64
 	}
-	p := &kvPool{layers: c.NumLayers, rowLen: c.KVDim(), bs: o.BlockSize, dtype: o.DType}
+	p := &kvPool{layers: c.NumLayers, rowLen: c.KVDim(), bs: o.BlockSize, dtype: o.DType, maxBytes: o.MaxBytes}
 	p.blockBytes = int64(2*p.layers*p.bs*p.rowLen) * int64(p.dtype.Size())
 	if o.MaxBytes > 0 {
 		p.maxBlocks = int(max(o.MaxBytes/max(p.blockBytes, 1), 0))
@@ -232,7 +234,7 @@ func (p *kvPool) copyRows(dst, src int32, rows int) {
 func (p *kvPool) stats() KVStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := KVStats{BlockSize: p.bs, DType: p.dtype,
+	s := KVStats{BlockSize: p.bs, DType: p.dtype, MaxBytes: p.maxBytes,
 		BytesPerToken: 2 * p.layers * p.rowLen * p.dtype.Size()}
 	for _, b := range p.blocks {
 		if b.held() {
