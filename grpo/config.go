@@ -128,6 +128,24 @@ const (
 // Unlimited is the MaxToolCallingIterations value for no cap (TRL's None).
 const Unlimited = -1
 
+// KV cache storage types, the values of Config.KVCacheDType.
+const (
+	KVFloat32  = "float32"  // kernels.F32: exact
+	KVBFloat16 = "bfloat16" // kernels.BF16: half the memory
+)
+
+// kvDType is the KV storage KVCacheDType asks for; ok is false for "" (the
+// model's own setting).
+func (c Config) kvDType() (d kernels.DType, ok bool) {
+	switch c.KVCacheDType {
+	case KVFloat32:
+		return kernels.F32, true
+	case KVBFloat16:
+		return kernels.BF16, true
+	}
+	return 0, false
+}
+
 // Config holds the trainer's settings. Field docs give TRL's name and
 // default; DefaultConfig sets those defaults, and Validate reports every
 // inconsistent setting at once. The JSON form uses TRL's names, so a
@@ -201,6 +219,27 @@ type Config struct {
 	// GradientCheckpointing recomputes each layer's activations in the
 	// backward instead of keeping them (gradient_checkpointing, True).
 	GradientCheckpointing bool `json:"gradient_checkpointing"`
+	// MicroBatchTokens bounds the tokens (prompt and completion) whose
+	// activations one training pass holds: a micro-batch's forward and
+	// backward (and the scoring passes) run in groups of whole completions
+	// of at most this many tokens, whose gradients add up, so activation
+	// memory stays that of one group however long the completions or large
+	// the micro-batch (Go trainer's own, 8192: the default micro-batch of 8
+	// completions at 1,024 tokens in one pass, longer ones in groups; 0: the
+	// whole micro-batch at once). A completion longer than it runs alone.
+	MicroBatchTokens int `json:"micro_batch_tokens"`
+	// KVCacheDType is how the rollouts' KV cache is stored: KVFloat32
+	// (exact), KVBFloat16 (half the memory: 114,688 instead of 229,376
+	// bytes per token at Qwen3-0.6B, so 64 rollouts × 1,024 tokens take
+	// 7 GiB instead of 14; sampling log-probs then differ from training's
+	// by the rounding of K and V, see model.KVOptions), or "" to keep the
+	// model's own pool setting (model.SetKVOptions; float32 unless set).
+	// The default is "": exact sampling log-probs, reused as the old
+	// policy's when NumIterations > 1, and the setting a user made on the
+	// model wins; set KVBFloat16 for large shapes. The trainer gives the
+	// pool's memory back after each generation either way (model.TrimKV),
+	// so the cache's peak does not last into learning.
+	KVCacheDType string `json:"kv_cache_dtype"`
 
 	// --- batch layout (see the type's doc) ---
 
@@ -355,6 +394,7 @@ func DefaultConfig() Config {
 		AdamEpsilon:           1e-8,
 		MaxGradNorm:           1,
 		GradientCheckpointing: true,
+		MicroBatchTokens:      8192,
 
 		PerDeviceTrainBatchSize:   8,
 		GradientAccumulationSteps: 1,
@@ -602,6 +642,13 @@ func (c Config) Validate() error {
 	}
 	if !finite(c.MaxGradNorm) || c.MaxGradNorm < 0 {
 		bad("MaxGradNorm", "max_grad_norm", "%v: must be finite and ≥ 0 (0 = no clipping)", c.MaxGradNorm)
+	}
+
+	if c.MicroBatchTokens < 0 {
+		bad("MicroBatchTokens", "micro_batch_tokens", "%d: must be ≥ 0 (0 = the whole micro-batch in one pass)", c.MicroBatchTokens)
+	}
+	if c.KVCacheDType != "" && c.KVCacheDType != KVFloat32 && c.KVCacheDType != KVBFloat16 {
+		bad("KVCacheDType", "kv_cache_dtype", "%q: want %q, %q or \"\" (the model's own setting)", c.KVCacheDType, KVFloat32, KVBFloat16)
 	}
 
 	// batch layout

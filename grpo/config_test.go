@@ -88,6 +88,12 @@ func TestConfigValidate(t *testing.T) {
 		{"steps per generation not a multiple of accumulation", func(c *Config) { c.GradientAccumulationSteps = 2; c.StepsPerGeneration = 3 }, []string{"GradientAccumulationSteps"}},
 		{"zero micro-batch", func(c *Config) { c.PerDeviceTrainBatchSize = 0 }, []string{"PerDeviceTrainBatchSize"}},
 		{"zero iterations", func(c *Config) { c.NumIterations = 0 }, []string{"NumIterations"}},
+		{"negative micro-batch tokens", func(c *Config) { c.MicroBatchTokens = -1 }, []string{"MicroBatchTokens"}},
+		{"micro-batch tokens 0 ok (whole micro-batch)", func(c *Config) { c.MicroBatchTokens = 0 }, nil},
+		{"unknown KV dtype", func(c *Config) { c.KVCacheDType = "fp8" }, []string{"KVCacheDType"}},
+		{"KV dtype names are exact", func(c *Config) { c.KVCacheDType = "bf16" }, []string{"KVCacheDType"}},
+		{"bfloat16 KV ok", func(c *Config) { c.KVCacheDType = KVBFloat16 }, nil},
+		{"float32 KV ok", func(c *Config) { c.KVCacheDType = KVFloat32 }, nil},
 		{"epsilon_high below epsilon", func(c *Config) { c.EpsilonHigh = 0.1 }, []string{"EpsilonHigh"}},
 		{"epsilon_high 0.28 ok", func(c *Config) { c.EpsilonHigh = 0.28 }, nil},
 		{"epsilon 1", func(c *Config) { c.Epsilon = 1 }, []string{"Epsilon"}},
@@ -231,7 +237,7 @@ func TestConfigJSONUsesTRLNames(t *testing.T) {
 	require.NoError(t, err)
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(b, &m))
-	for _, k := range []string{"num_generations", "max_completion_length", "loss_type", "epsilon_high", "scale_rewards", "importance_sampling_level", "per_device_train_batch_size"} {
+	for _, k := range []string{"num_generations", "max_completion_length", "loss_type", "epsilon_high", "scale_rewards", "importance_sampling_level", "per_device_train_batch_size", "micro_batch_tokens", "kv_cache_dtype"} {
 		assert.Contains(t, m, k)
 	}
 	assert.Equal(t, "dapo", m["loss_type"])

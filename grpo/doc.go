@@ -86,6 +86,19 @@
 // (the CPU backend serves one goroutine at a time, so on the CPU the
 // overlap is only between tool calls and training).
 //
+// # Memory
+//
+// A step holds the rollouts' KV cache while generating and activations
+// while learning, never both: between the two the trainer gives the KV
+// pool's memory back (model.TrimKV) and collects, so the step's peak is the
+// larger phase, not their sum. Config.KVCacheDType = KVBFloat16 halves the
+// cache (at Qwen3-0.6B 64 rollouts × 1,024 tokens take 7 GiB instead of
+// 14), and training runs checkpointed (GradientCheckpointing) in groups of
+// at most Config.MicroBatchTokens tokens, so its activations do not grow
+// with the completions' number or length. BENCHMARKS.md sizes a 0.6B step
+// from these phases. An asynchronous producer would keep its cache live
+// across learning: its budget is then the sum.
+//
 // A RolloutFunc replaces the whole rollout side for users who own
 // generation; the trainer scores and learns from what it returns.
 //

@@ -32,7 +32,7 @@ type policy struct {
 
 // newPolicy prepares m for training: it attaches adapters when lora is set
 // and m has none, trains the adapters m carries, and otherwise every weight.
-func newPolicy(m *model.Model, lora *model.LoRAConfig, seed uint64, temperature float32, adamw model.AdamWConfig, microTokens int) (*policy, error) {
+func newPolicy(m *model.Model, lora *model.LoRAConfig, seed uint64, temperature float32, adamw model.AdamWConfig, checkpoint bool, microTokens int) (*policy, error) {
 	if m == nil {
 		return nil, errors.New("grpo: nil policy model")
 	}
@@ -43,7 +43,7 @@ func newPolicy(m *model.Model, lora *model.LoRAConfig, seed uint64, temperature 
 		}
 		has = true
 	}
-	tr, err := model.NewTrainable(m, model.TrainOptions{Full: !has, Checkpoint: true, Temperature: temperature, MicroBatchTokens: microTokens})
+	tr, err := model.NewTrainable(m, model.TrainOptions{Full: !has, Checkpoint: checkpoint, Temperature: temperature, MicroBatchTokens: microTokens})
 	if err != nil {
 		return nil, fmt.Errorf("grpo: prepare training: %w", err)
 	}

@@ -25,7 +25,7 @@ import (
 // entry are far above what was measured (≤ 3.3e-7 of the largest entry).
 func TestPolicyLossBackendAgrees(t *testing.T) {
 	m, tok := tinyModel(t, 5)
-	pol, err := newPolicy(m, &model.LoRAConfig{R: 4, Alpha: 8}, 1, 1, DefaultConfig().AdamW(10), 0)
+	pol, err := newPolicy(m, &model.LoRAConfig{R: 4, Alpha: 8}, 1, 1, DefaultConfig().AdamW(10), true, 0)
 	require.NoError(t, err)
 	// Non-zero B so that the adapters matter and the reference differs.
 	rng := rand.New(rand.NewPCG(1, 2))

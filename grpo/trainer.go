@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math"
 	"reflect"
+	"runtime/debug"
 	"slices"
 	"time"
 
@@ -116,11 +117,18 @@ func NewTrainer(policy *model.Model, tok *tokenizer.Tokenizer, cfg Config, opts 
 		}
 	}
 	t.totalSteps = cfg.MaxSteps
-	pol, err := newPolicy(policy, o.lora, cfg.Seed, cfg.Temperature, cfg.AdamW(max(t.totalSteps, 1)), 0)
+	pol, err := newPolicy(policy, o.lora, cfg.Seed, cfg.Temperature, cfg.AdamW(max(t.totalSteps, 1)), cfg.GradientCheckpointing, cfg.MicroBatchTokens)
 	if err != nil {
 		return nil, err
 	}
 	t.pol = pol
+	if d, ok := cfg.kvDType(); ok {
+		if st := policy.KVStats(); st.DType != d {
+			if err := policy.SetKVOptions(model.KVOptions{BlockSize: st.BlockSize, DType: d, MaxBytes: st.MaxBytes}); err != nil {
+				return nil, fmt.Errorf("grpo: KV cache as %s: %w", cfg.KVCacheDType, err)
+			}
+		}
+	}
 
 	ctx := context.Background()
 	if cfg.ToolTimeout > 0 {
@@ -261,6 +269,12 @@ func (t *Trainer) Step(ctx context.Context, rows []env.Row) (*StepReport, error)
 		return nil, err
 	}
 	defer gen.release()
+	// The rollouts' caches are released: give the KV pool's peak back
+	// before learning needs the memory for activations. The collection
+	// also lowers the heap goal the cache had raised.
+	if t.pol.m.TrimKV() > 0 {
+		debug.FreeOSMemory()
+	}
 
 	t0 := time.Now()
 	tab, err := t.score(ctx, gen.rollouts, gen.insts)

@@ -32,10 +32,11 @@ type KVStats struct {
 	BlockSize     int
 	DType         kernels.DType
 	BytesPerToken int   // K and V of one position over all layers
-	Blocks        int   // blocks allocated (in use or free)
+	Blocks        int   // blocks holding memory (in use or free)
 	InUse         int   // blocks referenced by at least one cache
 	Shared        int   // blocks referenced by more than one cache
-	Bytes         int64 // memory of the allocated blocks
+	Bytes         int64 // memory of the blocks holding memory
+	MaxBytes      int64 // KVOptions.MaxBytes of the pool (0: not bounded)
 }
 
 // SetKVOptions configures the pool that caches attached from now on use.
@@ -59,6 +60,14 @@ func (m *Model) SetKVOptions(o KVOptions) error {
 // KVStats reports the state of the Model's current KV pool.
 func (m *Model) KVStats() KVStats { return m.kvPool().stats() }
 
+// TrimKV gives the memory of the KV pool's free blocks back to the Go
+// heap and returns how many bytes it dropped; blocks in use stay. The pool
+// otherwise keeps its peak for reuse, so a trainer calls it between
+// generation and learning, when the caches are released and the memory is
+// better spent on activations. A later cache allocates blocks afresh. It is
+// safe to call concurrently with inference (blocks in use are untouched).
+func (m *Model) TrimKV() int64 { return m.kvPool().trim() }
+
 // kvPool returns the Model's pool, creating the default one on first use.
 func (m *Model) kvPool() *kvPool {
 	if m.kv == nil {
@@ -68,13 +77,15 @@ func (m *Model) kvPool() *kvPool {
 }
 
 // kvPool hands out fixed-size KV blocks and counts their references. It
-// grows on demand up to its limit; freed blocks are kept for reuse. It is
+// grows on demand up to its limit; freed blocks are kept for reuse until
+// trim gives their memory back. It is
 // safe for concurrent use (a cleanup may release blocks from another
 // goroutine).
 type kvPool struct {
 	layers, rowLen, bs int
 	dtype              kernels.DType
 	maxBlocks          int // 0: not bounded
+	maxBytes           int64
 	blockBytes         int64
 
 	mu     sync.Mutex
@@ -94,7 +105,7 @@ func newKVPool(c Config, o KVOptions) *kvPool {
 	if o.BlockSize == 0 {
 		o.BlockSize = 64
 	}
-	p := &kvPool{layers: c.NumLayers, rowLen: c.KVDim(), bs: o.BlockSize, dtype: o.DType}
+	p := &kvPool{layers: c.NumLayers, rowLen: c.KVDim(), bs: o.BlockSize, dtype: o.DType, maxBytes: o.MaxBytes}
 	p.blockBytes = int64(2*p.layers*p.bs*p.rowLen) * int64(p.dtype.Size())
 	if o.MaxBytes > 0 {
 		p.maxBlocks = int(max(o.MaxBytes/max(p.blockBytes, 1), 0))
@@ -113,11 +124,39 @@ func (p *kvPool) alloc() (int32, error) {
 		id := p.free[n-1]
 		p.free = p.free[:n-1]
 		p.refs[id] = 1
+		if !p.blocks[id].held() { // trimmed: its memory was given back
+			p.blocks[id] = p.newBlock()
+		}
 		return id, nil
 	}
 	if p.maxBlocks != 0 && len(p.blocks) >= max(p.maxBlocks, 0) {
 		return 0, fmt.Errorf("%w: %d blocks of %d bytes in use", ErrKVPoolFull, len(p.blocks), p.blockBytes)
 	}
+	p.blocks = append(p.blocks, p.newBlock())
+	p.refs = append(p.refs, 1)
+	return int32(len(p.blocks) - 1), nil
+}
+
+// trim drops the memory of every free block (their ids stay on the free
+// list and get memory again when taken) and returns the bytes dropped.
+func (p *kvPool) trim() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var n int64
+	for _, id := range p.free {
+		if p.blocks[id].held() {
+			p.blocks[id] = kvBlock{}
+			n += p.blockBytes
+		}
+	}
+	return n
+}
+
+// held reports whether the block has memory (it was not trimmed).
+func (b kvBlock) held() bool { return b.k != nil || b.k16 != nil }
+
+// newBlock allocates one block's memory.
+func (p *kvPool) newBlock() kvBlock {
 	size := p.bs * p.rowLen
 	var b kvBlock
 	if p.dtype == kernels.BF16 {
@@ -135,9 +174,7 @@ func (p *kvPool) alloc() (int32, error) {
 			b.v[l] = mem[(2*l+1)*size : (2*l+2)*size : (2*l+2)*size]
 		}
 	}
-	p.blocks = append(p.blocks, b)
-	p.refs = append(p.refs, 1)
-	return int32(len(p.blocks) - 1), nil
+	return b
 }
 
 // block returns block id's views.
@@ -197,9 +234,14 @@ func (p *kvPool) copyRows(be kernels.Backend, dst, src int32, rows int) {
 func (p *kvPool) stats() KVStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := KVStats{BlockSize: p.bs, DType: p.dtype, Blocks: len(p.blocks),
-		BytesPerToken: 2 * p.layers * p.rowLen * p.dtype.Size(),
-		Bytes:         int64(len(p.blocks)) * p.blockBytes}
+	s := KVStats{BlockSize: p.bs, DType: p.dtype, MaxBytes: p.maxBytes,
+		BytesPerToken: 2 * p.layers * p.rowLen * p.dtype.Size()}
+	for _, b := range p.blocks {
+		if b.held() {
+			s.Blocks++
+		}
+	}
+	s.Bytes = int64(s.Blocks) * p.blockBytes
 	for _, r := range p.refs {
 		if r > 0 {
 			s.InUse++
