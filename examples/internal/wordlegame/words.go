@@ -8,8 +8,8 @@ import (
 	"github.com/x/env/wordle"
 )
 
-// DefaultWordList is the default run's secret words: sixteen of the
-// built-in list's secrets, chosen so that letters repeat across them (the
+// DefaultWordList is sixteen of the built-in list's secrets (the
+// multi-env example's; the Wordle demo plays its first ten), chosen so that letters repeat across them (the
 // feedback of one guess rarely settles the word alone: a game needs 2 to
 // 4 guesses, and a player must read the feedback) while a 1.3 M-parameter
 // model can still learn the whole decision tree in minutes. Every one is
