@@ -60,13 +60,18 @@ func expertConversations(t testing.TB, rules guess.Rules, n int, seed int64) []C
 
 // TestEndToEnd warm-starts a tiny random Qwen3 by SFT (40 steps on expert
 // binary-search games, every weight), then trains LoRA adapters with GRPO
-// for 15 steps (4 numbers × 4 rollouts, temperature 0.8, top-k 10 as TRL's
-// Wordle recipe) against guess-the-number (1..8) served over OpenEnv
-// WebSockets on loopback. The reward is the server's own (0 unless found,
-// more for fewer guesses) plus 0.5 × the share of well-formed tool calls.
-// The mean reward of the last 3 steps must exceed the first 3's by 0.05.
-// Seed 1, measured on the loaded 2-core machine: 0.708 -> 0.806 (margin
-// 0.098), 91-126 s in all; two runs gave the same per-step figures.
+// for 30 steps (4 numbers × 4 rollouts, temperature 0.8, top-k 10 as TRL's
+// Wordle recipe, lr 1.5e-3) against guess-the-number (1..8) served over
+// OpenEnv WebSockets on loopback. The reward is the server's own (0 unless
+// found, more for fewer guesses) plus 0.5 × the share of well-formed tool
+// calls. The mean reward of the last 10 steps must exceed the first 10's
+// by 0.05, and the tool failure frequency must fall by a quarter: windows
+// of 10 steps (160 rollouts) because a step's reward moves by ±0.15 with
+// the numbers drawn. Seed 1, measured on each SIMD path (they round
+// differently, so their trajectories differ): AVX-512 0.642 -> 0.772
+// (failures 0.179 -> 0.041), AVX2 forced 0.680 -> 0.765 (0.138 -> 0.051).
+// 15 steps with 3-step windows, the first version of this test, passed on
+// one path (0.708 -> 0.806) and failed on another (0.710 -> 0.755).
 // GRPO_E2E_* variables change the sizes for experiments.
 func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
@@ -102,14 +107,14 @@ func TestEndToEnd(t *testing.T) {
 	cfg.NumGenerations = envInt("GRPO_E2E_G", 4)
 	cfg.PerDeviceTrainBatchSize = cfg.NumGenerations * envInt("GRPO_E2E_PROMPTS", 4)
 	cfg.MaxCompletionLength = 256
-	cfg.MaxSteps = envInt("GRPO_E2E_STEPS", 15)
-	cfg.LearningRate = envFloat("GRPO_E2E_LR", 1e-3) // LoRA; 2e-3 collapses after ~8 steps
+	cfg.MaxSteps = envInt("GRPO_E2E_STEPS", 30)
+	cfg.LearningRate = envFloat("GRPO_E2E_LR", 1.5e-3) // LoRA; 2e-3 collapses after ~8 steps
 	cfg.LRSchedule = "constant"
 	cfg.EnableThinking = tokenizer.ThinkingOff
 	cfg.Seed = seed
 	cfg.LossType = LossDAPO
 	cfg.Temperature, cfg.TopK = float32(envFloat("GRPO_E2E_T", 0.8)), envInt("GRPO_E2E_TOPK", 10) // a tiny model's tail tokens break its calls
-	var rewards []float64
+	var rewards, failures []float64
 	// Well-formed calls: the share of calls that did not fail.
 	format := func(_ context.Context, r *Rollout) (float64, error) {
 		if r.ToolCalls == 0 {
@@ -121,6 +126,7 @@ func TestEndToEnd(t *testing.T) {
 		WithLoRA(model.LoRAConfig{R: 16, Alpha: 32}),
 		WithCallback(func(step int, m Metrics) error {
 			rewards = append(rewards, m[MetricReward])
+			failures = append(failures, m[MetricToolsFailureFrequency])
 			t.Logf("step %2d  reward %.3f  calls/rollout %.2f  failures %.2f  len %.1f  loss %+.4f  %.1fs",
 				step, m[MetricReward], m[MetricToolsCallFrequency], m[MetricToolsFailureFrequency], m[MetricCompletionsMeanLength], m[MetricLoss], m[MetricStepTime])
 			return nil
@@ -135,13 +141,23 @@ func TestEndToEnd(t *testing.T) {
 	}
 	require.NoError(t, tr.Train(ctx, NewDataset(data)))
 	require.Len(t, rewards, cfg.MaxSteps)
-	first := (rewards[0] + rewards[1] + rewards[2]) / 3
-	n := len(rewards)
-	last := (rewards[n-1] + rewards[n-2] + rewards[n-3]) / 3
-	t.Logf("seed %d: SFT %d steps %.1fs; GRPO %d steps: mean reward of the first 3 steps %.3f, last 3 %.3f (margin %.3f); total %.1fs",
-		seed, sft.MaxSteps, sftTime.Seconds(), cfg.MaxSteps, first, last, last-first, time.Since(begin).Seconds())
+	const window = 10
+	require.GreaterOrEqual(t, len(rewards), 2*window, "GRPO_E2E_STEPS too small for the comparison")
+	first, last := mean(rewards[:window]), mean(rewards[len(rewards)-window:])
+	failFirst, failLast := mean(failures[:window]), mean(failures[len(failures)-window:])
+	t.Logf("seed %d: SFT %d steps %.1fs; GRPO %d steps: mean reward of the first %d steps %.3f, last %d %.3f (margin %.3f); tool failures %.3f -> %.3f; total %.1fs",
+		seed, sft.MaxSteps, sftTime.Seconds(), cfg.MaxSteps, window, first, window, last, last-first, failFirst, failLast, time.Since(begin).Seconds())
 	assert.False(t, math.IsNaN(first) || math.IsNaN(last))
 	assert.Greater(t, last, first+0.05, "GRPO raised the mean reward")
+	assert.Less(t, failLast, 0.75*failFirst, "GRPO lowered the tool failure frequency")
+}
+
+func mean(xs []float64) float64 {
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
 }
 
 func envInt(name string, def int) int {
