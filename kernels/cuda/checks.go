@@ -9,7 +9,8 @@ import (
 	"github.com/x/kernels"
 )
 
-// Argument checks shared by the host build and the device launcher: shape
+// Argument checks of the host build and the device launcher that kernels'
+// shared Check* functions do not cover (the ops call those first): shape
 // errors are programmer errors and panic naming the op (kernels.Backend's
 // convention).
 
@@ -27,14 +28,6 @@ func needDims(op string, ds ...int) {
 	}
 }
 
-func checkIDs(op string, ids []int32, rows int) {
-	for i, id := range ids {
-		if id < 0 || int(id) >= rows {
-			panic(fmt.Sprintf("kernels/cuda: %s: ids[%d] = %d outside [0,%d)", op, i, id, rows))
-		}
-	}
-}
-
 func checkHeads(op string, heads, kvHeads, headDim int) {
 	needDims(op, heads, kvHeads, headDim)
 	if kvHeads == 0 || heads%kvHeads != 0 {
@@ -42,15 +35,6 @@ func checkHeads(op string, heads, kvHeads, headDim int) {
 	}
 	if headDim > maxHeadDim {
 		panic(fmt.Sprintf("kernels/cuda: %s: head dim %d > %d", op, headDim, maxHeadDim))
-	}
-}
-
-func checkTargets(op string, targets []int32, rows, v int) {
-	need(op, "targets", len(targets), rows)
-	for r, tg := range targets[:rows] {
-		if tg < 0 || int(tg) >= v {
-			panic(fmt.Sprintf("kernels/cuda: %s: targets[%d] = %d outside [0,%d)", op, r, tg, v))
-		}
 	}
 }
 

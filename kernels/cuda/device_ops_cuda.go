@@ -26,22 +26,16 @@ func dp(p cu.DevicePtr) uintptr { return uintptr(p) }
 // MatMul is out[M,N] (=, +=) x[M,K]·wᵀ (bf16 weights on tensor cores).
 func (d *Device) MatMul(out, x []float32, w kernels.Mat, m int, accumulate bool) {
 	const op = "MatMul"
-	w.Check(op)
+	kernels.CheckMatMul(out, x, w, m)
 	n, k := w.Rows, w.Cols
-	needDims(op, m)
-	need(op, "x", len(x), m*k)
-	need(op, "out", len(out), m*n)
 	d.gemmW(op, out[:m*n], x[:m*k], w, m, n, k, true, accumulate)
 }
 
 // MatMulNN is out[M,K] (=, +=) dy[M,N]·w[N,K].
 func (d *Device) MatMulNN(out, dy []float32, w kernels.Mat, m int, accumulate bool) {
 	const op = "MatMulNN"
-	w.Check(op)
+	kernels.CheckMatMulNN(out, dy, w, m)
 	n, k := w.Rows, w.Cols
-	needDims(op, m)
-	need(op, "dy", len(dy), m*n)
-	need(op, "out", len(out), m*k)
 	d.gemmW(op, out[:m*k], dy[:m*n], w, m, k, n, false, accumulate)
 }
 
@@ -75,10 +69,7 @@ func (d *Device) gemmW(op string, out, a []float32, w kernels.Mat, i, j, r int, 
 // MatMulTN is dw[N,K] += dy[M,N]ᵀ·x[M,K].
 func (d *Device) MatMulTN(dw, dy, x []float32, m, n, k int) {
 	const op = "MatMulTN"
-	needDims(op, m, n, k)
-	need(op, "dw", len(dw), n*k)
-	need(op, "dy", len(dy), m*n)
-	need(op, "x", len(x), m*k)
+	kernels.CheckMatMulTN(dw, dy, x, m, n, k)
 	if n == 0 || k == 0 {
 		return
 	}
@@ -92,10 +83,8 @@ func (d *Device) MatMulTN(dw, dy, x []float32, m, n, k int) {
 // Embedding is out[T,C] = table[ids[t], :].
 func (d *Device) Embedding(out []float32, table kernels.Mat, ids []int32) {
 	const op = "Embedding"
-	table.Check(op)
+	kernels.CheckEmbedding(out, table, ids)
 	t, c := len(ids), table.Cols
-	need(op, "out", len(out), t*c)
-	checkIDs(op, ids, table.Rows)
 	if t == 0 || c == 0 {
 		return
 	}
@@ -108,13 +97,11 @@ func (d *Device) Embedding(out []float32, table kernels.Mat, ids []int32) {
 // EmbeddingBackward is dtable[V,C] row ids[t] += dout[t, :].
 func (d *Device) EmbeddingBackward(dtable, dout []float32, ids []int32, c int) {
 	const op = "EmbeddingBackward"
-	needDims(op, c)
+	kernels.CheckEmbeddingBackward(dtable, dout, ids, c)
 	t := len(ids)
-	need(op, "dout", len(dout), t*c)
-	if c == 0 || t == 0 {
+	if t == 0 {
 		return
 	}
-	checkIDs(op, ids, len(dtable)/c)
 	d.run(op, func(s *session) {
 		pt, po, pi := output(s, dtable, true), upload(s, dout[:t*c]), upload(s, ids)
 		s.launch("embedding_backward", columnPlan(c), argsOf().ptr(pt).ptr(po).ptr(pi).i32(t).i32(c))
@@ -124,10 +111,7 @@ func (d *Device) EmbeddingBackward(dtable, dout []float32, ids []int32, c int) {
 // RMSNorm is out[R,C] = w·x/√(mean(x²)+eps) per row.
 func (d *Device) RMSNorm(out, x, w []float32, rows, cols int, eps float32) {
 	const op = "RMSNorm"
-	needDims(op, rows, cols)
-	need(op, "x", len(x), rows*cols)
-	need(op, "out", len(out), rows*cols)
-	need(op, "w", len(w), cols)
+	kernels.CheckRMSNorm(out, x, w, rows, cols)
 	if rows == 0 || cols == 0 {
 		return
 	}
@@ -141,15 +125,7 @@ func (d *Device) RMSNorm(out, x, w []float32, rows, cols int, eps float32) {
 // RMSNormBackward writes dx[R,C] and accumulates dw[C].
 func (d *Device) RMSNormBackward(dx, dw, dout, x, w []float32, rows, cols int, eps float32) {
 	const op = "RMSNormBackward"
-	needDims(op, rows, cols)
-	for _, b := range []struct {
-		name string
-		s    []float32
-	}{{"dx", dx}, {"dout", dout}, {"x", x}} {
-		need(op, b.name, len(b.s), rows*cols)
-	}
-	need(op, "dw", len(dw), cols)
-	need(op, "w", len(w), cols)
+	kernels.CheckRMSNormBackward(dx, dw, dout, x, w, rows, cols)
 	if rows == 0 || cols == 0 {
 		return
 	}
@@ -174,12 +150,8 @@ func (d *Device) RoPEBackward(dx []float32, pos []int32, heads, headDim int, the
 }
 
 func (d *Device) rope(op string, x []float32, pos []int32, heads, headDim int, theta, sign float64) {
-	needDims(op, heads, headDim)
-	if headDim%2 != 0 {
-		panic(fmt.Sprintf("kernels/cuda: %s: odd head dim %d", op, headDim))
-	}
+	kernels.CheckRoPE(op, x, pos, heads, headDim)
 	t := len(pos)
-	need(op, "x", len(x), t*heads*headDim)
 	if t == 0 || heads == 0 || headDim == 0 {
 		return
 	}
@@ -288,9 +260,8 @@ func (d *Device) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHea
 // SwiGLU is out[N] = silu(gate)·up.
 func (d *Device) SwiGLU(out, gate, up []float32) {
 	const op = "SwiGLU"
+	kernels.CheckSwiGLU(out, gate, up)
 	n := len(out)
-	need(op, "gate", len(gate), n)
-	need(op, "up", len(up), n)
 	if n == 0 {
 		return
 	}
@@ -304,11 +275,8 @@ func (d *Device) SwiGLU(out, gate, up []float32) {
 // SwiGLUBackward writes dgate[N] and dup[N].
 func (d *Device) SwiGLUBackward(dgate, dup, dout, gate, up []float32) {
 	const op = "SwiGLUBackward"
+	kernels.CheckSwiGLUBackward(dgate, dup, dout, gate, up)
 	n := len(dout)
-	need(op, "dgate", len(dgate), n)
-	need(op, "dup", len(dup), n)
-	need(op, "gate", len(gate), n)
-	need(op, "up", len(up), n)
 	if n == 0 {
 		return
 	}
@@ -322,8 +290,8 @@ func (d *Device) SwiGLUBackward(dgate, dup, dout, gate, up []float32) {
 // Add is dst[N] += src[N].
 func (d *Device) Add(dst, src []float32) {
 	const op = "Add"
+	kernels.CheckAdd(dst, src)
 	n := len(dst)
-	need(op, "src", len(src), n)
 	if n == 0 {
 		return
 	}
@@ -347,13 +315,7 @@ func (d *Device) Scale(x []float32, sc float32) {
 // LogSoftmaxGather writes logp[R] (and entropy[R] if not nil).
 func (d *Device) LogSoftmaxGather(logp, entropy, logits []float32, targets []int32, rows, v int) {
 	const op = "LogSoftmaxGather"
-	needDims(op, rows, v)
-	need(op, "logits", len(logits), rows*v)
-	need(op, "logp", len(logp), rows)
-	if entropy != nil {
-		need(op, "entropy", len(entropy), rows)
-	}
-	checkTargets(op, targets, rows, v)
+	kernels.CheckLogSoftmaxGather(logp, entropy, logits, targets, rows, v)
 	if rows == 0 {
 		return
 	}
@@ -372,14 +334,7 @@ func (d *Device) LogSoftmaxGather(logp, entropy, logits []float32, targets []int
 // dentropy is not nil.
 func (d *Device) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []int32, dlogp, dentropy []float32, rows, v int) {
 	const op = "LogSoftmaxGatherBackward"
-	needDims(op, rows, v)
-	need(op, "dlogits", len(dlogits), rows*v)
-	need(op, "logits", len(logits), rows*v)
-	need(op, "dlogp", len(dlogp), rows)
-	if dentropy != nil {
-		need(op, "dentropy", len(dentropy), rows)
-	}
-	checkTargets(op, targets, rows, v)
+	kernels.CheckLogSoftmaxGatherBackward(dlogits, logits, targets, dlogp, dentropy, rows, v)
 	if rows == 0 {
 		return
 	}
@@ -400,8 +355,7 @@ func (d *Device) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []i
 // Softmax replaces each row of x[R,V] by its softmax.
 func (d *Device) Softmax(x []float32, rows, v int) {
 	const op = "Softmax"
-	needDims(op, rows, v)
-	need(op, "x", len(x), rows*v)
+	kernels.CheckSoftmax(x, rows, v)
 	if rows == 0 || v == 0 {
 		return
 	}
@@ -412,9 +366,7 @@ func (d *Device) Softmax(x []float32, rows, v int) {
 
 // Argmax returns the first index of the largest value of x.
 func (d *Device) Argmax(x []float32) int32 {
-	if len(x) == 0 {
-		panic("kernels/cuda: Argmax: empty input")
-	}
+	kernels.CheckArgmax(x)
 	out := make([]int32, 1)
 	d.run("Argmax", func(s *session) {
 		po, px := output(s, out, true), upload(s, x)
@@ -492,13 +444,8 @@ func (d *Device) PolicyLoss(out kernels.LossOutput, in kernels.LossInput, p kern
 // AdamW updates param[N], m[N], v[N] in place from grad[N].
 func (d *Device) AdamW(param, grad, m, v []float32, p kernels.AdamWParams, step int) {
 	const op = "AdamW"
+	kernels.CheckAdamW(param, grad, m, v, step)
 	n := len(param)
-	need(op, "grad", len(grad), n)
-	need(op, "m", len(m), n)
-	need(op, "v", len(v), n)
-	if step < 1 {
-		panic(fmt.Sprintf("kernels/cuda: %s: step %d < 1", op, step))
-	}
 	if n == 0 {
 		return
 	}

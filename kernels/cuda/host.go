@@ -86,22 +86,16 @@ func (h *Host) w() C.int { return C.int(h.workers) }
 // tensor cores, f32 and f16 weights on CUDA cores.
 func (h *Host) MatMul(out, x []float32, w kernels.Mat, m int, accumulate bool) {
 	const op = "MatMul"
-	w.Check(op)
+	kernels.CheckMatMul(out, x, w, m)
 	n, k := w.Rows, w.Cols
-	needDims(op, m)
-	need(op, "x", len(x), m*k)
-	need(op, "out", len(out), m*n)
 	h.gemmW(op, out, x, w, m, n, k, true, accumulate)
 }
 
 // MatMulNN is out[M,K] (=, +=) dy[M,N]·w[N,K].
 func (h *Host) MatMulNN(out, dy []float32, w kernels.Mat, m int, accumulate bool) {
 	const op = "MatMulNN"
-	w.Check(op)
+	kernels.CheckMatMulNN(out, dy, w, m)
 	n, k := w.Rows, w.Cols
-	needDims(op, m)
-	need(op, "dy", len(dy), m*n)
-	need(op, "out", len(out), m*k)
 	h.gemmW(op, out, dy, w, m, k, n, false, accumulate)
 }
 
@@ -142,10 +136,7 @@ func (h *Host) gemmF32(op string, out, a []float32, sai, sar int, b unsafe.Point
 // MatMulTN is dw[N,K] += dy[M,N]ᵀ·x[M,K].
 func (h *Host) MatMulTN(dw, dy, x []float32, m, n, k int) {
 	const op = "MatMulTN"
-	needDims(op, m, n, k)
-	need(op, "dw", len(dw), n*k)
-	need(op, "dy", len(dy), m*n)
-	need(op, "x", len(x), m*k)
+	kernels.CheckMatMulTN(dw, dy, x, m, n, k)
 	if n == 0 || k == 0 {
 		return
 	}
@@ -155,10 +146,8 @@ func (h *Host) MatMulTN(dw, dy, x []float32, m, n, k int) {
 // Embedding is out[T,C] = table[ids[t], :].
 func (h *Host) Embedding(out []float32, table kernels.Mat, ids []int32) {
 	const op = "Embedding"
-	table.Check(op)
+	kernels.CheckEmbedding(out, table, ids)
 	t, c := len(ids), table.Cols
-	need(op, "out", len(out), t*c)
-	checkIDs(op, ids, table.Rows)
 	if t == 0 || c == 0 {
 		return
 	}
@@ -170,13 +159,11 @@ func (h *Host) Embedding(out []float32, table kernels.Mat, ids []int32) {
 // EmbeddingBackward is dtable[V,C] row ids[t] += dout[t, :].
 func (h *Host) EmbeddingBackward(dtable, dout []float32, ids []int32, c int) {
 	const op = "EmbeddingBackward"
-	needDims(op, c)
+	kernels.CheckEmbeddingBackward(dtable, dout, ids, c)
 	t := len(ids)
-	need(op, "dout", len(dout), t*c)
-	if c == 0 || t == 0 {
+	if t == 0 {
 		return
 	}
-	checkIDs(op, ids, len(dtable)/c)
 	d := columnPlan(c)
 	launched(op, C.host_embedding_backward(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
 		f32p(dtable), f32p(dout), i32p(ids), C.int(t), C.int(c)))
@@ -185,10 +172,7 @@ func (h *Host) EmbeddingBackward(dtable, dout []float32, ids []int32, c int) {
 // RMSNorm is out[R,C] = w·x/√(mean(x²)+eps) per row.
 func (h *Host) RMSNorm(out, x, w []float32, rows, cols int, eps float32) {
 	const op = "RMSNorm"
-	needDims(op, rows, cols)
-	need(op, "x", len(x), rows*cols)
-	need(op, "out", len(out), rows*cols)
-	need(op, "w", len(w), cols)
+	kernels.CheckRMSNorm(out, x, w, rows, cols)
 	if rows == 0 || cols == 0 {
 		return
 	}
@@ -200,15 +184,7 @@ func (h *Host) RMSNorm(out, x, w []float32, rows, cols int, eps float32) {
 // RMSNormBackward writes dx[R,C] and accumulates dw[C].
 func (h *Host) RMSNormBackward(dx, dw, dout, x, w []float32, rows, cols int, eps float32) {
 	const op = "RMSNormBackward"
-	needDims(op, rows, cols)
-	for _, b := range []struct {
-		name string
-		s    []float32
-	}{{"dx", dx}, {"dout", dout}, {"x", x}} {
-		need(op, b.name, len(b.s), rows*cols)
-	}
-	need(op, "dw", len(dw), cols)
-	need(op, "w", len(w), cols)
+	kernels.CheckRMSNormBackward(dx, dw, dout, x, w, rows, cols)
 	if rows == 0 || cols == 0 {
 		return
 	}
@@ -232,12 +208,8 @@ func (h *Host) RoPEBackward(dx []float32, pos []int32, heads, headDim int, theta
 }
 
 func (h *Host) rope(op string, x []float32, pos []int32, heads, headDim int, theta, sign float64) {
-	needDims(op, heads, headDim)
-	if headDim%2 != 0 {
-		panic(fmt.Sprintf("kernels/cuda: %s: odd head dim %d", op, headDim))
-	}
+	kernels.CheckRoPE(op, x, pos, heads, headDim)
 	t := len(pos)
-	need(op, "x", len(x), t*heads*headDim)
 	if t == 0 || heads == 0 || headDim == 0 {
 		return
 	}
@@ -343,9 +315,8 @@ func (h *Host) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHeads
 // SwiGLU is out[N] = silu(gate)·up.
 func (h *Host) SwiGLU(out, gate, up []float32) {
 	const op = "SwiGLU"
+	kernels.CheckSwiGLU(out, gate, up)
 	n := len(out)
-	need(op, "gate", len(gate), n)
-	need(op, "up", len(up), n)
 	if n == 0 {
 		return
 	}
@@ -357,11 +328,8 @@ func (h *Host) SwiGLU(out, gate, up []float32) {
 // SwiGLUBackward writes dgate[N] and dup[N].
 func (h *Host) SwiGLUBackward(dgate, dup, dout, gate, up []float32) {
 	const op = "SwiGLUBackward"
+	kernels.CheckSwiGLUBackward(dgate, dup, dout, gate, up)
 	n := len(dout)
-	need(op, "dgate", len(dgate), n)
-	need(op, "dup", len(dup), n)
-	need(op, "gate", len(gate), n)
-	need(op, "up", len(up), n)
 	if n == 0 {
 		return
 	}
@@ -373,8 +341,8 @@ func (h *Host) SwiGLUBackward(dgate, dup, dout, gate, up []float32) {
 // Add is dst[N] += src[N].
 func (h *Host) Add(dst, src []float32) {
 	const op = "Add"
+	kernels.CheckAdd(dst, src)
 	n := len(dst)
-	need(op, "src", len(src), n)
 	if n == 0 {
 		return
 	}
@@ -397,13 +365,7 @@ func (h *Host) Scale(x []float32, s float32) {
 // LogSoftmaxGather writes logp[R] (and entropy[R] if not nil).
 func (h *Host) LogSoftmaxGather(logp, entropy, logits []float32, targets []int32, rows, v int) {
 	const op = "LogSoftmaxGather"
-	needDims(op, rows, v)
-	need(op, "logits", len(logits), rows*v)
-	need(op, "logp", len(logp), rows)
-	if entropy != nil {
-		need(op, "entropy", len(entropy), rows)
-	}
-	checkTargets(op, targets, rows, v)
+	kernels.CheckLogSoftmaxGather(logp, entropy, logits, targets, rows, v)
 	if rows == 0 {
 		return
 	}
@@ -416,14 +378,7 @@ func (h *Host) LogSoftmaxGather(logp, entropy, logits []float32, targets []int32
 // dentropy is not nil.
 func (h *Host) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []int32, dlogp, dentropy []float32, rows, v int) {
 	const op = "LogSoftmaxGatherBackward"
-	needDims(op, rows, v)
-	need(op, "dlogits", len(dlogits), rows*v)
-	need(op, "logits", len(logits), rows*v)
-	need(op, "dlogp", len(dlogp), rows)
-	if dentropy != nil {
-		need(op, "dentropy", len(dentropy), rows)
-	}
-	checkTargets(op, targets, rows, v)
+	kernels.CheckLogSoftmaxGatherBackward(dlogits, logits, targets, dlogp, dentropy, rows, v)
 	if rows == 0 {
 		return
 	}
@@ -435,8 +390,7 @@ func (h *Host) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []int
 // Softmax replaces each row of x[R,V] by its softmax.
 func (h *Host) Softmax(x []float32, rows, v int) {
 	const op = "Softmax"
-	needDims(op, rows, v)
-	need(op, "x", len(x), rows*v)
+	kernels.CheckSoftmax(x, rows, v)
 	if rows == 0 || v == 0 {
 		return
 	}
@@ -447,9 +401,7 @@ func (h *Host) Softmax(x []float32, rows, v int) {
 
 // Argmax returns the first index of the largest value of x.
 func (h *Host) Argmax(x []float32) int32 {
-	if len(x) == 0 {
-		panic("kernels/cuda: Argmax: empty input")
-	}
+	kernels.CheckArgmax(x)
 	var out [1]int32
 	d := singleBlockPlan()
 	launched("Argmax", C.host_argmax_f32(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
@@ -490,13 +442,8 @@ func (h *Host) SampleRows(ids []int32, logp, fullLogp, logits []float32, params 
 // AdamW updates param[N], m[N], v[N] in place from grad[N].
 func (h *Host) AdamW(param, grad, m, v []float32, p kernels.AdamWParams, step int) {
 	const op = "AdamW"
+	kernels.CheckAdamW(param, grad, m, v, step)
 	n := len(param)
-	need(op, "grad", len(grad), n)
-	need(op, "m", len(m), n)
-	need(op, "v", len(v), n)
-	if step < 1 {
-		panic(fmt.Sprintf("kernels/cuda: %s: step %d < 1", op, step))
-	}
 	if n == 0 {
 		return
 	}
