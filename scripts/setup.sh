@@ -6,8 +6,8 @@
 #   Hugging Face Qwen/Qwen3-0.6B) into .cache/qwen3-tokenizer/, checked by SHA-256;
 # - downloads Go modules.
 #
-# Nothing here needs a GPU, and there is no CUDA set-up: the CUDA backend is
-# not built yet, so every package builds and tests on the CPU alone.
+# Nothing here needs a GPU. The CUDA toolkit (nvcc 11.8, for the nvcc half of
+# make test) is installed by scripts/setup-cuda.sh, which make test runs next.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
