@@ -12,35 +12,85 @@
 #                                      last (also written to $OUT/table.md).
 #
 # Stages (GPU_CHECK_STAGES selects a subset, e.g. "info kernels"; seconds are
-# the default timeouts, override with e.g. GPU_CHECK_TIMEOUT_grpo=300):
-#   info     30  device, modules loaded (cubin or PTX), registers/local memory per kernel
-#   kernels 120  the conformance suite (every op vs kernels/ref, awkward shapes, the one
-#                tolerance table) on the Device, the SIMT probes (mma.sync fragment layout,
+# each stage's time limit, override with e.g. GPU_CHECK_TIMEOUT_grpo=300):
+#   info     20  device, modules loaded (cubin or PTX), registers/local memory per kernel
+#   kernels 100  the conformance suite (every kerneltest family on the Device vs
+#                kernels/ref at the suite's awkward shapes, the one tolerance table,
+#                integer outputs exact), the SIMT probes (mma.sync fragment layout,
 #                barrier/shared/shuffle/ballot) on hardware, and a pinned-memory round trip
-#   model    90  logits of random tiny and Qwen3-0.6B-shaped models, GPU vs kernels/cpu
-#   gemm     45  bf16 tensor-core GEMM TFLOP/s (and % of the 989 TFLOP/s dense peak)
-#   decode   60  decode tok/s at batch 1, 64, 256 vs the HBM bandwidth ceiling
-#   prefill  30  prefill tok/s (8 × 512 tokens)
-#   grpo    180  one GRPO-shaped step: 64 rollouts × 512 tokens, LoRA r16, AdamW
-# The defaults add up to 555 s. GPU_CHECK_BUDGET (default 570 s) caps the whole
-# run: a stage gets at most what is left of it (minus 5 s for the table), and
-# stages that would get under 10 s are skipped and marked so, so the table
-# always prints inside the device tool's 600 s per command.
+#   model    75  logits of random tiny and Qwen3-0.6B-shaped models, GPU vs kernels/cpu
+#   gemm     30  bf16 tensor-core GEMM TFLOP/s (and % of the 989 TFLOP/s dense peak)
+#   decode   50  decode tok/s at batch 1, 64, 256 vs the HBM bandwidth ceiling
+#   prefill  25  prefill tok/s (8 × 512 tokens)
+#   grpo    rest one GRPO-shaped step: 64 rollouts × 512 tokens of the Qwen3-0.6B shape
+#                (generation, scoring, backward into LoRA r16, AdamW): whatever the
+#                budget has left (at least 170 s when every earlier stage uses its limit)
+# GPU_CHECK_BUDGET (default 470 s, under 8 minutes) caps the whole run: a stage
+# gets at most what is left of it (minus 5 s for the table), and stages that
+# would get under 10 s are skipped and marked so, so the table always prints
+# inside the device tool's 600 s per command, with time left in a 15-minute
+# device lease to rerun one stage (GPU_CHECK_STAGES=kernels) on the warm machine.
+#
+# `build` also checks that every stage's -test.run / -test.bench pattern selects
+# at least one Test or Benchmark in kernels/cuda's sources (the binary itself
+# cannot list them here: without a GPU it exits in cu's package init), and that
+# the binary fits the device tool's 64 MiB carry limit.
 #
 # From a session with the device tool:
 #   make gpu-check                     # here
 #   run(command="scripts/gpu-check.sh run", carry=["bin/gpu-check"], timeout_s=600)
+# Its table goes into BENCHMARKS.md ("CUDA backend on an H200"); the logs come
+# back under $OUT (<stage>.log, env.txt, table.md).
 set -uo pipefail
 
 mode=${1:-}
 dir=${2:-bin/gpu-check}
+all_stages="info kernels model gemm decode prefill grpo"
+
+declare -A args timeouts
+args[info]="-test.run ^TestDeviceInfo$ -test.v"
+args[kernels]="-test.run ^(TestGPU|TestPinnedRoundTrip) -test.v"
+args[model]="-test.run ^TestModelLogitsGPUvsCPU$ -test.v"
+args[gemm]="-test.run ^$ -test.bench ^BenchmarkGEMM$ -test.benchtime 20x"
+args[decode]="-test.run ^$ -test.bench ^BenchmarkDecode$ -test.benchtime 2x"
+args[prefill]="-test.run ^$ -test.bench ^BenchmarkPrefill$ -test.benchtime 2x"
+args[grpo]="-test.run ^$ -test.bench ^BenchmarkGRPOStep$ -test.benchtime 1x"
+timeouts=([info]=20 [kernels]=100 [model]=75 [gemm]=30 [decode]=50 [prefill]=25 [grpo]=600)
+
 
 case "$mode" in
 build)
 	set -e
 	mkdir -p "$dir"
+	# Every stage must select something: match its patterns against the
+	# Test/Benchmark functions of kernels/cuda's test sources.
+	names=$(sed -n 's/^func \(\(Test\|Benchmark\)[A-Za-z0-9_]*\)(.*/\1/p' kernels/cuda/*_test.go)
+	for s in $all_stages; do
+		# shellcheck disable=SC2086 # args are word lists
+		set -- ${args[$s]}
+		run="" bench=""
+		while [ $# -gt 0 ]; do
+			case $1 in
+			-test.run) run=$2 ;;
+			-test.bench) bench=$2 ;;
+			esac
+			shift
+		done
+		pat=$bench
+		[ -z "$pat" ] && pat=$run
+		if ! grep -qE "$pat" <<<"$names"; then
+			echo "gpu-check: stage $s selects no test or benchmark in kernels/cuda (pattern $pat)" >&2
+			exit 1
+		fi
+		echo "gpu-check: stage $s runs $(grep -cE "$pat" <<<"$names") functions ($pat)"
+	done
 	go vet -tags cuda ./kernels/cuda/
 	go test -c -tags cuda -o "$dir/cuda.test" ./kernels/cuda/
+	size=$(stat -c %s "$dir/cuda.test")
+	if [ "$size" -gt $((60 << 20)) ]; then
+		echo "gpu-check: $dir/cuda.test is $((size >> 20)) MiB; the device tool carries at most 64 MiB" >&2
+		exit 1
+	fi
 	cp "$0" "$dir/gpu-check.sh"
 	git rev-parse HEAD >"$dir/commit" 2>/dev/null || true
 	echo "built $dir/cuda.test ($(du -h "$dir/cuda.test" | cut -f1)); on the GPU machine: scripts/gpu-check.sh run $dir"
@@ -60,7 +110,7 @@ if [ ! -x "$bin" ]; then
 fi
 out=${OUT:-./gpu-check-out}
 mkdir -p "$out"
-stages=${GPU_CHECK_STAGES:-info kernels model gemm decode prefill grpo}
+stages=${GPU_CHECK_STAGES:-$all_stages}
 
 {
 	echo "date: $(date -u +%FT%TZ)"
@@ -69,22 +119,14 @@ stages=${GPU_CHECK_STAGES:-info kernels model gemm decode prefill grpo}
 	uname -a
 } >"$out/env.txt" 2>&1
 
-declare -A args timeouts
-args[info]="-test.run ^TestDeviceInfo$ -test.v"
-args[kernels]="-test.run ^(TestGPU|TestPinnedRoundTrip) -test.v"
-args[model]="-test.run ^TestModelLogitsGPUvsCPU$ -test.v"
-args[gemm]="-test.run ^$ -test.bench ^BenchmarkGEMM$ -test.benchtime 20x"
-args[decode]="-test.run ^$ -test.bench ^BenchmarkDecode$ -test.benchtime 2x"
-args[prefill]="-test.run ^$ -test.bench ^BenchmarkPrefill$ -test.benchtime 2x"
-args[grpo]="-test.run ^$ -test.bench ^BenchmarkGRPOStep$ -test.benchtime 1x"
-timeouts=([info]=30 [kernels]=120 [model]=90 [gemm]=45 [decode]=60 [prefill]=30 [grpo]=180)
-
 rows=()
-budget=${GPU_CHECK_BUDGET:-570}
+failed=0
+budget=${GPU_CHECK_BUDGET:-470}
 begin=$(date +%s)
 for s in $stages; do
 	if [ -z "${args[$s]:-}" ]; then
 		rows+=("| $s | unknown stage | | |")
+		failed=$((failed + 1))
 		continue
 	fi
 	var="GPU_CHECK_TIMEOUT_$s"
@@ -109,6 +151,7 @@ for s in $stages; do
 	124 | 137) status="TIMEOUT (${lim}s)" ;;
 	*) status="FAIL (rc $rc)" ;;
 	esac
+	[ "$rc" -ne 0 ] && failed=$((failed + 1))
 	pass=$(grep -c -- '--- PASS' "$log")
 	fail=$(grep -c -- '--- FAIL' "$log")
 	figures=""
@@ -145,3 +188,5 @@ done
 	echo "|---|---|---|---|"
 	printf '%s\n' "${rows[@]}"
 } | tee "$out/table.md"
+# The exit status says whether every stage that ran passed (the table says which did not).
+[ "$failed" -eq 0 ]
