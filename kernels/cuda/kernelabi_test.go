@@ -271,52 +271,148 @@ type goLaunch struct {
 
 var goArgClass = map[string]abiClass{"ptr": abiPtr, "i32": abiI32, "i64": abiI64, "f32": abiF32, "f64": abiF64}
 
-// parseGoLaunches finds every call x.launch(name, plan, [smem,] args) in
-// one Go file and reads its kernel name and argument chain, following
-// local variables and closures of the enclosing function. A launch whose
-// name is a string parameter of the enclosing function forwards a launch
-// (session.launch) and is skipped. Anything else it cannot read is an
-// error: a launch the check cannot see is a launch it cannot check.
-func parseGoLaunches(fset *token.FileSet, f *ast.File) ([]goLaunch, error) {
-	var out []goLaunch
-	var errs []string
-	for _, decl := range f.Decls {
-		fn, ok := decl.(*ast.FuncDecl)
-		if !ok || fn.Body == nil {
-			continue
+// launcher is a function that launches a kernel named by one of its
+// parameters with the argument list another parameter carries: the
+// driver's and the session's launch methods, and any helper that forwards
+// to them.
+type launcher struct {
+	nameIdx int // the parameter holding the kernel name
+	argsIdx int // the parameter holding the *args; -1: the last argument; -2: the helper builds its own
+}
+
+// launcherKey names a launcher: a method (called as x.name) or a function.
+type launcherKey struct {
+	method bool
+	name   string
+}
+
+// parseGoLaunches finds every kernel launch in the Go files: calls of a
+// launch method, x.launch(name, plan, [smem,] args), and of any helper
+// that forwards its own string parameter to one (found here, to a fixed
+// point), and reads each launch's kernel name and argument chain,
+// following local variables and closures of the enclosing function.
+// Anything it cannot read is an error: a launch the check cannot see is a
+// launch it cannot check.
+func parseGoLaunches(fset *token.FileSet, files []*ast.File) ([]goLaunch, error) {
+	launchers := map[launcherKey]launcher{{method: true, name: "launch"}: {nameIdx: 0, argsIdx: -1}}
+	var funcs []*ast.FuncDecl
+	for _, f := range files {
+		for _, decl := range f.Decls {
+			if fn, ok := decl.(*ast.FuncDecl); ok && fn.Body != nil {
+				funcs = append(funcs, fn)
+			}
 		}
-		defs := localDefs(fn)
+	}
+	// launcherCalls calls visit for each call of a known launcher in fn.
+	launcherCalls := func(fn *ast.FuncDecl, visit func(call *ast.CallExpr, l launcher)) {
 		ast.Inspect(fn.Body, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
 			if !ok {
 				return true
 			}
-			sel, ok := call.Fun.(*ast.SelectorExpr)
-			if !ok || sel.Sel.Name != "launch" || len(call.Args) < 3 {
+			var key launcherKey
+			switch fun := call.Fun.(type) {
+			case *ast.SelectorExpr:
+				key = launcherKey{method: true, name: fun.Sel.Name}
+			case *ast.Ident:
+				key = launcherKey{name: fun.Name}
+			default:
 				return true
 			}
+			if l, ok := launchers[key]; ok && len(call.Args) > l.nameIdx && len(call.Args) >= 2 {
+				visit(call, l)
+			}
+			return true
+		})
+	}
+	for grew := true; grew; {
+		grew = false
+		for _, fn := range funcs {
+			key := launcherKey{method: fn.Recv != nil, name: fn.Name.Name}
+			if _, known := launchers[key]; known {
+				continue
+			}
+			launcherCalls(fn, func(call *ast.CallExpr, l launcher) {
+				id, ok := call.Args[l.nameIdx].(*ast.Ident)
+				if !ok {
+					return
+				}
+				ni := paramIndex(fn, id.Name, true)
+				if ni < 0 {
+					return
+				}
+				ai := -2
+				if l.argsIdx != -2 {
+					if aid, ok := argsArg(call, l).(*ast.Ident); ok {
+						if i := paramIndex(fn, aid.Name, false); i >= 0 {
+							ai = i
+						}
+					}
+				}
+				launchers[key] = launcher{nameIdx: ni, argsIdx: ai}
+				grew = true
+			})
+		}
+	}
+
+	var out []goLaunch
+	var errs []string
+	for _, fn := range funcs {
+		defs := localDefs(fn)
+		self, isLauncher := launchers[launcherKey{method: fn.Recv != nil, name: fn.Name.Name}]
+		launcherCalls(fn, func(call *ast.CallExpr, l launcher) {
 			pos := fset.Position(call.Pos()).String()
-			if id, ok := call.Args[0].(*ast.Ident); ok && isStringParam(fn, id.Name) {
-				return true
+			if id, ok := call.Args[l.nameIdx].(*ast.Ident); ok && isLauncher && paramIndex(fn, id.Name, true) == self.nameIdx {
+				if self.argsIdx == -2 {
+					errs = append(errs, fmt.Sprintf("%s: %s forwards its kernel name but builds the argument list itself: the ABI check cannot read it (take the *args as a parameter)", pos, fn.Name.Name))
+				}
+				return // a forwarding launcher: its callers are checked
 			}
-			names, err := stringValues(call.Args[0], defs)
+			names, err := stringValues(call.Args[l.nameIdx], defs)
 			if err != nil {
 				errs = append(errs, fmt.Sprintf("%s: kernel name: %v", pos, err))
-				return true
+				return
 			}
-			chain, err := argChain(call.Args[len(call.Args)-1], defs, 0)
+			if l.argsIdx == -2 {
+				errs = append(errs, fmt.Sprintf("%s: the launcher called here builds its own argument list: the ABI check cannot read it", pos))
+				return
+			}
+			chain, err := argChain(argsArg(call, l), defs, 0)
 			if err != nil {
 				errs = append(errs, fmt.Sprintf("%s: arguments of %s: %v", pos, strings.Join(names, "/"), err))
-				return true
+				return
 			}
 			out = append(out, goLaunch{pos: pos, kernels: names, args: chain})
-			return true
 		})
 	}
 	if len(errs) > 0 {
 		return out, fmt.Errorf("%s", strings.Join(errs, "\n"))
 	}
 	return out, nil
+}
+
+// argsArg is the argument of call that carries the *args for l.
+func argsArg(call *ast.CallExpr, l launcher) ast.Expr {
+	if l.argsIdx < 0 || l.argsIdx >= len(call.Args) {
+		return call.Args[len(call.Args)-1]
+	}
+	return call.Args[l.argsIdx]
+}
+
+// paramIndex is the position of parameter name among fn's parameters, or
+// -1; with str, only a parameter of type string counts.
+func paramIndex(fn *ast.FuncDecl, name string, str bool) int {
+	i := 0
+	for _, f := range fn.Type.Params.List {
+		t, isIdent := f.Type.(*ast.Ident)
+		for _, n := range f.Names {
+			if n.Name == name && (!str || isIdent && t.Name == "string") {
+				return i
+			}
+			i++
+		}
+	}
+	return -1
 }
 
 // localDefs maps each name assigned or declared in fn (at any depth) to
@@ -343,20 +439,6 @@ func localDefs(fn *ast.FuncDecl) map[string][]ast.Expr {
 		return true
 	})
 	return defs
-}
-
-// isStringParam reports whether name is a string parameter of fn.
-func isStringParam(fn *ast.FuncDecl, name string) bool {
-	for _, f := range fn.Type.Params.List {
-		if t, ok := f.Type.(*ast.Ident); ok && t.Name == "string" {
-			for _, n := range f.Names {
-				if n.Name == name {
-					return true
-				}
-			}
-		}
-	}
-	return false
 }
 
 // stringValues is the string constants e may hold: a literal, or a local
@@ -609,24 +691,26 @@ func TestKernelABI(t *testing.T) {
 	})
 
 	t.Run("device launches", func(t *testing.T) {
-		files, err := filepath.Glob("*.go")
+		paths, err := filepath.Glob("*.go")
 		require.NoError(t, err)
 		fset := token.NewFileSet()
-		launched := map[string]bool{}
-		for _, file := range files {
-			f, err := parser.ParseFile(fset, file, nil, 0)
+		var files []*ast.File
+		for _, path := range paths {
+			f, err := parser.ParseFile(fset, path, nil, 0)
 			require.NoError(t, err)
-			ls, err := parseGoLaunches(fset, f)
-			assert.NoError(t, err)
-			for _, l := range ls {
-				for _, n := range l.kernels {
-					k, ok := kernels[n]
-					if !assert.True(t, ok, "%s launches %q, which no .cu file defines", l.pos, n) {
-						continue
-					}
-					assert.NoError(t, checkSignature(l.pos, l.args, k))
-					launched[n] = true
+			files = append(files, f)
+		}
+		ls, err := parseGoLaunches(fset, files)
+		assert.NoError(t, err)
+		launched := map[string]bool{}
+		for _, l := range ls {
+			for _, n := range l.kernels {
+				k, ok := kernels[n]
+				if !assert.True(t, ok, "%s launches %q, which no .cu file defines", l.pos, n) {
+					continue
 				}
+				assert.NoError(t, checkSignature(l.pos, l.args, k))
+				launched[n] = true
 			}
 		}
 		for n, k := range kernels {
@@ -739,6 +823,25 @@ func (d *Device) op(n int) {
 		{"go launch the check cannot read", func() error {
 			return checkGoSource(goLaunch("someArgs(n)"), k)
 		}, "not one local closure"},
+		{"go launch through a forwarding helper agrees", func() error {
+			return checkGoSource(`package cuda
+func (s *session) elementwise(kernel string, n int, a *args) { s.launch(kernel, elementwisePlan(n), a) }
+func (d *Device) op(n int) {
+	d.run("op", func(s *session) { s.elementwise("k", n, argsOf().ptr(po).ptr(pw).i32(dt).i64(n).f64(theta)) })
+}`, k)
+		}, ""},
+		{"go launch through a forwarding helper packs f32 for double", func() error {
+			return checkGoSource(`package cuda
+func (s *session) elementwise(kernel string, n int, a *args) { s.launch(kernel, elementwisePlan(n), a) }
+func (d *Device) op(n int) {
+	d.run("op", func(s *session) { s.elementwise("k", n, argsOf().ptr(po).ptr(pw).i32(dt).i64(n).f32(theta)) })
+}`, k)
+		}, "parameter 4 of k (theta, a f64"},
+		{"go helper that builds its own arguments", func() error {
+			return checkGoSource(`package cuda
+func (s *session) elementwise(kernel string, n int) { s.launch(kernel, elementwisePlan(n), argsOf().i64(n)) }
+func (d *Device) op(n int) { d.run("op", func(s *session) { s.elementwise("k", n) }) }`, k)
+		}, "builds the argument list itself"},
 		{"struct agrees", func() error {
 			return checkStruct("g", []cParam{{"p", abiPtr}, {"n", abiI32}, {"f", abiF32}}, "C", []cParam{{"p", abiPtr}, {"n", abiI32}, {"f", abiF32}})
 		}, ""},
@@ -768,7 +871,7 @@ func checkGoSource(src string, k cSig) error {
 	if err != nil {
 		return err
 	}
-	ls, err := parseGoLaunches(fset, f)
+	ls, err := parseGoLaunches(fset, []*ast.File{f})
 	if err != nil {
 		return err
 	}
