@@ -89,21 +89,21 @@ type Backend interface {
 	// [0, table.Rows).
 	Embedding(out []float32, table Mat, ids []int32)
 	// EmbeddingBackward: dtable[V,C] row ids[t] += dout[t, :].
-	EmbeddingBackward(dtable, dout []float32, ids []int32, c int)
+	EmbeddingBackward(dtable, dout, ids Buffer, c int)
 
 	// RMSNorm: out[R,C] = w[C] * x / sqrt(mean(x², row) + eps), per row.
 	// out may alias x. Per-head q/k norm is RMSNorm with R = T·H, C = D.
-	RMSNorm(out, x, w []float32, rows, cols int, eps float32)
+	RMSNorm(out, x, w Buffer, rows, cols int, eps float32)
 	// RMSNormBackward: dx[R,C] = ∂/∂x, dw[C] += ∂/∂w, given dout[R,C] and
 	// the forward's input x and weight w.
-	RMSNormBackward(dx, dw, dout, x, w []float32, rows, cols int, eps float32)
+	RMSNormBackward(dx, dw, dout, x, w Buffer, rows, cols int, eps float32)
 
 	// RoPE rotates x[T,H,D] in place, rotate-half (NeoX / Hugging Face)
 	// convention: for i < D/2, angle = pos[t] / theta^(2i/D), and the pair
 	// (x[i], x[i+D/2]) becomes (x[i]·cos − x[i+D/2]·sin, x[i+D/2]·cos + x[i]·sin).
-	RoPE(x []float32, pos []int32, heads, headDim int, theta float64)
+	RoPE(x, pos Buffer, heads, headDim int, theta float64)
 	// RoPEBackward maps dy[T,H,D] to dx in place (the inverse rotation).
-	RoPEBackward(dx []float32, pos []int32, heads, headDim int, theta float64)
+	RoPEBackward(dx, pos Buffer, heads, headDim int, theta float64)
 
 	// Attention computes causal grouped-query attention for a batch of
 	// sequences of different lengths (see AttentionSeq); query head h uses
@@ -115,15 +115,15 @@ type Backend interface {
 
 	// SwiGLU: out[N] = silu(gate[N]) * up[N], silu(z) = z·sigmoid(z). out may
 	// alias gate or up.
-	SwiGLU(out, gate, up []float32)
+	SwiGLU(out, gate, up Buffer)
 	// SwiGLUBackward: dgate[N], dup[N] = gradients given dout[N] and the
 	// forward's gate and up.
-	SwiGLUBackward(dgate, dup, dout, gate, up []float32)
+	SwiGLUBackward(dgate, dup, dout, gate, up Buffer)
 
 	// Add: dst[N] += src[N].
-	Add(dst, src []float32)
+	Add(dst, src Buffer)
 	// Scale: x[N] *= s.
-	Scale(x []float32, s float32)
+	Scale(x Buffer, s float32)
 
 	// LogSoftmaxGather: for each row r of logits[R,V], logp[r] =
 	// log_softmax(logits[r])[targets[r]]; if entropy is not nil,
@@ -165,7 +165,7 @@ type Backend interface {
 	// AdamW updates param[N] in place from grad[N] with first and second
 	// moments m[N], v[N] (decoupled weight decay, bias correction by step,
 	// which counts from 1).
-	AdamW(param, grad, m, v []float32, p AdamWParams, step int)
+	AdamW(param, grad, m, v Buffer, p AdamWParams, step int)
 }
 
 // AttentionSeq is one sequence in a batched Attention call.

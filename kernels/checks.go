@@ -61,15 +61,45 @@ func CheckEmbedding(out []float32, table Mat, ids []int32) {
 	checkIDs(op, "ids", ids, table.Rows)
 }
 
-// CheckEmbeddingBackward checks EmbeddingBackward: c > 0, dout [T, C],
-// and every id a row of dtable [V, C].
-func CheckEmbeddingBackward(dtable, dout []float32, ids []int32, c int) {
+// CheckEmbeddingBackward checks EmbeddingBackward: c > 0, F32 dtable and
+// dout [T, C] for T = ids.Len(), I32 ids, and (for host ids) every id a
+// row of dtable [V, C].
+func CheckEmbeddingBackward(dtable, dout, ids Buffer, c int) {
 	const op = "EmbeddingBackward"
 	if c <= 0 {
 		panic(fmt.Sprintf("kernels: %s: c = %d", op, c))
 	}
-	need(op, "dout", len(dout), len(ids)*c)
-	checkIDs(op, "ids", ids, len(dtable)/c)
+	needF32(op, "dtable", dtable, 0)
+	needF32(op, "dout", dout, ids.Len()*c)
+	needI32(op, "ids", ids, 0)
+	checkIDBuf(op, "ids", ids, dtable.Len()/c)
+}
+
+// needF32 panics unless argument arg of op is an F32 Buffer of at least
+// want elements.
+func needF32(op, arg string, b Buffer, want int) {
+	if b.dtype != F32 {
+		panic(fmt.Sprintf("kernels: %s: %s holds %v, want F32", op, arg, b.dtype))
+	}
+	need(op, arg, b.n, want)
+}
+
+// needI32 panics unless argument arg of op is an I32 Buffer of at least
+// want elements.
+func needI32(op, arg string, b Buffer, want int) {
+	if b.dtype != I32 {
+		panic(fmt.Sprintf("kernels: %s: %s holds %v, want I32", op, arg, b.dtype))
+	}
+	need(op, arg, b.n, want)
+}
+
+// checkIDBuf range-checks the indices of an I32 Buffer when they are host
+// memory. A device backend checks device-resident indices itself (reading
+// them would cost a transfer per op).
+func checkIDBuf(op, arg string, ids Buffer, n int) {
+	if ids.Host() {
+		checkIDs(op, arg, ids.I32(), n)
+	}
 }
 
 // checkIDs panics unless every id is in [0, n).
@@ -81,57 +111,68 @@ func checkIDs(op, arg string, ids []int32, n int) {
 	}
 }
 
-// CheckRMSNorm checks RMSNorm: x and out [R, C], w [C].
-func CheckRMSNorm(out, x, w []float32, rows, cols int) {
+// CheckRMSNorm checks RMSNorm: F32 x and out [R, C], w [C].
+func CheckRMSNorm(out, x, w Buffer, rows, cols int) {
 	const op = "RMSNorm"
 	needDims(op, rows, cols)
-	need(op, "x", len(x), rows*cols)
-	need(op, "out", len(out), rows*cols)
-	need(op, "w", len(w), cols)
+	needF32(op, "x", x, rows*cols)
+	needF32(op, "out", out, rows*cols)
+	needF32(op, "w", w, cols)
 }
 
-// CheckRMSNormBackward checks RMSNormBackward: dx, dout, x [R, C], w and
-// dw [C].
-func CheckRMSNormBackward(dx, dw, dout, x, w []float32, rows, cols int) {
+// CheckRMSNormBackward checks RMSNormBackward: F32 dx, dout, x [R, C], w
+// and dw [C].
+func CheckRMSNormBackward(dx, dw, dout, x, w Buffer, rows, cols int) {
 	const op = "RMSNormBackward"
 	needDims(op, rows, cols)
 	n := rows * cols
-	need(op, "dx", len(dx), n)
-	need(op, "dout", len(dout), n)
-	need(op, "x", len(x), n)
-	need(op, "w", len(w), cols)
-	need(op, "dw", len(dw), cols)
+	needF32(op, "dx", dx, n)
+	needF32(op, "dout", dout, n)
+	needF32(op, "x", x, n)
+	needF32(op, "w", w, cols)
+	needF32(op, "dw", dw, cols)
 }
 
-// CheckRoPE checks RoPE and RoPEBackward (op): an even head dim and x
-// [T, H, D] for T = len(pos).
-func CheckRoPE(op string, x []float32, pos []int32, heads, headDim int) {
+// CheckRoPE checks RoPE and RoPEBackward (op): an even head dim, I32 pos
+// and F32 x [T, H, D] for T = pos.Len().
+func CheckRoPE(op string, x, pos Buffer, heads, headDim int) {
 	needDims(op, heads, headDim)
 	if headDim%2 != 0 {
 		panic("kernels: " + op + ": odd head dim")
 	}
-	need(op, "x", len(x), len(pos)*heads*headDim)
+	needI32(op, "pos", pos, 0)
+	needF32(op, "x", x, pos.Len()*heads*headDim)
 }
 
-// CheckSwiGLU checks SwiGLU: gate and up hold len(out) elements.
-func CheckSwiGLU(out, gate, up []float32) {
+// CheckSwiGLU checks SwiGLU: F32 buffers, gate and up hold out.Len()
+// elements.
+func CheckSwiGLU(out, gate, up Buffer) {
 	const op = "SwiGLU"
-	need(op, "gate", len(gate), len(out))
-	need(op, "up", len(up), len(out))
+	needF32(op, "out", out, 0)
+	needF32(op, "gate", gate, out.Len())
+	needF32(op, "up", up, out.Len())
 }
 
-// CheckSwiGLUBackward checks SwiGLUBackward: every array holds len(dout).
-func CheckSwiGLUBackward(dgate, dup, dout, gate, up []float32) {
+// CheckSwiGLUBackward checks SwiGLUBackward: F32 buffers, each holding
+// dout.Len() elements.
+func CheckSwiGLUBackward(dgate, dup, dout, gate, up Buffer) {
 	const op = "SwiGLUBackward"
-	n := len(dout)
-	need(op, "dgate", len(dgate), n)
-	need(op, "dup", len(dup), n)
-	need(op, "gate", len(gate), n)
-	need(op, "up", len(up), n)
+	n := dout.Len()
+	needF32(op, "dout", dout, n)
+	needF32(op, "dgate", dgate, n)
+	needF32(op, "dup", dup, n)
+	needF32(op, "gate", gate, n)
+	needF32(op, "up", up, n)
 }
 
-// CheckAdd checks Add: src holds len(dst) elements.
-func CheckAdd(dst, src []float32) { need("Add", "src", len(src), len(dst)) }
+// CheckAdd checks Add: F32 buffers, src holds dst.Len() elements.
+func CheckAdd(dst, src Buffer) {
+	needF32("Add", "dst", dst, 0)
+	needF32("Add", "src", src, dst.Len())
+}
+
+// CheckScale checks Scale: x is F32.
+func CheckScale(x Buffer) { needF32("Scale", "x", x, 0) }
 
 // CheckLogSoftmaxGather checks LogSoftmaxGather: logits [R, V], targets,
 // logp (and entropy, if not nil) [R], every target in [0, V).
@@ -176,14 +217,15 @@ func CheckArgmax(x []float32) {
 	}
 }
 
-// CheckAdamW checks AdamW: grad, m, v hold len(param) elements and step
-// counts from 1.
-func CheckAdamW(param, grad, m, v []float32, step int) {
+// CheckAdamW checks AdamW: F32 buffers, grad, m, v hold param.Len()
+// elements and step counts from 1.
+func CheckAdamW(param, grad, m, v Buffer, step int) {
 	const op = "AdamW"
-	n := len(param)
-	need(op, "grad", len(grad), n)
-	need(op, "m", len(m), n)
-	need(op, "v", len(v), n)
+	n := param.Len()
+	needF32(op, "param", param, n)
+	needF32(op, "grad", grad, n)
+	needF32(op, "m", m, n)
+	needF32(op, "v", v, n)
 	if step < 1 {
 		panic(fmt.Sprintf("kernels: %s: step %d < 1", op, step))
 	}

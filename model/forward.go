@@ -160,7 +160,7 @@ func (r *Runner) forward(caches []*KVCache, tokens [][]int32) []float32 {
 		caches[i].Len += len(t)
 	}
 	out := r.out[:n*C]
-	b.RMSNorm(out, x, m.Norm, n, C, cfg.RMSNormEps)
+	b.RMSNorm(kernels.HostF32(out), kernels.HostF32(x), kernels.HostF32(m.Norm), n, C, cfg.RMSNormEps)
 	return out
 }
 

@@ -220,7 +220,7 @@ func (g *gatherer) flush() {
 	v := g.r.m.Config.VocabSize
 	logits := g.r.Logits(g.h, n)
 	if g.invT != 1 {
-		g.r.m.Backend.Scale(logits[:n*v], g.invT)
+		g.r.m.Backend.Scale(kernels.HostF32(logits[:n*v]), g.invT)
 	}
 	g.logp = grow(g.logp, n)
 	var ent []float32

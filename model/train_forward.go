@@ -105,7 +105,7 @@ func (tr *Trainable) forward(ctx context.Context, st *passState, adapters, keep 
 		tr.layerForward(st, l, in, st.actsOf(l), out, adapters)
 	}
 	st.xf = grow(st.xf, st.t*c.HiddenSize)
-	tr.be.RMSNorm(st.xf, st.finalX(len(m.Layers)), m.Norm, st.t, c.HiddenSize, c.RMSNormEps)
+	tr.be.RMSNorm(kernels.HostF32(st.xf), kernels.HostF32(st.finalX(len(m.Layers))), kernels.HostF32(m.Norm), st.t, c.HiddenSize, c.RMSNormEps)
 	return nil
 }
 
@@ -172,7 +172,7 @@ func (tr *Trainable) logits(ctx context.Context, st *passState, grad chunkGrad) 
 		be.GatherRows(kernels.HostF32(cx), kernels.HostF32(st.xf[:st.t*c]), kernels.HostI32(st.gidx), c)
 		be.MatMul(lg, cx, m.LMHead, n, false)
 		if invT != 1 {
-			be.Scale(lg, invT)
+			be.Scale(kernels.HostF32(lg), invT)
 		}
 		be.LogSoftmaxGather(st.lp[:n], st.en[:n], lg, st.tgt, n, v)
 		for j, r := range rows {
@@ -187,7 +187,7 @@ func (tr *Trainable) logits(ctx context.Context, st *passState, grad chunkGrad) 
 		}
 		be.LogSoftmaxGatherBackward(lg, lg, st.tgt, st.dlp[:n], dent, n, v)
 		if invT != 1 {
-			be.Scale(lg, invT)
+			be.Scale(kernels.HostF32(lg), invT)
 		}
 		if tr.opts.Full {
 			be.MatMulNN(st.dcx[:n*c], lg, m.LMHead, n, false)
@@ -195,7 +195,7 @@ func (tr *Trainable) logits(ctx context.Context, st *passState, grad chunkGrad) 
 			be.MatMul(st.dcx[:n*c], lg, tr.headT(), n, false)
 		}
 		for j, r := range rows {
-			be.Add(st.dxf[int(r.row)*c:(int(r.row)+1)*c], st.dcx[j*c:(j+1)*c])
+			be.Add(kernels.HostF32(st.dxf[int(r.row)*c:(int(r.row)+1)*c]), kernels.HostF32(st.dcx[j*c:(j+1)*c]))
 		}
 		if tr.opts.Full {
 			dh := tr.dHead

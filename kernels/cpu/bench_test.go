@@ -193,7 +193,7 @@ func BenchmarkRMSNorm(b *testing.B) {
 			x, w, out := benchVec(rows*1024), benchVec(1024), make([]float32, rows*1024)
 			b.ResetTimer()
 			for range b.N {
-				be.RMSNorm(out, x, w, rows, 1024, 1e-6)
+				be.RMSNorm(kernels.HostF32(out), kernels.HostF32(x), kernels.HostF32(w), rows, 1024, 1e-6)
 			}
 			b.ReportMetric(float64(8*rows*1024)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 		})

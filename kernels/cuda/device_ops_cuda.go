@@ -95,44 +95,44 @@ func (d *Device) Embedding(out []float32, table kernels.Mat, ids []int32) {
 }
 
 // EmbeddingBackward is dtable[V,C] row ids[t] += dout[t, :].
-func (d *Device) EmbeddingBackward(dtable, dout []float32, ids []int32, c int) {
+func (d *Device) EmbeddingBackward(dtable, dout, ids kernels.Buffer, c int) {
 	const op = "EmbeddingBackward"
 	kernels.CheckEmbeddingBackward(dtable, dout, ids, c)
-	t := len(ids)
+	t := ids.Len()
 	if t == 0 {
 		return
 	}
-	d.run(op, func(s *session) {
-		pt, po, pi := output(s, dtable, true), upload(s, dout[:t*c]), upload(s, ids)
+	d.launchOp(op, func(s *session) {
+		pt, po, pi := s.buf(op, dtable, true), s.buf(op, dout.Slice(0, t*c), false), s.buf(op, ids, false)
 		s.launch("embedding_backward", columnPlan(c), argsOf().ptr(pt).ptr(po).ptr(pi).i32(t).i32(c))
 	})
 }
 
 // RMSNorm is out[R,C] = w·x/√(mean(x²)+eps) per row.
-func (d *Device) RMSNorm(out, x, w []float32, rows, cols int, eps float32) {
+func (d *Device) RMSNorm(out, x, w kernels.Buffer, rows, cols int, eps float32) {
 	const op = "RMSNorm"
 	kernels.CheckRMSNorm(out, x, w, rows, cols)
 	if rows == 0 || cols == 0 {
 		return
 	}
-	d.run(op, func(s *session) {
-		px, pw := upload(s, x[:rows*cols]), upload(s, w[:cols])
-		po := output(s, out[:rows*cols], true)
+	d.launchOp(op, func(s *session) {
+		px, pw := s.buf(op, x.Slice(0, rows*cols), false), s.buf(op, w.Slice(0, cols), false)
+		po := s.buf(op, out.Slice(0, rows*cols), true)
 		s.launch("rmsnorm_forward", rowPlan(rows, 256), argsOf().ptr(po).ptr(px).ptr(pw).i32(rows).i32(cols).f32(eps))
 	})
 }
 
 // RMSNormBackward writes dx[R,C] and accumulates dw[C].
-func (d *Device) RMSNormBackward(dx, dw, dout, x, w []float32, rows, cols int, eps float32) {
+func (d *Device) RMSNormBackward(dx, dw, dout, x, w kernels.Buffer, rows, cols int, eps float32) {
 	const op = "RMSNormBackward"
 	kernels.CheckRMSNormBackward(dx, dw, dout, x, w, rows, cols)
 	if rows == 0 || cols == 0 {
 		return
 	}
 	rc := rows * cols
-	d.run(op, func(s *session) {
-		pdout, px, pw := upload(s, dout[:rc]), upload(s, x[:rc]), upload(s, w[:cols])
-		pdx, pdw := output(s, dx[:rc], true), output(s, dw[:cols], true)
+	d.launchOp(op, func(s *session) {
+		pdout, px, pw := s.buf(op, dout.Slice(0, rc), false), s.buf(op, x.Slice(0, rc), false), s.buf(op, w.Slice(0, cols), false)
+		pdx, pdw := s.buf(op, dx.Slice(0, rc), true), s.buf(op, dw.Slice(0, cols), true)
 		rstd := s.alloc(int64(rows) * 4)
 		s.launch("rmsnorm_backward_dx", rowPlan(rows, 256), argsOf().ptr(pdx).ptr(rstd).ptr(pdout).ptr(px).ptr(pw).i32(rows).i32(cols).f32(eps))
 		s.launch("rmsnorm_backward_dw", columnPlan(cols), argsOf().ptr(pdw).ptr(pdout).ptr(px).ptr(rstd).i32(rows).i32(cols))
@@ -140,23 +140,23 @@ func (d *Device) RMSNormBackward(dx, dw, dout, x, w []float32, rows, cols int, e
 }
 
 // RoPE rotates x[T,H,D] in place (rotate-half convention).
-func (d *Device) RoPE(x []float32, pos []int32, heads, headDim int, theta float64) {
+func (d *Device) RoPE(x, pos kernels.Buffer, heads, headDim int, theta float64) {
 	d.rope("RoPE", x, pos, heads, headDim, theta, 1)
 }
 
 // RoPEBackward applies the inverse rotation to dx[T,H,D] in place.
-func (d *Device) RoPEBackward(dx []float32, pos []int32, heads, headDim int, theta float64) {
+func (d *Device) RoPEBackward(dx, pos kernels.Buffer, heads, headDim int, theta float64) {
 	d.rope("RoPEBackward", dx, pos, heads, headDim, theta, -1)
 }
 
-func (d *Device) rope(op string, x []float32, pos []int32, heads, headDim int, theta, sign float64) {
+func (d *Device) rope(op string, x, pos kernels.Buffer, heads, headDim int, theta, sign float64) {
 	kernels.CheckRoPE(op, x, pos, heads, headDim)
-	t := len(pos)
+	t := pos.Len()
 	if t == 0 || heads == 0 || headDim == 0 {
 		return
 	}
-	d.run(op, func(s *session) {
-		px, pp := output(s, x[:t*heads*headDim], true), upload(s, pos)
+	d.launchOp(op, func(s *session) {
+		px, pp := s.buf(op, x.Slice(0, t*heads*headDim), true), s.buf(op, pos, false)
 		s.launch("rope_f32", columnPlan(t*headDim/2), argsOf().ptr(px).ptr(pp).i32(t).i32(heads).i32(headDim).f64(theta).f64(sign))
 	})
 }
@@ -258,57 +258,59 @@ func (d *Device) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHea
 }
 
 // SwiGLU is out[N] = silu(gate)·up.
-func (d *Device) SwiGLU(out, gate, up []float32) {
+func (d *Device) SwiGLU(out, gate, up kernels.Buffer) {
 	const op = "SwiGLU"
 	kernels.CheckSwiGLU(out, gate, up)
-	n := len(out)
+	n := out.Len()
 	if n == 0 {
 		return
 	}
-	d.run(op, func(s *session) {
-		pg, pu := upload(s, gate[:n]), upload(s, up[:n])
-		po := output(s, out, true)
+	d.launchOp(op, func(s *session) {
+		pg, pu := s.buf(op, gate.Slice(0, n), false), s.buf(op, up.Slice(0, n), false)
+		po := s.buf(op, out, true)
 		s.launch("swiglu_forward", elementwisePlan(n), argsOf().ptr(po).ptr(pg).ptr(pu).i64(n))
 	})
 }
 
 // SwiGLUBackward writes dgate[N] and dup[N].
-func (d *Device) SwiGLUBackward(dgate, dup, dout, gate, up []float32) {
+func (d *Device) SwiGLUBackward(dgate, dup, dout, gate, up kernels.Buffer) {
 	const op = "SwiGLUBackward"
 	kernels.CheckSwiGLUBackward(dgate, dup, dout, gate, up)
-	n := len(dout)
+	n := dout.Len()
 	if n == 0 {
 		return
 	}
-	d.run(op, func(s *session) {
-		pdo, pg, pu := upload(s, dout), upload(s, gate[:n]), upload(s, up[:n])
-		pdg, pdu := output(s, dgate[:n], true), output(s, dup[:n], true)
+	d.launchOp(op, func(s *session) {
+		pdo, pg, pu := s.buf(op, dout, false), s.buf(op, gate.Slice(0, n), false), s.buf(op, up.Slice(0, n), false)
+		pdg, pdu := s.buf(op, dgate.Slice(0, n), true), s.buf(op, dup.Slice(0, n), true)
 		s.launch("swiglu_backward", elementwisePlan(n), argsOf().ptr(pdg).ptr(pdu).ptr(pdo).ptr(pg).ptr(pu).i64(n))
 	})
 }
 
 // Add is dst[N] += src[N].
-func (d *Device) Add(dst, src []float32) {
+func (d *Device) Add(dst, src kernels.Buffer) {
 	const op = "Add"
 	kernels.CheckAdd(dst, src)
-	n := len(dst)
+	n := dst.Len()
 	if n == 0 {
 		return
 	}
-	d.run(op, func(s *session) {
-		pd, ps := output(s, dst, true), upload(s, src[:n])
+	d.launchOp(op, func(s *session) {
+		pd, ps := s.buf(op, dst, true), s.buf(op, src.Slice(0, n), false)
 		s.launch("add_f32", elementwisePlan(n), argsOf().ptr(pd).ptr(ps).i64(n))
 	})
 }
 
 // Scale is x[N] *= s.
-func (d *Device) Scale(x []float32, sc float32) {
-	n := len(x)
+func (d *Device) Scale(x kernels.Buffer, sc float32) {
+	const op = "Scale"
+	kernels.CheckScale(x)
+	n := x.Len()
 	if n == 0 {
 		return
 	}
-	d.run("Scale", func(s *session) {
-		s.launch("scale_f32", elementwisePlan(n), argsOf().ptr(output(s, x, true)).f32(sc).i64(n))
+	d.launchOp(op, func(s *session) {
+		s.launch("scale_f32", elementwisePlan(n), argsOf().ptr(s.buf(op, x, true)).f32(sc).i64(n))
 	})
 }
 
@@ -442,10 +444,10 @@ func (d *Device) PolicyLoss(out kernels.LossOutput, in kernels.LossInput, p kern
 }
 
 // AdamW updates param[N], m[N], v[N] in place from grad[N].
-func (d *Device) AdamW(param, grad, m, v []float32, p kernels.AdamWParams, step int) {
+func (d *Device) AdamW(param, grad, m, v kernels.Buffer, p kernels.AdamWParams, step int) {
 	const op = "AdamW"
 	kernels.CheckAdamW(param, grad, m, v, step)
-	n := len(param)
+	n := param.Len()
 	if n == 0 {
 		return
 	}
@@ -453,8 +455,8 @@ func (d *Device) AdamW(param, grad, m, v []float32, p kernels.AdamWParams, step 
 	stepSize := lr / (1 - math.Pow(b1, float64(step)))
 	bc2sqrt := math.Sqrt(1 - math.Pow(b2, float64(step)))
 	decay := 1 - lr*float64(p.WeightDecay)
-	d.run(op, func(s *session) {
-		pp, pg, pm, pv := output(s, param, true), upload(s, grad[:n]), output(s, m[:n], true), output(s, v[:n], true)
+	d.launchOp(op, func(s *session) {
+		pp, pg, pm, pv := s.buf(op, param, true), s.buf(op, grad.Slice(0, n), false), s.buf(op, m.Slice(0, n), true), s.buf(op, v.Slice(0, n), true)
 		s.launch("adamw_f32", elementwisePlan(n), argsOf().ptr(pp).ptr(pg).ptr(pm).ptr(pv).f32(p.Beta1).f32(p.Beta2).f32(p.Eps).
 			f32(float32(decay)).f32(float32(stepSize)).f32(float32(bc2sqrt)).i64(n))
 	})

@@ -157,20 +157,20 @@ func (h *Host) Embedding(out []float32, table kernels.Mat, ids []int32) {
 }
 
 // EmbeddingBackward is dtable[V,C] row ids[t] += dout[t, :].
-func (h *Host) EmbeddingBackward(dtable, dout []float32, ids []int32, c int) {
+func (h *Host) EmbeddingBackward(dtable, dout, ids kernels.Buffer, c int) {
 	const op = "EmbeddingBackward"
 	kernels.CheckEmbeddingBackward(dtable, dout, ids, c)
-	t := len(ids)
+	t := ids.Len()
 	if t == 0 {
 		return
 	}
 	d := columnPlan(c)
 	launched(op, C.host_embedding_backward(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		f32p(dtable), f32p(dout), i32p(ids), C.int(t), C.int(c)))
+		f32p(dtable.F32()), f32p(dout.F32()), i32p(ids.I32()), C.int(t), C.int(c)))
 }
 
 // RMSNorm is out[R,C] = w·x/√(mean(x²)+eps) per row.
-func (h *Host) RMSNorm(out, x, w []float32, rows, cols int, eps float32) {
+func (h *Host) RMSNorm(out, x, w kernels.Buffer, rows, cols int, eps float32) {
 	const op = "RMSNorm"
 	kernels.CheckRMSNorm(out, x, w, rows, cols)
 	if rows == 0 || cols == 0 {
@@ -178,11 +178,11 @@ func (h *Host) RMSNorm(out, x, w []float32, rows, cols int, eps float32) {
 	}
 	d := rowPlan(rows, 256)
 	launched(op, C.host_rmsnorm_forward(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		f32p(out), f32p(x), f32p(w), C.int(rows), C.int(cols), C.float(eps)))
+		f32p(out.F32()), f32p(x.F32()), f32p(w.F32()), C.int(rows), C.int(cols), C.float(eps)))
 }
 
 // RMSNormBackward writes dx[R,C] and accumulates dw[C].
-func (h *Host) RMSNormBackward(dx, dw, dout, x, w []float32, rows, cols int, eps float32) {
+func (h *Host) RMSNormBackward(dx, dw, dout, x, w kernels.Buffer, rows, cols int, eps float32) {
 	const op = "RMSNormBackward"
 	kernels.CheckRMSNormBackward(dx, dw, dout, x, w, rows, cols)
 	if rows == 0 || cols == 0 {
@@ -191,31 +191,31 @@ func (h *Host) RMSNormBackward(dx, dw, dout, x, w []float32, rows, cols int, eps
 	rstd := make([]float32, rows)
 	d := rowPlan(rows, 256)
 	launched(op, C.host_rmsnorm_backward_dx(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		f32p(dx), f32p(rstd), f32p(dout), f32p(x), f32p(w), C.int(rows), C.int(cols), C.float(eps)))
+		f32p(dx.F32()), f32p(rstd), f32p(dout.F32()), f32p(x.F32()), f32p(w.F32()), C.int(rows), C.int(cols), C.float(eps)))
 	d = columnPlan(cols)
 	launched(op, C.host_rmsnorm_backward_dw(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		f32p(dw), f32p(dout), f32p(x), f32p(rstd), C.int(rows), C.int(cols)))
+		f32p(dw.F32()), f32p(dout.F32()), f32p(x.F32()), f32p(rstd), C.int(rows), C.int(cols)))
 }
 
 // RoPE rotates x[T,H,D] in place (rotate-half convention).
-func (h *Host) RoPE(x []float32, pos []int32, heads, headDim int, theta float64) {
+func (h *Host) RoPE(x, pos kernels.Buffer, heads, headDim int, theta float64) {
 	h.rope("RoPE", x, pos, heads, headDim, theta, 1)
 }
 
 // RoPEBackward applies the inverse rotation to dx[T,H,D] in place.
-func (h *Host) RoPEBackward(dx []float32, pos []int32, heads, headDim int, theta float64) {
+func (h *Host) RoPEBackward(dx, pos kernels.Buffer, heads, headDim int, theta float64) {
 	h.rope("RoPEBackward", dx, pos, heads, headDim, theta, -1)
 }
 
-func (h *Host) rope(op string, x []float32, pos []int32, heads, headDim int, theta, sign float64) {
+func (h *Host) rope(op string, x, pos kernels.Buffer, heads, headDim int, theta, sign float64) {
 	kernels.CheckRoPE(op, x, pos, heads, headDim)
-	t := len(pos)
+	t := pos.Len()
 	if t == 0 || heads == 0 || headDim == 0 {
 		return
 	}
 	d := columnPlan(t * headDim / 2)
 	launched(op, C.host_rope_f32(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		f32p(x), i32p(pos), C.int(t), C.int(heads), C.int(headDim), C.double(theta), C.double(sign)))
+		f32p(x.F32()), i32p(pos.I32()), C.int(t), C.int(heads), C.int(headDim), C.double(theta), C.double(sign)))
 }
 
 // addr pins s and returns the address of its first element (0 if empty).
@@ -313,53 +313,54 @@ func (h *Host) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHeads
 }
 
 // SwiGLU is out[N] = silu(gate)·up.
-func (h *Host) SwiGLU(out, gate, up []float32) {
+func (h *Host) SwiGLU(out, gate, up kernels.Buffer) {
 	const op = "SwiGLU"
 	kernels.CheckSwiGLU(out, gate, up)
-	n := len(out)
+	n := out.Len()
 	if n == 0 {
 		return
 	}
 	d := elementwisePlan(n)
 	launched(op, C.host_swiglu_forward(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		f32p(out), f32p(gate), f32p(up), C.long(n)))
+		f32p(out.F32()), f32p(gate.F32()), f32p(up.F32()), C.long(n)))
 }
 
 // SwiGLUBackward writes dgate[N] and dup[N].
-func (h *Host) SwiGLUBackward(dgate, dup, dout, gate, up []float32) {
+func (h *Host) SwiGLUBackward(dgate, dup, dout, gate, up kernels.Buffer) {
 	const op = "SwiGLUBackward"
 	kernels.CheckSwiGLUBackward(dgate, dup, dout, gate, up)
-	n := len(dout)
+	n := dout.Len()
 	if n == 0 {
 		return
 	}
 	d := elementwisePlan(n)
 	launched(op, C.host_swiglu_backward(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		f32p(dgate), f32p(dup), f32p(dout), f32p(gate), f32p(up), C.long(n)))
+		f32p(dgate.F32()), f32p(dup.F32()), f32p(dout.F32()), f32p(gate.F32()), f32p(up.F32()), C.long(n)))
 }
 
 // Add is dst[N] += src[N].
-func (h *Host) Add(dst, src []float32) {
+func (h *Host) Add(dst, src kernels.Buffer) {
 	const op = "Add"
 	kernels.CheckAdd(dst, src)
-	n := len(dst)
+	n := dst.Len()
 	if n == 0 {
 		return
 	}
 	d := elementwisePlan(n)
 	launched(op, C.host_add_f32(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		f32p(dst), f32p(src), C.long(n)))
+		f32p(dst.F32()), f32p(src.F32()), C.long(n)))
 }
 
 // Scale is x[N] *= s.
-func (h *Host) Scale(x []float32, s float32) {
-	n := len(x)
+func (h *Host) Scale(x kernels.Buffer, s float32) {
+	kernels.CheckScale(x)
+	n := x.Len()
 	if n == 0 {
 		return
 	}
 	d := elementwisePlan(n)
 	launched("Scale", C.host_scale_f32(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		f32p(x), C.float(s), C.long(n)))
+		f32p(x.F32()), C.float(s), C.long(n)))
 }
 
 // LogSoftmaxGather writes logp[R] (and entropy[R] if not nil).
@@ -440,10 +441,10 @@ func (h *Host) SampleRows(ids []int32, logp, fullLogp, logits []float32, params 
 }
 
 // AdamW updates param[N], m[N], v[N] in place from grad[N].
-func (h *Host) AdamW(param, grad, m, v []float32, p kernels.AdamWParams, step int) {
+func (h *Host) AdamW(param, grad, m, v kernels.Buffer, p kernels.AdamWParams, step int) {
 	const op = "AdamW"
 	kernels.CheckAdamW(param, grad, m, v, step)
-	n := len(param)
+	n := param.Len()
 	if n == 0 {
 		return
 	}
@@ -453,6 +454,6 @@ func (h *Host) AdamW(param, grad, m, v []float32, p kernels.AdamWParams, step in
 	decay := 1 - lr*float64(p.WeightDecay)
 	d := elementwisePlan(n)
 	launched(op, C.host_adamw_f32(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		f32p(param), f32p(grad), f32p(m), f32p(v), C.float(p.Beta1), C.float(p.Beta2), C.float(p.Eps), C.float(decay),
+		f32p(param.F32()), f32p(grad.F32()), f32p(m.F32()), f32p(v.F32()), C.float(p.Beta1), C.float(p.Beta2), C.float(p.Eps), C.float(decay),
 		C.float(stepSize), C.float(bc2sqrt), C.long(n)))
 }

@@ -63,21 +63,21 @@ func TestRMSNormHand(t *testing.T) {
 	var b Backend
 	x := []float32{3, 4}
 	out := make([]float32, 2)
-	b.RMSNorm(out, x, []float32{1, 2}, 1, 2, 0) // rms = √12.5
+	b.RMSNorm(kernels.HostF32(out), kernels.HostF32(x), kernels.HostF32([]float32{1, 2}), 1, 2, 0) // rms = √12.5
 	assert.InDeltaSlice(t, []float32{0.84852814, 2.2627417}, out, handTol)
-	b.RMSNorm(x, x, []float32{1, 2}, 1, 2, 0) // in place
+	b.RMSNorm(kernels.HostF32(x), kernels.HostF32(x), kernels.HostF32([]float32{1, 2}), 1, 2, 0) // in place
 	assert.InDeltaSlice(t, out, x, 0)
 }
 
 func TestRoPEHand(t *testing.T) {
 	var b Backend
 	x := []float32{1, 0}
-	b.RoPE(x, []int32{1}, 1, 2, 10000) // i = 0: angle = pos
+	b.RoPE(kernels.HostF32(x), kernels.HostI32([]int32{1}), 1, 2, 10000) // i = 0: angle = pos
 	assert.InDeltaSlice(t, []float32{float32(math.Cos(1)), float32(math.Sin(1))}, x, handTol)
 	// D = 4, theta = 100: angles 2 and 2/100^(1/2) = 0.2 for the pairs
 	// (x0, x2) = (1, 0) and (x1, x3) = (0, 1).
 	x = []float32{1, 0, 0, 1}
-	b.RoPE(x, []int32{2}, 1, 4, 100)
+	b.RoPE(kernels.HostF32(x), kernels.HostI32([]int32{2}), 1, 4, 100)
 	want := []float32{float32(math.Cos(2)), float32(-math.Sin(0.2)), float32(math.Sin(2)), float32(math.Cos(0.2))}
 	assert.InDeltaSlice(t, want, x, handTol)
 }
@@ -101,12 +101,12 @@ func TestAttentionHand(t *testing.T) {
 func TestElementwiseHand(t *testing.T) {
 	var b Backend
 	out := make([]float32, 2)
-	b.SwiGLU(out, []float32{0, 1}, []float32{5, 2}) // 2·σ(1)
+	b.SwiGLU(kernels.HostF32(out), kernels.HostF32([]float32{0, 1}), kernels.HostF32([]float32{5, 2})) // 2·σ(1)
 	assert.InDeltaSlice(t, []float32{0, 1.4621172}, out, handTol)
 	x := []float32{1, 2}
-	b.Add(x, []float32{0.5, -1})
+	b.Add(kernels.HostF32(x), kernels.HostF32([]float32{0.5, -1}))
 	assert.Equal(t, []float32{1.5, 1}, x)
-	b.Scale(x, 2)
+	b.Scale(kernels.HostF32(x), 2)
 	assert.Equal(t, []float32{3, 2}, x)
 }
 

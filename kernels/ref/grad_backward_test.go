@@ -121,7 +121,7 @@ func TestRMSNormBackwardFiniteDifferences(t *testing.T) {
 			dw0 := fdRandom(4, tc.cols, -1, 1)
 			dx := fdRandom(5, n, -9, 9) // overwritten
 			dw := append([]float32(nil), dw0...)
-			ref.Backend{}.RMSNormBackward(dx, dw, dout, x, w, tc.rows, tc.cols, eps)
+			ref.Backend{}.RMSNormBackward(kernels.HostF32(dx), kernels.HostF32(dw), kernels.HostF32(dout), kernels.HostF32(x), kernels.HostF32(w), tc.rows, tc.cols, eps)
 
 			w64, x64 := fdWiden(w), fdWiden(x)
 			wantDx := fdGrad(x, func(x []float64) float64 {
@@ -170,7 +170,7 @@ func TestRoPEBackwardFiniteDifferences(t *testing.T) {
 			x := fdRandom(11, n, -2, 2)
 			dy := fdRandom(12, n, -1, 1)
 			dx := append([]float32(nil), dy...)
-			ref.Backend{}.RoPEBackward(dx, tc.pos, tc.heads, tc.d, tc.theta)
+			ref.Backend{}.RoPEBackward(kernels.HostF32(dx), kernels.HostI32(tc.pos), tc.heads, tc.d, tc.theta)
 			want := fdGrad(x, func(x []float64) float64 {
 				return fdDot(rope64(x, tc.pos, tc.heads, tc.d, tc.theta), dy)
 			})
@@ -185,7 +185,7 @@ func TestSwiGLUBackwardFiniteDifferences(t *testing.T) {
 	up := fdRandom(22, n, -3, 3)
 	dout := fdRandom(23, n, -1, 1)
 	dgate, dup := make([]float32, n), make([]float32, n)
-	ref.Backend{}.SwiGLUBackward(dgate, dup, dout, gate, up)
+	ref.Backend{}.SwiGLUBackward(kernels.HostF32(dgate), kernels.HostF32(dup), kernels.HostF32(dout), kernels.HostF32(gate), kernels.HostF32(up))
 	silu := func(z float64) float64 { return z / (1 + math.Exp(-z)) }
 	g64, u64 := fdWiden(gate), fdWiden(up)
 	wantG := fdGrad(gate, func(g []float64) float64 {
@@ -207,7 +207,7 @@ func TestSwiGLUBackwardFiniteDifferences(t *testing.T) {
 
 	// In place, as the model may call it: dgate over gate, dup over up.
 	g2, u2 := append([]float32(nil), gate...), append([]float32(nil), up...)
-	ref.Backend{}.SwiGLUBackward(g2, u2, dout, g2, u2)
+	ref.Backend{}.SwiGLUBackward(kernels.HostF32(g2), kernels.HostF32(u2), kernels.HostF32(dout), kernels.HostF32(g2), kernels.HostF32(u2))
 	assert.Equal(t, dgate, g2, "dgate aliasing gate")
 	assert.Equal(t, dup, u2, "dup aliasing up")
 }
@@ -219,7 +219,7 @@ func TestEmbeddingBackwardFiniteDifferences(t *testing.T) {
 	dout := fdRandom(32, len(ids)*c, -1, 1)
 	d0 := fdRandom(33, v*c, -1, 1)
 	dtable := append([]float32(nil), d0...)
-	ref.Backend{}.EmbeddingBackward(dtable, dout, ids, c)
+	ref.Backend{}.EmbeddingBackward(kernels.HostF32(dtable), kernels.HostF32(dout), kernels.HostI32(ids), c)
 	want := fdGrad(table, func(tab []float64) float64 {
 		var s float64
 		for t, id := range ids {
@@ -416,19 +416,31 @@ func TestBackwardShapePanics(t *testing.T) {
 		name, want string
 		call       func()
 	}{
-		{"rmsnorm dx", "RMSNormBackward: dx", func() { b.RMSNormBackward(short, buf, buf, buf, buf, 2, 4, 1e-6) }},
-		{"rmsnorm dw", "RMSNormBackward: dw", func() { b.RMSNormBackward(buf, short, buf, buf, buf, 2, 4, 1e-6) }},
-		{"rope", "RoPEBackward: x", func() { b.RoPEBackward(short, []int32{0}, 1, 4, 1e4) }},
-		{"swiglu", "SwiGLUBackward: up", func() { b.SwiGLUBackward(buf, buf, buf, buf, short) }},
-		{"embedding id", "ids[1] = 9", func() { b.EmbeddingBackward(buf[:8], buf, []int32{0, 9}, 4) }},
+		{"rmsnorm dx", "RMSNormBackward: dx", func() {
+			b.RMSNormBackward(kernels.HostF32(short), kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostF32(buf), 2, 4, 1e-6)
+		}},
+		{"rmsnorm dw", "RMSNormBackward: dw", func() {
+			b.RMSNormBackward(kernels.HostF32(buf), kernels.HostF32(short), kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostF32(buf), 2, 4, 1e-6)
+		}},
+		{"rope", "RoPEBackward: x", func() { b.RoPEBackward(kernels.HostF32(short), kernels.HostI32([]int32{0}), 1, 4, 1e4) }},
+		{"swiglu", "SwiGLUBackward: up", func() {
+			b.SwiGLUBackward(kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostF32(short))
+		}},
+		{"embedding id", "ids[1] = 9", func() {
+			b.EmbeddingBackward(kernels.HostF32(buf[:8]), kernels.HostF32(buf), kernels.HostI32([]int32{0, 9}), 4)
+		}},
 		{"logsoftmax target", "targets[0] = 5", func() { b.LogSoftmaxGatherBackward(buf, buf, []int32{5}, buf, nil, 1, 5) }},
 		{"attention K", "seqs[0].K", func() {
 			b.AttentionBackward([]kernels.AttentionGradSeq{{DOut: buf, Q: buf, Out: buf, DQ: buf, LSE: buf,
 				K: short, V: buf, DK: buf, DV: buf, T: 1, Start: 2}}, 2, 1, 8, 1)
 		}},
 		{"attention heads", "heads 3, kvHeads 2", func() { b.AttentionBackward(nil, 3, 2, 8, 1) }},
-		{"adamw step", "step 0", func() { b.AdamW(buf, buf, buf, buf, kernels.AdamWParams{}, 0) }},
-		{"adamw v", "AdamW: v", func() { b.AdamW(buf, buf, buf, short, kernels.AdamWParams{}, 1) }},
+		{"adamw step", "step 0", func() {
+			b.AdamW(kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostF32(buf), kernels.AdamWParams{}, 0)
+		}},
+		{"adamw v", "AdamW: v", func() {
+			b.AdamW(kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostF32(short), kernels.AdamWParams{}, 1)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			defer func() {

@@ -51,37 +51,37 @@ func (t *timedBackend) AttentionBackward(seqs []kernels.AttentionGradSeq, h, kvh
 	t.Backend.AttentionBackward(seqs, h, kvh, d, scale)
 }
 
-func (t *timedBackend) RMSNorm(out, x, w []float32, rows, cols int, eps float32) {
+func (t *timedBackend) RMSNorm(out, x, w kernels.Buffer, rows, cols int, eps float32) {
 	defer t.since("RMSNorm", time.Now())
 	t.Backend.RMSNorm(out, x, w, rows, cols, eps)
 }
 
-func (t *timedBackend) RMSNormBackward(dx, dw, dout, x, w []float32, rows, cols int, eps float32) {
+func (t *timedBackend) RMSNormBackward(dx, dw, dout, x, w kernels.Buffer, rows, cols int, eps float32) {
 	defer t.since("RMSNormBackward", time.Now())
 	t.Backend.RMSNormBackward(dx, dw, dout, x, w, rows, cols, eps)
 }
 
-func (t *timedBackend) SwiGLU(out, gate, up []float32) {
+func (t *timedBackend) SwiGLU(out, gate, up kernels.Buffer) {
 	defer t.since("SwiGLU", time.Now())
 	t.Backend.SwiGLU(out, gate, up)
 }
 
-func (t *timedBackend) SwiGLUBackward(dg, du, dout, gate, up []float32) {
+func (t *timedBackend) SwiGLUBackward(dg, du, dout, gate, up kernels.Buffer) {
 	defer t.since("SwiGLUBackward", time.Now())
 	t.Backend.SwiGLUBackward(dg, du, dout, gate, up)
 }
 
-func (t *timedBackend) Add(dst, src []float32) {
+func (t *timedBackend) Add(dst, src kernels.Buffer) {
 	defer t.since("Add", time.Now())
 	t.Backend.Add(dst, src)
 }
 
-func (t *timedBackend) RoPE(x []float32, pos []int32, h, d int, theta float64) {
+func (t *timedBackend) RoPE(x, pos kernels.Buffer, h, d int, theta float64) {
 	defer t.since("RoPE", time.Now())
 	t.Backend.RoPE(x, pos, h, d, theta)
 }
 
-func (t *timedBackend) RoPEBackward(dx []float32, pos []int32, h, d int, theta float64) {
+func (t *timedBackend) RoPEBackward(dx, pos kernels.Buffer, h, d int, theta float64) {
 	defer t.since("RoPEBackward", time.Now())
 	t.Backend.RoPEBackward(dx, pos, h, d, theta)
 }
