@@ -77,17 +77,17 @@ type Backend interface {
 
 	// MatMul: out[M,N] (=, or += if accumulate) x[M,K] · wᵀ, w is [N,K]
 	// (torch nn.Linear layout), N = w.Rows, K = w.Cols.
-	MatMul(out, x []float32, w Mat, m int, accumulate bool)
+	MatMul(out, x Buffer, w Mat, m int, accumulate bool)
 	// MatMulNN: out[M,K] (=, or += if accumulate) dy[M,N] · w[N,K].
 	// It is MatMul's input gradient.
-	MatMulNN(out, dy []float32, w Mat, m int, accumulate bool)
+	MatMulNN(out, dy Buffer, w Mat, m int, accumulate bool)
 	// MatMulTN: dw[N,K] += dy[M,N]ᵀ · x[M,K]. It is MatMul's weight
 	// gradient; dw is always float32.
-	MatMulTN(dw, dy, x []float32, m, n, k int)
+	MatMulTN(dw, dy, x Buffer, m, n, k int)
 
 	// Embedding: out[T,C] = table[ids[t], :], C = table.Cols. Ids must be in
 	// [0, table.Rows).
-	Embedding(out []float32, table Mat, ids []int32)
+	Embedding(out Buffer, table Mat, ids Buffer)
 	// EmbeddingBackward: dtable[V,C] row ids[t] += dout[t, :].
 	EmbeddingBackward(dtable, dout, ids Buffer, c int)
 

@@ -25,40 +25,42 @@ func needDims(op string, dims ...int) {
 	}
 }
 
-// CheckMatMul checks MatMul: x [M, K] and out [M, N] for w [N, K].
-func CheckMatMul(out, x []float32, w Mat, m int) {
+// CheckMatMul checks MatMul: F32 x [M, K] and out [M, N] for w [N, K].
+func CheckMatMul(out, x Buffer, w Mat, m int) {
 	const op = "MatMul"
 	w.Check(op)
 	needDims(op, m)
-	need(op, "x", len(x), m*w.Cols)
-	need(op, "out", len(out), m*w.Rows)
+	needF32(op, "x", x, m*w.Cols)
+	needF32(op, "out", out, m*w.Rows)
 }
 
-// CheckMatMulNN checks MatMulNN: dy [M, N] and out [M, K] for w [N, K].
-func CheckMatMulNN(out, dy []float32, w Mat, m int) {
+// CheckMatMulNN checks MatMulNN: F32 dy [M, N] and out [M, K] for w
+// [N, K].
+func CheckMatMulNN(out, dy Buffer, w Mat, m int) {
 	const op = "MatMulNN"
 	w.Check(op)
 	needDims(op, m)
-	need(op, "dy", len(dy), m*w.Rows)
-	need(op, "out", len(out), m*w.Cols)
+	needF32(op, "dy", dy, m*w.Rows)
+	needF32(op, "out", out, m*w.Cols)
 }
 
-// CheckMatMulTN checks MatMulTN: dw [N, K], dy [M, N], x [M, K].
-func CheckMatMulTN(dw, dy, x []float32, m, n, k int) {
+// CheckMatMulTN checks MatMulTN: F32 dw [N, K], dy [M, N], x [M, K].
+func CheckMatMulTN(dw, dy, x Buffer, m, n, k int) {
 	const op = "MatMulTN"
 	needDims(op, m, n, k)
-	need(op, "dw", len(dw), n*k)
-	need(op, "dy", len(dy), m*n)
-	need(op, "x", len(x), m*k)
+	needF32(op, "dw", dw, n*k)
+	needF32(op, "dy", dy, m*n)
+	needF32(op, "x", x, m*k)
 }
 
-// CheckEmbedding checks Embedding: out [T, C] and every id in
-// [0, table.Rows).
-func CheckEmbedding(out []float32, table Mat, ids []int32) {
+// CheckEmbedding checks Embedding: F32 out [T, C] for T = ids.Len(), I32
+// ids, and (host ids) every id in [0, table.Rows).
+func CheckEmbedding(out Buffer, table Mat, ids Buffer) {
 	const op = "Embedding"
 	table.Check(op)
-	need(op, "out", len(out), len(ids)*table.Cols)
-	checkIDs(op, "ids", ids, table.Rows)
+	needI32(op, "ids", ids, 0)
+	needF32(op, "out", out, ids.Len()*table.Cols)
+	checkIDBuf(op, "ids", ids, table.Rows)
 }
 
 // CheckEmbeddingBackward checks EmbeddingBackward: c > 0, F32 dtable and

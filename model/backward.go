@@ -128,23 +128,23 @@ func (tr *Trainable) layerBackward(st *passState, l int, x []float32, a *layerAc
 // dA += duᵀ·x, dx += du·A.
 func (tr *Trainable) linBackward(st *passState, lin *Linear, lg *linGrad, dx, dy, x, u []float32, accumulate bool) {
 	be, m := tr.be, st.t
-	be.MatMulNN(dx, dy, lin.W, m, accumulate)
+	be.MatMulNN(kernels.HostF32(dx), kernels.HostF32(dy), lin.W, m, accumulate)
 	if lg.dW != nil {
-		be.MatMulTN(lg.dW, dy, x, m, lin.Out(), lin.In())
+		be.MatMulTN(kernels.HostF32(lg.dW), kernels.HostF32(dy), kernels.HostF32(x), m, lin.Out(), lin.In())
 	}
 	a := lin.LoRA
 	if a == nil {
 		return
 	}
 	if lg.dB != nil {
-		be.MatMulTN(lg.dB, dy, u, m, lin.Out(), a.R)
+		be.MatMulTN(kernels.HostF32(lg.dB), kernels.HostF32(dy), kernels.HostF32(u), m, lin.Out(), a.R)
 	}
 	du := grow(st.grads.dlora, m*a.R)
 	st.grads.dlora = du
-	be.MatMulNN(du, dy, kernels.MatF32(a.B, lin.Out(), a.R), m, false)
+	be.MatMulNN(kernels.HostF32(du), kernels.HostF32(dy), kernels.MatF32(a.B, lin.Out(), a.R), m, false)
 	be.Scale(kernels.HostF32(du), a.Scaling)
 	if lg.dA != nil {
-		be.MatMulTN(lg.dA, du, x, m, a.R, lin.In())
+		be.MatMulTN(kernels.HostF32(lg.dA), kernels.HostF32(du), kernels.HostF32(x), m, a.R, lin.In())
 	}
-	be.MatMulNN(dx, du, kernels.MatF32(a.A, a.R, lin.In()), m, true)
+	be.MatMulNN(kernels.HostF32(dx), kernels.HostF32(du), kernels.MatF32(a.A, a.R, lin.In()), m, true)
 }

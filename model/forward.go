@@ -151,7 +151,7 @@ func (r *Runner) forward(caches []*KVCache, tokens [][]int32) []float32 {
 	}
 	r.caches, r.tokens = caches, tokens
 	x := r.x[:n*C]
-	b.Embedding(x, m.Embed, r.ids)
+	b.Embedding(kernels.HostF32(x), m.Embed, kernels.HostI32(r.ids))
 	for li := range m.Layers {
 		layerForward(b, m, li, x, x, r.pos[:n], n, &r.acts, !r.NoAdapters, nil, r)
 	}
@@ -194,7 +194,7 @@ func (r *Runner) attend(li int, a *layerActs) []kernels.AttentionSeq {
 func (r *Runner) Logits(hidden []float32, rows int) []float32 {
 	v := r.m.Config.VocabSize
 	r.lg = grow(r.lg, rows*v)
-	r.m.Backend.MatMul(r.lg, hidden, r.m.LMHead, rows, false)
+	r.m.Backend.MatMul(kernels.HostF32(r.lg), kernels.HostF32(hidden), r.m.LMHead, rows, false)
 	return r.lg
 }
 

@@ -70,7 +70,7 @@ func layerForward(be kernels.Backend, m *Model, l int, x, out []float32, pos []i
 // may change between any two calls, reads B.
 func linearForward(be kernels.Backend, lin *Linear, out, x []float32, m int, adapters bool, u *[]float32, bT []float32) {
 	if out != nil {
-		be.MatMul(out, x, lin.W, m, false)
+		be.MatMul(kernels.HostF32(out), kernels.HostF32(x), lin.W, m, false)
 	}
 	a := lin.LoRA
 	if a == nil || !adapters {
@@ -80,13 +80,13 @@ func linearForward(be kernels.Backend, lin *Linear, out, x []float32, m int, ada
 		panic(fmt.Sprintf("model: linear forward: LoRA r=%d does not fit A %d, B %d for W [%d,%d]", a.R, len(a.A), len(a.B), lin.Out(), lin.In()))
 	}
 	*u = grow(*u, m*a.R)
-	be.MatMul(*u, x, kernels.MatF32(a.A, a.R, lin.In()), m, false)
+	be.MatMul(kernels.HostF32(*u), kernels.HostF32(x), kernels.MatF32(a.A, a.R, lin.In()), m, false)
 	be.Scale(kernels.HostF32(*u), a.Scaling)
 	switch {
 	case out == nil:
 	case bT != nil:
-		be.MatMulNN(out, *u, kernels.MatF32(bT, a.R, lin.Out()), m, true)
+		be.MatMulNN(kernels.HostF32(out), kernels.HostF32(*u), kernels.MatF32(bT, a.R, lin.Out()), m, true)
 	default:
-		be.MatMul(out, *u, kernels.MatF32(a.B, lin.Out(), a.R), m, true)
+		be.MatMul(kernels.HostF32(out), kernels.HostF32(*u), kernels.MatF32(a.B, lin.Out(), a.R), m, true)
 	}
 }

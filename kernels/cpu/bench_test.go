@@ -66,19 +66,18 @@ func flops(b *testing.B, perOp float64, cpu0 float64) {
 
 func benchMat(dt kernels.DType, rows, cols int) kernels.Mat {
 	r := rand.New(rand.NewPCG(1, 2))
-	m := kernels.Mat{DType: dt, Rows: rows, Cols: cols}
 	if dt == kernels.F32 {
-		m.F32 = make([]float32, rows*cols)
-		for i := range m.F32 {
-			m.F32[i] = float32(r.NormFloat64() * 0.02)
+		f := make([]float32, rows*cols)
+		for i := range f {
+			f[i] = float32(r.NormFloat64() * 0.02)
 		}
-		return m
+		return kernels.MatF32(f, rows, cols)
 	}
-	m.U16 = make([]uint16, rows*cols)
-	for i := range m.U16 {
-		m.U16[i] = kernels.F32ToBF16(float32(r.NormFloat64() * 0.02))
+	u := make([]uint16, rows*cols)
+	for i := range u {
+		u[i] = kernels.F32ToBF16(float32(r.NormFloat64() * 0.02))
 	}
-	return m
+	return kernels.MatBF16(u, rows, cols)
 }
 
 func benchVec(n int) []float32 {
@@ -107,11 +106,11 @@ func BenchmarkMatMul(b *testing.B) {
 			b.Run(fmt.Sprintf("%s_M%d_N%d_K%d", dt, m, n, k), func(b *testing.B) {
 				w := benchMat(dt, n, k)
 				x, out := benchVec(m*k), make([]float32, m*n)
-				be.MatMul(out, x, w, m, false)
+				be.MatMul(kernels.HostF32(out), kernels.HostF32(x), w, m, false)
 				b.ResetTimer()
 				cpu0 := cpuSeconds()
 				for range b.N {
-					be.MatMul(out, x, w, m, false)
+					be.MatMul(kernels.HostF32(out), kernels.HostF32(x), w, m, false)
 				}
 				flops(b, 2*float64(m*n*k), cpu0)
 				b.ReportMetric(float64(n*k*dt.Size())*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
@@ -135,7 +134,7 @@ func BenchmarkMatMulNN(b *testing.B) {
 				b.ResetTimer()
 				cpu0 := cpuSeconds()
 				for range b.N {
-					be.MatMulNN(out, dy, w, m, false)
+					be.MatMulNN(kernels.HostF32(out), kernels.HostF32(dy), w, m, false)
 				}
 				flops(b, 2*float64(m*n*k), cpu0)
 			})
@@ -153,7 +152,7 @@ func BenchmarkMatMulTN(b *testing.B) {
 			b.ResetTimer()
 			cpu0 := cpuSeconds()
 			for range b.N {
-				be.MatMulTN(dw, dy, x, m, n, k)
+				be.MatMulTN(kernels.HostF32(dw), kernels.HostF32(dy), kernels.HostF32(x), m, n, k)
 			}
 			flops(b, 2*float64(m*n*k), cpu0)
 		})
@@ -258,7 +257,7 @@ func BenchmarkMatMulAVX2(b *testing.B) {
 			b.ResetTimer()
 			cpu0 := cpuSeconds()
 			for range b.N {
-				be.MatMul(out, x, w, m, false)
+				be.MatMul(kernels.HostF32(out), kernels.HostF32(x), w, m, false)
 			}
 			flops(b, 2*float64(m*n*k), cpu0)
 		})

@@ -15,12 +15,13 @@ func ExampleNew() {
 
 	// out[1,2] = x[1,3] · wᵀ with w a [2,3] bf16 weight (torch Linear layout).
 	wf := []float32{1, 0, -1, 0.5, 0.5, 0.5}
-	w := kernels.Mat{DType: kernels.BF16, Rows: 2, Cols: 3, U16: make([]uint16, len(wf))}
+	u := make([]uint16, len(wf))
 	for i, f := range wf {
-		w.U16[i] = kernels.F32ToBF16(f)
+		u[i] = kernels.F32ToBF16(f)
 	}
+	w := kernels.MatBF16(u, 2, 3)
 	out := make([]float32, 2)
-	b.MatMul(out, []float32{1, 2, 3}, w, 1, false)
+	b.MatMul(kernels.HostF32(out), kernels.HostF32([]float32{1, 2, 3}), w, 1, false)
 	fmt.Println(out)
 	// Output: [-2 3]
 }

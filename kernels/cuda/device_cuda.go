@@ -247,19 +247,47 @@ func output[T any](s *session, x []T, in bool) cu.DevicePtr {
 	return p
 }
 
-// mat returns w's storage on the device (cached with CacheWeights).
-func (s *session) mat(w kernels.Mat) cu.DevicePtr {
-	var addr uintptr
-	n := w.Rows * w.Cols
-	switch {
-	case n == 0:
-	case w.DType == kernels.F32:
-		addr = uintptr(unsafe.Pointer(&w.F32[0]))
-	default:
-		addr = uintptr(unsafe.Pointer(&w.U16[0]))
+// out returns the device address of the output Buffer b: b's own memory
+// for a device Buffer, or a temporary copied back at the end (copied in
+// first only when in is true: a kernel that writes every element needs
+// no copy in).
+func (s *session) out(op string, b kernels.Buffer, in bool) cu.DevicePtr {
+	if b.Len() == 0 || s.err != nil {
+		return 0
 	}
+	if !b.Host() {
+		_, p := devBuf(op, b)
+		return p
+	}
+	if in {
+		return s.buf(op, b, true)
+	}
+	switch b.DType() {
+	case kernels.F32:
+		return output(s, b.F32(), false)
+	case kernels.I32:
+		return output(s, b.I32(), false)
+	default:
+		return output(s, b.U16(), false)
+	}
+}
+
+// mat returns w's storage on the device: its own memory when w.Data is a
+// device Buffer; for host data a copy, cached with CacheWeights.
+func (s *session) mat(op string, w kernels.Mat) cu.DevicePtr {
+	n := w.Rows * w.Cols
 	if n == 0 || s.err != nil {
 		return 0
+	}
+	if !w.Data.Host() {
+		_, p := devBuf(op, w.Data)
+		return p
+	}
+	var addr uintptr
+	if w.DType == kernels.F32 {
+		addr = uintptr(unsafe.Pointer(&w.F32()[0]))
+	} else {
+		addr = uintptr(unsafe.Pointer(&w.U16()[0]))
 	}
 	key := weightKey{addr, n, w.DType}
 	if b, ok := s.d.weights[key]; ok && s.cacheable(w) {
@@ -267,9 +295,9 @@ func (s *session) mat(w kernels.Mat) cu.DevicePtr {
 	}
 	var p cu.DevicePtr
 	if w.DType == kernels.F32 {
-		p = upload(s, w.F32[:n])
+		p = upload(s, w.F32()[:n])
 	} else {
-		p = upload(s, w.U16[:n])
+		p = upload(s, w.U16()[:n])
 	}
 	if s.cacheable(w) && s.err == nil {
 		// Keep it: take it out of the session's temporaries.

@@ -24,22 +24,22 @@ var _ kernels.Backend = (*Device)(nil)
 func dp(p cu.DevicePtr) uintptr { return uintptr(p) }
 
 // MatMul is out[M,N] (=, +=) x[M,K]·wᵀ (bf16 weights on tensor cores).
-func (d *Device) MatMul(out, x []float32, w kernels.Mat, m int, accumulate bool) {
+func (d *Device) MatMul(out, x kernels.Buffer, w kernels.Mat, m int, accumulate bool) {
 	const op = "MatMul"
 	kernels.CheckMatMul(out, x, w, m)
 	n, k := w.Rows, w.Cols
-	d.gemmW(op, out[:m*n], x[:m*k], w, m, n, k, true, accumulate)
+	d.gemmW(op, out.Slice(0, m*n), x.Slice(0, m*k), w, m, n, k, true, accumulate)
 }
 
 // MatMulNN is out[M,K] (=, +=) dy[M,N]·w[N,K].
-func (d *Device) MatMulNN(out, dy []float32, w kernels.Mat, m int, accumulate bool) {
+func (d *Device) MatMulNN(out, dy kernels.Buffer, w kernels.Mat, m int, accumulate bool) {
 	const op = "MatMulNN"
 	kernels.CheckMatMulNN(out, dy, w, m)
 	n, k := w.Rows, w.Cols
-	d.gemmW(op, out[:m*k], dy[:m*n], w, m, k, n, false, accumulate)
+	d.gemmW(op, out.Slice(0, m*k), dy.Slice(0, m*n), w, m, k, n, false, accumulate)
 }
 
-func (d *Device) gemmW(op string, out, a []float32, w kernels.Mat, i, j, r int, wt, accumulate bool) {
+func (d *Device) gemmW(op string, out, a kernels.Buffer, w kernels.Mat, i, j, r int, wt, accumulate bool) {
 	if i == 0 || j == 0 {
 		return
 	}
@@ -47,8 +47,8 @@ func (d *Device) gemmW(op string, out, a []float32, w kernels.Mat, i, j, r int, 
 	if accumulate {
 		acc = 1
 	}
-	d.run(op, func(s *session) {
-		po, pa, pw := output(s, out, accumulate), upload(s, a), s.mat(w) // every element written
+	d.launchOp(op, func(s *session) {
+		po, pa, pw := s.out(op, out, accumulate), s.buf(op, a, false), s.mat(op, w) // every element written
 		if w.DType == kernels.BF16 {
 			name := "gemm_bf16_wn"
 			if wt {
@@ -67,29 +67,29 @@ func (d *Device) gemmW(op string, out, a []float32, w kernels.Mat, i, j, r int, 
 }
 
 // MatMulTN is dw[N,K] += dy[M,N]ᵀ·x[M,K].
-func (d *Device) MatMulTN(dw, dy, x []float32, m, n, k int) {
+func (d *Device) MatMulTN(dw, dy, x kernels.Buffer, m, n, k int) {
 	const op = "MatMulTN"
 	kernels.CheckMatMulTN(dw, dy, x, m, n, k)
 	if n == 0 || k == 0 {
 		return
 	}
-	d.run(op, func(s *session) {
-		pdw, pdy, px := output(s, dw[:n*k], true), upload(s, dy[:m*n]), upload(s, x[:m*k])
+	d.launchOp(op, func(s *session) {
+		pdw, pdy, px := s.buf(op, dw.Slice(0, n*k), true), s.buf(op, dy.Slice(0, m*n), false), s.buf(op, x.Slice(0, m*k), false)
 		s.launch("gemm_f32", gemmF32Plan(n, k), argsOf().ptr(pdw).ptr(pdy).i64(1).i64(n).ptr(px).i32(int(kernels.F32)).
 			i64(k).i64(1).i32(n).i32(k).i32(m).i32(1))
 	})
 }
 
 // Embedding is out[T,C] = table[ids[t], :].
-func (d *Device) Embedding(out []float32, table kernels.Mat, ids []int32) {
+func (d *Device) Embedding(out kernels.Buffer, table kernels.Mat, ids kernels.Buffer) {
 	const op = "Embedding"
 	kernels.CheckEmbedding(out, table, ids)
-	t, c := len(ids), table.Cols
+	t, c := ids.Len(), table.Cols
 	if t == 0 || c == 0 {
 		return
 	}
-	d.run(op, func(s *session) {
-		po, pt, pi := output(s, out[:t*c], true), s.mat(table), upload(s, ids)
+	d.launchOp(op, func(s *session) {
+		po, pt, pi := s.buf(op, out.Slice(0, t*c), true), s.mat(op, table), s.buf(op, ids, false)
 		s.launch("embedding_forward", rowPlan(t, 256), argsOf().ptr(po).ptr(pt).i32(int(table.DType)).ptr(pi).i32(t).i32(c))
 	})
 }

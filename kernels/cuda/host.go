@@ -75,28 +75,28 @@ func u16p(s []uint16) *C.uint16_t {
 // matData returns w's storage and dtype code for the kernels.
 func matData(w kernels.Mat) unsafe.Pointer {
 	if w.DType == kernels.F32 {
-		return unsafe.Pointer(f32p(w.F32))
+		return unsafe.Pointer(f32p(w.F32()))
 	}
-	return unsafe.Pointer(u16p(w.U16))
+	return unsafe.Pointer(u16p(w.U16()))
 }
 
 func (h *Host) w() C.int { return C.int(h.workers) }
 
 // MatMul is out[M,N] (=, +=) x[M,K]·wᵀ: bf16 weights on the (emulated)
 // tensor cores, f32 and f16 weights on CUDA cores.
-func (h *Host) MatMul(out, x []float32, w kernels.Mat, m int, accumulate bool) {
+func (h *Host) MatMul(out, x kernels.Buffer, w kernels.Mat, m int, accumulate bool) {
 	const op = "MatMul"
 	kernels.CheckMatMul(out, x, w, m)
 	n, k := w.Rows, w.Cols
-	h.gemmW(op, out, x, w, m, n, k, true, accumulate)
+	h.gemmW(op, out.F32(), x.F32(), w, m, n, k, true, accumulate)
 }
 
 // MatMulNN is out[M,K] (=, +=) dy[M,N]·w[N,K].
-func (h *Host) MatMulNN(out, dy []float32, w kernels.Mat, m int, accumulate bool) {
+func (h *Host) MatMulNN(out, dy kernels.Buffer, w kernels.Mat, m int, accumulate bool) {
 	const op = "MatMulNN"
 	kernels.CheckMatMulNN(out, dy, w, m)
 	n, k := w.Rows, w.Cols
-	h.gemmW(op, out, dy, w, m, k, n, false, accumulate)
+	h.gemmW(op, out.F32(), dy.F32(), w, m, k, n, false, accumulate)
 }
 
 // gemmW is out[I,J] (=, +=) a[I,R]·B with B = wᵀ (wt, w is [J,R]) or w
@@ -113,11 +113,11 @@ func (h *Host) gemmW(op string, out, a []float32, w kernels.Mat, i, j, r int, wt
 		d := gemmBF16Plan(i, j)
 		if wt {
 			launched(op, C.host_gemm_bf16_wt(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-				f32p(out), f32p(a), u16p(w.U16), C.int(i), C.int(j), C.int(r), acc))
+				f32p(out), f32p(a), u16p(w.U16()), C.int(i), C.int(j), C.int(r), acc))
 			return
 		}
 		launched(op, C.host_gemm_bf16_wn(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-			f32p(out), f32p(a), u16p(w.U16), C.int(i), C.int(j), C.int(r), acc))
+			f32p(out), f32p(a), u16p(w.U16()), C.int(i), C.int(j), C.int(r), acc))
 		return
 	}
 	sbr, sbj := j, 1 // w is [R,J]: B(r, j) = w[r·J + j]
@@ -134,26 +134,26 @@ func (h *Host) gemmF32(op string, out, a []float32, sai, sar int, b unsafe.Point
 }
 
 // MatMulTN is dw[N,K] += dy[M,N]ᵀ·x[M,K].
-func (h *Host) MatMulTN(dw, dy, x []float32, m, n, k int) {
+func (h *Host) MatMulTN(dw, dy, x kernels.Buffer, m, n, k int) {
 	const op = "MatMulTN"
 	kernels.CheckMatMulTN(dw, dy, x, m, n, k)
 	if n == 0 || k == 0 {
 		return
 	}
-	h.gemmF32(op, dw, dy, 1, n, unsafe.Pointer(f32p(x)), int(kernels.F32), k, 1, n, k, m, 1)
+	h.gemmF32(op, dw.F32(), dy.F32(), 1, n, unsafe.Pointer(f32p(x.F32())), int(kernels.F32), k, 1, n, k, m, 1)
 }
 
 // Embedding is out[T,C] = table[ids[t], :].
-func (h *Host) Embedding(out []float32, table kernels.Mat, ids []int32) {
+func (h *Host) Embedding(out kernels.Buffer, table kernels.Mat, ids kernels.Buffer) {
 	const op = "Embedding"
 	kernels.CheckEmbedding(out, table, ids)
-	t, c := len(ids), table.Cols
+	t, c := ids.Len(), table.Cols
 	if t == 0 || c == 0 {
 		return
 	}
 	d := rowPlan(t, 256)
 	launched(op, C.host_embedding_forward(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		f32p(out), matData(table), C.int(table.DType), i32p(ids), C.int(t), C.int(c)))
+		f32p(out.F32()), matData(table), C.int(table.DType), i32p(ids.I32()), C.int(t), C.int(c)))
 }
 
 // EmbeddingBackward is dtable[V,C] row ids[t] += dout[t, :].

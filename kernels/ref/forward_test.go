@@ -14,11 +14,11 @@ import (
 const handTol = 1e-6
 
 func bf16Mat(v []float32, rows, cols int) kernels.Mat {
-	m := kernels.Mat{DType: kernels.BF16, Rows: rows, Cols: cols, U16: make([]uint16, len(v))}
+	u := make([]uint16, len(v))
 	for i, f := range v {
-		m.U16[i] = kernels.F32ToBF16(f)
+		u[i] = kernels.F32ToBF16(f)
 	}
-	return m
+	return kernels.MatBF16(u, rows, cols)
 }
 
 func TestMatMulHand(t *testing.T) {
@@ -38,25 +38,25 @@ func TestMatMulHand(t *testing.T) {
 		for _, tc := range tests {
 			t.Run(w.DType.String()+"_"+tc.name, func(t *testing.T) {
 				out := append([]float32(nil), tc.init...)
-				b.MatMul(out, x, w, 2, tc.acc)
+				b.MatMul(kernels.HostF32(out), kernels.HostF32(x), w, 2, tc.acc)
 				assert.InDeltaSlice(t, tc.want, out, handTol)
 			})
 		}
 		out := []float32{0, 0, 0}
-		b.MatMulNN(out, []float32{1, 2}, w, 1, false) // 1·row0 + 2·row1
+		b.MatMulNN(kernels.HostF32(out), kernels.HostF32([]float32{1, 2}), w, 1, false) // 1·row0 + 2·row1
 		assert.InDeltaSlice(t, []float32{2, 1, 0}, out, handTol)
 	}
 	dw := make([]float32, 6)
-	b.MatMulTN(dw, []float32{1, 0, 0, 2}, x, 2, 2, 3) // dyᵀ·x
+	b.MatMulTN(kernels.HostF32(dw), kernels.HostF32([]float32{1, 0, 0, 2}), kernels.HostF32(x), 2, 2, 3) // dyᵀ·x
 	assert.InDeltaSlice(t, []float32{1, 2, 3, 8, 10, 12}, dw, handTol)
 }
 
 func TestEmbeddingHand(t *testing.T) {
 	var b Backend
 	out := make([]float32, 4)
-	b.Embedding(out, bf16Mat([]float32{1, 2, 3, 4, 5, 6}, 3, 2), []int32{2, 0})
+	b.Embedding(kernels.HostF32(out), bf16Mat([]float32{1, 2, 3, 4, 5, 6}, 3, 2), kernels.HostI32([]int32{2, 0}))
 	assert.Equal(t, []float32{5, 6, 1, 2}, out)
-	assert.Panics(t, func() { b.Embedding(out, bf16Mat([]float32{1, 2}, 1, 2), []int32{1}) })
+	assert.Panics(t, func() { b.Embedding(kernels.HostF32(out), bf16Mat([]float32{1, 2}, 1, 2), kernels.HostI32([]int32{1})) })
 }
 
 func TestRMSNormHand(t *testing.T) {

@@ -26,17 +26,17 @@ func (t *timedBackend) since(key string, start time.Time) {
 	t.calls[key]++
 }
 
-func (t *timedBackend) MatMul(out, x []float32, w kernels.Mat, m int, acc bool) {
+func (t *timedBackend) MatMul(out, x kernels.Buffer, w kernels.Mat, m int, acc bool) {
 	defer t.since(fmt.Sprintf("MatMul   M=%d N=%d K=%d", m, w.Rows, w.Cols), time.Now())
 	t.Backend.MatMul(out, x, w, m, acc)
 }
 
-func (t *timedBackend) MatMulNN(out, dy []float32, w kernels.Mat, m int, acc bool) {
+func (t *timedBackend) MatMulNN(out, dy kernels.Buffer, w kernels.Mat, m int, acc bool) {
 	defer t.since(fmt.Sprintf("MatMulNN M=%d N=%d K=%d", m, w.Rows, w.Cols), time.Now())
 	t.Backend.MatMulNN(out, dy, w, m, acc)
 }
 
-func (t *timedBackend) MatMulTN(dw, dy, x []float32, m, n, k int) {
+func (t *timedBackend) MatMulTN(dw, dy, x kernels.Buffer, m, n, k int) {
 	defer t.since(fmt.Sprintf("MatMulTN M=%d N=%d K=%d", m, n, k), time.Now())
 	t.Backend.MatMulTN(dw, dy, x, m, n, k)
 }
