@@ -168,7 +168,8 @@ type Backend interface {
 	AdamW(param, grad, m, v Buffer, p AdamWParams, step int)
 }
 
-// AttentionSeq is one sequence in a batched Attention call.
+// AttentionSeq is one sequence in a batched Attention call. Its arrays
+// are F32 Buffers.
 //
 // The sequence's new tokens sit at positions Start .. Start+T−1; K and V
 // hold positions 0 .. Start+T−1 (already written, RoPE applied to K). Query
@@ -179,15 +180,15 @@ type Backend interface {
 // same values either way, in the same order, so paged attention equals
 // contiguous attention bit for bit when the blocks hold the same floats.
 type AttentionSeq struct {
-	Out []float32 // [T, H, D] written
-	Q   []float32 // [T, H, D] read
-	K   []float32 // [S, KVH, D] read, S ≥ Start+T (contiguous layout)
-	V   []float32 // [S, KVH, D] read (contiguous layout)
+	Out Buffer // [T, H, D] written
+	Q   Buffer // [T, H, D] read
+	K   Buffer // [S, KVH, D] read, S ≥ Start+T (contiguous layout)
+	V   Buffer // [S, KVH, D] read (contiguous layout)
 	// Paged holds K and V in fixed-size blocks instead (a paged KV cache).
 	Paged PagedKV
-	// LSE, if not nil, receives the log-sum-exp of each (t, h) row of scaled
-	// scores, [T, H]; AttentionBackward needs it.
-	LSE   []float32
+	// LSE, if not empty, receives the log-sum-exp of each (t, h) row of
+	// scaled scores, [T, H]; AttentionBackward needs it.
+	LSE   Buffer
 	T     int
 	Start int
 }
@@ -195,72 +196,57 @@ type AttentionSeq struct {
 // PagedKV is the keys and values of one sequence stored in fixed-size
 // blocks, as a paged KV cache keeps them: position j is row j mod BlockSize
 // of block j / BlockSize, and each block is [BlockSize, KVH, D]. The block
-// lists are the sequence's block table resolved to the blocks' memory, so
+// lists are the sequence's block table resolved to the blocks' Buffers, so
 // blocks may be shared between sequences (a common prompt) and live
-// anywhere. DType F32 reads K and V; BF16 reads K16 and V16 (raw bfloat16
-// bits), which widen to float32 exactly before any arithmetic.
+// anywhere in the backend's memory. Every block holds DType: F32, or BF16,
+// which widens to float32 exactly before any arithmetic.
 type PagedKV struct {
-	BlockSize int         // positions per block; 0: the sequence is not paged
-	DType     DType       // F32 or BF16
-	K, V      [][]float32 // [blocks][BlockSize, KVH, D] when DType == F32
-	K16, V16  [][]uint16  // [blocks][BlockSize, KVH, D] when DType == BF16
+	BlockSize int      // positions per block; 0: the sequence is not paged
+	DType     DType    // F32 or BF16
+	K, V      []Buffer // [blocks], each [BlockSize, KVH, D] of DType
 }
 
 // Check returns an error unless p holds n positions of rowLen (KVH·D)
-// elements: enough blocks, each at least BlockSize·rowLen long, of a
-// supported dtype. Backends call it (and panic with its message, naming
-// the op) before reading a paged sequence.
+// elements: enough blocks, each of p's dtype and at least
+// BlockSize·rowLen long, the dtype F32 or BF16. Backends call it (and
+// panic with its message, naming the op) before reading a paged sequence.
 func (p *PagedKV) Check(n, rowLen int) error {
 	if p.BlockSize <= 0 {
 		return fmt.Errorf("paged KV: block size %d", p.BlockSize)
 	}
-	blocks := (n + p.BlockSize - 1) / p.BlockSize
-	size := p.BlockSize * rowLen
-	var lk, lv []int
-	switch p.DType {
-	case F32:
-		for _, b := range p.K {
-			lk = append(lk, len(b))
-		}
-		for _, b := range p.V {
-			lv = append(lv, len(b))
-		}
-	case BF16:
-		for _, b := range p.K16 {
-			lk = append(lk, len(b))
-		}
-		for _, b := range p.V16 {
-			lv = append(lv, len(b))
-		}
-	default:
+	if p.DType != F32 && p.DType != BF16 {
 		return fmt.Errorf("paged KV: dtype %v: want F32 or BF16", p.DType)
 	}
-	if len(lk) < blocks || len(lv) < blocks {
-		return fmt.Errorf("paged KV: %d K and %d V blocks for %d positions of block size %d", len(lk), len(lv), n, p.BlockSize)
+	blocks := (n + p.BlockSize - 1) / p.BlockSize
+	size := p.BlockSize * rowLen
+	if len(p.K) < blocks || len(p.V) < blocks {
+		return fmt.Errorf("paged KV: %d K and %d V blocks for %d positions of block size %d", len(p.K), len(p.V), n, p.BlockSize)
 	}
 	for i := range blocks {
-		if lk[i] < size || lv[i] < size {
-			return fmt.Errorf("paged KV: block %d holds %d K and %d V elements, want %d", i, lk[i], lv[i], size)
+		k, v := p.K[i], p.V[i]
+		if k.dtype != p.DType || v.dtype != p.DType {
+			return fmt.Errorf("paged KV: block %d holds %v K and %v V, want %v", i, k.dtype, v.dtype, p.DType)
+		}
+		if k.n < size || v.n < size {
+			return fmt.Errorf("paged KV: block %d holds %d K and %d V elements, want %d", i, k.n, v.n, size)
 		}
 	}
 	return nil
 }
 
-// Row returns position j of kv head kvh from K (v false) or V (v true),
-// widened to float32 into dst[D] when the blocks are BF16; for F32 blocks
-// it returns a view of the block and leaves dst alone.
+// Row returns position j of kv head kvh from K (v false) or V (v true) of
+// host blocks, widened to float32 into dst[D] when the blocks are BF16;
+// for F32 blocks it returns a view of the block and leaves dst alone.
 func (p *PagedKV) Row(dst []float32, v bool, j, kvh, kvHeads, d int) []float32 {
 	b, off := j/p.BlockSize, ((j%p.BlockSize)*kvHeads+kvh)*d
-	if p.DType == F32 {
-		if v {
-			return p.V[b][off : off+d]
-		}
-		return p.K[b][off : off+d]
-	}
-	src := p.K16[b][off : off+d]
+	blk := p.K[b]
 	if v {
-		src = p.V16[b][off : off+d]
+		blk = p.V[b]
 	}
+	if p.DType == F32 {
+		return blk.F32()[off : off+d]
+	}
+	src := blk.BF16()[off : off+d]
 	dst = dst[:d]
 	for i, u := range src {
 		dst[i] = BF16ToF32(u)
@@ -268,24 +254,37 @@ func (p *PagedKV) Row(dst []float32, v bool, j, kvh, kvHeads, d int) []float32 {
 	return dst
 }
 
-// AttentionGradSeq is one sequence in a batched AttentionBackward call. It
-// carries the forward's inputs (Q, K, V, Out, LSE with the same Start and T)
-// and the gradient of the output; DQ is written (=), DK and DV are
-// accumulated (+=) over positions 0 .. Start+T−1.
+// AttentionGradSeq is one sequence in a batched AttentionBackward call, of
+// F32 Buffers. It carries the forward's inputs (Q, K, V, Out, LSE with the
+// same Start and T) and the gradient of the output; DQ is written (=), DK
+// and DV are accumulated (+=) over positions 0 .. Start+T−1.
 type AttentionGradSeq struct {
-	DOut []float32 // [T, H, D]
-	Q    []float32 // [T, H, D]
-	K    []float32 // [S, KVH, D]
-	V    []float32 // [S, KVH, D]
-	Out  []float32 // [T, H, D] the forward's output
-	LSE  []float32 // [T, H] from the forward
-	DQ   []float32 // [T, H, D] =
-	DK   []float32 // [S, KVH, D] +=
-	DV   []float32 // [S, KVH, D] +=
+	DOut Buffer // [T, H, D]
+	Q    Buffer // [T, H, D]
+	K    Buffer // [S, KVH, D]
+	V    Buffer // [S, KVH, D]
+	Out  Buffer // [T, H, D] the forward's output
+	LSE  Buffer // [T, H] from the forward
+	DQ   Buffer // [T, H, D] =
+	DK   Buffer // [S, KVH, D] +=
+	DV   Buffer // [S, KVH, D] +=
 	T    int
 	// Start is the position of the first query token; rows 0 .. Start−1 of
 	// K and V are context the queries attend to.
 	Start int
+}
+
+// HostGradSeq is an AttentionGradSeq of host Buffers as slices (see
+// AttentionGradSeq.Host): what a CPU backend's kernel reads and writes.
+type HostGradSeq struct {
+	DOut, Q, K, V, Out, LSE, DQ, DK, DV []float32
+	T, Start                            int
+}
+
+// Host returns s's host Buffers as slices. It panics for device memory.
+func (s *AttentionGradSeq) Host() HostGradSeq {
+	return HostGradSeq{DOut: s.DOut.F32(), Q: s.Q.F32(), K: s.K.F32(), V: s.V.F32(), Out: s.Out.F32(),
+		LSE: s.LSE.F32(), DQ: s.DQ.F32(), DK: s.DK.F32(), DV: s.DV.F32(), T: s.T, Start: s.Start}
 }
 
 // SamplingParams selects the distribution SampleRows draws from. Filters apply

@@ -243,8 +243,9 @@ func checkHeads(op string, heads, kvHeads, headDim int) {
 }
 
 // CheckAttention checks Attention: grouped-query head counts, and for each
-// sequence T, Start ≥ 0, Q and Out [T, H, D], LSE [T, H] if not nil, and
-// K and V [Start+T, KVH, D], contiguous or paged (PagedKV.Check).
+// sequence T, Start ≥ 0, F32 Q and Out [T, H, D], LSE [T, H] if not
+// empty, and K and V [Start+T, KVH, D], contiguous or paged
+// (PagedKV.Check).
 func CheckAttention(seqs []AttentionSeq, heads, kvHeads, headDim int) {
 	const op = "Attention"
 	checkHeads(op, heads, kvHeads, headDim)
@@ -254,10 +255,10 @@ func CheckAttention(seqs []AttentionSeq, heads, kvHeads, headDim int) {
 			panic(fmt.Sprintf("kernels: %s: seq %d: T %d, Start %d", op, si, s.T, s.Start))
 		}
 		arg := func(name string) string { return fmt.Sprintf("seq %d %s", si, name) }
-		need(op, arg("Q"), len(s.Q), s.T*heads*headDim)
-		need(op, arg("Out"), len(s.Out), s.T*heads*headDim)
-		if s.LSE != nil {
-			need(op, arg("LSE"), len(s.LSE), s.T*heads)
+		needF32(op, arg("Q"), s.Q, s.T*heads*headDim)
+		needF32(op, arg("Out"), s.Out, s.T*heads*headDim)
+		if s.LSE.Len() > 0 {
+			needF32(op, arg("LSE"), s.LSE, s.T*heads)
 		}
 		if s.Paged.BlockSize > 0 {
 			if err := s.Paged.Check(s.Start+s.T, kvHeads*headDim); err != nil {
@@ -265,14 +266,14 @@ func CheckAttention(seqs []AttentionSeq, heads, kvHeads, headDim int) {
 			}
 			continue
 		}
-		need(op, arg("K"), len(s.K), (s.Start+s.T)*kvHeads*headDim)
-		need(op, arg("V"), len(s.V), (s.Start+s.T)*kvHeads*headDim)
+		needF32(op, arg("K"), s.K, (s.Start+s.T)*kvHeads*headDim)
+		needF32(op, arg("V"), s.V, (s.Start+s.T)*kvHeads*headDim)
 	}
 }
 
 // CheckAttentionBackward checks AttentionBackward: grouped-query head
-// counts, and for each sequence T, Start ≥ 0, DOut, Q, Out, DQ [T, H, D],
-// LSE [T, H], and K, V, DK, DV [Start+T, KVH, D].
+// counts, and for each sequence T, Start ≥ 0, F32 DOut, Q, Out, DQ
+// [T, H, D], LSE [T, H], and K, V, DK, DV [Start+T, KVH, D].
 func CheckAttentionBackward(seqs []AttentionGradSeq, heads, kvHeads, headDim int) {
 	const op = "AttentionBackward"
 	checkHeads(op, heads, kvHeads, headDim)
@@ -284,14 +285,14 @@ func CheckAttentionBackward(seqs []AttentionGradSeq, heads, kvHeads, headDim int
 		name := func(arg string) string { return fmt.Sprintf("seqs[%d].%s", si, arg) }
 		nq := s.T * heads * headDim
 		nkv := (s.Start + s.T) * kvHeads * headDim
-		need(op, name("DOut"), len(s.DOut), nq)
-		need(op, name("Q"), len(s.Q), nq)
-		need(op, name("Out"), len(s.Out), nq)
-		need(op, name("DQ"), len(s.DQ), nq)
-		need(op, name("LSE"), len(s.LSE), s.T*heads)
-		need(op, name("K"), len(s.K), nkv)
-		need(op, name("V"), len(s.V), nkv)
-		need(op, name("DK"), len(s.DK), nkv)
-		need(op, name("DV"), len(s.DV), nkv)
+		needF32(op, name("DOut"), s.DOut, nq)
+		needF32(op, name("Q"), s.Q, nq)
+		needF32(op, name("Out"), s.Out, nq)
+		needF32(op, name("DQ"), s.DQ, nq)
+		needF32(op, name("LSE"), s.LSE, s.T*heads)
+		needF32(op, name("K"), s.K, nkv)
+		needF32(op, name("V"), s.V, nkv)
+		needF32(op, name("DK"), s.DK, nkv)
+		needF32(op, name("DV"), s.DV, nkv)
 	}
 }

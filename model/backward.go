@@ -103,10 +103,10 @@ func (tr *Trainable) layerBackward(st *passState, l int, x []float32, a *layerAc
 	for s := range st.seqs {
 		o0, o1 := st.off[s], st.off[s+1]
 		st.attnGrad = append(st.attnGrad, kernels.AttentionGradSeq{
-			DOut: g.datt[o0*q : o1*q], Q: a.qr[o0*q : o1*q],
-			K: a.kr[o0*kv : o1*kv], V: a.v[o0*kv : o1*kv],
-			Out: a.att[o0*q : o1*q], LSE: a.lse[o0*c.NumHeads : o1*c.NumHeads],
-			DQ: g.dq[o0*q : o1*q], DK: g.dk[o0*kv : o1*kv], DV: g.dv[o0*kv : o1*kv],
+			DOut: kernels.HostF32(g.datt[o0*q : o1*q]), Q: kernels.HostF32(a.qr[o0*q : o1*q]),
+			K: kernels.HostF32(a.kr[o0*kv : o1*kv]), V: kernels.HostF32(a.v[o0*kv : o1*kv]),
+			Out: kernels.HostF32(a.att[o0*q : o1*q]), LSE: kernels.HostF32(a.lse[o0*c.NumHeads : o1*c.NumHeads]),
+			DQ: kernels.HostF32(g.dq[o0*q : o1*q]), DK: kernels.HostF32(g.dk[o0*kv : o1*kv]), DV: kernels.HostF32(g.dv[o0*kv : o1*kv]),
 			T: o1 - o0,
 		})
 	}

@@ -176,8 +176,8 @@ func (r *Runner) attend(li int, a *layerActs) []kernels.AttentionSeq {
 			c.write(r.m.Backend, li, a.kr[at*KVD:(at+T)*KVD], a.v[at*KVD:(at+T)*KVD], T)
 		}
 		r.aseqs[i] = kernels.AttentionSeq{
-			Out:   a.att[at*QD : (at+T)*QD],
-			Q:     a.qr[at*QD : (at+T)*QD],
+			Out:   kernels.HostF32(a.att[at*QD : (at+T)*QD]),
+			Q:     kernels.HostF32(a.qr[at*QD : (at+T)*QD]),
 			T:     T,
 			Start: c.Len,
 		}

@@ -97,8 +97,7 @@ type kvPool struct {
 // kvBlock is one block: [BlockSize, KVH·D] of K and of V for every layer,
 // views of one allocation.
 type kvBlock struct {
-	k, v     [][]float32 // [L][BlockSize·KVH·D] for F32 pools
-	k16, v16 [][]uint16  // for BF16 pools
+	k, v []kernels.Buffer // [L], each [BlockSize·KVH·D] of the pool's dtype
 }
 
 func newKVPool(c Config, o KVOptions) *kvPool {
@@ -153,26 +152,19 @@ func (p *kvPool) trim() int64 {
 }
 
 // held reports whether the block has memory (it was not trimmed).
-func (b kvBlock) held() bool { return b.k != nil || b.k16 != nil }
+func (b kvBlock) held() bool { return b.k != nil }
 
 // newBlock allocates one block's memory.
 func (p *kvPool) newBlock() kvBlock {
 	size := p.bs * p.rowLen
-	var b kvBlock
-	if p.dtype == kernels.BF16 {
-		mem := make([]uint16, 2*p.layers*size)
-		b.k16, b.v16 = make([][]uint16, p.layers), make([][]uint16, p.layers)
-		for l := range p.layers {
-			b.k16[l] = mem[(2*l)*size : (2*l+1)*size : (2*l+1)*size]
-			b.v16[l] = mem[(2*l+1)*size : (2*l+2)*size : (2*l+2)*size]
-		}
-	} else {
-		mem := make([]float32, 2*p.layers*size)
-		b.k, b.v = make([][]float32, p.layers), make([][]float32, p.layers)
-		for l := range p.layers {
-			b.k[l] = mem[(2*l)*size : (2*l+1)*size : (2*l+1)*size]
-			b.v[l] = mem[(2*l+1)*size : (2*l+2)*size : (2*l+2)*size]
-		}
+	mem, err := kernels.AllocHost(p.dtype, 2*p.layers*size)
+	if err != nil {
+		panic(fmt.Sprintf("model: KV block: %v", err)) // the pool's dtype was validated
+	}
+	b := kvBlock{k: make([]kernels.Buffer, p.layers), v: make([]kernels.Buffer, p.layers)}
+	for l := range p.layers {
+		b.k[l] = mem.Slice((2*l)*size, (2*l+1)*size)
+		b.v[l] = mem.Slice((2*l+1)*size, (2*l+2)*size)
 	}
 	return b
 }
@@ -221,13 +213,8 @@ func (p *kvPool) copyRows(be kernels.Backend, dst, src int32, rows int) {
 	n := rows * p.rowLen
 	d, s := p.block(dst), p.block(src)
 	for l := range p.layers {
-		if p.dtype == kernels.BF16 {
-			be.Copy(kernels.HostBF16(d.k16[l][:n]), kernels.HostBF16(s.k16[l][:n]))
-			be.Copy(kernels.HostBF16(d.v16[l][:n]), kernels.HostBF16(s.v16[l][:n]))
-		} else {
-			be.Copy(kernels.HostF32(d.k[l][:n]), kernels.HostF32(s.k[l][:n]))
-			be.Copy(kernels.HostF32(d.v[l][:n]), kernels.HostF32(s.v[l][:n]))
-		}
+		be.Copy(d.k[l].Slice(0, n), s.k[l].Slice(0, n))
+		be.Copy(d.v[l].Slice(0, n), s.v[l].Slice(0, n))
 	}
 }
 

@@ -125,9 +125,9 @@ func (st *passState) attend(_ int, a *layerActs) []kernels.AttentionSeq {
 	for s := range st.seqs {
 		o0, o1 := st.off[s], st.off[s+1]
 		st.attn = append(st.attn, kernels.AttentionSeq{
-			Out: a.att[o0*q : o1*q], Q: a.qr[o0*q : o1*q],
-			K: a.kr[o0*kv : o1*kv], V: a.v[o0*kv : o1*kv],
-			LSE: a.lse[o0*h : o1*h], T: o1 - o0,
+			Out: kernels.HostF32(a.att[o0*q : o1*q]), Q: kernels.HostF32(a.qr[o0*q : o1*q]),
+			K: kernels.HostF32(a.kr[o0*kv : o1*kv]), V: kernels.HostF32(a.v[o0*kv : o1*kv]),
+			LSE: kernels.HostF32(a.lse[o0*h : o1*h]), T: o1 - o0,
 		})
 	}
 	return st.attn

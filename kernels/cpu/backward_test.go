@@ -58,7 +58,7 @@ func backwardThreadCountIndependent(t *testing.T, p simdPath) {
 	q, k, v, do := bwRand(6, nq, 1), bwRand(7, nkv, 1), bwRand(8, nkv, 1), bwRand(9, nq, 1)
 	out, lse := make([]float32, nq), make([]float32, tt*heads)
 	fw := pathBackend(t, p, 1)
-	fw.Attention([]kernels.AttentionSeq{{Out: out, Q: q, K: k, V: v, LSE: lse, T: tt, Start: start}}, heads, kvh, hd, 0.125)
+	fw.Attention([]kernels.AttentionSeq{{Out: kernels.HostF32(out), Q: kernels.HostF32(q), K: kernels.HostF32(k), V: kernels.HostF32(v), LSE: kernels.HostF32(lse), T: tt, Start: start}}, heads, kvh, hd, 0.125)
 
 	run := func(b *Backend) result {
 		dx, dw := make([]float32, rows*cols), make([]float32, cols)
@@ -67,12 +67,12 @@ func backwardThreadCountIndependent(t *testing.T, p simdPath) {
 		b.LogSoftmaxGatherBackward(dl, logits, targets, dlogp, nil, 5, 151936)
 		dtab := make([]float32, 10*cols)
 		b.EmbeddingBackward(kernels.HostF32(dtab), kernels.HostF32(dout[:len(ids)*cols]), kernels.HostI32(ids), cols)
-		s := kernels.AttentionGradSeq{DOut: do, Q: q, K: k, V: v, Out: out, LSE: lse,
-			DQ: make([]float32, nq), DK: make([]float32, nkv), DV: make([]float32, nkv), T: tt, Start: start}
+		s := kernels.AttentionGradSeq{DOut: kernels.HostF32(do), Q: kernels.HostF32(q), K: kernels.HostF32(k), V: kernels.HostF32(v), Out: kernels.HostF32(out), LSE: kernels.HostF32(lse),
+			DQ: kernels.HostF32(make([]float32, nq)), DK: kernels.HostF32(make([]float32, nkv)), DV: kernels.HostF32(make([]float32, nkv)), T: tt, Start: start}
 		b.AttentionBackward([]kernels.AttentionGradSeq{s}, heads, kvh, hd, 0.125)
 		p, m, vv := bwRand(10, 70001, 1), make([]float32, 70001), make([]float32, 70001)
 		b.AdamW(kernels.HostF32(p), kernels.HostF32(bwRand(11, 70001, 1)), kernels.HostF32(m), kernels.HostF32(vv), kernels.AdamWParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1}, 1)
-		return result{dx, dw, dl, dtab, s.DQ, s.DK, s.DV, p, m, vv}
+		return result{dx, dw, dl, dtab, s.DQ.F32(), s.DK.F32(), s.DV.F32(), p, m, vv}
 	}
 	var want result
 	for threads := 1; threads <= 3; threads++ {
@@ -251,8 +251,8 @@ func TestBackwardPanics(t *testing.T) {
 		}},
 		{"logsoftmax target", "targets[0] = 5", func() { b.LogSoftmaxGatherBackward(buf, buf, []int32{5}, buf, nil, 1, 5) }},
 		{"attention DV", "seqs[0].DV", func() {
-			b.AttentionBackward([]kernels.AttentionGradSeq{{DOut: buf, Q: buf, Out: buf, DQ: buf, LSE: buf,
-				K: buf, V: buf, DK: buf, DV: short, T: 1, Start: 2}}, 2, 1, 8, 1)
+			b.AttentionBackward([]kernels.AttentionGradSeq{{DOut: kernels.HostF32(buf), Q: kernels.HostF32(buf), Out: kernels.HostF32(buf), DQ: kernels.HostF32(buf), LSE: kernels.HostF32(buf),
+				K: kernels.HostF32(buf), V: kernels.HostF32(buf), DK: kernels.HostF32(buf), DV: kernels.HostF32(short), T: 1, Start: 2}}, 2, 1, 8, 1)
 		}},
 		{"attention heads", "heads 3, kvHeads 2", func() { b.AttentionBackward(nil, 3, 2, 8, 1) }},
 		{"adamw step", "step 0", func() {
@@ -286,9 +286,9 @@ func BenchmarkAttentionBackward(bm *testing.B) {
 			q, k, v, do := bwRand(1, nq, 1), bwRand(2, nkv, 1), bwRand(3, nkv, 1), bwRand(4, nq, 1)
 			out, lse := make([]float32, nq), make([]float32, tt*heads)
 			scale := float32(1 / math.Sqrt(d))
-			b.Attention([]kernels.AttentionSeq{{Out: out, Q: q, K: k, V: v, LSE: lse, T: tt}}, heads, kvh, d, scale)
-			seqs := []kernels.AttentionGradSeq{{DOut: do, Q: q, K: k, V: v, Out: out, LSE: lse,
-				DQ: make([]float32, nq), DK: make([]float32, nkv), DV: make([]float32, nkv), T: tt}}
+			b.Attention([]kernels.AttentionSeq{{Out: kernels.HostF32(out), Q: kernels.HostF32(q), K: kernels.HostF32(k), V: kernels.HostF32(v), LSE: kernels.HostF32(lse), T: tt}}, heads, kvh, d, scale)
+			seqs := []kernels.AttentionGradSeq{{DOut: kernels.HostF32(do), Q: kernels.HostF32(q), K: kernels.HostF32(k), V: kernels.HostF32(v), Out: kernels.HostF32(out), LSE: kernels.HostF32(lse),
+				DQ: kernels.HostF32(make([]float32, nq)), DK: kernels.HostF32(make([]float32, nkv)), DV: kernels.HostF32(make([]float32, nkv)), T: tt}}
 			for bm.Loop() {
 				b.AttentionBackward(seqs, heads, kvh, d, scale)
 			}
@@ -420,13 +420,13 @@ func TestAttentionBackwardRandomShapes(t *testing.T) {
 					nq, nkv := tt*heads*d, (start+tt)*kvh*d
 					seed := uint64(1000*i + 10*si)
 					g := kernels.AttentionGradSeq{
-						DOut: bwRand(seed, nq, 1), Q: bwRand(seed+1, nq, 1), K: bwRand(seed+2, nkv, 1), V: bwRand(seed+3, nkv, 1),
-						Out: make([]float32, nq), LSE: make([]float32, tt*heads), T: tt, Start: start,
+						DOut: kernels.HostF32(bwRand(seed, nq, 1)), Q: kernels.HostF32(bwRand(seed+1, nq, 1)), K: kernels.HostF32(bwRand(seed+2, nkv, 1)), V: kernels.HostF32(bwRand(seed+3, nkv, 1)),
+						Out: kernels.HostF32(make([]float32, nq)), LSE: kernels.HostF32(make([]float32, tt*heads)), T: tt, Start: start,
 					}
 					r.Attention([]kernels.AttentionSeq{{Out: g.Out, Q: g.Q, K: g.K, V: g.V, LSE: g.LSE, T: tt, Start: start}}, heads, kvh, d, scale)
 					w := g
-					w.DQ, w.DK, w.DV = make([]float32, nq), bwRand(seed+4, nkv, 1), bwRand(seed+5, nkv, 1)
-					g.DQ, g.DK, g.DV = bwRand(seed+6, nq, 9), append([]float32(nil), w.DK...), append([]float32(nil), w.DV...)
+					w.DQ, w.DK, w.DV = kernels.HostF32(make([]float32, nq)), kernels.HostF32(bwRand(seed+4, nkv, 1)), kernels.HostF32(bwRand(seed+5, nkv, 1))
+					g.DQ, g.DK, g.DV = kernels.HostF32(bwRand(seed+6, nq, 9)), kernels.HostF32(append([]float32(nil), w.DK.F32()...)), kernels.HostF32(append([]float32(nil), w.DV.F32()...))
 					want, got = append(want, w), append(got, g)
 				}
 				r.AttentionBackward(want, heads, kvh, d, scale)
@@ -434,9 +434,9 @@ func TestAttentionBackwardRandomShapes(t *testing.T) {
 				tol := kerneltest.Tolerance("AttentionBackward")
 				tol.NMSE = math.Inf(1) // per element only: a sequence's DQ may be all zero (T = 1, Start = 0)
 				for s := range want {
-					kerneltest.CheckClose(t, fmt.Sprintf("seq %d DQ", s), got[s].DQ, want[s].DQ, tol)
-					kerneltest.CheckClose(t, fmt.Sprintf("seq %d DK", s), got[s].DK, want[s].DK, tol)
-					kerneltest.CheckClose(t, fmt.Sprintf("seq %d DV", s), got[s].DV, want[s].DV, tol)
+					kerneltest.CheckClose(t, fmt.Sprintf("seq %d DQ", s), got[s].DQ.F32(), want[s].DQ.F32(), tol)
+					kerneltest.CheckClose(t, fmt.Sprintf("seq %d DK", s), got[s].DK.F32(), want[s].DK.F32(), tol)
+					kerneltest.CheckClose(t, fmt.Sprintf("seq %d DV", s), got[s].DV.F32(), want[s].DV.F32(), tol)
 				}
 			})
 		}

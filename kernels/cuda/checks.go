@@ -14,12 +14,6 @@ import (
 // errors are programmer errors and panic naming the op (kernels.Backend's
 // convention).
 
-func need(op, arg string, have, want int) {
-	if have < want {
-		panic(fmt.Sprintf("kernels/cuda: %s: %s has %d elements, need %d", op, arg, have, want))
-	}
-}
-
 func needDims(op string, ds ...int) {
 	for _, d := range ds {
 		if d < 0 {

@@ -165,53 +165,35 @@ func (d *Device) rope(op string, x, pos kernels.Buffer, heads, headDim int, thet
 // contiguous or in a paged KV cache (f32 or bf16 blocks).
 func (d *Device) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim int, scale float32) {
 	const op = "Attention"
-	checkHeads(op, heads, kvHeads, headDim)
+	kernels.CheckAttention(seqs, heads, kvHeads, headDim)
+	checkHeads(op, heads, kvHeads, headDim) // the kernels' head-dim limit
 	maxT := 0
-	for i, sq := range seqs {
-		n := sq.Start + sq.T
-		needDims(op, sq.T, sq.Start)
-		need(op, fmt.Sprintf("seqs[%d].Q", i), len(sq.Q), sq.T*heads*headDim)
-		need(op, fmt.Sprintf("seqs[%d].Out", i), len(sq.Out), sq.T*heads*headDim)
-		if sq.LSE != nil {
-			need(op, fmt.Sprintf("seqs[%d].LSE", i), len(sq.LSE), sq.T*heads)
-		}
-		if sq.Paged.BlockSize > 0 {
-			if err := sq.Paged.Check(n, kvHeads*headDim); err != nil {
-				panic(fmt.Sprintf("kernels/cuda: %s: seqs[%d]: %v", op, i, err))
-			}
-		} else {
-			need(op, fmt.Sprintf("seqs[%d].K", i), len(sq.K), n*kvHeads*headDim)
-			need(op, fmt.Sprintf("seqs[%d].V", i), len(sq.V), n*kvHeads*headDim)
-		}
+	for _, sq := range seqs {
 		maxT = max(maxT, sq.T)
 	}
 	if maxT == 0 || heads == 0 || headDim == 0 {
 		return
 	}
-	d.run(op, func(s *session) {
+	d.launchOp(op, func(s *session) {
 		desc := make([]attnSeq, len(seqs))
 		for i, sq := range seqs {
 			th, n := sq.T*heads*headDim, sq.Start+sq.T
-			desc[i] = attnSeq{q: dp(upload(s, sq.Q[:th])), out: dp(output(s, sq.Out[:th], true)), t: int64(sq.T), start: int64(sq.Start)}
-			if sq.LSE != nil {
-				desc[i].lse = dp(output(s, sq.LSE[:sq.T*heads], true))
+			desc[i] = attnSeq{q: dp(s.buf(op, sq.Q.Slice(0, th), false)), out: dp(s.buf(op, sq.Out.Slice(0, th), true)), t: int64(sq.T), start: int64(sq.Start)}
+			if sq.LSE.Len() > 0 {
+				desc[i].lse = dp(s.buf(op, sq.LSE.Slice(0, sq.T*heads), true))
 			}
 			if sq.Paged.BlockSize > 0 {
 				bs := sq.Paged.BlockSize
 				blocks, size := ceilDiv(n, bs), bs*kvHeads*headDim
 				kb, vb := make([]uint64, max(blocks, 1)), make([]uint64, max(blocks, 1))
 				for b := range blocks {
-					if sq.Paged.DType == kernels.F32 {
-						kb[b], vb[b] = uint64(upload(s, sq.Paged.K[b][:size])), uint64(upload(s, sq.Paged.V[b][:size]))
-					} else {
-						kb[b], vb[b] = uint64(upload(s, sq.Paged.K16[b][:size])), uint64(upload(s, sq.Paged.V16[b][:size]))
-					}
+					kb[b], vb[b] = uint64(s.buf(op, sq.Paged.K[b].Slice(0, size), false)), uint64(s.buf(op, sq.Paged.V[b].Slice(0, size), false))
 				}
 				desc[i].kb, desc[i].vb = dp(upload(s, kb)), dp(upload(s, vb))
 				desc[i].blockSize, desc[i].dtype = int64(bs), int64(sq.Paged.DType)
 			} else {
 				nk := n * kvHeads * headDim
-				desc[i].k, desc[i].v = dp(upload(s, sq.K[:nk])), dp(upload(s, sq.V[:nk]))
+				desc[i].k, desc[i].v = dp(s.buf(op, sq.K.Slice(0, nk), false)), dp(s.buf(op, sq.V.Slice(0, nk), false))
 			}
 		}
 		pd := upload(s, desc)
@@ -222,32 +204,23 @@ func (d *Device) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim 
 // AttentionBackward writes DQ and accumulates DK, DV for each sequence.
 func (d *Device) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHeads, headDim int, scale float32) {
 	const op = "AttentionBackward"
-	checkHeads(op, heads, kvHeads, headDim)
+	kernels.CheckAttentionBackward(seqs, heads, kvHeads, headDim)
+	checkHeads(op, heads, kvHeads, headDim) // the kernels' head-dim limit
 	maxT, maxS := 0, 0
-	for i, sq := range seqs {
-		n := sq.Start + sq.T
-		needDims(op, sq.T, sq.Start)
-		th, nk := sq.T*heads*headDim, n*kvHeads*headDim
-		for _, b := range []struct {
-			name string
-			s    []float32
-			n    int
-		}{{"DOut", sq.DOut, th}, {"Q", sq.Q, th}, {"Out", sq.Out, th}, {"DQ", sq.DQ, th}, {"LSE", sq.LSE, sq.T * heads},
-			{"K", sq.K, nk}, {"V", sq.V, nk}, {"DK", sq.DK, nk}, {"DV", sq.DV, nk}} {
-			need(op, fmt.Sprintf("seqs[%d].%s", i, b.name), len(b.s), b.n)
-		}
-		maxT, maxS = max(maxT, sq.T), max(maxS, n)
+	for _, sq := range seqs {
+		maxT, maxS = max(maxT, sq.T), max(maxS, sq.Start+sq.T)
 	}
 	if maxT == 0 || heads == 0 || headDim == 0 {
 		return
 	}
-	d.run(op, func(s *session) {
+	d.launchOp(op, func(s *session) {
 		desc := make([]attnGradSeq, len(seqs))
+		in := func(b kernels.Buffer, n int) uintptr { return dp(s.buf(op, b.Slice(0, n), false)) }
+		acc := func(b kernels.Buffer, n int) uintptr { return dp(s.buf(op, b.Slice(0, n), true)) }
 		for i, sq := range seqs {
 			th, nk := sq.T*heads*headDim, (sq.Start+sq.T)*kvHeads*headDim
-			desc[i] = attnGradSeq{dout: dp(upload(s, sq.DOut[:th])), q: dp(upload(s, sq.Q[:th])), k: dp(upload(s, sq.K[:nk])),
-				v: dp(upload(s, sq.V[:nk])), out: dp(upload(s, sq.Out[:th])), lse: dp(upload(s, sq.LSE[:sq.T*heads])),
-				dq: dp(output(s, sq.DQ[:th], true)), dk: dp(output(s, sq.DK[:nk], true)), dv: dp(output(s, sq.DV[:nk], true)),
+			desc[i] = attnGradSeq{dout: in(sq.DOut, th), q: in(sq.Q, th), k: in(sq.K, nk), v: in(sq.V, nk), out: in(sq.Out, th),
+				lse: in(sq.LSE, sq.T*heads), dq: acc(sq.DQ, th), dk: acc(sq.DK, nk), dv: acc(sq.DV, nk),
 				di: dp(s.alloc(int64(sq.T*heads) * 4)), t: int64(sq.T), start: int64(sq.Start)}
 		}
 		pd := upload(s, desc)

@@ -231,39 +231,29 @@ func addr(p *runtime.Pinner, s []float32) uintptr {
 // contiguous or in a paged KV cache (f32 or bf16 blocks).
 func (h *Host) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim int, scale float32) {
 	const op = "Attention"
-	checkHeads(op, heads, kvHeads, headDim)
+	kernels.CheckAttention(seqs, heads, kvHeads, headDim)
+	checkHeads(op, heads, kvHeads, headDim) // the kernels' head-dim limit
 	var pin runtime.Pinner
 	defer pin.Unpin()
 	desc := make([]attnSeq, len(seqs))
 	maxT := 0
 	for i, s := range seqs {
 		n := s.Start + s.T
-		needDims(op, s.T, s.Start)
-		need(op, fmt.Sprintf("seqs[%d].Q", i), len(s.Q), s.T*heads*headDim)
-		need(op, fmt.Sprintf("seqs[%d].Out", i), len(s.Out), s.T*heads*headDim)
-		if s.LSE != nil {
-			need(op, fmt.Sprintf("seqs[%d].LSE", i), len(s.LSE), s.T*heads)
-		}
-		desc[i] = attnSeq{q: addr(&pin, s.Q), out: addr(&pin, s.Out), lse: addr(&pin, s.LSE), t: int64(s.T), start: int64(s.Start)}
+		desc[i] = attnSeq{q: addr(&pin, s.Q.F32()), out: addr(&pin, s.Out.F32()), lse: addr(&pin, s.LSE.F32()), t: int64(s.T), start: int64(s.Start)}
 		if s.Paged.BlockSize > 0 {
-			if err := s.Paged.Check(n, kvHeads*headDim); err != nil {
-				panic(fmt.Sprintf("kernels/cuda: %s: seqs[%d]: %v", op, i, err))
-			}
 			blocks := ceilDiv(n, s.Paged.BlockSize)
 			kb, vb := make([]uintptr, max(blocks, 1)), make([]uintptr, max(blocks, 1))
 			for b := range blocks {
 				if s.Paged.DType == kernels.F32 {
-					kb[b], vb[b] = addr(&pin, s.Paged.K[b]), addr(&pin, s.Paged.V[b])
+					kb[b], vb[b] = addr(&pin, s.Paged.K[b].F32()), addr(&pin, s.Paged.V[b].F32())
 				} else {
-					kb[b], vb[b] = pinned(&pin, s.Paged.K16[b]), pinned(&pin, s.Paged.V16[b])
+					kb[b], vb[b] = pinned(&pin, s.Paged.K[b].BF16()), pinned(&pin, s.Paged.V[b].BF16())
 				}
 			}
 			desc[i].kb, desc[i].vb = pinned(&pin, kb), pinned(&pin, vb)
 			desc[i].blockSize, desc[i].dtype = int64(s.Paged.BlockSize), int64(s.Paged.DType)
 		} else {
-			need(op, fmt.Sprintf("seqs[%d].K", i), len(s.K), n*kvHeads*headDim)
-			need(op, fmt.Sprintf("seqs[%d].V", i), len(s.V), n*kvHeads*headDim)
-			desc[i].k, desc[i].v = addr(&pin, s.K), addr(&pin, s.V)
+			desc[i].k, desc[i].v = addr(&pin, s.K.F32()), addr(&pin, s.V.F32())
 		}
 		maxT = max(maxT, s.T)
 	}
@@ -278,23 +268,15 @@ func (h *Host) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim in
 // AttentionBackward writes DQ and accumulates DK, DV for each sequence.
 func (h *Host) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHeads, headDim int, scale float32) {
 	const op = "AttentionBackward"
-	checkHeads(op, heads, kvHeads, headDim)
+	kernels.CheckAttentionBackward(seqs, heads, kvHeads, headDim)
+	checkHeads(op, heads, kvHeads, headDim) // the kernels' head-dim limit
 	var pin runtime.Pinner
 	defer pin.Unpin()
 	desc := make([]attnGradSeq, len(seqs))
 	maxT, maxS := 0, 0
-	for i, s := range seqs {
+	for i := range seqs {
+		s := seqs[i].Host()
 		n := s.Start + s.T
-		needDims(op, s.T, s.Start)
-		th, nk := s.T*heads*headDim, n*kvHeads*headDim
-		for _, b := range []struct {
-			name string
-			s    []float32
-			n    int
-		}{{"DOut", s.DOut, th}, {"Q", s.Q, th}, {"Out", s.Out, th}, {"DQ", s.DQ, th}, {"LSE", s.LSE, s.T * heads},
-			{"K", s.K, nk}, {"V", s.V, nk}, {"DK", s.DK, nk}, {"DV", s.DV, nk}} {
-			need(op, fmt.Sprintf("seqs[%d].%s", i, b.name), len(b.s), b.n)
-		}
 		di := make([]float32, s.T*heads)
 		desc[i] = attnGradSeq{dout: addr(&pin, s.DOut), q: addr(&pin, s.Q), k: addr(&pin, s.K), v: addr(&pin, s.V),
 			out: addr(&pin, s.Out), lse: addr(&pin, s.LSE), dq: addr(&pin, s.DQ), dk: addr(&pin, s.DK), dv: addr(&pin, s.DV),

@@ -382,25 +382,25 @@ func TestAttentionBackwardFiniteDifferences(t *testing.T) {
 				dk0, dv0 := fdRandom(seed+4, nkv, -1, 1), fdRandom(seed+5, nkv, -1, 1)
 				base[i] = saved{dk0, dv0}
 				seqs[i] = kernels.AttentionGradSeq{
-					DOut: fdRandom(seed+6, nq, -1, 1), Q: q, K: k, V: v,
-					Out: fdNarrow(out), LSE: fdNarrow(lse),
-					DQ: fdRandom(seed+7, nq, -50, 50), // must be overwritten
-					DK: append([]float32(nil), dk0...), DV: append([]float32(nil), dv0...),
+					DOut: kernels.HostF32(fdRandom(seed+6, nq, -1, 1)), Q: kernels.HostF32(q), K: kernels.HostF32(k), V: kernels.HostF32(v),
+					Out: kernels.HostF32(fdNarrow(out)), LSE: kernels.HostF32(fdNarrow(lse)),
+					DQ: kernels.HostF32(fdRandom(seed+7, nq, -50, 50)), // must be overwritten
+					DK: kernels.HostF32(append([]float32(nil), dk0...)), DV: kernels.HostF32(append([]float32(nil), dv0...)),
 					T: sh.t, Start: sh.start,
 				}
 			}
 			ref.Backend{}.AttentionBackward(seqs, tc.heads, tc.kvh, tc.d, float32(scale))
 
 			for i, s := range seqs {
-				q64, k64, v64 := fdWiden(s.Q), fdWiden(s.K), fdWiden(s.V)
+				q64, k64, v64 := fdWiden(s.Q.F32()), fdWiden(s.K.F32()), fdWiden(s.V.F32())
 				loss := func(q, k, v []float64) float64 {
 					out, _ := attention64(q, k, v, s.T, s.Start, tc.heads, tc.kvh, tc.d, scale)
-					return fdDot(out, s.DOut)
+					return fdDot(out, s.DOut.F32())
 				}
 				p := fmt.Sprintf("seq%d.", i)
-				fdAssert(t, p+"dQ", s.DQ, nil, fdGrad(s.Q, func(q []float64) float64 { return loss(q, k64, v64) }))
-				fdAssert(t, p+"dK", s.DK, base[i].dk0, fdGrad(s.K, func(k []float64) float64 { return loss(q64, k, v64) }))
-				fdAssert(t, p+"dV", s.DV, base[i].dv0, fdGrad(s.V, func(v []float64) float64 { return loss(q64, k64, v) }))
+				fdAssert(t, p+"dQ", s.DQ.F32(), nil, fdGrad(s.Q.F32(), func(q []float64) float64 { return loss(q, k64, v64) }))
+				fdAssert(t, p+"dK", s.DK.F32(), base[i].dk0, fdGrad(s.K.F32(), func(k []float64) float64 { return loss(q64, k, v64) }))
+				fdAssert(t, p+"dV", s.DV.F32(), base[i].dv0, fdGrad(s.V.F32(), func(v []float64) float64 { return loss(q64, k64, v) }))
 			}
 		})
 	}
@@ -431,8 +431,8 @@ func TestBackwardShapePanics(t *testing.T) {
 		}},
 		{"logsoftmax target", "targets[0] = 5", func() { b.LogSoftmaxGatherBackward(buf, buf, []int32{5}, buf, nil, 1, 5) }},
 		{"attention K", "seqs[0].K", func() {
-			b.AttentionBackward([]kernels.AttentionGradSeq{{DOut: buf, Q: buf, Out: buf, DQ: buf, LSE: buf,
-				K: short, V: buf, DK: buf, DV: buf, T: 1, Start: 2}}, 2, 1, 8, 1)
+			b.AttentionBackward([]kernels.AttentionGradSeq{{DOut: kernels.HostF32(buf), Q: kernels.HostF32(buf), Out: kernels.HostF32(buf), DQ: kernels.HostF32(buf), LSE: kernels.HostF32(buf),
+				K: kernels.HostF32(short), V: kernels.HostF32(buf), DK: kernels.HostF32(buf), DV: kernels.HostF32(buf), T: 1, Start: 2}}, 2, 1, 8, 1)
 		}},
 		{"attention heads", "heads 3, kvHeads 2", func() { b.AttentionBackward(nil, 3, 2, 8, 1) }},
 		{"adamw step", "step 0", func() {
