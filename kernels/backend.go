@@ -126,22 +126,22 @@ type Backend interface {
 	Scale(x Buffer, s float32)
 
 	// LogSoftmaxGather: for each row r of logits[R,V], logp[r] =
-	// log_softmax(logits[r])[targets[r]]; if entropy is not nil,
+	// log_softmax(logits[r])[targets[r]]; if entropy is not empty,
 	// entropy[r] = −Σ p·log p of that row. The model calls it on chunks of
 	// rows so that a [T,V] buffer for the whole batch never exists.
-	LogSoftmaxGather(logp, entropy, logits []float32, targets []int32, rows, v int)
+	LogSoftmaxGather(logp, entropy, logits, targets Buffer, rows, v int)
 	// LogSoftmaxGatherBackward: the gradient of LogSoftmaxGather's outputs,
 	// dlogits[R,V] = dlogp[r]·(onehot(targets[r]) − p) + dentropy[r]·dH/dlogits
 	// with p = softmax(logits[r]) and dH/dlogits[i] = −p[i]·(log p[i] + H[r])
-	// (H the row's entropy). dentropy may be nil (no entropy term).
+	// (H the row's entropy). dentropy may be empty (no entropy term).
 	// dlogits may alias logits.
-	LogSoftmaxGatherBackward(dlogits, logits []float32, targets []int32, dlogp, dentropy []float32, rows, v int)
+	LogSoftmaxGatherBackward(dlogits, logits, targets, dlogp, dentropy Buffer, rows, v int)
 
 	// Softmax: x[R,V] replaced by softmax per row (in place).
-	Softmax(x []float32, rows, v int)
+	Softmax(x Buffer, rows, v int)
 	// Argmax returns the first index of the largest value in x (ties go to
-	// the lower index, as torch.argmax).
-	Argmax(x []float32) int32
+	// the lower index, as torch.argmax): one scalar to the host.
+	Argmax(x Buffer) (int32, error)
 	// SampleRows draws one token for each row r of logits[R,V] under
 	// params[r], with u[r] ∈ [0,1) as its only randomness (so a caller that
 	// owns one seeded stream per sequence gets the same token whatever the
@@ -154,7 +154,7 @@ type Backend interface {
 	// TrainOptions.Temperature 0 means 1). fullLogp − logp is the log of the
 	// probability mass the filters kept (0 without filters). Greedy
 	// (Temperature 0) rows take Argmax. Every row needs a finite logit.
-	SampleRows(ids []int32, logp, fullLogp, logits []float32, params []SamplingParams, u []float64, rows, v int)
+	SampleRows(ids, logp, fullLogp, logits Buffer, params []SamplingParams, u []float64, rows, v int)
 
 	// PolicyLoss evaluates the per-token policy-gradient loss of GRPO and
 	// its relatives (see LossParams, LossInput, LossOutput) over N tokens

@@ -176,45 +176,47 @@ func CheckAdd(dst, src Buffer) {
 // CheckScale checks Scale: x is F32.
 func CheckScale(x Buffer) { needF32("Scale", "x", x, 0) }
 
-// CheckLogSoftmaxGather checks LogSoftmaxGather: logits [R, V], targets,
-// logp (and entropy, if not nil) [R], every target in [0, V).
-func CheckLogSoftmaxGather(logp, entropy, logits []float32, targets []int32, rows, v int) {
+// CheckLogSoftmaxGather checks LogSoftmaxGather: F32 logits [R, V], logp
+// (and entropy, if not empty) [R], I32 targets [R], each (host targets)
+// in [0, V).
+func CheckLogSoftmaxGather(logp, entropy, logits, targets Buffer, rows, v int) {
 	const op = "LogSoftmaxGather"
 	needDims(op, rows, v)
-	need(op, "logits", len(logits), rows*v)
-	need(op, "targets", len(targets), rows)
-	need(op, "logp", len(logp), rows)
-	if entropy != nil {
-		need(op, "entropy", len(entropy), rows)
+	needF32(op, "logits", logits, rows*v)
+	needI32(op, "targets", targets, rows)
+	needF32(op, "logp", logp, rows)
+	if entropy.Len() > 0 {
+		needF32(op, "entropy", entropy, rows)
 	}
-	checkIDs(op, "targets", targets[:rows], v)
+	checkIDBuf(op, "targets", targets.Slice(0, rows), v)
 }
 
-// CheckLogSoftmaxGatherBackward checks LogSoftmaxGatherBackward: dlogits
-// and logits [R, V], targets, dlogp (and dentropy, if not nil) [R], every
-// target in [0, V).
-func CheckLogSoftmaxGatherBackward(dlogits, logits []float32, targets []int32, dlogp, dentropy []float32, rows, v int) {
+// CheckLogSoftmaxGatherBackward checks LogSoftmaxGatherBackward: F32
+// dlogits and logits [R, V], dlogp (and dentropy, if not empty) [R], I32
+// targets [R], each (host targets) in [0, V).
+func CheckLogSoftmaxGatherBackward(dlogits, logits, targets, dlogp, dentropy Buffer, rows, v int) {
 	const op = "LogSoftmaxGatherBackward"
 	needDims(op, rows, v)
-	need(op, "dlogits", len(dlogits), rows*v)
-	need(op, "logits", len(logits), rows*v)
-	need(op, "targets", len(targets), rows)
-	need(op, "dlogp", len(dlogp), rows)
-	if dentropy != nil {
-		need(op, "dentropy", len(dentropy), rows)
+	needF32(op, "dlogits", dlogits, rows*v)
+	needF32(op, "logits", logits, rows*v)
+	needI32(op, "targets", targets, rows)
+	needF32(op, "dlogp", dlogp, rows)
+	if dentropy.Len() > 0 {
+		needF32(op, "dentropy", dentropy, rows)
 	}
-	checkIDs(op, "targets", targets[:rows], v)
+	checkIDBuf(op, "targets", targets.Slice(0, rows), v)
 }
 
-// CheckSoftmax checks Softmax: x [R, V].
-func CheckSoftmax(x []float32, rows, v int) {
+// CheckSoftmax checks Softmax: F32 x [R, V].
+func CheckSoftmax(x Buffer, rows, v int) {
 	needDims("Softmax", rows, v)
-	need("Softmax", "x", len(x), rows*v)
+	needF32("Softmax", "x", x, rows*v)
 }
 
-// CheckArgmax checks Argmax: x is not empty.
-func CheckArgmax(x []float32) {
-	if len(x) == 0 {
+// CheckArgmax checks Argmax: x is a non-empty F32 Buffer.
+func CheckArgmax(x Buffer) {
+	needF32("Argmax", "x", x, 0)
+	if x.Len() == 0 {
 		panic("kernels: Argmax: empty input")
 	}
 }

@@ -228,7 +228,7 @@ func (g *gatherer) flush() {
 		g.ent = grow(g.ent, n)
 		ent = g.ent
 	}
-	g.r.m.Backend.LogSoftmaxGather(g.logp, ent, logits, g.targets, n, v)
+	g.r.m.Backend.LogSoftmaxGather(kernels.HostF32(g.logp), kernels.HostF32(ent), kernels.HostF32(logits), kernels.HostI32(g.targets), n, v)
 	for i, w := range g.where {
 		g.out[w[0]].LogProbs[w[1]] = g.logp[i]
 		if g.entropy {

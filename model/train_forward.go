@@ -174,7 +174,7 @@ func (tr *Trainable) logits(ctx context.Context, st *passState, grad chunkGrad) 
 		if invT != 1 {
 			be.Scale(kernels.HostF32(lg), invT)
 		}
-		be.LogSoftmaxGather(st.lp[:n], st.en[:n], lg, st.tgt, n, v)
+		be.LogSoftmaxGather(kernels.HostF32(st.lp[:n]), kernels.HostF32(st.en[:n]), kernels.HostF32(lg), kernels.HostI32(st.tgt), n, v)
 		for j, r := range rows {
 			st.logp[r.seq][r.i], st.ent[r.seq][r.i] = st.lp[j], st.en[j]
 		}
@@ -185,7 +185,7 @@ func (tr *Trainable) logits(ctx context.Context, st *passState, grad chunkGrad) 
 		if grad(r0, st.dlp[:n], st.den[:n]) {
 			dent = st.den[:n]
 		}
-		be.LogSoftmaxGatherBackward(lg, lg, st.tgt, st.dlp[:n], dent, n, v)
+		be.LogSoftmaxGatherBackward(kernels.HostF32(lg), kernels.HostF32(lg), kernels.HostI32(st.tgt), kernels.HostF32(st.dlp[:n]), kernels.HostF32(dent), n, v)
 		if invT != 1 {
 			be.Scale(kernels.HostF32(lg), invT)
 		}

@@ -64,7 +64,7 @@ func backwardThreadCountIndependent(t *testing.T, p simdPath) {
 		dx, dw := make([]float32, rows*cols), make([]float32, cols)
 		b.RMSNormBackward(kernels.HostF32(dx), kernels.HostF32(dw), kernels.HostF32(dout), kernels.HostF32(x), kernels.HostF32(w), rows, cols, 1e-6)
 		dl := make([]float32, len(logits))
-		b.LogSoftmaxGatherBackward(dl, logits, targets, dlogp, nil, 5, 151936)
+		b.LogSoftmaxGatherBackward(kernels.HostF32(dl), kernels.HostF32(logits), kernels.HostI32(targets), kernels.HostF32(dlogp), kernels.Buffer{}, 5, 151936)
 		dtab := make([]float32, 10*cols)
 		b.EmbeddingBackward(kernels.HostF32(dtab), kernels.HostF32(dout[:len(ids)*cols]), kernels.HostI32(ids), cols)
 		s := kernels.AttentionGradSeq{DOut: kernels.HostF32(do), Q: kernels.HostF32(q), K: kernels.HostF32(k), V: kernels.HostF32(v), Out: kernels.HostF32(out), LSE: kernels.HostF32(lse),
@@ -249,7 +249,9 @@ func TestBackwardPanics(t *testing.T) {
 		{"embedding id", "ids[1] = 9", func() {
 			b.EmbeddingBackward(kernels.HostF32(buf[:8]), kernels.HostF32(buf), kernels.HostI32([]int32{0, 9}), 4)
 		}},
-		{"logsoftmax target", "targets[0] = 5", func() { b.LogSoftmaxGatherBackward(buf, buf, []int32{5}, buf, nil, 1, 5) }},
+		{"logsoftmax target", "targets[0] = 5", func() {
+			b.LogSoftmaxGatherBackward(kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostI32([]int32{5}), kernels.HostF32(buf), kernels.Buffer{}, 1, 5)
+		}},
 		{"attention DV", "seqs[0].DV", func() {
 			b.AttentionBackward([]kernels.AttentionGradSeq{{DOut: kernels.HostF32(buf), Q: kernels.HostF32(buf), Out: kernels.HostF32(buf), DQ: kernels.HostF32(buf), LSE: kernels.HostF32(buf),
 				K: kernels.HostF32(buf), V: kernels.HostF32(buf), DK: kernels.HostF32(buf), DV: kernels.HostF32(short), T: 1, Start: 2}}, 2, 1, 8, 1)
@@ -315,7 +317,7 @@ func BenchmarkLogSoftmaxGatherBackward(bm *testing.B) {
 	}{{"logp", nil}, {"logp+entropy", dent}} {
 		bm.Run(c.name, func(bm *testing.B) {
 			for bm.Loop() {
-				b.LogSoftmaxGatherBackward(dl, logits, targets, dlogp, c.dent, rows, v)
+				b.LogSoftmaxGatherBackward(kernels.HostF32(dl), kernels.HostF32(logits), kernels.HostI32(targets), kernels.HostF32(dlogp), kernels.HostF32(c.dent), rows, v)
 			}
 			bm.ReportMetric(8*rows*v*float64(bm.N)/bm.Elapsed().Seconds()/1e9, "GB/s")
 		})

@@ -211,7 +211,7 @@ func BenchmarkLogSoftmaxGather(b *testing.B) {
 			logp, ent := make([]float32, rows), make([]float32, rows)
 			b.ResetTimer()
 			for range b.N {
-				be.LogSoftmaxGather(logp, ent, logits, targets, rows, v)
+				be.LogSoftmaxGather(kernels.HostF32(logp), kernels.HostF32(ent), kernels.HostF32(logits), kernels.HostI32(targets), rows, v)
 			}
 			b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 		})
@@ -287,7 +287,7 @@ func BenchmarkSampleRows(b *testing.B) {
 				for r := range u {
 					u[r] = float64((i+r)%100) / 100
 				}
-				be.SampleRows(ids, lp, full, logits, params, u, rows, v)
+				be.SampleRows(kernels.HostI32(ids), kernels.HostF32(lp), kernels.HostF32(full), kernels.HostF32(logits), params, u, rows, v)
 			}
 			b.ReportMetric(float64(rows*b.N)/b.Elapsed().Seconds(), "rows/s")
 		})

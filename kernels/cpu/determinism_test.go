@@ -57,7 +57,7 @@ func forwardThreadCountIndependent(t *testing.T, p simdPath) {
 		b.Attention(s, heads, kvh, d, 0.125)
 		res["Attention"], res["AttentionLSE"] = s[0].Out.F32(), s[0].LSE.F32()
 		lp, h := make([]float32, rows), make([]float32, rows)
-		b.LogSoftmaxGather(lp, h, logits, targets, rows, vocab)
+		b.LogSoftmaxGather(kernels.HostF32(lp), kernels.HostF32(h), kernels.HostF32(logits), kernels.HostI32(targets), rows, vocab)
 		res["LogSoftmaxGather"], res["Entropy"] = lp, h
 		return res
 	}

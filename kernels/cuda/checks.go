@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"unsafe"
 
 	"github.com/x/kernels"
@@ -66,4 +67,33 @@ func rowIndices(op string, idx []int32, rows int) {
 			panic(fmt.Sprintf("kernels/cuda: %s: idx[%d] = %d outside [0, %d)", op, i, r, rows))
 		}
 	}
+}
+
+// sampleParamsOf packs SampleRows's parameters for the kernels (TopK
+// clamped to int32: it keeps every token either way) and, for host logits,
+// panics on a row with no finite logit; a device backend does not read
+// device logits to check.
+func sampleParamsOf(op string, params []kernels.SamplingParams, logits kernels.Buffer, rows, v int) []sampleParams {
+	prm := make([]sampleParams, rows)
+	for r := range rows {
+		p := params[r]
+		if p.TopK > math.MaxInt32 {
+			p.TopK = math.MaxInt32
+		}
+		prm[r] = sampleParams{temperature: p.Temperature, topK: int32(p.TopK), topP: p.TopP, minP: p.MinP}
+		if !logits.Host() {
+			continue
+		}
+		finite := false
+		for _, l := range logits.F32()[r*v : (r+1)*v] {
+			if !math.IsInf(float64(l), 0) && !math.IsNaN(float64(l)) {
+				finite = true
+				break
+			}
+		}
+		if !finite {
+			panic(fmt.Sprintf("kernels/cuda: %s: row %d has no finite logit", op, r))
+		}
+	}
+	return prm
 }

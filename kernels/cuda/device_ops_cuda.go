@@ -287,40 +287,39 @@ func (d *Device) Scale(x kernels.Buffer, sc float32) {
 	})
 }
 
-// LogSoftmaxGather writes logp[R] (and entropy[R] if not nil).
-func (d *Device) LogSoftmaxGather(logp, entropy, logits []float32, targets []int32, rows, v int) {
+// LogSoftmaxGather writes logp[R] (and entropy[R] if not empty).
+func (d *Device) LogSoftmaxGather(logp, entropy, logits, targets kernels.Buffer, rows, v int) {
 	const op = "LogSoftmaxGather"
 	kernels.CheckLogSoftmaxGather(logp, entropy, logits, targets, rows, v)
 	if rows == 0 {
 		return
 	}
-	d.run(op, func(s *session) {
-		pl, pt := upload(s, logits[:rows*v]), upload(s, targets[:rows])
-		plp := output(s, logp[:rows], true)
+	d.launchOp(op, func(s *session) {
+		pl, pt := s.buf(op, logits.Slice(0, rows*v), false), s.buf(op, targets.Slice(0, rows), false)
+		plp := s.buf(op, logp.Slice(0, rows), true)
 		var pe cu.DevicePtr
-		if entropy != nil {
-			pe = output(s, entropy[:rows], true)
+		if entropy.Len() > 0 {
+			pe = s.buf(op, entropy.Slice(0, rows), true)
 		}
 		s.launch("logsoftmax_gather", rowPlan(rows, logitsRowThreads), argsOf().ptr(plp).ptr(pe).ptr(pl).ptr(pt).i32(rows).i32(v))
 	})
 }
 
 // LogSoftmaxGatherBackward writes dlogits[R,V], with the entropy term when
-// dentropy is not nil.
-func (d *Device) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []int32, dlogp, dentropy []float32, rows, v int) {
+// dentropy is not empty. dlogits may alias logits (the kernel reads each
+// element before its thread writes it).
+func (d *Device) LogSoftmaxGatherBackward(dlogits, logits, targets, dlogp, dentropy kernels.Buffer, rows, v int) {
 	const op = "LogSoftmaxGatherBackward"
 	kernels.CheckLogSoftmaxGatherBackward(dlogits, logits, targets, dlogp, dentropy, rows, v)
 	if rows == 0 {
 		return
 	}
-	d.run(op, func(s *session) {
-		// dlogits may alias logits: inputs are copied in before the launch
-		// and outputs copied out after it, into separate device buffers.
-		pdl, pl := output(s, dlogits[:rows*v], true), upload(s, logits[:rows*v])
-		pt, pdlp := upload(s, targets[:rows]), upload(s, dlogp[:rows])
+	d.launchOp(op, func(s *session) {
+		pdl, pl := s.buf(op, dlogits.Slice(0, rows*v), true), s.buf(op, logits.Slice(0, rows*v), false)
+		pt, pdlp := s.buf(op, targets.Slice(0, rows), false), s.buf(op, dlogp.Slice(0, rows), false)
 		var pde cu.DevicePtr
-		if dentropy != nil {
-			pde = upload(s, dentropy[:rows])
+		if dentropy.Len() > 0 {
+			pde = s.buf(op, dentropy.Slice(0, rows), false)
 		}
 		s.launch("logsoftmax_gather_backward", rowPlan(rows, logitsRowThreads),
 			argsOf().ptr(pdl).ptr(pl).ptr(pt).ptr(pdlp).ptr(pde).i32(rows).i32(v))
@@ -328,56 +327,49 @@ func (d *Device) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []i
 }
 
 // Softmax replaces each row of x[R,V] by its softmax.
-func (d *Device) Softmax(x []float32, rows, v int) {
+func (d *Device) Softmax(x kernels.Buffer, rows, v int) {
 	const op = "Softmax"
 	kernels.CheckSoftmax(x, rows, v)
 	if rows == 0 || v == 0 {
 		return
 	}
-	d.run(op, func(s *session) {
-		s.launch("softmax_rows", rowPlan(rows, logitsRowThreads), argsOf().ptr(output(s, x[:rows*v], true)).i32(rows).i32(v))
+	d.launchOp(op, func(s *session) {
+		s.launch("softmax_rows", rowPlan(rows, logitsRowThreads), argsOf().ptr(s.buf(op, x.Slice(0, rows*v), true)).i32(rows).i32(v))
 	})
 }
 
-// Argmax returns the first index of the largest value of x.
-func (d *Device) Argmax(x []float32) int32 {
+// Argmax returns the first index of the largest value of x, waiting for
+// the device (a sync point: its failure, or an earlier one, is returned).
+func (d *Device) Argmax(x kernels.Buffer) (int32, error) {
+	const op = "Argmax"
 	kernels.CheckArgmax(x)
+	if d.err != nil {
+		return 0, d.err
+	}
 	out := make([]int32, 1)
-	d.run("Argmax", func(s *session) {
-		po, px := output(s, out, true), upload(s, x)
-		s.launch("argmax_f32", singleBlockPlan(), argsOf().ptr(po).ptr(px).i32(len(x)))
+	err := d.exec(op, func(s *session) {
+		po, px := output(s, out, false), s.buf(op, x, false)
+		s.launch("argmax_f32", singleBlockPlan(), argsOf().ptr(po).ptr(px).i32(x.Len()))
 	})
-	return out[0]
+	if err != nil {
+		err = fmt.Errorf("kernels/cuda: %s: %w", op, err)
+		d.fail(err)
+		return 0, err
+	}
+	return out[0], nil
 }
 
 // SampleRows draws one token per row of logits[R,V] (see kernels.Backend).
-func (d *Device) SampleRows(ids []int32, logp, fullLogp, logits []float32, params []kernels.SamplingParams, u []float64, rows, v int) {
+func (d *Device) SampleRows(ids, logp, fullLogp, logits kernels.Buffer, params []kernels.SamplingParams, u []float64, rows, v int) {
 	const op = "SampleRows"
 	kernels.CheckSampleRows(ids, logp, fullLogp, logits, params, u, rows, v)
 	if rows == 0 {
 		return
 	}
-	prm := make([]sampleParams, rows)
-	for r := range rows {
-		p := params[r]
-		if p.TopK > math.MaxInt32 {
-			p.TopK = math.MaxInt32
-		}
-		prm[r] = sampleParams{temperature: p.Temperature, topK: int32(p.TopK), topP: p.TopP, minP: p.MinP}
-		finite := false
-		for _, l := range logits[r*v : (r+1)*v] {
-			if !math.IsInf(float64(l), 0) && !math.IsNaN(float64(l)) {
-				finite = true
-				break
-			}
-		}
-		if !finite {
-			panic(fmt.Sprintf("kernels/cuda: %s: row %d has no finite logit", op, r))
-		}
-	}
-	d.run(op, func(s *session) {
-		pl, pp, pu := upload(s, logits[:rows*v]), upload(s, prm), upload(s, u[:rows])
-		pi, plp, pf := output(s, ids[:rows], true), output(s, logp[:rows], true), output(s, fullLogp[:rows], true)
+	prm := sampleParamsOf(op, params, logits, rows, v)
+	d.launchOp(op, func(s *session) {
+		pl, pp, pu := s.buf(op, logits.Slice(0, rows*v), false), upload(s, prm), upload(s, u[:rows])
+		pi, plp, pf := s.buf(op, ids.Slice(0, rows), true), s.buf(op, logp.Slice(0, rows), true), s.buf(op, fullLogp.Slice(0, rows), true)
 		s.launch("sample_rows", rowPlan(rows, 512), argsOf().ptr(pi).ptr(plp).ptr(pf).ptr(pl).ptr(pp).ptr(pu).i32(rows).i32(v))
 	})
 }

@@ -10,7 +10,6 @@ package cuda
 import "C"
 
 import (
-	"fmt"
 	"math"
 	"runtime"
 	"unsafe"
@@ -345,8 +344,8 @@ func (h *Host) Scale(x kernels.Buffer, s float32) {
 		f32p(x.F32()), C.float(s), C.long(n)))
 }
 
-// LogSoftmaxGather writes logp[R] (and entropy[R] if not nil).
-func (h *Host) LogSoftmaxGather(logp, entropy, logits []float32, targets []int32, rows, v int) {
+// LogSoftmaxGather writes logp[R] (and entropy[R] if not empty).
+func (h *Host) LogSoftmaxGather(logp, entropy, logits, targets kernels.Buffer, rows, v int) {
 	const op = "LogSoftmaxGather"
 	kernels.CheckLogSoftmaxGather(logp, entropy, logits, targets, rows, v)
 	if rows == 0 {
@@ -354,12 +353,12 @@ func (h *Host) LogSoftmaxGather(logp, entropy, logits []float32, targets []int32
 	}
 	d := rowPlan(rows, logitsRowThreads)
 	launched(op, C.host_logsoftmax_gather(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		f32p(logp), f32p(entropy), f32p(logits), i32p(targets), C.int(rows), C.int(v)))
+		f32p(logp.F32()), f32p(entropy.F32()), f32p(logits.F32()), i32p(targets.I32()), C.int(rows), C.int(v)))
 }
 
 // LogSoftmaxGatherBackward writes dlogits[R,V], with the entropy term when
-// dentropy is not nil.
-func (h *Host) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []int32, dlogp, dentropy []float32, rows, v int) {
+// dentropy is not empty.
+func (h *Host) LogSoftmaxGatherBackward(dlogits, logits, targets, dlogp, dentropy kernels.Buffer, rows, v int) {
 	const op = "LogSoftmaxGatherBackward"
 	kernels.CheckLogSoftmaxGatherBackward(dlogits, logits, targets, dlogp, dentropy, rows, v)
 	if rows == 0 {
@@ -367,11 +366,11 @@ func (h *Host) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []int
 	}
 	d := rowPlan(rows, logitsRowThreads)
 	launched(op, C.host_logsoftmax_gather_backward(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		f32p(dlogits), f32p(logits), i32p(targets), f32p(dlogp), f32p(dentropy), C.int(rows), C.int(v)))
+		f32p(dlogits.F32()), f32p(logits.F32()), i32p(targets.I32()), f32p(dlogp.F32()), f32p(dentropy.F32()), C.int(rows), C.int(v)))
 }
 
 // Softmax replaces each row of x[R,V] by its softmax.
-func (h *Host) Softmax(x []float32, rows, v int) {
+func (h *Host) Softmax(x kernels.Buffer, rows, v int) {
 	const op = "Softmax"
 	kernels.CheckSoftmax(x, rows, v)
 	if rows == 0 || v == 0 {
@@ -379,47 +378,30 @@ func (h *Host) Softmax(x []float32, rows, v int) {
 	}
 	d := rowPlan(rows, logitsRowThreads)
 	launched(op, C.host_softmax_rows(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		f32p(x), C.int(rows), C.int(v)))
+		f32p(x.F32()), C.int(rows), C.int(v)))
 }
 
 // Argmax returns the first index of the largest value of x.
-func (h *Host) Argmax(x []float32) int32 {
+func (h *Host) Argmax(x kernels.Buffer) (int32, error) {
 	kernels.CheckArgmax(x)
 	var out [1]int32
 	d := singleBlockPlan()
 	launched("Argmax", C.host_argmax_f32(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		i32p(out[:]), f32p(x), C.int(len(x))))
-	return out[0]
+		i32p(out[:]), f32p(x.F32()), C.int(x.Len())))
+	return out[0], nil
 }
 
 // SampleRows draws one token per row of logits[R,V] (see kernels.Backend).
-func (h *Host) SampleRows(ids []int32, logp, fullLogp, logits []float32, params []kernels.SamplingParams, u []float64, rows, v int) {
+func (h *Host) SampleRows(ids, logp, fullLogp, logits kernels.Buffer, params []kernels.SamplingParams, u []float64, rows, v int) {
 	const op = "SampleRows"
 	kernels.CheckSampleRows(ids, logp, fullLogp, logits, params, u, rows, v)
 	if rows == 0 {
 		return
 	}
-	prm := make([]sampleParams, rows)
-	for r := range rows {
-		p := params[r]
-		if p.TopK > math.MaxInt32 {
-			p.TopK = math.MaxInt32 // keeps every token either way
-		}
-		prm[r] = sampleParams{temperature: p.Temperature, topK: int32(p.TopK), topP: p.TopP, minP: p.MinP}
-		finite := false
-		for _, l := range logits[r*v : (r+1)*v] {
-			if !math.IsInf(float64(l), 0) && !math.IsNaN(float64(l)) {
-				finite = true
-				break
-			}
-		}
-		if !finite {
-			panic(fmt.Sprintf("kernels/cuda: %s: row %d has no finite logit", op, r))
-		}
-	}
+	prm := sampleParamsOf(op, params, logits, rows, v)
 	d := rowPlan(rows, 512)
 	launched(op, C.host_sample_rows(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		i32p(ids), f32p(logp), f32p(fullLogp), f32p(logits), unsafe.Pointer(&prm[0]), (*C.double)(unsafe.Pointer(&u[0])), C.int(rows), C.int(v)))
+		i32p(ids.I32()), f32p(logp.F32()), f32p(fullLogp.F32()), f32p(logits.F32()), unsafe.Pointer(&prm[0]), (*C.double)(unsafe.Pointer(&u[0])), C.int(rows), C.int(v)))
 }
 
 // AdamW updates param[N], m[N], v[N] in place from grad[N].

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/x/kernels"
 )
@@ -115,13 +116,15 @@ func TestSoftmaxFamilyHand(t *testing.T) {
 	l3 := float32(math.Log(3))
 	logp, ent := make([]float32, 2), make([]float32, 2)
 	negInf := float32(math.Inf(-1))
-	b.LogSoftmaxGather(logp, ent, []float32{0, l3, negInf, 7}, []int32{1, 1}, 2, 2)
+	b.LogSoftmaxGather(kernels.HostF32(logp), kernels.HostF32(ent), kernels.HostF32([]float32{0, l3, negInf, 7}), kernels.HostI32([]int32{1, 1}), 2, 2)
 	assert.InDeltaSlice(t, []float32{float32(math.Log(0.75)), 0}, logp, handTol)
 	assert.InDeltaSlice(t, []float32{0.5623351, 0}, ent, handTol) // −(¼ln¼ + ¾ln¾); a −Inf logit adds nothing
 	x := []float32{0, l3}
-	b.Softmax(x, 1, 2)
+	b.Softmax(kernels.HostF32(x), 1, 2)
 	assert.InDeltaSlice(t, []float32{0.25, 0.75}, x, handTol)
-	assert.Equal(t, int32(1), b.Argmax([]float32{1, 3, 3, 2}))
+	id, err := b.Argmax(kernels.HostF32([]float32{1, 3, 3, 2}))
+	require.NoError(t, err)
+	assert.Equal(t, int32(1), id)
 }
 
 func TestSampleHand(t *testing.T) {
@@ -155,7 +158,7 @@ func TestSampleHand(t *testing.T) {
 		params[i], us[i] = tc.p, tc.u
 	}
 	ids, lp, full := make([]int32, n), make([]float32, n), make([]float32, n)
-	b.SampleRows(ids, lp, full, rows, params, us, n, 2)
+	b.SampleRows(kernels.HostI32(ids), kernels.HostF32(lp), kernels.HostF32(full), kernels.HostF32(rows), params, us, n, 2)
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.id, ids[i])
@@ -164,7 +167,9 @@ func TestSampleHand(t *testing.T) {
 		})
 	}
 	one := func(p kernels.SamplingParams, u float64) func() {
-		return func() { b.SampleRows(ids, lp, full, logits, []kernels.SamplingParams{p}, []float64{u}, 1, 2) }
+		return func() {
+			b.SampleRows(kernels.HostI32(ids), kernels.HostF32(lp), kernels.HostF32(full), kernels.HostF32(logits), []kernels.SamplingParams{p}, []float64{u}, 1, 2)
+		}
 	}
 	assert.Panics(t, one(kernels.SamplingParams{Temperature: 1}, 1))
 	assert.Panics(t, one(kernels.SamplingParams{Temperature: -1}, 0))

@@ -264,19 +264,19 @@ func TestLogSoftmaxGatherBackwardFiniteDifferences(t *testing.T) {
 			}
 			dlogp := fdRandom(42, tc.rows, -2, 2)
 			dl := make([]float32, tc.rows*tc.v)
-			ref.Backend{}.LogSoftmaxGatherBackward(dl, logits, targets, dlogp, nil, tc.rows, tc.v)
+			ref.Backend{}.LogSoftmaxGatherBackward(kernels.HostF32(dl), kernels.HostF32(logits), kernels.HostI32(targets), kernels.HostF32(dlogp), kernels.Buffer{}, tc.rows, tc.v)
 			want := fdGrad(logits, func(x []float64) float64 {
 				return fdDot(logSoftmaxGather64(x, targets, tc.rows, tc.v), dlogp)
 			})
 			fdAssert(t, "dlogits", dl, nil, want)
 
 			inPlace := append([]float32(nil), logits...)
-			ref.Backend{}.LogSoftmaxGatherBackward(inPlace, inPlace, targets, dlogp, nil, tc.rows, tc.v)
+			ref.Backend{}.LogSoftmaxGatherBackward(kernels.HostF32(inPlace), kernels.HostF32(inPlace), kernels.HostI32(targets), kernels.HostF32(dlogp), kernels.Buffer{}, tc.rows, tc.v)
 			assert.Equal(t, dl, inPlace, "dlogits aliasing logits")
 
 			// With the entropy term: the gradient of Σ dlogp·logp + dent·H.
 			dent := fdRandom(43, tc.rows, -2, 2)
-			ref.Backend{}.LogSoftmaxGatherBackward(dl, logits, targets, dlogp, dent, tc.rows, tc.v)
+			ref.Backend{}.LogSoftmaxGatherBackward(kernels.HostF32(dl), kernels.HostF32(logits), kernels.HostI32(targets), kernels.HostF32(dlogp), kernels.HostF32(dent), tc.rows, tc.v)
 			want = fdGrad(logits, func(x []float64) float64 {
 				return fdDot(logSoftmaxGather64(x, targets, tc.rows, tc.v), dlogp) + fdDot(entropy64(x, tc.rows, tc.v), dent)
 			})
@@ -429,7 +429,9 @@ func TestBackwardShapePanics(t *testing.T) {
 		{"embedding id", "ids[1] = 9", func() {
 			b.EmbeddingBackward(kernels.HostF32(buf[:8]), kernels.HostF32(buf), kernels.HostI32([]int32{0, 9}), 4)
 		}},
-		{"logsoftmax target", "targets[0] = 5", func() { b.LogSoftmaxGatherBackward(buf, buf, []int32{5}, buf, nil, 1, 5) }},
+		{"logsoftmax target", "targets[0] = 5", func() {
+			b.LogSoftmaxGatherBackward(kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostI32([]int32{5}), kernels.HostF32(buf), kernels.Buffer{}, 1, 5)
+		}},
 		{"attention K", "seqs[0].K", func() {
 			b.AttentionBackward([]kernels.AttentionGradSeq{{DOut: kernels.HostF32(buf), Q: kernels.HostF32(buf), Out: kernels.HostF32(buf), DQ: kernels.HostF32(buf), LSE: kernels.HostF32(buf),
 				K: kernels.HostF32(short), V: kernels.HostF32(buf), DK: kernels.HostF32(buf), DV: kernels.HostF32(buf), T: 1, Start: 2}}, 2, 1, 8, 1)

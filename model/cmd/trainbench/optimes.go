@@ -86,12 +86,12 @@ func (t *timedBackend) RoPEBackward(dx, pos kernels.Buffer, h, d int, theta floa
 	t.Backend.RoPEBackward(dx, pos, h, d, theta)
 }
 
-func (t *timedBackend) LogSoftmaxGather(lp, ent, logits []float32, tgt []int32, rows, v int) {
+func (t *timedBackend) LogSoftmaxGather(lp, ent, logits, tgt kernels.Buffer, rows, v int) {
 	defer t.since("LogSoftmaxGather", time.Now())
 	t.Backend.LogSoftmaxGather(lp, ent, logits, tgt, rows, v)
 }
 
-func (t *timedBackend) LogSoftmaxGatherBackward(dl, logits []float32, tgt []int32, dlp, dent []float32, rows, v int) {
+func (t *timedBackend) LogSoftmaxGatherBackward(dl, logits, tgt, dlp, dent kernels.Buffer, rows, v int) {
 	defer t.since("LogSoftmaxGatherBackward", time.Now())
 	t.Backend.LogSoftmaxGatherBackward(dl, logits, tgt, dlp, dent, rows, v)
 }
