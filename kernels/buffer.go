@@ -18,6 +18,7 @@ type Buffer struct {
 	f32   []float32
 	u16   []uint16
 	i32   []int32
+	u8    []uint8
 	dev   DeviceMem // nil for host memory
 	off   int       // first element within dev
 }
@@ -43,6 +44,9 @@ func HostF16(s []uint16) Buffer { return Buffer{dtype: F16, n: len(s), u16: s} }
 // HostI32 wraps s as an I32 Buffer; no copy.
 func HostI32(s []int32) Buffer { return Buffer{dtype: I32, n: len(s), i32: s} }
 
+// HostU8 wraps s as a U8 Buffer (flags); no copy.
+func HostU8(s []uint8) Buffer { return Buffer{dtype: U8, n: len(s), u8: s} }
+
 // DeviceBuffer is how a device backend makes a Buffer of n elements of dt
 // starting at element off of mem. It panics if the range does not fit mem.
 func DeviceBuffer(mem DeviceMem, dt DType, off, n int) Buffer {
@@ -55,8 +59,8 @@ func DeviceBuffer(mem DeviceMem, dt DType, off, n int) Buffer {
 
 // checkBufferDType panics unless dt is a Buffer element type.
 func checkBufferDType(op string, dt DType) {
-	if dt > I32 {
-		panic(fmt.Sprintf("kernels: %s: dtype %v: a Buffer holds F32, BF16, F16 or I32", op, dt))
+	if dt > U8 {
+		panic(fmt.Sprintf("kernels: %s: dtype %v: a Buffer holds F32, BF16, F16, I32 or U8", op, dt))
 	}
 }
 
@@ -75,8 +79,10 @@ func AllocHost(dt DType, n int) (Buffer, error) {
 		return HostF16(make([]uint16, n)), nil
 	case I32:
 		return HostI32(make([]int32, n)), nil
+	case U8:
+		return HostU8(make([]uint8, n)), nil
 	}
-	return Buffer{}, fmt.Errorf("kernels: Alloc: dtype %v: a Buffer holds F32, BF16, F16 or I32", dt)
+	return Buffer{}, fmt.Errorf("kernels: Alloc: dtype %v: a Buffer holds F32, BF16, F16, I32 or U8", dt)
 }
 
 // DType is the element type.
@@ -104,6 +110,8 @@ func (b Buffer) Slice(lo, hi int) Buffer {
 			v.u16 = b.u16[lo:hi:hi]
 		case I32:
 			v.i32 = b.i32[lo:hi:hi]
+		case U8:
+			v.u8 = b.u8[lo:hi:hi]
 		}
 	}
 	return v
@@ -139,6 +147,12 @@ func (b Buffer) U16() []uint16 {
 func (b Buffer) I32() []int32 {
 	b.mustHost("I32", I32)
 	return b.i32[:b.n]
+}
+
+// U8 is the memory of a host U8 Buffer; see F32.
+func (b Buffer) U8() []uint8 {
+	b.mustHost("U8", U8)
+	return b.u8[:b.n]
 }
 
 // Device is the allocation and element offset of a device Buffer (nil, 0

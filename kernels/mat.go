@@ -9,12 +9,13 @@ import (
 type DType uint8
 
 // Storage types, as safetensors names them. Weights are F32, BF16 or F16;
-// a Buffer is F32, BF16 or I32.
+// a Buffer is F32, BF16, F16, I32 or U8.
 const (
 	F32  DType = iota // IEEE float32
 	BF16              // bfloat16: the top 16 bits of a float32
 	F16               // IEEE float16
 	I32               // int32 (token ids, row indices)
+	U8                // uint8 (PolicyLoss's clip flags)
 )
 
 // String returns the safetensors name of d.
@@ -28,14 +29,19 @@ func (d DType) String() string {
 		return "F16"
 	case I32:
 		return "I32"
+	case U8:
+		return "U8"
 	}
 	return fmt.Sprintf("DType(%d)", uint8(d))
 }
 
 // Size is the number of bytes of one element of d.
 func (d DType) Size() int {
-	if d == F32 || d == I32 {
+	switch d {
+	case F32, I32:
 		return 4
+	case U8:
+		return 1
 	}
 	return 2
 }

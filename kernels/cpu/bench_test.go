@@ -301,18 +301,18 @@ func BenchmarkPolicyLoss(b *testing.B) {
 	defer be.Close()
 	const seqs, l = 64, 2048
 	n := seqs * l
-	in := kernels.LossInput{LogP: benchVec(n), OldLogP: benchVec(n), RefLogP: benchVec(n), Entropy: benchVec(n),
+	in := kernels.HostLossInput{LogP: benchVec(n), OldLogP: benchVec(n), RefLogP: benchVec(n), Entropy: benchVec(n),
 		Adv: benchVec(n), Weight: benchVec(n), Seg: make([]int32, seqs+1)}
 	for s := range in.Seg {
 		in.Seg[s] = int32(s * l)
 	}
 	f := func() []float32 { return make([]float32, n) }
-	out := kernels.LossOutput{Loss: f(), DLogP: f(), DEntropy: f(), Ratio: f(), KL: f(), Phi: f(), Clip: make([]uint8, n)}
+	out := kernels.HostLossOutput{Loss: f(), DLogP: f(), DEntropy: f(), Ratio: f(), KL: f(), Phi: f(), Clip: make([]uint8, n)}
 	for _, seq := range []bool{false, true} {
 		p := kernels.LossParams{Objective: kernels.ObjectiveClipped, EpsLow: 0.2, EpsHigh: 0.28, Beta: 0.04, EntropyCoef: 0.01, SequenceRatio: seq}
 		b.Run(fmt.Sprintf("sequence=%v", seq), func(b *testing.B) {
 			for range b.N {
-				be.PolicyLoss(out, in, p, n)
+				be.PolicyLoss(out.Buffers(), in.Buffers(), p, n)
 			}
 			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds()/1e6, "Mtok/s")
 		})

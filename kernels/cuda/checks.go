@@ -38,10 +38,7 @@ const logitsRowThreads = 512
 
 // elemBytes is the size of one element of a Buffer of dt.
 func elemBytes(dt kernels.DType) int {
-	if dt == kernels.F32 || dt == kernels.I32 {
-		return 4
-	}
-	return 2
+	return dt.Size()
 }
 
 // hostData returns the address of b's first element (nil if empty) and
@@ -55,6 +52,8 @@ func hostData(b kernels.Buffer) (unsafe.Pointer, int) {
 		return unsafe.Pointer(&b.F32()[0]), 4
 	case kernels.I32:
 		return unsafe.Pointer(&b.I32()[0]), 4
+	case kernels.U8:
+		return unsafe.Pointer(&b.U8()[0]), 1
 	default:
 		return unsafe.Pointer(&b.U16()[0]), 2
 	}

@@ -179,6 +179,11 @@ func (s *session) buf(op string, b kernels.Buffer, out bool) cu.DevicePtr {
 			return output(s, b.I32(), true)
 		}
 		return upload(s, b.I32())
+	case kernels.U8:
+		if out {
+			return output(s, b.U8(), true)
+		}
+		return upload(s, b.U8())
 	default:
 		if out {
 			return output(s, b.U16(), true)
@@ -267,6 +272,8 @@ func (s *session) out(op string, b kernels.Buffer, in bool) cu.DevicePtr {
 		return output(s, b.F32(), false)
 	case kernels.I32:
 		return output(s, b.I32(), false)
+	case kernels.U8:
+		return output(s, b.U8(), false)
 	default:
 		return output(s, b.U16(), false)
 	}

@@ -382,29 +382,35 @@ func (d *Device) PolicyLoss(out kernels.LossOutput, in kernels.LossInput, p kern
 	if n == 0 {
 		return
 	}
-	seg := in.Seg
-	if seg == nil {
+	segs := in.Seg.Len() - 1
+	var chunks []int32 // without Seg: chunks of lossChunk tokens
+	if in.Seg.Len() == 0 {
 		for t := 0; t < n; t += lossChunk {
-			seg = append(seg, int32(t))
+			chunks = append(chunks, int32(t))
 		}
-		seg = append(seg, int32(n))
+		chunks = append(chunks, int32(n))
+		segs = len(chunks) - 1
 	}
-	d.run(op, func(s *session) {
-		up := func(x []float32) uintptr { return dp(upload(s, x)) }
-		o := func(x []float32) uintptr { return dp(output(s, x, true)) }
+	d.launchOp(op, func(s *session) {
+		up := func(x kernels.Buffer) uintptr { return dp(s.buf(op, x, false)) }
+		o := func(x kernels.Buffer) uintptr { return dp(s.buf(op, x, true)) }
+		pseg := s.buf(op, in.Seg, false)
+		if chunks != nil {
+			pseg = upload(s, chunks)
+		}
 		a := lossArgs{
 			logp: up(in.LogP), entropy: up(in.Entropy), oldLogP: up(in.OldLogP), refLogP: up(in.RefLogP),
 			adv: up(in.Adv), seqAdv: up(in.SeqAdv), mask: up(in.Mask), isRatio: up(in.ISRatio), weight: up(in.Weight),
-			seg:  dp(upload(s, seg)),
+			seg:  dp(pseg),
 			loss: o(out.Loss), dlogp: o(out.DLogP), dentropy: o(out.DEntropy), ratio: o(out.Ratio), kl: o(out.KL),
-			clip: dp(output(s, out.Clip, true)), phi: o(out.Phi),
+			clip: o(out.Clip), phi: o(out.Phi),
 			objective: int32(p.Objective), sequenceRatio: flag(p.SequenceRatio), klBias: flag(p.KLBiasCorrection),
 			epsLow: p.EpsLow, epsHigh: p.EpsHigh, delta: p.Delta, tauPos: p.SAPOTauPos, tauNeg: p.SAPOTauNeg,
 			kPos: p.VESPOKPos, lamPos: p.VESPOLambdaPos, kNeg: p.VESPOKNeg, lamNeg: p.VESPOLambdaNeg,
 			beta: p.Beta, entropyCoef: p.EntropyCoef,
 		}
 		pa := upload(s, []lossArgs{a})
-		s.launch("policy_loss", rowPlan(len(seg)-1, 256), argsOf().ptr(pa))
+		s.launch("policy_loss", rowPlan(segs, 256), argsOf().ptr(pa))
 	})
 }
 
