@@ -132,11 +132,11 @@ func (w Mat) At(i, j int) float32 {
 	k := i*w.Cols + j
 	switch w.DType {
 	case F32:
-		return w.Data.f32[k]
+		return w.Data.F32()[k]
 	case BF16:
-		return BF16ToF32(w.Data.u16[k])
+		return BF16ToF32(w.Data.U16()[k])
 	case F16:
-		return F16ToF32(w.Data.u16[k])
+		return F16ToF32(w.Data.U16()[k])
 	}
 	panic("kernels: Mat.At: unknown dtype " + w.DType.String())
 }

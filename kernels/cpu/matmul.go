@@ -79,13 +79,10 @@ func dtIndex(d kernels.DType) int {
 	return 0
 }
 
-// rowPtr points at element (row, col) of w's storage.
+// rowPtr points at element (row, col) of w's storage (a host Mat its op
+// has checked).
 func rowPtr(w kernels.Mat, row, col int) unsafe.Pointer {
-	i := row*w.Cols + col
-	if w.DType == kernels.F32 {
-		return unsafe.Pointer(&w.F32()[i])
-	}
-	return unsafe.Pointer(&w.U16()[i])
+	return unsafe.Add(w.Data.HostPtr(), (row*w.Cols+col)*w.DType.Size())
 }
 
 func b2i(b bool) int {
