@@ -8,9 +8,13 @@ import "fmt"
 // conformance suite every Backend must pass.
 //
 // Conventions, for every method:
-//   - Arrays are row-major, the shape of each given next to it as [dims]:
-//     Buffers for the buffer ops, float32 host slices for the compute ops. Slices may be longer than needed; only the
-//     leading elements named by the shape are read or written.
+//   - Arrays are Buffers (see Buffer), row-major, the shape of each given
+//     next to it as [dims]; activations and gradients are F32, token ids
+//     and row indices I32, weights a Mat over an F32, BF16 or F16 Buffer.
+//     Buffers may be longer than needed; only the leading elements named
+//     by the shape are read or written. An optional Buffer is absent when
+//     empty (Buffer{}). Per-row scalars (SampleRows's parameters and
+//     uniforms) and op settings stay Go values.
 //   - "out =" overwrites, "+=" accumulates. Activation gradients are written
 //     (=), parameter gradients are accumulated (+=), as in llm.c.
 //   - Shapes that do not fit their slices are programmer errors and panic
@@ -20,10 +24,14 @@ import "fmt"
 //     returns only when all of its work is done. A Backend value is safe for
 //     use by one goroutine at a time unless its documentation says more.
 //
-// Buffers and errors. The memory and data-movement ops (Alloc to
-// AllFinite) take Buffers, which the backend owns (see Buffer); the
-// compute ops after them still take host slices, which a device backend cannot run without copies (moving them to
-// Buffers is the next step of issue 8). The ops that can fail on a device
+// Buffers and errors. Every op takes Buffers, which the backend owns (see
+// Buffer): the memory and data-movement ops (Alloc to AllFinite) and the
+// compute ops after them, so a device backend runs them on its own memory
+// without copies; data crosses between host and backend only through
+// Upload, Download, Import and the scalars that SumSquares, AllFinite and
+// Argmax return. A CPU backend's Buffers are host slices, read in place.
+// A device backend may also accept host Buffers (it then stages them, a
+// copy each way per op). The ops that can fail on a device
 // at the moment they are called (allocation, transfers, and the ops that
 // return a scalar to the host, which must wait for the device) return a Go
 // error naming the op. The other ops return nothing: a device queues them
@@ -32,10 +40,13 @@ import "fmt"
 // later error-returning call returns it too. A CPU backend never fails
 // after a successful Alloc, so its Err is always nil. Shapes that do not
 // fit stay programmer errors and panic (the rules are the Check functions
-// of bufferops.go, shared by every backend).
+// of checks.go, bufferops.go, sample.go and loss.go, shared by every
+// backend; index values in host Buffers are range-checked there, a device
+// backend checks device-resident ones itself or leaves them to its
+// kernels' guards).
 type Backend interface {
-	// Alloc returns a zeroed Buffer of n elements of dt (F32, BF16, F16 or
-	// I32) in the backend's memory.
+	// Alloc returns a zeroed Buffer of n elements of dt (F32, BF16, F16,
+	// I32 or U8) in the backend's memory.
 	Alloc(dt DType, n int) (Buffer, error)
 	// Free releases a Buffer from Alloc or Import (not a view of one). The
 	// CPU backends leave the memory to the garbage collector.

@@ -6,8 +6,8 @@ import (
 )
 
 // Buffer is a typed, one-dimensional array that a Backend owns: F32, BF16
-// (raw bfloat16 bits), F16 (raw IEEE half bits, for F16 weights) or I32
-// elements. It is a small value (copy it
+// (raw bfloat16 bits), F16 (raw IEEE half bits, for F16 weights), I32 or
+// U8 (flags) elements. It is a small value (copy it
 // freely); Slice makes views without copying. A Buffer does not say where
 // its memory lives beyond Host: the CPU backends keep it in a Go slice
 // (HostF32, HostBF16, HostI32 wrap one with no copy), a device backend

@@ -142,7 +142,7 @@ func (c *KVCache) reserve(be kernels.Backend, p *kvPool, n int) error {
 			if !p.shared(old) {
 				continue
 			}
-			id, err := p.alloc()
+			id, err := p.alloc(be)
 			if err != nil {
 				return fmt.Errorf("model: KV cache copy on write at position %d: %w", c.Len, err)
 			}
@@ -151,7 +151,7 @@ func (c *KVCache) reserve(be kernels.Backend, p *kvPool, n int) error {
 			st.setPage(i, id)
 			continue
 		}
-		id, err := p.alloc()
+		id, err := p.alloc(be)
 		if err != nil {
 			return fmt.Errorf("model: KV cache for %d positions: %w", n, err)
 		}

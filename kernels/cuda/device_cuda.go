@@ -27,17 +27,18 @@ type Buffer struct {
 // and grids as the host build (Host), so the conformance suite checks the
 // same code on both.
 //
-// Buffers (Alloc, Upload, Copy, GatherRows, ...) live in device memory.
-// STAGING STEP: the compute ops (MatMul ... AdamW) still take host slices
-// in kernels.Backend, so each such call copies its inputs into pooled
-// device memory, launches, and copies its outputs back (one driver round
-// trip per op; timing dominated by PCIe for small ops). When they move to
-// Buffers they keep their bodies and lose the copies. CacheWeights avoids
-// re-uploading frozen weights meanwhile.
+// Buffers (Alloc, Upload, Copy, GatherRows, ...) live in device memory,
+// and every op, compute ops included, reads and writes device Buffers in
+// place. It also accepts host Buffers (what the model passes while its
+// activations are host slices): those it stages, copying inputs into
+// pooled device memory before the launch and outputs back after it (one
+// driver round trip per op; timing dominated by PCIe for small ops).
+// CacheWeights keeps frozen host weights on the device between calls.
 //
-// Driver errors are returned by NewDevice and Close; inside a Backend
-// method (which has no error result) a driver or launch error panics with
-// the failing call named, as shape errors do. A Device is safe for use by
+// Driver errors are returned by NewDevice and Close; a Backend method
+// without an error result records a driver or launch failure, naming the
+// op, as the sticky error (Err), returned again by every later
+// error-returning call; shape errors panic, as on every backend. A Device is safe for use by
 // one goroutine at a time; the driver goroutine serialises everything.
 type Device struct {
 	drv     *driver
