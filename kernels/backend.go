@@ -8,9 +8,13 @@ import "fmt"
 // conformance suite every Backend must pass.
 //
 // Conventions, for every method:
-//   - Arrays are row-major, the shape of each given next to it as [dims]:
-//     Buffers for the buffer ops, float32 host slices for the compute ops. Slices may be longer than needed; only the
-//     leading elements named by the shape are read or written.
+//   - Arrays are Buffers (see Buffer), row-major, the shape of each given
+//     next to it as [dims]; activations and gradients are F32, token ids
+//     and row indices I32, weights a Mat over an F32, BF16 or F16 Buffer.
+//     Buffers may be longer than needed; only the leading elements named
+//     by the shape are read or written. An optional Buffer is absent when
+//     empty (Buffer{}). Per-row scalars (SampleRows's parameters and
+//     uniforms) and op settings stay Go values.
 //   - "out =" overwrites, "+=" accumulates. Activation gradients are written
 //     (=), parameter gradients are accumulated (+=), as in llm.c.
 //   - Shapes that do not fit their slices are programmer errors and panic
@@ -20,10 +24,14 @@ import "fmt"
 //     returns only when all of its work is done. A Backend value is safe for
 //     use by one goroutine at a time unless its documentation says more.
 //
-// Buffers and errors. The memory and data-movement ops (Alloc to
-// AllFinite) take Buffers, which the backend owns (see Buffer); the
-// compute ops after them still take host slices, which a device backend cannot run without copies (moving them to
-// Buffers is the next step of issue 8). The ops that can fail on a device
+// Buffers and errors. Every op takes Buffers, which the backend owns (see
+// Buffer): the memory and data-movement ops (Alloc to AllFinite) and the
+// compute ops after them, so a device backend runs them on its own memory
+// without copies; data crosses between host and backend only through
+// Upload, Download, Import and the scalars that SumSquares, AllFinite and
+// Argmax return. A CPU backend's Buffers are host slices, read in place.
+// A device backend may also accept host Buffers (it then stages them, a
+// copy each way per op). The ops that can fail on a device
 // at the moment they are called (allocation, transfers, and the ops that
 // return a scalar to the host, which must wait for the device) return a Go
 // error naming the op. The other ops return nothing: a device queues them
@@ -32,10 +40,13 @@ import "fmt"
 // later error-returning call returns it too. A CPU backend never fails
 // after a successful Alloc, so its Err is always nil. Shapes that do not
 // fit stay programmer errors and panic (the rules are the Check functions
-// of bufferops.go, shared by every backend).
+// of checks.go, bufferops.go, sample.go and loss.go, shared by every
+// backend; index values in host Buffers are range-checked there, a device
+// backend checks device-resident ones itself or leaves them to its
+// kernels' guards).
 type Backend interface {
-	// Alloc returns a zeroed Buffer of n elements of dt (F32, BF16, F16 or
-	// I32) in the backend's memory.
+	// Alloc returns a zeroed Buffer of n elements of dt (F32, BF16, F16,
+	// I32 or U8) in the backend's memory.
 	Alloc(dt DType, n int) (Buffer, error)
 	// Free releases a Buffer from Alloc or Import (not a view of one). The
 	// CPU backends leave the memory to the garbage collector.
@@ -77,33 +88,33 @@ type Backend interface {
 
 	// MatMul: out[M,N] (=, or += if accumulate) x[M,K] · wᵀ, w is [N,K]
 	// (torch nn.Linear layout), N = w.Rows, K = w.Cols.
-	MatMul(out, x []float32, w Mat, m int, accumulate bool)
+	MatMul(out, x Buffer, w Mat, m int, accumulate bool)
 	// MatMulNN: out[M,K] (=, or += if accumulate) dy[M,N] · w[N,K].
 	// It is MatMul's input gradient.
-	MatMulNN(out, dy []float32, w Mat, m int, accumulate bool)
+	MatMulNN(out, dy Buffer, w Mat, m int, accumulate bool)
 	// MatMulTN: dw[N,K] += dy[M,N]ᵀ · x[M,K]. It is MatMul's weight
 	// gradient; dw is always float32.
-	MatMulTN(dw, dy, x []float32, m, n, k int)
+	MatMulTN(dw, dy, x Buffer, m, n, k int)
 
 	// Embedding: out[T,C] = table[ids[t], :], C = table.Cols. Ids must be in
 	// [0, table.Rows).
-	Embedding(out []float32, table Mat, ids []int32)
+	Embedding(out Buffer, table Mat, ids Buffer)
 	// EmbeddingBackward: dtable[V,C] row ids[t] += dout[t, :].
-	EmbeddingBackward(dtable, dout []float32, ids []int32, c int)
+	EmbeddingBackward(dtable, dout, ids Buffer, c int)
 
 	// RMSNorm: out[R,C] = w[C] * x / sqrt(mean(x², row) + eps), per row.
 	// out may alias x. Per-head q/k norm is RMSNorm with R = T·H, C = D.
-	RMSNorm(out, x, w []float32, rows, cols int, eps float32)
+	RMSNorm(out, x, w Buffer, rows, cols int, eps float32)
 	// RMSNormBackward: dx[R,C] = ∂/∂x, dw[C] += ∂/∂w, given dout[R,C] and
 	// the forward's input x and weight w.
-	RMSNormBackward(dx, dw, dout, x, w []float32, rows, cols int, eps float32)
+	RMSNormBackward(dx, dw, dout, x, w Buffer, rows, cols int, eps float32)
 
 	// RoPE rotates x[T,H,D] in place, rotate-half (NeoX / Hugging Face)
 	// convention: for i < D/2, angle = pos[t] / theta^(2i/D), and the pair
 	// (x[i], x[i+D/2]) becomes (x[i]·cos − x[i+D/2]·sin, x[i+D/2]·cos + x[i]·sin).
-	RoPE(x []float32, pos []int32, heads, headDim int, theta float64)
+	RoPE(x, pos Buffer, heads, headDim int, theta float64)
 	// RoPEBackward maps dy[T,H,D] to dx in place (the inverse rotation).
-	RoPEBackward(dx []float32, pos []int32, heads, headDim int, theta float64)
+	RoPEBackward(dx, pos Buffer, heads, headDim int, theta float64)
 
 	// Attention computes causal grouped-query attention for a batch of
 	// sequences of different lengths (see AttentionSeq); query head h uses
@@ -115,33 +126,33 @@ type Backend interface {
 
 	// SwiGLU: out[N] = silu(gate[N]) * up[N], silu(z) = z·sigmoid(z). out may
 	// alias gate or up.
-	SwiGLU(out, gate, up []float32)
+	SwiGLU(out, gate, up Buffer)
 	// SwiGLUBackward: dgate[N], dup[N] = gradients given dout[N] and the
 	// forward's gate and up.
-	SwiGLUBackward(dgate, dup, dout, gate, up []float32)
+	SwiGLUBackward(dgate, dup, dout, gate, up Buffer)
 
 	// Add: dst[N] += src[N].
-	Add(dst, src []float32)
+	Add(dst, src Buffer)
 	// Scale: x[N] *= s.
-	Scale(x []float32, s float32)
+	Scale(x Buffer, s float32)
 
 	// LogSoftmaxGather: for each row r of logits[R,V], logp[r] =
-	// log_softmax(logits[r])[targets[r]]; if entropy is not nil,
+	// log_softmax(logits[r])[targets[r]]; if entropy is not empty,
 	// entropy[r] = −Σ p·log p of that row. The model calls it on chunks of
 	// rows so that a [T,V] buffer for the whole batch never exists.
-	LogSoftmaxGather(logp, entropy, logits []float32, targets []int32, rows, v int)
+	LogSoftmaxGather(logp, entropy, logits, targets Buffer, rows, v int)
 	// LogSoftmaxGatherBackward: the gradient of LogSoftmaxGather's outputs,
 	// dlogits[R,V] = dlogp[r]·(onehot(targets[r]) − p) + dentropy[r]·dH/dlogits
 	// with p = softmax(logits[r]) and dH/dlogits[i] = −p[i]·(log p[i] + H[r])
-	// (H the row's entropy). dentropy may be nil (no entropy term).
+	// (H the row's entropy). dentropy may be empty (no entropy term).
 	// dlogits may alias logits.
-	LogSoftmaxGatherBackward(dlogits, logits []float32, targets []int32, dlogp, dentropy []float32, rows, v int)
+	LogSoftmaxGatherBackward(dlogits, logits, targets, dlogp, dentropy Buffer, rows, v int)
 
 	// Softmax: x[R,V] replaced by softmax per row (in place).
-	Softmax(x []float32, rows, v int)
+	Softmax(x Buffer, rows, v int)
 	// Argmax returns the first index of the largest value in x (ties go to
-	// the lower index, as torch.argmax).
-	Argmax(x []float32) int32
+	// the lower index, as torch.argmax): one scalar to the host.
+	Argmax(x Buffer) (int32, error)
 	// SampleRows draws one token for each row r of logits[R,V] under
 	// params[r], with u[r] ∈ [0,1) as its only randomness (so a caller that
 	// owns one seeded stream per sequence gets the same token whatever the
@@ -154,7 +165,7 @@ type Backend interface {
 	// TrainOptions.Temperature 0 means 1). fullLogp − logp is the log of the
 	// probability mass the filters kept (0 without filters). Greedy
 	// (Temperature 0) rows take Argmax. Every row needs a finite logit.
-	SampleRows(ids []int32, logp, fullLogp, logits []float32, params []SamplingParams, u []float64, rows, v int)
+	SampleRows(ids, logp, fullLogp, logits Buffer, params []SamplingParams, u []float64, rows, v int)
 
 	// PolicyLoss evaluates the per-token policy-gradient loss of GRPO and
 	// its relatives (see LossParams, LossInput, LossOutput) over N tokens
@@ -165,10 +176,11 @@ type Backend interface {
 	// AdamW updates param[N] in place from grad[N] with first and second
 	// moments m[N], v[N] (decoupled weight decay, bias correction by step,
 	// which counts from 1).
-	AdamW(param, grad, m, v []float32, p AdamWParams, step int)
+	AdamW(param, grad, m, v Buffer, p AdamWParams, step int)
 }
 
-// AttentionSeq is one sequence in a batched Attention call.
+// AttentionSeq is one sequence in a batched Attention call. Its arrays
+// are F32 Buffers.
 //
 // The sequence's new tokens sit at positions Start .. Start+T−1; K and V
 // hold positions 0 .. Start+T−1 (already written, RoPE applied to K). Query
@@ -179,15 +191,15 @@ type Backend interface {
 // same values either way, in the same order, so paged attention equals
 // contiguous attention bit for bit when the blocks hold the same floats.
 type AttentionSeq struct {
-	Out []float32 // [T, H, D] written
-	Q   []float32 // [T, H, D] read
-	K   []float32 // [S, KVH, D] read, S ≥ Start+T (contiguous layout)
-	V   []float32 // [S, KVH, D] read (contiguous layout)
+	Out Buffer // [T, H, D] written
+	Q   Buffer // [T, H, D] read
+	K   Buffer // [S, KVH, D] read, S ≥ Start+T (contiguous layout)
+	V   Buffer // [S, KVH, D] read (contiguous layout)
 	// Paged holds K and V in fixed-size blocks instead (a paged KV cache).
 	Paged PagedKV
-	// LSE, if not nil, receives the log-sum-exp of each (t, h) row of scaled
-	// scores, [T, H]; AttentionBackward needs it.
-	LSE   []float32
+	// LSE, if not empty, receives the log-sum-exp of each (t, h) row of
+	// scaled scores, [T, H]; AttentionBackward needs it.
+	LSE   Buffer
 	T     int
 	Start int
 }
@@ -195,72 +207,57 @@ type AttentionSeq struct {
 // PagedKV is the keys and values of one sequence stored in fixed-size
 // blocks, as a paged KV cache keeps them: position j is row j mod BlockSize
 // of block j / BlockSize, and each block is [BlockSize, KVH, D]. The block
-// lists are the sequence's block table resolved to the blocks' memory, so
+// lists are the sequence's block table resolved to the blocks' Buffers, so
 // blocks may be shared between sequences (a common prompt) and live
-// anywhere. DType F32 reads K and V; BF16 reads K16 and V16 (raw bfloat16
-// bits), which widen to float32 exactly before any arithmetic.
+// anywhere in the backend's memory. Every block holds DType: F32, or BF16,
+// which widens to float32 exactly before any arithmetic.
 type PagedKV struct {
-	BlockSize int         // positions per block; 0: the sequence is not paged
-	DType     DType       // F32 or BF16
-	K, V      [][]float32 // [blocks][BlockSize, KVH, D] when DType == F32
-	K16, V16  [][]uint16  // [blocks][BlockSize, KVH, D] when DType == BF16
+	BlockSize int      // positions per block; 0: the sequence is not paged
+	DType     DType    // F32 or BF16
+	K, V      []Buffer // [blocks], each [BlockSize, KVH, D] of DType
 }
 
 // Check returns an error unless p holds n positions of rowLen (KVH·D)
-// elements: enough blocks, each at least BlockSize·rowLen long, of a
-// supported dtype. Backends call it (and panic with its message, naming
-// the op) before reading a paged sequence.
+// elements: enough blocks, each of p's dtype and at least
+// BlockSize·rowLen long, the dtype F32 or BF16. Backends call it (and
+// panic with its message, naming the op) before reading a paged sequence.
 func (p *PagedKV) Check(n, rowLen int) error {
 	if p.BlockSize <= 0 {
 		return fmt.Errorf("paged KV: block size %d", p.BlockSize)
 	}
-	blocks := (n + p.BlockSize - 1) / p.BlockSize
-	size := p.BlockSize * rowLen
-	var lk, lv []int
-	switch p.DType {
-	case F32:
-		for _, b := range p.K {
-			lk = append(lk, len(b))
-		}
-		for _, b := range p.V {
-			lv = append(lv, len(b))
-		}
-	case BF16:
-		for _, b := range p.K16 {
-			lk = append(lk, len(b))
-		}
-		for _, b := range p.V16 {
-			lv = append(lv, len(b))
-		}
-	default:
+	if p.DType != F32 && p.DType != BF16 {
 		return fmt.Errorf("paged KV: dtype %v: want F32 or BF16", p.DType)
 	}
-	if len(lk) < blocks || len(lv) < blocks {
-		return fmt.Errorf("paged KV: %d K and %d V blocks for %d positions of block size %d", len(lk), len(lv), n, p.BlockSize)
+	blocks := (n + p.BlockSize - 1) / p.BlockSize
+	size := p.BlockSize * rowLen
+	if len(p.K) < blocks || len(p.V) < blocks {
+		return fmt.Errorf("paged KV: %d K and %d V blocks for %d positions of block size %d", len(p.K), len(p.V), n, p.BlockSize)
 	}
 	for i := range blocks {
-		if lk[i] < size || lv[i] < size {
-			return fmt.Errorf("paged KV: block %d holds %d K and %d V elements, want %d", i, lk[i], lv[i], size)
+		k, v := p.K[i], p.V[i]
+		if k.dtype != p.DType || v.dtype != p.DType {
+			return fmt.Errorf("paged KV: block %d holds %v K and %v V, want %v", i, k.dtype, v.dtype, p.DType)
+		}
+		if k.n < size || v.n < size {
+			return fmt.Errorf("paged KV: block %d holds %d K and %d V elements, want %d", i, k.n, v.n, size)
 		}
 	}
 	return nil
 }
 
-// Row returns position j of kv head kvh from K (v false) or V (v true),
-// widened to float32 into dst[D] when the blocks are BF16; for F32 blocks
-// it returns a view of the block and leaves dst alone.
+// Row returns position j of kv head kvh from K (v false) or V (v true) of
+// host blocks, widened to float32 into dst[D] when the blocks are BF16;
+// for F32 blocks it returns a view of the block and leaves dst alone.
 func (p *PagedKV) Row(dst []float32, v bool, j, kvh, kvHeads, d int) []float32 {
 	b, off := j/p.BlockSize, ((j%p.BlockSize)*kvHeads+kvh)*d
-	if p.DType == F32 {
-		if v {
-			return p.V[b][off : off+d]
-		}
-		return p.K[b][off : off+d]
-	}
-	src := p.K16[b][off : off+d]
+	blk := p.K[b]
 	if v {
-		src = p.V16[b][off : off+d]
+		blk = p.V[b]
 	}
+	if p.DType == F32 {
+		return blk.F32()[off : off+d]
+	}
+	src := blk.BF16()[off : off+d]
 	dst = dst[:d]
 	for i, u := range src {
 		dst[i] = BF16ToF32(u)
@@ -268,24 +265,37 @@ func (p *PagedKV) Row(dst []float32, v bool, j, kvh, kvHeads, d int) []float32 {
 	return dst
 }
 
-// AttentionGradSeq is one sequence in a batched AttentionBackward call. It
-// carries the forward's inputs (Q, K, V, Out, LSE with the same Start and T)
-// and the gradient of the output; DQ is written (=), DK and DV are
-// accumulated (+=) over positions 0 .. Start+T−1.
+// AttentionGradSeq is one sequence in a batched AttentionBackward call, of
+// F32 Buffers. It carries the forward's inputs (Q, K, V, Out, LSE with the
+// same Start and T) and the gradient of the output; DQ is written (=), DK
+// and DV are accumulated (+=) over positions 0 .. Start+T−1.
 type AttentionGradSeq struct {
-	DOut []float32 // [T, H, D]
-	Q    []float32 // [T, H, D]
-	K    []float32 // [S, KVH, D]
-	V    []float32 // [S, KVH, D]
-	Out  []float32 // [T, H, D] the forward's output
-	LSE  []float32 // [T, H] from the forward
-	DQ   []float32 // [T, H, D] =
-	DK   []float32 // [S, KVH, D] +=
-	DV   []float32 // [S, KVH, D] +=
+	DOut Buffer // [T, H, D]
+	Q    Buffer // [T, H, D]
+	K    Buffer // [S, KVH, D]
+	V    Buffer // [S, KVH, D]
+	Out  Buffer // [T, H, D] the forward's output
+	LSE  Buffer // [T, H] from the forward
+	DQ   Buffer // [T, H, D] =
+	DK   Buffer // [S, KVH, D] +=
+	DV   Buffer // [S, KVH, D] +=
 	T    int
 	// Start is the position of the first query token; rows 0 .. Start−1 of
 	// K and V are context the queries attend to.
 	Start int
+}
+
+// HostGradSeq is an AttentionGradSeq of host Buffers as slices (see
+// AttentionGradSeq.Host): what a CPU backend's kernel reads and writes.
+type HostGradSeq struct {
+	DOut, Q, K, V, Out, LSE, DQ, DK, DV []float32
+	T, Start                            int
+}
+
+// Host returns s's host Buffers as slices. It panics for device memory.
+func (s *AttentionGradSeq) Host() HostGradSeq {
+	return HostGradSeq{DOut: s.DOut.F32(), Q: s.Q.F32(), K: s.K.F32(), V: s.V.F32(), Out: s.Out.F32(),
+		LSE: s.LSE.F32(), DQ: s.DQ.F32(), DK: s.DK.F32(), DV: s.DV.F32(), T: s.T, Start: s.Start}
 }
 
 // SamplingParams selects the distribution SampleRows draws from. Filters apply

@@ -1,10 +1,13 @@
 package kernels
 
-import "fmt"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // Buffer is a typed, one-dimensional array that a Backend owns: F32, BF16
-// (raw bfloat16 bits), F16 (raw IEEE half bits, for F16 weights) or I32
-// elements. It is a small value (copy it
+// (raw bfloat16 bits), F16 (raw IEEE half bits, for F16 weights), I32 or
+// U8 (flags) elements. It is a small value (copy it
 // freely); Slice makes views without copying. A Buffer does not say where
 // its memory lives beyond Host: the CPU backends keep it in a Go slice
 // (HostF32, HostBF16, HostI32 wrap one with no copy), a device backend
@@ -15,11 +18,9 @@ import "fmt"
 type Buffer struct {
 	dtype DType
 	n     int
-	f32   []float32
-	u16   []uint16
-	i32   []int32
-	dev   DeviceMem // nil for host memory
-	off   int       // first element within dev
+	p     unsafe.Pointer // first element of host memory (nil when empty or on a device)
+	dev   DeviceMem      // nil for host memory
+	off   int            // first element within dev
 }
 
 // DeviceMem is one allocation of a device backend (for example a CUDA
@@ -32,16 +33,30 @@ type DeviceMem interface {
 
 // HostF32 wraps s as an F32 Buffer of len(s) elements; the Buffer and s
 // share memory.
-func HostF32(s []float32) Buffer { return Buffer{dtype: F32, n: len(s), f32: s} }
+func HostF32(s []float32) Buffer { return host(F32, s) }
 
 // HostBF16 wraps s (raw bfloat16 bits) as a BF16 Buffer; no copy.
-func HostBF16(s []uint16) Buffer { return Buffer{dtype: BF16, n: len(s), u16: s} }
+func HostBF16(s []uint16) Buffer { return host(BF16, s) }
 
 // HostF16 wraps s (raw IEEE half bits) as an F16 Buffer; no copy.
-func HostF16(s []uint16) Buffer { return Buffer{dtype: F16, n: len(s), u16: s} }
+func HostF16(s []uint16) Buffer { return host(F16, s) }
 
 // HostI32 wraps s as an I32 Buffer; no copy.
-func HostI32(s []int32) Buffer { return Buffer{dtype: I32, n: len(s), i32: s} }
+func HostI32(s []int32) Buffer { return host(I32, s) }
+
+// HostU8 wraps s as a U8 Buffer (flags); no copy.
+func HostU8(s []uint8) Buffer { return host(U8, s) }
+
+// host wraps a Go slice. A Buffer keeps the address of its first element
+// (which keeps the array alive for the garbage collector) rather than the
+// slice, so that it stays small to pass and its accessors inline: the CPU
+// kernels call them in their inner blocks.
+func host[T any](dt DType, s []T) Buffer {
+	if len(s) == 0 {
+		return Buffer{dtype: dt}
+	}
+	return Buffer{dtype: dt, n: len(s), p: unsafe.Pointer(unsafe.SliceData(s))}
+}
 
 // DeviceBuffer is how a device backend makes a Buffer of n elements of dt
 // starting at element off of mem. It panics if the range does not fit mem.
@@ -55,8 +70,8 @@ func DeviceBuffer(mem DeviceMem, dt DType, off, n int) Buffer {
 
 // checkBufferDType panics unless dt is a Buffer element type.
 func checkBufferDType(op string, dt DType) {
-	if dt > I32 {
-		panic(fmt.Sprintf("kernels: %s: dtype %v: a Buffer holds F32, BF16, F16 or I32", op, dt))
+	if dt > U8 {
+		panic(fmt.Sprintf("kernels: %s: dtype %v: a Buffer holds F32, BF16, F16, I32 or U8", op, dt))
 	}
 }
 
@@ -75,8 +90,10 @@ func AllocHost(dt DType, n int) (Buffer, error) {
 		return HostF16(make([]uint16, n)), nil
 	case I32:
 		return HostI32(make([]int32, n)), nil
+	case U8:
+		return HostU8(make([]uint8, n)), nil
 	}
-	return Buffer{}, fmt.Errorf("kernels: Alloc: dtype %v: a Buffer holds F32, BF16, F16 or I32", dt)
+	return Buffer{}, fmt.Errorf("kernels: Alloc: dtype %v: a Buffer holds F32, BF16, F16, I32 or U8", dt)
 }
 
 // DType is the element type.
@@ -96,15 +113,8 @@ func (b Buffer) Slice(lo, hi int) Buffer {
 		panic(fmt.Sprintf("kernels: Buffer.Slice: [%d, %d) of %d elements", lo, hi, b.n))
 	}
 	v := Buffer{dtype: b.dtype, n: hi - lo, dev: b.dev, off: b.off + lo}
-	if b.dev == nil {
-		switch b.dtype {
-		case F32:
-			v.f32 = b.f32[lo:hi:hi]
-		case BF16, F16:
-			v.u16 = b.u16[lo:hi:hi]
-		case I32:
-			v.i32 = b.i32[lo:hi:hi]
-		}
+	if b.dev == nil && hi > lo {
+		v.p = unsafe.Add(b.p, lo*b.dtype.Size())
 	}
 	return v
 }
@@ -113,45 +123,61 @@ func (b Buffer) Slice(lo, hi int) Buffer {
 // the dtype or the device) for any other Buffer: only CPU backends and
 // tests on host buffers call it.
 func (b Buffer) F32() []float32 {
-	b.mustHost("F32", F32)
-	return b.f32[:b.n]
+	if b.dev != nil || b.dtype != F32 {
+		b.notHost("F32", F32)
+	}
+	return unsafe.Slice((*float32)(b.p), b.n)
 }
 
 // BF16 is the memory of a host BF16 Buffer (raw bits); see F32.
 func (b Buffer) BF16() []uint16 {
-	b.mustHost("BF16", BF16)
-	return b.u16[:b.n]
+	if b.dev != nil || b.dtype != BF16 {
+		b.notHost("BF16", BF16)
+	}
+	return unsafe.Slice((*uint16)(b.p), b.n)
 }
 
 // U16 is the memory of a host BF16 or F16 Buffer (raw 16-bit patterns,
 // for ops that move bits without reading them); see F32.
 func (b Buffer) U16() []uint16 {
-	if b.dev != nil {
-		panic("kernels: Buffer.U16: device memory is not host memory")
+	if b.dev != nil || b.dtype-BF16 > F16-BF16 { // BF16 or F16 (unsigned)
+		b.notHost("U16", BF16)
 	}
-	if b.dtype != BF16 && b.dtype != F16 {
-		panic(fmt.Sprintf("kernels: Buffer.U16: buffer holds %v", b.dtype))
-	}
-	return b.u16[:b.n]
+	return unsafe.Slice((*uint16)(b.p), b.n)
 }
 
 // I32 is the memory of a host I32 Buffer; see F32.
 func (b Buffer) I32() []int32 {
-	b.mustHost("I32", I32)
-	return b.i32[:b.n]
+	if b.dev != nil || b.dtype != I32 {
+		b.notHost("I32", I32)
+	}
+	return unsafe.Slice((*int32)(b.p), b.n)
 }
+
+// U8 is the memory of a host U8 Buffer; see F32.
+func (b Buffer) U8() []uint8 {
+	if b.dev != nil || b.dtype != U8 {
+		b.notHost("U8", U8)
+	}
+	return unsafe.Slice((*uint8)(b.p), b.n)
+}
+
+// HostPtr is the address of a host Buffer's first element (nil for an
+// empty or device Buffer), unchecked: for CPU kernels in assembly or C,
+// after the op's Check has verified the Buffer's dtype and length.
+func (b Buffer) HostPtr() unsafe.Pointer { return b.p }
 
 // Device is the allocation and element offset of a device Buffer (nil, 0
 // for a host Buffer).
 func (b Buffer) Device() (DeviceMem, int) { return b.dev, b.off }
 
-func (b Buffer) mustHost(what string, dt DType) {
+// notHost panics for an accessor (what, of dtype dt) called on the wrong
+// Buffer: device memory or another dtype.
+func (b Buffer) notHost(what string, dt DType) {
 	if b.dev != nil {
 		panic(fmt.Sprintf("kernels: Buffer.%s: device memory is not host memory", what))
 	}
-	if b.dtype != dt {
-		panic(fmt.Sprintf("kernels: Buffer.%s: buffer holds %v", what, b.dtype))
-	}
+	panic(fmt.Sprintf("kernels: Buffer.%s: buffer holds %v, not %v", what, b.dtype, dt))
 }
 
 // String is the dtype and length, as in "F32[4096]".

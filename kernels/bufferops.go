@@ -25,6 +25,7 @@ func CheckTransfer(op string, dst, src Buffer) {
 // CheckCopy panics unless Copy(dst, src) is defined: equal lengths and
 // either equal dtypes or a cast between F32 and BF16.
 func CheckCopy(dst, src Buffer) {
+	noU8("Copy", dst, src)
 	if dst.n != src.n {
 		bufPanic("Copy", "dst has %d elements, src %d", dst.n, src.n)
 	}
@@ -39,6 +40,7 @@ func CheckCopy(dst, src Buffer) {
 // the table src; for ScatterRows the reverse. It returns the number of
 // table rows, which each index must be below.
 func CheckRows(op string, packed, table, idx Buffer, cols int) int {
+	noU8(op, packed, table)
 	if cols < 0 {
 		bufPanic(op, "negative cols %d", cols)
 	}
@@ -63,6 +65,7 @@ func CheckRows(op string, packed, table, idx Buffer, cols int) int {
 // CheckTranspose panics unless Transpose(dst, src, rows, cols) fits: same
 // dtype, non-negative shape, both buffers at least rows·cols long.
 func CheckTranspose(dst, src Buffer, rows, cols int) {
+	noU8("Transpose", dst, src)
 	if rows < 0 || cols < 0 {
 		bufPanic("Transpose", "negative shape [%d,%d]", rows, cols)
 	}
@@ -80,6 +83,16 @@ func CheckReduce(op string, xs []Buffer) {
 	for i, x := range xs {
 		if x.dtype != F32 {
 			bufPanic(op, "buffer %d holds %v, want F32", i, x.dtype)
+		}
+	}
+}
+
+// noU8 panics if a buffer of a data-movement op (op) is U8: U8 Buffers hold
+// PolicyLoss's clip flags, which only Upload and Download move.
+func noU8(op string, bs ...Buffer) {
+	for _, b := range bs {
+		if b.dtype == U8 {
+			bufPanic(op, "a U8 buffer (only Upload and Download move flags)")
 		}
 	}
 }

@@ -25,51 +25,83 @@ func needDims(op string, dims ...int) {
 	}
 }
 
-// CheckMatMul checks MatMul: x [M, K] and out [M, N] for w [N, K].
-func CheckMatMul(out, x []float32, w Mat, m int) {
+// CheckMatMul checks MatMul: F32 x [M, K] and out [M, N] for w [N, K].
+func CheckMatMul(out, x Buffer, w Mat, m int) {
 	const op = "MatMul"
 	w.Check(op)
 	needDims(op, m)
-	need(op, "x", len(x), m*w.Cols)
-	need(op, "out", len(out), m*w.Rows)
+	needF32(op, "x", x, m*w.Cols)
+	needF32(op, "out", out, m*w.Rows)
 }
 
-// CheckMatMulNN checks MatMulNN: dy [M, N] and out [M, K] for w [N, K].
-func CheckMatMulNN(out, dy []float32, w Mat, m int) {
+// CheckMatMulNN checks MatMulNN: F32 dy [M, N] and out [M, K] for w
+// [N, K].
+func CheckMatMulNN(out, dy Buffer, w Mat, m int) {
 	const op = "MatMulNN"
 	w.Check(op)
 	needDims(op, m)
-	need(op, "dy", len(dy), m*w.Rows)
-	need(op, "out", len(out), m*w.Cols)
+	needF32(op, "dy", dy, m*w.Rows)
+	needF32(op, "out", out, m*w.Cols)
 }
 
-// CheckMatMulTN checks MatMulTN: dw [N, K], dy [M, N], x [M, K].
-func CheckMatMulTN(dw, dy, x []float32, m, n, k int) {
+// CheckMatMulTN checks MatMulTN: F32 dw [N, K], dy [M, N], x [M, K].
+func CheckMatMulTN(dw, dy, x Buffer, m, n, k int) {
 	const op = "MatMulTN"
 	needDims(op, m, n, k)
-	need(op, "dw", len(dw), n*k)
-	need(op, "dy", len(dy), m*n)
-	need(op, "x", len(x), m*k)
+	needF32(op, "dw", dw, n*k)
+	needF32(op, "dy", dy, m*n)
+	needF32(op, "x", x, m*k)
 }
 
-// CheckEmbedding checks Embedding: out [T, C] and every id in
-// [0, table.Rows).
-func CheckEmbedding(out []float32, table Mat, ids []int32) {
+// CheckEmbedding checks Embedding: F32 out [T, C] for T = ids.Len(), I32
+// ids, and (host ids) every id in [0, table.Rows).
+func CheckEmbedding(out Buffer, table Mat, ids Buffer) {
 	const op = "Embedding"
 	table.Check(op)
-	need(op, "out", len(out), len(ids)*table.Cols)
-	checkIDs(op, "ids", ids, table.Rows)
+	needI32(op, "ids", ids, 0)
+	needF32(op, "out", out, ids.Len()*table.Cols)
+	checkIDBuf(op, "ids", ids, table.Rows)
 }
 
-// CheckEmbeddingBackward checks EmbeddingBackward: c > 0, dout [T, C],
-// and every id a row of dtable [V, C].
-func CheckEmbeddingBackward(dtable, dout []float32, ids []int32, c int) {
+// CheckEmbeddingBackward checks EmbeddingBackward: c > 0, F32 dtable and
+// dout [T, C] for T = ids.Len(), I32 ids, and (for host ids) every id a
+// row of dtable [V, C].
+func CheckEmbeddingBackward(dtable, dout, ids Buffer, c int) {
 	const op = "EmbeddingBackward"
 	if c <= 0 {
 		panic(fmt.Sprintf("kernels: %s: c = %d", op, c))
 	}
-	need(op, "dout", len(dout), len(ids)*c)
-	checkIDs(op, "ids", ids, len(dtable)/c)
+	needF32(op, "dtable", dtable, 0)
+	needF32(op, "dout", dout, ids.Len()*c)
+	needI32(op, "ids", ids, 0)
+	checkIDBuf(op, "ids", ids, dtable.Len()/c)
+}
+
+// needF32 panics unless argument arg of op is an F32 Buffer of at least
+// want elements.
+func needF32(op, arg string, b Buffer, want int) {
+	if b.dtype != F32 {
+		panic(fmt.Sprintf("kernels: %s: %s holds %v, want F32", op, arg, b.dtype))
+	}
+	need(op, arg, b.n, want)
+}
+
+// needI32 panics unless argument arg of op is an I32 Buffer of at least
+// want elements.
+func needI32(op, arg string, b Buffer, want int) {
+	if b.dtype != I32 {
+		panic(fmt.Sprintf("kernels: %s: %s holds %v, want I32", op, arg, b.dtype))
+	}
+	need(op, arg, b.n, want)
+}
+
+// checkIDBuf range-checks the indices of an I32 Buffer when they are host
+// memory. A device backend checks device-resident indices itself (reading
+// them would cost a transfer per op).
+func checkIDBuf(op, arg string, ids Buffer, n int) {
+	if ids.Host() {
+		checkIDs(op, arg, ids.I32(), n)
+	}
 }
 
 // checkIDs panics unless every id is in [0, n).
@@ -81,109 +113,123 @@ func checkIDs(op, arg string, ids []int32, n int) {
 	}
 }
 
-// CheckRMSNorm checks RMSNorm: x and out [R, C], w [C].
-func CheckRMSNorm(out, x, w []float32, rows, cols int) {
+// CheckRMSNorm checks RMSNorm: F32 x and out [R, C], w [C].
+func CheckRMSNorm(out, x, w Buffer, rows, cols int) {
 	const op = "RMSNorm"
 	needDims(op, rows, cols)
-	need(op, "x", len(x), rows*cols)
-	need(op, "out", len(out), rows*cols)
-	need(op, "w", len(w), cols)
+	needF32(op, "x", x, rows*cols)
+	needF32(op, "out", out, rows*cols)
+	needF32(op, "w", w, cols)
 }
 
-// CheckRMSNormBackward checks RMSNormBackward: dx, dout, x [R, C], w and
-// dw [C].
-func CheckRMSNormBackward(dx, dw, dout, x, w []float32, rows, cols int) {
+// CheckRMSNormBackward checks RMSNormBackward: F32 dx, dout, x [R, C], w
+// and dw [C].
+func CheckRMSNormBackward(dx, dw, dout, x, w Buffer, rows, cols int) {
 	const op = "RMSNormBackward"
 	needDims(op, rows, cols)
 	n := rows * cols
-	need(op, "dx", len(dx), n)
-	need(op, "dout", len(dout), n)
-	need(op, "x", len(x), n)
-	need(op, "w", len(w), cols)
-	need(op, "dw", len(dw), cols)
+	needF32(op, "dx", dx, n)
+	needF32(op, "dout", dout, n)
+	needF32(op, "x", x, n)
+	needF32(op, "w", w, cols)
+	needF32(op, "dw", dw, cols)
 }
 
-// CheckRoPE checks RoPE and RoPEBackward (op): an even head dim and x
-// [T, H, D] for T = len(pos).
-func CheckRoPE(op string, x []float32, pos []int32, heads, headDim int) {
+// CheckRoPE checks RoPE and RoPEBackward (op): an even head dim, I32 pos
+// and F32 x [T, H, D] for T = pos.Len().
+func CheckRoPE(op string, x, pos Buffer, heads, headDim int) {
 	needDims(op, heads, headDim)
 	if headDim%2 != 0 {
 		panic("kernels: " + op + ": odd head dim")
 	}
-	need(op, "x", len(x), len(pos)*heads*headDim)
+	needI32(op, "pos", pos, 0)
+	needF32(op, "x", x, pos.Len()*heads*headDim)
 }
 
-// CheckSwiGLU checks SwiGLU: gate and up hold len(out) elements.
-func CheckSwiGLU(out, gate, up []float32) {
+// CheckSwiGLU checks SwiGLU: F32 buffers, gate and up hold out.Len()
+// elements.
+func CheckSwiGLU(out, gate, up Buffer) {
 	const op = "SwiGLU"
-	need(op, "gate", len(gate), len(out))
-	need(op, "up", len(up), len(out))
+	needF32(op, "out", out, 0)
+	needF32(op, "gate", gate, out.Len())
+	needF32(op, "up", up, out.Len())
 }
 
-// CheckSwiGLUBackward checks SwiGLUBackward: every array holds len(dout).
-func CheckSwiGLUBackward(dgate, dup, dout, gate, up []float32) {
+// CheckSwiGLUBackward checks SwiGLUBackward: F32 buffers, each holding
+// dout.Len() elements.
+func CheckSwiGLUBackward(dgate, dup, dout, gate, up Buffer) {
 	const op = "SwiGLUBackward"
-	n := len(dout)
-	need(op, "dgate", len(dgate), n)
-	need(op, "dup", len(dup), n)
-	need(op, "gate", len(gate), n)
-	need(op, "up", len(up), n)
+	n := dout.Len()
+	needF32(op, "dout", dout, n)
+	needF32(op, "dgate", dgate, n)
+	needF32(op, "dup", dup, n)
+	needF32(op, "gate", gate, n)
+	needF32(op, "up", up, n)
 }
 
-// CheckAdd checks Add: src holds len(dst) elements.
-func CheckAdd(dst, src []float32) { need("Add", "src", len(src), len(dst)) }
+// CheckAdd checks Add: F32 buffers, src holds dst.Len() elements.
+func CheckAdd(dst, src Buffer) {
+	needF32("Add", "dst", dst, 0)
+	needF32("Add", "src", src, dst.Len())
+}
 
-// CheckLogSoftmaxGather checks LogSoftmaxGather: logits [R, V], targets,
-// logp (and entropy, if not nil) [R], every target in [0, V).
-func CheckLogSoftmaxGather(logp, entropy, logits []float32, targets []int32, rows, v int) {
+// CheckScale checks Scale: x is F32.
+func CheckScale(x Buffer) { needF32("Scale", "x", x, 0) }
+
+// CheckLogSoftmaxGather checks LogSoftmaxGather: F32 logits [R, V], logp
+// (and entropy, if not empty) [R], I32 targets [R], each (host targets)
+// in [0, V).
+func CheckLogSoftmaxGather(logp, entropy, logits, targets Buffer, rows, v int) {
 	const op = "LogSoftmaxGather"
 	needDims(op, rows, v)
-	need(op, "logits", len(logits), rows*v)
-	need(op, "targets", len(targets), rows)
-	need(op, "logp", len(logp), rows)
-	if entropy != nil {
-		need(op, "entropy", len(entropy), rows)
+	needF32(op, "logits", logits, rows*v)
+	needI32(op, "targets", targets, rows)
+	needF32(op, "logp", logp, rows)
+	if entropy.Len() > 0 {
+		needF32(op, "entropy", entropy, rows)
 	}
-	checkIDs(op, "targets", targets[:rows], v)
+	checkIDBuf(op, "targets", targets.Slice(0, rows), v)
 }
 
-// CheckLogSoftmaxGatherBackward checks LogSoftmaxGatherBackward: dlogits
-// and logits [R, V], targets, dlogp (and dentropy, if not nil) [R], every
-// target in [0, V).
-func CheckLogSoftmaxGatherBackward(dlogits, logits []float32, targets []int32, dlogp, dentropy []float32, rows, v int) {
+// CheckLogSoftmaxGatherBackward checks LogSoftmaxGatherBackward: F32
+// dlogits and logits [R, V], dlogp (and dentropy, if not empty) [R], I32
+// targets [R], each (host targets) in [0, V).
+func CheckLogSoftmaxGatherBackward(dlogits, logits, targets, dlogp, dentropy Buffer, rows, v int) {
 	const op = "LogSoftmaxGatherBackward"
 	needDims(op, rows, v)
-	need(op, "dlogits", len(dlogits), rows*v)
-	need(op, "logits", len(logits), rows*v)
-	need(op, "targets", len(targets), rows)
-	need(op, "dlogp", len(dlogp), rows)
-	if dentropy != nil {
-		need(op, "dentropy", len(dentropy), rows)
+	needF32(op, "dlogits", dlogits, rows*v)
+	needF32(op, "logits", logits, rows*v)
+	needI32(op, "targets", targets, rows)
+	needF32(op, "dlogp", dlogp, rows)
+	if dentropy.Len() > 0 {
+		needF32(op, "dentropy", dentropy, rows)
 	}
-	checkIDs(op, "targets", targets[:rows], v)
+	checkIDBuf(op, "targets", targets.Slice(0, rows), v)
 }
 
-// CheckSoftmax checks Softmax: x [R, V].
-func CheckSoftmax(x []float32, rows, v int) {
+// CheckSoftmax checks Softmax: F32 x [R, V].
+func CheckSoftmax(x Buffer, rows, v int) {
 	needDims("Softmax", rows, v)
-	need("Softmax", "x", len(x), rows*v)
+	needF32("Softmax", "x", x, rows*v)
 }
 
-// CheckArgmax checks Argmax: x is not empty.
-func CheckArgmax(x []float32) {
-	if len(x) == 0 {
+// CheckArgmax checks Argmax: x is a non-empty F32 Buffer.
+func CheckArgmax(x Buffer) {
+	needF32("Argmax", "x", x, 0)
+	if x.Len() == 0 {
 		panic("kernels: Argmax: empty input")
 	}
 }
 
-// CheckAdamW checks AdamW: grad, m, v hold len(param) elements and step
-// counts from 1.
-func CheckAdamW(param, grad, m, v []float32, step int) {
+// CheckAdamW checks AdamW: F32 buffers, grad, m, v hold param.Len()
+// elements and step counts from 1.
+func CheckAdamW(param, grad, m, v Buffer, step int) {
 	const op = "AdamW"
-	n := len(param)
-	need(op, "grad", len(grad), n)
-	need(op, "m", len(m), n)
-	need(op, "v", len(v), n)
+	n := param.Len()
+	needF32(op, "param", param, n)
+	needF32(op, "grad", grad, n)
+	needF32(op, "m", m, n)
+	needF32(op, "v", v, n)
 	if step < 1 {
 		panic(fmt.Sprintf("kernels: %s: step %d < 1", op, step))
 	}
@@ -199,8 +245,9 @@ func checkHeads(op string, heads, kvHeads, headDim int) {
 }
 
 // CheckAttention checks Attention: grouped-query head counts, and for each
-// sequence T, Start ≥ 0, Q and Out [T, H, D], LSE [T, H] if not nil, and
-// K and V [Start+T, KVH, D], contiguous or paged (PagedKV.Check).
+// sequence T, Start ≥ 0, F32 Q and Out [T, H, D], LSE [T, H] if not
+// empty, and K and V [Start+T, KVH, D], contiguous or paged
+// (PagedKV.Check).
 func CheckAttention(seqs []AttentionSeq, heads, kvHeads, headDim int) {
 	const op = "Attention"
 	checkHeads(op, heads, kvHeads, headDim)
@@ -210,10 +257,10 @@ func CheckAttention(seqs []AttentionSeq, heads, kvHeads, headDim int) {
 			panic(fmt.Sprintf("kernels: %s: seq %d: T %d, Start %d", op, si, s.T, s.Start))
 		}
 		arg := func(name string) string { return fmt.Sprintf("seq %d %s", si, name) }
-		need(op, arg("Q"), len(s.Q), s.T*heads*headDim)
-		need(op, arg("Out"), len(s.Out), s.T*heads*headDim)
-		if s.LSE != nil {
-			need(op, arg("LSE"), len(s.LSE), s.T*heads)
+		needF32(op, arg("Q"), s.Q, s.T*heads*headDim)
+		needF32(op, arg("Out"), s.Out, s.T*heads*headDim)
+		if s.LSE.Len() > 0 {
+			needF32(op, arg("LSE"), s.LSE, s.T*heads)
 		}
 		if s.Paged.BlockSize > 0 {
 			if err := s.Paged.Check(s.Start+s.T, kvHeads*headDim); err != nil {
@@ -221,14 +268,14 @@ func CheckAttention(seqs []AttentionSeq, heads, kvHeads, headDim int) {
 			}
 			continue
 		}
-		need(op, arg("K"), len(s.K), (s.Start+s.T)*kvHeads*headDim)
-		need(op, arg("V"), len(s.V), (s.Start+s.T)*kvHeads*headDim)
+		needF32(op, arg("K"), s.K, (s.Start+s.T)*kvHeads*headDim)
+		needF32(op, arg("V"), s.V, (s.Start+s.T)*kvHeads*headDim)
 	}
 }
 
 // CheckAttentionBackward checks AttentionBackward: grouped-query head
-// counts, and for each sequence T, Start ≥ 0, DOut, Q, Out, DQ [T, H, D],
-// LSE [T, H], and K, V, DK, DV [Start+T, KVH, D].
+// counts, and for each sequence T, Start ≥ 0, F32 DOut, Q, Out, DQ
+// [T, H, D], LSE [T, H], and K, V, DK, DV [Start+T, KVH, D].
 func CheckAttentionBackward(seqs []AttentionGradSeq, heads, kvHeads, headDim int) {
 	const op = "AttentionBackward"
 	checkHeads(op, heads, kvHeads, headDim)
@@ -240,14 +287,14 @@ func CheckAttentionBackward(seqs []AttentionGradSeq, heads, kvHeads, headDim int
 		name := func(arg string) string { return fmt.Sprintf("seqs[%d].%s", si, arg) }
 		nq := s.T * heads * headDim
 		nkv := (s.Start + s.T) * kvHeads * headDim
-		need(op, name("DOut"), len(s.DOut), nq)
-		need(op, name("Q"), len(s.Q), nq)
-		need(op, name("Out"), len(s.Out), nq)
-		need(op, name("DQ"), len(s.DQ), nq)
-		need(op, name("LSE"), len(s.LSE), s.T*heads)
-		need(op, name("K"), len(s.K), nkv)
-		need(op, name("V"), len(s.V), nkv)
-		need(op, name("DK"), len(s.DK), nkv)
-		need(op, name("DV"), len(s.DV), nkv)
+		needF32(op, name("DOut"), s.DOut, nq)
+		needF32(op, name("Q"), s.Q, nq)
+		needF32(op, name("Out"), s.Out, nq)
+		needF32(op, name("DQ"), s.DQ, nq)
+		needF32(op, name("LSE"), s.LSE, s.T*heads)
+		needF32(op, name("K"), s.K, nkv)
+		needF32(op, name("V"), s.V, nkv)
+		needF32(op, name("DK"), s.DK, nkv)
+		needF32(op, name("DV"), s.DV, nkv)
 	}
 }

@@ -43,6 +43,8 @@ func hostCopy(op string, dst, src Buffer) error {
 		copy(dst.U16(), src.U16())
 	case I32:
 		copy(dst.I32(), src.I32())
+	case U8:
+		copy(dst.U8(), src.U8())
 	}
 	return nil
 }

@@ -137,29 +137,30 @@ func (p LossParams) NeedsSegments() bool {
 }
 
 // LossInput are PolicyLoss's per-token inputs, N tokens laid out sequence
-// after sequence. Slices may be longer than N; only [:N] is read.
+// after sequence, as F32 Buffers (Seg I32). Buffers may be longer than N;
+// only [:N] is read. An optional input is absent when its Buffer is empty.
 type LossInput struct {
-	LogP    []float32 // [N] the current policy's log-probs (the forward's)
-	Entropy []float32 // [N] the current policy's entropies; read when EntropyCoef ≠ 0
-	OldLogP []float32 // [N] the sampling policy's log-probs; nil = LogP (ratio 1, on-policy)
-	RefLogP []float32 // [N] the reference policy's log-probs; read when Beta ≠ 0
-	Adv     []float32 // [N] advantages per token, or nil with SeqAdv
-	SeqAdv  []float32 // [S] one advantage per sequence (needs Seg), or nil with Adv
+	LogP    Buffer // [N] the current policy's log-probs (the forward's)
+	Entropy Buffer // [N] the current policy's entropies; read when EntropyCoef ≠ 0
+	OldLogP Buffer // [N] the sampling policy's log-probs; empty = LogP (ratio 1, on-policy)
+	RefLogP Buffer // [N] the reference policy's log-probs; read when Beta ≠ 0
+	Adv     Buffer // [N] advantages per token, or empty with SeqAdv
+	SeqAdv  Buffer // [S] one advantage per sequence (needs Seg), or empty with Adv
 	// Mask [N] is 1 for tokens in the loss and 0 otherwise; it selects the
-	// tokens of sequence-level ratios and VESPO's sum; nil means all 1.
-	Mask []float32
-	// ISRatio [N], if not nil, is a per-token importance-sampling
+	// tokens of sequence-level ratios and VESPO's sum; empty means all 1.
+	Mask Buffer
+	// ISRatio [N], if not empty, is a per-token importance-sampling
 	// correction ρ held constant (TRL's vLLM IS correction: the caller
 	// computes it from old and sampling log-probs, truncated or masked): it
 	// multiplies ℓ_t (not the KL term). For VESPO its log, clamped to
 	// [log 1e-8, 20], joins the sequence's log-ratio sum instead.
-	ISRatio []float32
+	ISRatio Buffer
 	// Weight [N] is each token's weight in the total: the mask times the
 	// caller's normalisation (1/Σmask for dapo, 1/(B·len_i) for grpo, ...).
-	Weight []float32
-	// Seg [S+1] are the token offsets of the sequences (Seg[0] = 0,
+	Weight Buffer
+	// Seg [S+1] (I32) are the token offsets of the sequences (Seg[0] = 0,
 	// Seg[S] = N); needed when LossParams.NeedsSegments or with SeqAdv.
-	Seg []int32
+	Seg Buffer
 }
 
 // Clip flags of LossOutput.Clip, as TRL's clip_ratio metrics count them.
@@ -172,22 +173,66 @@ const (
 	ClipHigh
 )
 
-// LossOutput are PolicyLoss's per-token outputs (written, =). Nil optional
-// slices are skipped.
+// LossOutput are PolicyLoss's per-token outputs (written, =), F32
+// Buffers (Clip U8). Empty optional Buffers are skipped.
 type LossOutput struct {
-	Loss     []float32 // [N] loss_t (see LossParams); the total loss is their sum
-	DLogP    []float32 // [N] d total / d LogP_t
-	DEntropy []float32 // [N] d total / d Entropy_t = −EntropyCoef·Weight_t; optional
-	Ratio    []float32 // [N] the ratio w the objective used (after Delta; the sequence's w at sequence level); optional
-	KL       []float32 // [N] KL_t (0 when Beta = 0; times w with KLBiasCorrection, as TRL logs it); optional
-	Clip     []uint8   // [N] ClipLow | ClipHigh flags; optional
-	Phi      []float32 // [N] VESPO's φ of the token's sequence (1 for other objectives); optional
+	Loss     Buffer // [N] loss_t (see LossParams); the total loss is their sum
+	DLogP    Buffer // [N] d total / d LogP_t
+	DEntropy Buffer // [N] d total / d Entropy_t = −EntropyCoef·Weight_t; optional
+	Ratio    Buffer // [N] the ratio w the objective used (after Delta; the sequence's w at sequence level); optional
+	KL       Buffer // [N] KL_t (0 when Beta = 0; times w with KLBiasCorrection, as TRL logs it); optional
+	Clip     Buffer // [N] U8 ClipLow | ClipHigh flags; optional
+	Phi      Buffer // [N] VESPO's φ of the token's sequence (1 for other objectives); optional
+}
+
+// HostLossInput is a LossInput of host Buffers as slices (nil for an
+// absent input): what a CPU backend's kernel reads.
+type HostLossInput struct {
+	LogP, Entropy, OldLogP, RefLogP, Adv, SeqAdv, Mask, ISRatio, Weight []float32
+	Seg                                                                 []int32
+}
+
+// HostLossOutput is a LossOutput of host Buffers as slices (nil for an
+// absent output).
+type HostLossOutput struct {
+	Loss, DLogP, DEntropy, Ratio, KL, Phi []float32
+	Clip                                  []uint8
+}
+
+// optF32 is b's host slice, nil when b is empty.
+func optF32(b Buffer) []float32 {
+	if b.n == 0 {
+		return nil
+	}
+	return b.F32()
+}
+
+// Host returns in's host Buffers as slices. It panics for device memory.
+func (in *LossInput) Host() HostLossInput {
+	h := HostLossInput{LogP: optF32(in.LogP), Entropy: optF32(in.Entropy), OldLogP: optF32(in.OldLogP),
+		RefLogP: optF32(in.RefLogP), Adv: optF32(in.Adv), SeqAdv: optF32(in.SeqAdv), Mask: optF32(in.Mask),
+		ISRatio: optF32(in.ISRatio), Weight: optF32(in.Weight)}
+	if in.Seg.n > 0 {
+		h.Seg = in.Seg.I32()
+	}
+	return h
+}
+
+// Host returns out's host Buffers as slices. It panics for device memory.
+func (out *LossOutput) Host() HostLossOutput {
+	h := HostLossOutput{Loss: optF32(out.Loss), DLogP: optF32(out.DLogP), DEntropy: optF32(out.DEntropy),
+		Ratio: optF32(out.Ratio), KL: optF32(out.KL), Phi: optF32(out.Phi)}
+	if out.Clip.n > 0 {
+		h.Clip = out.Clip.U8()
+	}
+	return h
 }
 
 // CheckPolicyLoss panics, naming the op and the argument, when PolicyLoss's
 // arguments do not fit n tokens or p is invalid (programmer errors: the
 // model validates user settings first). Every backend calls it, so the
-// shape rules live here once. Per-token values are not inspected.
+// shape rules live here once. Per-token values are not inspected; Seg's
+// offsets are, when Seg is host memory (a device backend checks its own).
 func CheckPolicyLoss(out LossOutput, in LossInput, p LossParams, n int) {
 	fail := func(format string, args ...any) {
 		panic("kernels: PolicyLoss: " + fmt.Sprintf(format, args...))
@@ -198,53 +243,83 @@ func CheckPolicyLoss(out LossOutput, in LossInput, p LossParams, n int) {
 	if err := p.Validate(); err != nil {
 		fail("%v", err)
 	}
-	needN := func(name string, l int, required bool, isNil bool) {
-		if isNil {
-			if required {
+	needN := func(name string, b Buffer, dt DType, required bool) {
+		if b.n == 0 {
+			if required && n > 0 {
 				fail("%s is required", name)
 			}
 			return
 		}
-		if l < n {
-			fail("%s has %d entries, want %d", name, l, n)
+		if b.dtype != dt {
+			fail("%s holds %v, want %v", name, b.dtype, dt)
+		}
+		if b.n < n {
+			fail("%s has %d entries, want %d", name, b.n, n)
 		}
 	}
-	needN("LogP", len(in.LogP), true, in.LogP == nil && n > 0)
-	needN("Weight", len(in.Weight), true, in.Weight == nil && n > 0)
-	needN("Entropy", len(in.Entropy), p.EntropyCoef != 0, in.Entropy == nil)
-	needN("OldLogP", len(in.OldLogP), false, in.OldLogP == nil)
-	needN("RefLogP", len(in.RefLogP), p.Beta != 0, in.RefLogP == nil)
-	needN("Mask", len(in.Mask), false, in.Mask == nil)
-	needN("ISRatio", len(in.ISRatio), false, in.ISRatio == nil)
-	needN("Loss", len(out.Loss), true, out.Loss == nil && n > 0)
-	needN("DLogP", len(out.DLogP), true, out.DLogP == nil && n > 0)
-	needN("DEntropy", len(out.DEntropy), false, out.DEntropy == nil)
-	needN("Ratio", len(out.Ratio), false, out.Ratio == nil)
-	needN("KL", len(out.KL), false, out.KL == nil)
-	needN("Clip", len(out.Clip), false, out.Clip == nil)
-	needN("Phi", len(out.Phi), false, out.Phi == nil)
-	if (in.Adv == nil) == (in.SeqAdv == nil) && n > 0 {
+	needN("LogP", in.LogP, F32, true)
+	needN("Weight", in.Weight, F32, true)
+	needN("Entropy", in.Entropy, F32, p.EntropyCoef != 0)
+	needN("OldLogP", in.OldLogP, F32, false)
+	needN("RefLogP", in.RefLogP, F32, p.Beta != 0)
+	needN("Mask", in.Mask, F32, false)
+	needN("ISRatio", in.ISRatio, F32, false)
+	needN("Loss", out.Loss, F32, true)
+	needN("DLogP", out.DLogP, F32, true)
+	needN("DEntropy", out.DEntropy, F32, false)
+	needN("Ratio", out.Ratio, F32, false)
+	needN("KL", out.KL, F32, false)
+	needN("Clip", out.Clip, U8, false)
+	needN("Phi", out.Phi, F32, false)
+	if (in.Adv.n == 0) == (in.SeqAdv.n == 0) && n > 0 {
 		fail("exactly one of Adv and SeqAdv is needed")
 	}
-	if in.Adv != nil {
-		needN("Adv", len(in.Adv), true, false)
+	if in.Adv.n > 0 {
+		needN("Adv", in.Adv, F32, true)
 	}
-	if in.Seg == nil {
-		if p.NeedsSegments() || in.SeqAdv != nil {
+	if in.Seg.n == 0 {
+		if p.NeedsSegments() || in.SeqAdv.n > 0 {
 			fail("Seg is required (sequence-level ratio, VESPO or SeqAdv)")
 		}
 		return
 	}
-	s := len(in.Seg) - 1
-	if s < 0 || in.Seg[0] != 0 || int(in.Seg[s]) != n {
-		fail("Seg must run from 0 to n = %d, got %v", n, in.Seg)
+	if in.Seg.dtype != I32 {
+		fail("Seg holds %v, want I32", in.Seg.dtype)
+	}
+	s := in.Seg.n - 1
+	if in.SeqAdv.n > 0 {
+		if in.SeqAdv.dtype != F32 {
+			fail("SeqAdv holds %v, want F32", in.SeqAdv.dtype)
+		}
+		if in.SeqAdv.n < s {
+			fail("SeqAdv has %d entries, want %d sequences", in.SeqAdv.n, s)
+		}
+	}
+	if !in.Seg.Host() {
+		return
+	}
+	seg := in.Seg.I32()
+	if seg[0] != 0 || int(seg[s]) != n {
+		fail("Seg must run from 0 to n = %d, got %v", n, seg)
 	}
 	for i := range s {
-		if in.Seg[i+1] < in.Seg[i] {
+		if seg[i+1] < seg[i] {
 			fail("Seg decreases at %d", i)
 		}
 	}
-	if in.SeqAdv != nil && len(in.SeqAdv) < s {
-		fail("SeqAdv has %d entries, want %d sequences", len(in.SeqAdv), s)
-	}
+}
+
+// Buffers wraps h's slices as host Buffers (nil or empty: absent), with no
+// copy: how a caller holding host slices calls PolicyLoss.
+func (h HostLossInput) Buffers() LossInput {
+	return LossInput{LogP: HostF32(h.LogP), Entropy: HostF32(h.Entropy), OldLogP: HostF32(h.OldLogP),
+		RefLogP: HostF32(h.RefLogP), Adv: HostF32(h.Adv), SeqAdv: HostF32(h.SeqAdv), Mask: HostF32(h.Mask),
+		ISRatio: HostF32(h.ISRatio), Weight: HostF32(h.Weight), Seg: HostI32(h.Seg)}
+}
+
+// Buffers wraps h's slices as host Buffers (nil or empty: absent), with no
+// copy.
+func (h HostLossOutput) Buffers() LossOutput {
+	return LossOutput{Loss: HostF32(h.Loss), DLogP: HostF32(h.DLogP), DEntropy: HostF32(h.DEntropy),
+		Ratio: HostF32(h.Ratio), KL: HostF32(h.KL), Clip: HostU8(h.Clip), Phi: HostF32(h.Phi)}
 }

@@ -9,12 +9,13 @@ import (
 type DType uint8
 
 // Storage types, as safetensors names them. Weights are F32, BF16 or F16;
-// a Buffer is F32, BF16 or I32.
+// a Buffer is F32, BF16, F16, I32 or U8.
 const (
 	F32  DType = iota // IEEE float32
 	BF16              // bfloat16: the top 16 bits of a float32
 	F16               // IEEE float16
 	I32               // int32 (token ids, row indices)
+	U8                // uint8 (PolicyLoss's clip flags)
 )
 
 // String returns the safetensors name of d.
@@ -28,51 +29,96 @@ func (d DType) String() string {
 		return "F16"
 	case I32:
 		return "I32"
+	case U8:
+		return "U8"
 	}
 	return fmt.Sprintf("DType(%d)", uint8(d))
 }
 
 // Size is the number of bytes of one element of d.
 func (d DType) Size() int {
-	if d == F32 || d == I32 {
+	switch d {
+	case F32, I32:
 		return 4
+	case U8:
+		return 1
 	}
 	return 2
 }
 
-// Mat is a row-major [Rows, Cols] weight matrix in its storage type: F32
-// holds the data when DType is F32, U16 holds the raw bits for BF16 and F16.
-// A Mat does not own its memory; it may view a memory-mapped file, and must
-// then not be written.
+// Mat is a row-major [Rows, Cols] weight matrix in its storage type:
+// Data holds Rows·Cols elements of DType (F32, BF16 or F16), in host memory
+// (a Go slice, which may view a memory-mapped file and must then not be
+// written) or in a backend's memory (see Backend.Import). DType is always
+// Data's dtype; the constructors below keep them together.
 type Mat struct {
 	DType DType
 	Rows  int
 	Cols  int
-	F32   []float32 // [Rows, Cols] when DType == F32
-	U16   []uint16  // [Rows, Cols] raw bits when DType is BF16 or F16
+	Data  Buffer // [Rows, Cols]
 }
 
-// MatF32 wraps data as an F32 Mat of the given shape.
+// MatF32 wraps data as an F32 Mat of the given shape (no copy).
 func MatF32(data []float32, rows, cols int) Mat {
-	return Mat{DType: F32, Rows: rows, Cols: cols, F32: data}
+	return Mat{DType: F32, Rows: rows, Cols: cols, Data: HostF32(data)}
+}
+
+// MatBF16 wraps raw bfloat16 bits as a BF16 Mat of the given shape (no
+// copy).
+func MatBF16(data []uint16, rows, cols int) Mat {
+	return Mat{DType: BF16, Rows: rows, Cols: cols, Data: HostBF16(data)}
+}
+
+// MatF16 wraps raw IEEE half bits as an F16 Mat of the given shape (no
+// copy).
+func MatF16(data []uint16, rows, cols int) Mat {
+	return Mat{DType: F16, Rows: rows, Cols: cols, Data: HostF16(data)}
+}
+
+// MatOf makes a Mat of the given shape over data, in data's dtype.
+func MatOf(data Buffer, rows, cols int) Mat {
+	return Mat{DType: data.DType(), Rows: rows, Cols: cols, Data: data}
+}
+
+// NewHostMat returns a zeroed host Mat of dtype dt (F32, BF16 or F16)
+// and the given shape. It panics for another dtype or a negative shape.
+func NewHostMat(dt DType, rows, cols int) Mat {
+	if dt != F32 && dt != BF16 && dt != F16 {
+		panic(fmt.Sprintf("kernels: NewHostMat: dtype %v: want F32, BF16 or F16", dt))
+	}
+	if rows < 0 || cols < 0 {
+		panic(fmt.Sprintf("kernels: NewHostMat: negative shape [%d,%d]", rows, cols))
+	}
+	b, err := AllocHost(dt, rows*cols)
+	if err != nil {
+		panic(err)
+	}
+	return MatOf(b, rows, cols)
 }
 
 // Len is Rows·Cols.
 func (w Mat) Len() int { return w.Rows * w.Cols }
 
-// Row decodes row i into dst[Cols] as float32.
+// F32 is the data of a host F32 Mat (w.Data.F32()); it panics otherwise.
+func (w Mat) F32() []float32 { return w.Data.F32() }
+
+// U16 is the raw bits of a host BF16 or F16 Mat (w.Data.U16()); it panics
+// otherwise.
+func (w Mat) U16() []uint16 { return w.Data.U16() }
+
+// Row decodes row i of a host Mat into dst[Cols] as float32.
 func (w Mat) Row(dst []float32, i int) {
 	c := w.Cols
 	switch w.DType {
 	case F32:
-		copy(dst[:c], w.F32[i*c:(i+1)*c])
+		copy(dst[:c], w.F32()[i*c:(i+1)*c])
 	case BF16:
-		src := w.U16[i*c : (i+1)*c]
+		src := w.U16()[i*c : (i+1)*c]
 		for j, b := range src {
 			dst[j] = BF16ToF32(b)
 		}
 	case F16:
-		src := w.U16[i*c : (i+1)*c]
+		src := w.U16()[i*c : (i+1)*c]
 		for j, b := range src {
 			dst[j] = F16ToF32(b)
 		}
@@ -81,38 +127,37 @@ func (w Mat) Row(dst []float32, i int) {
 	}
 }
 
-// At returns element (i, j) as float32.
+// At returns element (i, j) of a host Mat as float32.
 func (w Mat) At(i, j int) float32 {
 	k := i*w.Cols + j
 	switch w.DType {
 	case F32:
-		return w.F32[k]
+		return w.Data.F32()[k]
 	case BF16:
-		return BF16ToF32(w.U16[k])
+		return BF16ToF32(w.Data.U16()[k])
 	case F16:
-		return F16ToF32(w.U16[k])
+		return F16ToF32(w.Data.U16()[k])
 	}
 	panic("kernels: Mat.At: unknown dtype " + w.DType.String())
 }
 
-// Check panics unless w's backing slice holds Rows·Cols elements of its
-// dtype; op names the caller in the message.
+// Check panics unless w's Data is a Buffer of its DType (F32, BF16 or
+// F16) holding Rows·Cols elements; op names the caller in the message.
 func (w Mat) Check(op string) {
 	n := w.Rows * w.Cols
 	if w.Rows < 0 || w.Cols < 0 {
 		panic(fmt.Sprintf("kernels: %s: negative weight shape [%d,%d]", op, w.Rows, w.Cols))
 	}
 	switch w.DType {
-	case F32:
-		if len(w.F32) < n {
-			panic(fmt.Sprintf("kernels: %s: F32 weight [%d,%d] has %d elements", op, w.Rows, w.Cols, len(w.F32)))
-		}
-	case BF16, F16:
-		if len(w.U16) < n {
-			panic(fmt.Sprintf("kernels: %s: %s weight [%d,%d] has %d elements", op, w.DType, w.Rows, w.Cols, len(w.U16)))
-		}
+	case F32, BF16, F16:
 	default:
-		panic(fmt.Sprintf("kernels: %s: unknown dtype %d", op, w.DType))
+		panic(fmt.Sprintf("kernels: %s: weight dtype %v: want F32, BF16 or F16", op, w.DType))
+	}
+	if w.Data.DType() != w.DType {
+		panic(fmt.Sprintf("kernels: %s: %v weight [%d,%d] holds %v data", op, w.DType, w.Rows, w.Cols, w.Data.DType()))
+	}
+	if w.Data.Len() < n {
+		panic(fmt.Sprintf("kernels: %s: %v weight [%d,%d] has %d elements", op, w.DType, w.Rows, w.Cols, w.Data.Len()))
 	}
 }
 

@@ -6,7 +6,7 @@ import "fmt"
 // not fit rows×v logits, a row's parameters are out of range, or a uniform
 // is outside [0, 1): programmer errors (the model validates user settings
 // first). Every backend calls it, so the rules live here once.
-func CheckSampleRows(ids []int32, logp, fullLogp, logits []float32, params []SamplingParams, u []float64, rows, v int) {
+func CheckSampleRows(ids, logp, fullLogp, logits Buffer, params []SamplingParams, u []float64, rows, v int) {
 	fail := func(format string, args ...any) {
 		panic("kernels: SampleRows: " + fmt.Sprintf(format, args...))
 	}
@@ -16,12 +16,15 @@ func CheckSampleRows(ids []int32, logp, fullLogp, logits []float32, params []Sam
 	if rows > 0 && v == 0 {
 		fail("empty logits")
 	}
+	needI32("SampleRows", "ids", ids, rows)
+	needF32("SampleRows", "logits", logits, rows*v)
+	needF32("SampleRows", "logp", logp, rows)
+	needF32("SampleRows", "fullLogp", fullLogp, rows)
 	for _, b := range []struct {
 		name string
 		have int
 		want int
-	}{{"logits", len(logits), rows * v}, {"ids", len(ids), rows}, {"logp", len(logp), rows},
-		{"fullLogp", len(fullLogp), rows}, {"params", len(params), rows}, {"u", len(u), rows}} {
+	}{{"params", len(params), rows}, {"u", len(u), rows}} {
 		if b.have < b.want {
 			fail("%s has %d elements, need %d", b.name, b.have, b.want)
 		}

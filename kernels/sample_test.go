@@ -15,18 +15,26 @@ func TestCheckSampleRows(t *testing.T) {
 	logits := make([]float32, 6)
 	params := []kernels.SamplingParams{{Temperature: 1}, {}}
 	u := []float64{0, 0.5}
-	kernels.CheckSampleRows(ids, lp, full, logits, params, u, 2, 3)
+	kernels.CheckSampleRows(kernels.HostI32(ids), kernels.HostF32(lp), kernels.HostF32(full), kernels.HostF32(logits), params, u, 2, 3)
 	for _, tc := range []struct {
 		name, msg string
 		f         func()
 	}{
-		{"logits", "logits", func() { kernels.CheckSampleRows(ids, lp, full, logits[:5], params, u, 2, 3) }},
-		{"fullLogp", "fullLogp", func() { kernels.CheckSampleRows(ids, lp, full[:1], logits, params, u, 2, 3) }},
-		{"u", "u = 1", func() { kernels.CheckSampleRows(ids, lp, full, logits, params, []float64{0, 1}, 2, 3) }},
-		{"top-p", "row 1", func() {
-			kernels.CheckSampleRows(ids, lp, full, logits, []kernels.SamplingParams{{}, {TopP: 2}}, u, 2, 3)
+		{"logits", "logits", func() {
+			kernels.CheckSampleRows(kernels.HostI32(ids), kernels.HostF32(lp), kernels.HostF32(full), kernels.HostF32(logits[:5]), params, u, 2, 3)
 		}},
-		{"empty", "empty logits", func() { kernels.CheckSampleRows(ids, lp, full, nil, params, u, 2, 0) }},
+		{"fullLogp", "fullLogp", func() {
+			kernels.CheckSampleRows(kernels.HostI32(ids), kernels.HostF32(lp), kernels.HostF32(full[:1]), kernels.HostF32(logits), params, u, 2, 3)
+		}},
+		{"u", "u = 1", func() {
+			kernels.CheckSampleRows(kernels.HostI32(ids), kernels.HostF32(lp), kernels.HostF32(full), kernels.HostF32(logits), params, []float64{0, 1}, 2, 3)
+		}},
+		{"top-p", "row 1", func() {
+			kernels.CheckSampleRows(kernels.HostI32(ids), kernels.HostF32(lp), kernels.HostF32(full), kernels.HostF32(logits), []kernels.SamplingParams{{}, {TopP: 2}}, u, 2, 3)
+		}},
+		{"empty", "empty logits", func() {
+			kernels.CheckSampleRows(kernels.HostI32(ids), kernels.HostF32(lp), kernels.HostF32(full), kernels.Buffer{}, params, u, 2, 0)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			defer func() {

@@ -47,7 +47,7 @@ func (tr *Trainable) backward(ctx context.Context, st *passState) error {
 	c := m.Config
 	g := &st.grads
 	g.fitTo(c, st.t)
-	be.RMSNormBackward(g.dx, tr.normGrad(tr.dNorm, g.dwC), st.dxf, st.finalX(len(m.Layers)), m.Norm, st.t, c.HiddenSize, c.RMSNormEps)
+	be.RMSNormBackward(kernels.HostF32(g.dx), kernels.HostF32(tr.normGrad(tr.dNorm, g.dwC)), kernels.HostF32(st.dxf), kernels.HostF32(st.finalX(len(m.Layers))), kernels.HostF32(m.Norm), st.t, c.HiddenSize, c.RMSNormEps)
 	for l := len(m.Layers) - 1; l >= 0; l-- {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("train backward: %w", err)
@@ -60,7 +60,7 @@ func (tr *Trainable) backward(ctx context.Context, st *passState) error {
 		tr.layerBackward(st, l, x, a)
 	}
 	if tr.dEmbed != nil {
-		be.EmbeddingBackward(tr.dEmbed, g.dx, st.ids, c.HiddenSize)
+		be.EmbeddingBackward(kernels.HostF32(tr.dEmbed), kernels.HostF32(g.dx), kernels.HostI32(st.ids), c.HiddenSize)
 	}
 	return nil
 }
@@ -88,11 +88,11 @@ func (tr *Trainable) layerBackward(st *passState, l int, x []float32, a *layerAc
 
 	// MLP: out = h + down(silu(gate(hn))·up(hn)), hn = norm(h)
 	tr.linBackward(st, &L.MLP.Down, &lg[6], g.dact, g.dx, a.act, a.lora[6], false)
-	be.SwiGLUBackward(g.dg, g.du, g.dact, a.g, a.u)
+	be.SwiGLUBackward(kernels.HostF32(g.dg), kernels.HostF32(g.du), kernels.HostF32(g.dact), kernels.HostF32(a.g), kernels.HostF32(a.u))
 	tr.linBackward(st, &L.MLP.Gate, &lg[4], g.dhn, g.dg, a.hn, a.lora[4], false)
 	tr.linBackward(st, &L.MLP.Up, &lg[5], g.dhn, g.du, a.hn, a.lora[5], true)
-	be.RMSNormBackward(g.dh, tr.normGrad(ng.mlp, g.dwC), g.dhn, a.h, L.MLPNorm, t, c.HiddenSize, eps)
-	be.Add(g.dh, g.dx)
+	be.RMSNormBackward(kernels.HostF32(g.dh), kernels.HostF32(tr.normGrad(ng.mlp, g.dwC)), kernels.HostF32(g.dhn), kernels.HostF32(a.h), kernels.HostF32(L.MLPNorm), t, c.HiddenSize, eps)
+	be.Add(kernels.HostF32(g.dh), kernels.HostF32(g.dx))
 
 	// Attention: h = x + o(attn(rope(qnorm(q(xn))), rope(knorm(k(xn))), v(xn)))
 	tr.linBackward(st, &L.Attn.O, &lg[3], g.datt, g.dh, a.att, a.lora[3], false)
@@ -103,23 +103,23 @@ func (tr *Trainable) layerBackward(st *passState, l int, x []float32, a *layerAc
 	for s := range st.seqs {
 		o0, o1 := st.off[s], st.off[s+1]
 		st.attnGrad = append(st.attnGrad, kernels.AttentionGradSeq{
-			DOut: g.datt[o0*q : o1*q], Q: a.qr[o0*q : o1*q],
-			K: a.kr[o0*kv : o1*kv], V: a.v[o0*kv : o1*kv],
-			Out: a.att[o0*q : o1*q], LSE: a.lse[o0*c.NumHeads : o1*c.NumHeads],
-			DQ: g.dq[o0*q : o1*q], DK: g.dk[o0*kv : o1*kv], DV: g.dv[o0*kv : o1*kv],
+			DOut: kernels.HostF32(g.datt[o0*q : o1*q]), Q: kernels.HostF32(a.qr[o0*q : o1*q]),
+			K: kernels.HostF32(a.kr[o0*kv : o1*kv]), V: kernels.HostF32(a.v[o0*kv : o1*kv]),
+			Out: kernels.HostF32(a.att[o0*q : o1*q]), LSE: kernels.HostF32(a.lse[o0*c.NumHeads : o1*c.NumHeads]),
+			DQ: kernels.HostF32(g.dq[o0*q : o1*q]), DK: kernels.HostF32(g.dk[o0*kv : o1*kv]), DV: kernels.HostF32(g.dv[o0*kv : o1*kv]),
 			T: o1 - o0,
 		})
 	}
 	be.AttentionBackward(st.attnGrad, c.NumHeads, c.NumKVHeads, c.HeadDim, headScale(c.HeadDim))
-	be.RoPEBackward(g.dq, st.pos, c.NumHeads, c.HeadDim, c.RopeTheta)
-	be.RoPEBackward(g.dk, st.pos, c.NumKVHeads, c.HeadDim, c.RopeTheta)
-	be.RMSNormBackward(g.dqp, tr.normGrad(ng.q, g.dwD), g.dq, a.q, L.Attn.QNorm, t*c.NumHeads, c.HeadDim, eps)
-	be.RMSNormBackward(g.dkp, tr.normGrad(ng.k, g.dwD), g.dk, a.k, L.Attn.KNorm, t*c.NumKVHeads, c.HeadDim, eps)
+	be.RoPEBackward(kernels.HostF32(g.dq), kernels.HostI32(st.pos), c.NumHeads, c.HeadDim, c.RopeTheta)
+	be.RoPEBackward(kernels.HostF32(g.dk), kernels.HostI32(st.pos), c.NumKVHeads, c.HeadDim, c.RopeTheta)
+	be.RMSNormBackward(kernels.HostF32(g.dqp), kernels.HostF32(tr.normGrad(ng.q, g.dwD)), kernels.HostF32(g.dq), kernels.HostF32(a.q), kernels.HostF32(L.Attn.QNorm), t*c.NumHeads, c.HeadDim, eps)
+	be.RMSNormBackward(kernels.HostF32(g.dkp), kernels.HostF32(tr.normGrad(ng.k, g.dwD)), kernels.HostF32(g.dk), kernels.HostF32(a.k), kernels.HostF32(L.Attn.KNorm), t*c.NumKVHeads, c.HeadDim, eps)
 	tr.linBackward(st, &L.Attn.Q, &lg[0], g.dxn, g.dqp, a.xn, a.lora[0], false)
 	tr.linBackward(st, &L.Attn.K, &lg[1], g.dxn, g.dkp, a.xn, a.lora[1], true)
 	tr.linBackward(st, &L.Attn.V, &lg[2], g.dxn, g.dv, a.xn, a.lora[2], true)
-	be.RMSNormBackward(g.dx, tr.normGrad(ng.attn, g.dwC), g.dxn, x, L.AttnNorm, t, c.HiddenSize, eps)
-	be.Add(g.dx, g.dh)
+	be.RMSNormBackward(kernels.HostF32(g.dx), kernels.HostF32(tr.normGrad(ng.attn, g.dwC)), kernels.HostF32(g.dxn), kernels.HostF32(x), kernels.HostF32(L.AttnNorm), t, c.HiddenSize, eps)
+	be.Add(kernels.HostF32(g.dx), kernels.HostF32(g.dh))
 }
 
 // linBackward is the backward of linForward: dx[M, In] (= or +=) from
@@ -128,23 +128,23 @@ func (tr *Trainable) layerBackward(st *passState, l int, x []float32, a *layerAc
 // dA += duᵀ·x, dx += du·A.
 func (tr *Trainable) linBackward(st *passState, lin *Linear, lg *linGrad, dx, dy, x, u []float32, accumulate bool) {
 	be, m := tr.be, st.t
-	be.MatMulNN(dx, dy, lin.W, m, accumulate)
+	be.MatMulNN(kernels.HostF32(dx), kernels.HostF32(dy), lin.W, m, accumulate)
 	if lg.dW != nil {
-		be.MatMulTN(lg.dW, dy, x, m, lin.Out(), lin.In())
+		be.MatMulTN(kernels.HostF32(lg.dW), kernels.HostF32(dy), kernels.HostF32(x), m, lin.Out(), lin.In())
 	}
 	a := lin.LoRA
 	if a == nil {
 		return
 	}
 	if lg.dB != nil {
-		be.MatMulTN(lg.dB, dy, u, m, lin.Out(), a.R)
+		be.MatMulTN(kernels.HostF32(lg.dB), kernels.HostF32(dy), kernels.HostF32(u), m, lin.Out(), a.R)
 	}
 	du := grow(st.grads.dlora, m*a.R)
 	st.grads.dlora = du
-	be.MatMulNN(du, dy, kernels.MatF32(a.B, lin.Out(), a.R), m, false)
-	be.Scale(du, a.Scaling)
+	be.MatMulNN(kernels.HostF32(du), kernels.HostF32(dy), kernels.MatF32(a.B, lin.Out(), a.R), m, false)
+	be.Scale(kernels.HostF32(du), a.Scaling)
 	if lg.dA != nil {
-		be.MatMulTN(lg.dA, du, x, m, a.R, lin.In())
+		be.MatMulTN(kernels.HostF32(lg.dA), kernels.HostF32(du), kernels.HostF32(x), m, a.R, lin.In())
 	}
-	be.MatMulNN(dx, du, kernels.MatF32(a.A, a.R, lin.In()), m, true)
+	be.MatMulNN(kernels.HostF32(dx), kernels.HostF32(du), kernels.MatF32(a.A, a.R, lin.In()), m, true)
 }

@@ -292,8 +292,9 @@ func TestNonFiniteRowEndsOnlyItsRequest(t *testing.T) {
 			poisoned := NewSequence(bad, prompts[bad]...)
 			require.NoError(t, m.Prefill(t.Context(), []*Sequence{poisoned}, BatchOptions{}))
 			for _, blk := range poisoned.Cache.st.vPages[0] {
-				for j := range blk {
-					blk[j] = float32(math.NaN())
+				v := blk.F32()
+				for j := range v {
+					v[j] = float32(math.NaN())
 				}
 			}
 			var reqs []Request

@@ -151,7 +151,7 @@ func (r *Runner) forward(caches []*KVCache, tokens [][]int32) []float32 {
 	}
 	r.caches, r.tokens = caches, tokens
 	x := r.x[:n*C]
-	b.Embedding(x, m.Embed, r.ids)
+	b.Embedding(kernels.HostF32(x), m.Embed, kernels.HostI32(r.ids))
 	for li := range m.Layers {
 		layerForward(b, m, li, x, x, r.pos[:n], n, &r.acts, !r.NoAdapters, nil, r)
 	}
@@ -160,7 +160,7 @@ func (r *Runner) forward(caches []*KVCache, tokens [][]int32) []float32 {
 		caches[i].Len += len(t)
 	}
 	out := r.out[:n*C]
-	b.RMSNorm(out, x, m.Norm, n, C, cfg.RMSNormEps)
+	b.RMSNorm(kernels.HostF32(out), kernels.HostF32(x), kernels.HostF32(m.Norm), n, C, cfg.RMSNormEps)
 	return out
 }
 
@@ -176,8 +176,8 @@ func (r *Runner) attend(li int, a *layerActs) []kernels.AttentionSeq {
 			c.write(r.m.Backend, li, a.kr[at*KVD:(at+T)*KVD], a.v[at*KVD:(at+T)*KVD], T)
 		}
 		r.aseqs[i] = kernels.AttentionSeq{
-			Out:   a.att[at*QD : (at+T)*QD],
-			Q:     a.qr[at*QD : (at+T)*QD],
+			Out:   kernels.HostF32(a.att[at*QD : (at+T)*QD]),
+			Q:     kernels.HostF32(a.qr[at*QD : (at+T)*QD]),
 			T:     T,
 			Start: c.Len,
 		}
@@ -194,7 +194,7 @@ func (r *Runner) attend(li int, a *layerActs) []kernels.AttentionSeq {
 func (r *Runner) Logits(hidden []float32, rows int) []float32 {
 	v := r.m.Config.VocabSize
 	r.lg = grow(r.lg, rows*v)
-	r.m.Backend.MatMul(r.lg, hidden, r.m.LMHead, rows, false)
+	r.m.Backend.MatMul(kernels.HostF32(r.lg), kernels.HostF32(hidden), r.m.LMHead, rows, false)
 	return r.lg
 }
 

@@ -263,20 +263,20 @@ func ggufMatTensor(name string, w kernels.Mat) (ggufTensor, error) {
 	n := w.Rows * w.Cols
 	switch w.DType {
 	case kernels.F32:
-		t.typ, t.f32 = ggmlTypeF32, w.F32
-		if len(w.F32) < n {
-			return t, fmt.Errorf("%s: %d float32 values for %d×%d", name, len(w.F32), w.Rows, w.Cols)
+		t.typ, t.f32 = ggmlTypeF32, w.F32()
+		if len(w.F32()) < n {
+			return t, fmt.Errorf("%s: %d float32 values for %d×%d", name, len(w.F32()), w.Rows, w.Cols)
 		}
-		t.f32 = w.F32[:n]
+		t.f32 = w.F32()[:n]
 	case kernels.BF16, kernels.F16:
 		t.typ = ggmlTypeBF16
 		if w.DType == kernels.F16 {
 			t.typ = ggmlTypeF16
 		}
-		if len(w.U16) < n {
-			return t, fmt.Errorf("%s: %d 16-bit values for %d×%d", name, len(w.U16), w.Rows, w.Cols)
+		if len(w.U16()) < n {
+			return t, fmt.Errorf("%s: %d 16-bit values for %d×%d", name, len(w.U16()), w.Rows, w.Cols)
 		}
-		t.u16 = w.U16[:n]
+		t.u16 = w.U16()[:n]
 	default:
 		return t, fmt.Errorf("%s: no GGUF type for dtype %v", name, w.DType)
 	}

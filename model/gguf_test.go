@@ -203,17 +203,17 @@ func ggufMatBytes(w kernels.Mat) ([]uint64, uint32, []byte) {
 	var b []byte
 	switch w.DType {
 	case kernels.F32:
-		for _, x := range w.F32[:w.Rows*w.Cols] {
+		for _, x := range w.F32()[:w.Rows*w.Cols] {
 			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
 		}
 		return dims, 0, b
 	case kernels.BF16:
-		for _, x := range w.U16[:w.Rows*w.Cols] {
+		for _, x := range w.U16()[:w.Rows*w.Cols] {
 			b = binary.LittleEndian.AppendUint16(b, x)
 		}
 		return dims, 30, b
 	default:
-		for _, x := range w.U16[:w.Rows*w.Cols] {
+		for _, x := range w.U16()[:w.Rows*w.Cols] {
 			b = binary.LittleEndian.AppendUint16(b, x)
 		}
 		return dims, 1, b
@@ -361,7 +361,7 @@ func TestWriteGGUFMergedLoRA(t *testing.T) {
 			}
 		}
 	}
-	before := append([]uint16(nil), m.Layers[1].MLP.Down.W.U16...)
+	before := append([]uint16(nil), m.Layers[1].MLP.Down.W.U16()...)
 	path := filepath.Join(t.TempDir(), "merged.gguf")
 	err = WriteGGUF(path, m, GGUFOptions{Vocab: v})
 	require.Error(t, err)
@@ -370,7 +370,7 @@ func TestWriteGGUFMergedLoRA(t *testing.T) {
 	assert.True(t, os.IsNotExist(statErr), "no file after a refused export")
 
 	MergeLoRA(m)
-	assert.NotEqual(t, before, m.Layers[1].MLP.Down.W.U16, "the merge changed the weights")
+	assert.NotEqual(t, before, m.Layers[1].MLP.Down.W.U16(), "the merge changed the weights")
 	require.NoError(t, WriteGGUF(path, m, GGUFOptions{Vocab: v}))
 	checkGGUF(t, path, m, ggufExpectedKV(cfg, v, "Qwen3", 32768, 32))
 }

@@ -30,10 +30,8 @@ type KVCache struct {
 // return the blocks when the state becomes unreachable.
 type kvState struct {
 	own    *kvOwned
-	kPages [][][]float32 // [L][blocks] block views, F32 pools
-	vPages [][][]float32
-	kPage6 [][][]uint16 // [L][blocks] block views, BF16 pools
-	vPage6 [][][]uint16
+	kPages [][]kernels.Buffer // [L][blocks] block views
+	vPages [][]kernels.Buffer
 }
 
 // kvOwned is the block table: the blocks a cache holds one reference to.
@@ -82,13 +80,8 @@ func (c *KVCache) attach(p *kvPool) {
 // resetPages empties the per-layer block views.
 func (st *kvState) resetPages() {
 	p := st.own.pool
-	if p.dtype == kernels.BF16 {
-		st.kPage6 = make([][][]uint16, p.layers)
-		st.vPage6 = make([][][]uint16, p.layers)
-	} else {
-		st.kPages = make([][][]float32, p.layers)
-		st.vPages = make([][][]float32, p.layers)
-	}
+	st.kPages = make([][]kernels.Buffer, p.layers)
+	st.vPages = make([][]kernels.Buffer, p.layers)
 }
 
 // setPage points block-table entry i (i ≤ the current length) at pool
@@ -102,13 +95,8 @@ func (st *kvState) setPage(i int, id int32) {
 		st.own.ids[i] = id
 	}
 	for l := range p.layers {
-		if p.dtype == kernels.BF16 {
-			st.kPage6[l] = setAt(st.kPage6[l], i, blk.k16[l])
-			st.vPage6[l] = setAt(st.vPage6[l], i, blk.v16[l])
-		} else {
-			st.kPages[l] = setAt(st.kPages[l], i, blk.k[l])
-			st.vPages[l] = setAt(st.vPages[l], i, blk.v[l])
-		}
+		st.kPages[l] = setAt(st.kPages[l], i, blk.k[l])
+		st.vPages[l] = setAt(st.vPages[l], i, blk.v[l])
 	}
 }
 
@@ -126,13 +114,8 @@ func setAt[T any](s []T, i int, v T) []T {
 func (st *kvState) truncPages(n int) {
 	st.own.ids = st.own.ids[:n]
 	for l := range st.own.pool.layers {
-		if st.own.pool.dtype == kernels.BF16 {
-			st.kPage6[l] = st.kPage6[l][:n]
-			st.vPage6[l] = st.vPage6[l][:n]
-		} else {
-			st.kPages[l] = st.kPages[l][:n]
-			st.vPages[l] = st.vPages[l][:n]
-		}
+		st.kPages[l] = st.kPages[l][:n]
+		st.vPages[l] = st.vPages[l][:n]
 	}
 }
 
@@ -159,7 +142,7 @@ func (c *KVCache) reserve(be kernels.Backend, p *kvPool, n int) error {
 			if !p.shared(old) {
 				continue
 			}
-			id, err := p.alloc()
+			id, err := p.alloc(be)
 			if err != nil {
 				return fmt.Errorf("model: KV cache copy on write at position %d: %w", c.Len, err)
 			}
@@ -168,7 +151,7 @@ func (c *KVCache) reserve(be kernels.Backend, p *kvPool, n int) error {
 			st.setPage(i, id)
 			continue
 		}
-		id, err := p.alloc()
+		id, err := p.alloc(be)
 		if err != nil {
 			return fmt.Errorf("model: KV cache for %d positions: %w", n, err)
 		}
@@ -180,13 +163,7 @@ func (c *KVCache) reserve(be kernels.Backend, p *kvPool, n int) error {
 // paged returns the block views of layer l for Attention.
 func (c *KVCache) paged(l int) kernels.PagedKV {
 	st := c.st
-	pk := kernels.PagedKV{BlockSize: st.own.pool.bs, DType: st.own.pool.dtype}
-	if pk.DType == kernels.BF16 {
-		pk.K16, pk.V16 = st.kPage6[l], st.vPage6[l]
-	} else {
-		pk.K, pk.V = st.kPages[l], st.vPages[l]
-	}
-	return pk
+	return kernels.PagedKV{BlockSize: st.own.pool.bs, DType: st.own.pool.dtype, K: st.kPages[l], V: st.vPages[l]}
 }
 
 // write stores the K and V rows of T positions from Len on into layer l,
@@ -201,12 +178,7 @@ func (c *KVCache) write(be kernels.Backend, l int, k, v []float32, t int) {
 		b, r := pos/bs, pos%bs
 		run := min(t-j, bs-r)
 		src := [2]kernels.Buffer{kernels.HostF32(k[j*rl : (j+run)*rl]), kernels.HostF32(v[j*rl : (j+run)*rl])}
-		var dst [2]kernels.Buffer
-		if p.dtype == kernels.BF16 {
-			dst = [2]kernels.Buffer{kernels.HostBF16(st.kPage6[l][b]), kernels.HostBF16(st.vPage6[l][b])}
-		} else {
-			dst = [2]kernels.Buffer{kernels.HostF32(st.kPages[l][b]), kernels.HostF32(st.vPages[l][b])}
-		}
+		dst := [2]kernels.Buffer{st.kPages[l][b], st.vPages[l][b]}
 		for i := range dst {
 			be.Copy(dst[i].Slice(r*rl, (r+run)*rl), src[i])
 		}

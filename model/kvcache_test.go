@@ -34,7 +34,7 @@ func blockSnapshot(s *Sequence) [][]float32 {
 	st := s.Cache.st
 	for l := range st.kPages {
 		for b := range st.kPages[l] {
-			out = append(out, slices.Clone(st.kPages[l][b]), slices.Clone(st.vPages[l][b]))
+			out = append(out, slices.Clone(st.kPages[l][b].F32()), slices.Clone(st.vPages[l][b].F32()))
 		}
 	}
 	return out

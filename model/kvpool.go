@@ -60,13 +60,16 @@ func (m *Model) SetKVOptions(o KVOptions) error {
 // KVStats reports the state of the Model's current KV pool.
 func (m *Model) KVStats() KVStats { return m.kvPool().stats() }
 
-// TrimKV gives the memory of the KV pool's free blocks back to the Go
-// heap and returns how many bytes it dropped; blocks in use stay. The pool
-// otherwise keeps its peak for reuse, so a trainer calls it between
-// generation and learning, when the caches are released and the memory is
-// better spent on activations. A later cache allocates blocks afresh. It is
-// safe to call concurrently with inference (blocks in use are untouched).
-func (m *Model) TrimKV() int64 { return m.kvPool().trim() }
+// TrimKV gives the memory of the KV pool's free blocks back to the
+// backend (Backend.Free; the Go heap on a CPU backend) and returns how many
+// bytes it dropped; blocks in use stay. The pool otherwise keeps its peak
+// for reuse, so a trainer calls it between generation and learning, when
+// the caches are released and the memory is better spent on activations. A
+// later cache allocates blocks afresh. Blocks in use are untouched, so on a
+// CPU backend (whose Free does nothing) it is safe to call concurrently
+// with inference; on a backend serving one goroutine at a time, call it
+// between inference calls.
+func (m *Model) TrimKV() int64 { return m.kvPool().trim(m.Backend) }
 
 // kvPool returns the Model's pool, creating the default one on first use.
 func (m *Model) kvPool() *kvPool {
@@ -97,8 +100,8 @@ type kvPool struct {
 // kvBlock is one block: [BlockSize, KVH·D] of K and of V for every layer,
 // views of one allocation.
 type kvBlock struct {
-	k, v     [][]float32 // [L][BlockSize·KVH·D] for F32 pools
-	k16, v16 [][]uint16  // for BF16 pools
+	mem  kernels.Buffer   // the allocation, in the backend's memory
+	k, v []kernels.Buffer // [L], each [BlockSize·KVH·D] of the pool's dtype
 }
 
 func newKVPool(c Config, o KVOptions) *kvPool {
@@ -116,8 +119,9 @@ func newKVPool(c Config, o KVOptions) *kvPool {
 	return p
 }
 
-// alloc takes a block with one reference.
-func (p *kvPool) alloc() (int32, error) {
+// alloc takes a block with one reference; new blocks come from be's
+// memory.
+func (p *kvPool) alloc(be kernels.Backend) (int32, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if n := len(p.free); n > 0 {
@@ -125,26 +129,38 @@ func (p *kvPool) alloc() (int32, error) {
 		p.free = p.free[:n-1]
 		p.refs[id] = 1
 		if !p.blocks[id].held() { // trimmed: its memory was given back
-			p.blocks[id] = p.newBlock()
+			b, err := p.newBlock(be)
+			if err != nil {
+				p.free = append(p.free, id)
+				p.refs[id] = 0
+				return 0, err
+			}
+			p.blocks[id] = b
 		}
 		return id, nil
 	}
 	if p.maxBlocks != 0 && len(p.blocks) >= max(p.maxBlocks, 0) {
 		return 0, fmt.Errorf("%w: %d blocks of %d bytes in use", ErrKVPoolFull, len(p.blocks), p.blockBytes)
 	}
-	p.blocks = append(p.blocks, p.newBlock())
+	b, err := p.newBlock(be)
+	if err != nil {
+		return 0, err
+	}
+	p.blocks = append(p.blocks, b)
 	p.refs = append(p.refs, 1)
 	return int32(len(p.blocks) - 1), nil
 }
 
-// trim drops the memory of every free block (their ids stay on the free
-// list and get memory again when taken) and returns the bytes dropped.
-func (p *kvPool) trim() int64 {
+// trim gives the memory of every free block back to be (their ids stay on
+// the free list and get memory again when taken) and returns the bytes
+// dropped.
+func (p *kvPool) trim(be kernels.Backend) int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var n int64
 	for _, id := range p.free {
 		if p.blocks[id].held() {
+			be.Free(p.blocks[id].mem)
 			p.blocks[id] = kvBlock{}
 			n += p.blockBytes
 		}
@@ -153,28 +169,22 @@ func (p *kvPool) trim() int64 {
 }
 
 // held reports whether the block has memory (it was not trimmed).
-func (b kvBlock) held() bool { return b.k != nil || b.k16 != nil }
+func (b kvBlock) held() bool { return b.k != nil }
 
-// newBlock allocates one block's memory.
-func (p *kvPool) newBlock() kvBlock {
+// newBlock allocates one block's memory from be: K and V of every layer,
+// views of one Buffer.
+func (p *kvPool) newBlock(be kernels.Backend) (kvBlock, error) {
 	size := p.bs * p.rowLen
-	var b kvBlock
-	if p.dtype == kernels.BF16 {
-		mem := make([]uint16, 2*p.layers*size)
-		b.k16, b.v16 = make([][]uint16, p.layers), make([][]uint16, p.layers)
-		for l := range p.layers {
-			b.k16[l] = mem[(2*l)*size : (2*l+1)*size : (2*l+1)*size]
-			b.v16[l] = mem[(2*l+1)*size : (2*l+2)*size : (2*l+2)*size]
-		}
-	} else {
-		mem := make([]float32, 2*p.layers*size)
-		b.k, b.v = make([][]float32, p.layers), make([][]float32, p.layers)
-		for l := range p.layers {
-			b.k[l] = mem[(2*l)*size : (2*l+1)*size : (2*l+1)*size]
-			b.v[l] = mem[(2*l+1)*size : (2*l+2)*size : (2*l+2)*size]
-		}
+	mem, err := be.Alloc(p.dtype, 2*p.layers*size)
+	if err != nil {
+		return kvBlock{}, fmt.Errorf("model: KV block of %d bytes: %w", p.blockBytes, err)
 	}
-	return b
+	b := kvBlock{mem: mem, k: make([]kernels.Buffer, p.layers), v: make([]kernels.Buffer, p.layers)}
+	for l := range p.layers {
+		b.k[l] = mem.Slice((2*l)*size, (2*l+1)*size)
+		b.v[l] = mem.Slice((2*l+1)*size, (2*l+2)*size)
+	}
+	return b, nil
 }
 
 // block returns block id's views.
@@ -221,13 +231,8 @@ func (p *kvPool) copyRows(be kernels.Backend, dst, src int32, rows int) {
 	n := rows * p.rowLen
 	d, s := p.block(dst), p.block(src)
 	for l := range p.layers {
-		if p.dtype == kernels.BF16 {
-			be.Copy(kernels.HostBF16(d.k16[l][:n]), kernels.HostBF16(s.k16[l][:n]))
-			be.Copy(kernels.HostBF16(d.v16[l][:n]), kernels.HostBF16(s.v16[l][:n]))
-		} else {
-			be.Copy(kernels.HostF32(d.k[l][:n]), kernels.HostF32(s.k[l][:n]))
-			be.Copy(kernels.HostF32(d.v[l][:n]), kernels.HostF32(s.v[l][:n]))
-		}
+		be.Copy(d.k[l].Slice(0, n), s.k[l].Slice(0, n))
+		be.Copy(d.v[l].Slice(0, n), s.v[l].Slice(0, n))
 	}
 }
 

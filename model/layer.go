@@ -39,24 +39,24 @@ func layerForward(be kernels.Backend, m *Model, l int, x, out []float32, pos []i
 		}
 		linearForward(be, lin, out, x, t, adapters, &a.lora[j], bt)
 	}
-	be.RMSNorm(a.xn, x, L.AttnNorm, t, c.HiddenSize, eps)
+	be.RMSNorm(kernels.HostF32(a.xn), kernels.HostF32(x), kernels.HostF32(L.AttnNorm), t, c.HiddenSize, eps)
 	lin(0, &L.Attn.Q, a.q, a.xn)
 	lin(1, &L.Attn.K, a.k, a.xn)
 	lin(2, &L.Attn.V, a.v, a.xn)
-	be.RMSNorm(a.qr, a.q, L.Attn.QNorm, t*c.NumHeads, c.HeadDim, eps)
-	be.RMSNorm(a.kr, a.k, L.Attn.KNorm, t*c.NumKVHeads, c.HeadDim, eps)
-	be.RoPE(a.qr, pos, c.NumHeads, c.HeadDim, c.RopeTheta)
-	be.RoPE(a.kr, pos, c.NumKVHeads, c.HeadDim, c.RopeTheta)
+	be.RMSNorm(kernels.HostF32(a.qr), kernels.HostF32(a.q), kernels.HostF32(L.Attn.QNorm), t*c.NumHeads, c.HeadDim, eps)
+	be.RMSNorm(kernels.HostF32(a.kr), kernels.HostF32(a.k), kernels.HostF32(L.Attn.KNorm), t*c.NumKVHeads, c.HeadDim, eps)
+	be.RoPE(kernels.HostF32(a.qr), kernels.HostI32(pos), c.NumHeads, c.HeadDim, c.RopeTheta)
+	be.RoPE(kernels.HostF32(a.kr), kernels.HostI32(pos), c.NumKVHeads, c.HeadDim, c.RopeTheta)
 	be.Attention(at.attend(l, a), c.NumHeads, c.NumKVHeads, c.HeadDim, headScale(c.HeadDim))
 	lin(3, &L.Attn.O, a.h, a.att)
-	be.Add(a.h, x)
-	be.RMSNorm(a.hn, a.h, L.MLPNorm, t, c.HiddenSize, eps)
+	be.Add(kernels.HostF32(a.h), kernels.HostF32(x))
+	be.RMSNorm(kernels.HostF32(a.hn), kernels.HostF32(a.h), kernels.HostF32(L.MLPNorm), t, c.HiddenSize, eps)
 	lin(4, &L.MLP.Gate, a.g, a.hn)
 	lin(5, &L.MLP.Up, a.u, a.hn)
-	be.SwiGLU(a.act, a.g, a.u)
+	be.SwiGLU(kernels.HostF32(a.act), kernels.HostF32(a.g), kernels.HostF32(a.u))
 	lin(6, &L.MLP.Down, out, a.act)
 	if out != nil {
-		be.Add(out, a.h)
+		be.Add(kernels.HostF32(out), kernels.HostF32(a.h))
 	}
 }
 
@@ -70,7 +70,7 @@ func layerForward(be kernels.Backend, m *Model, l int, x, out []float32, pos []i
 // may change between any two calls, reads B.
 func linearForward(be kernels.Backend, lin *Linear, out, x []float32, m int, adapters bool, u *[]float32, bT []float32) {
 	if out != nil {
-		be.MatMul(out, x, lin.W, m, false)
+		be.MatMul(kernels.HostF32(out), kernels.HostF32(x), lin.W, m, false)
 	}
 	a := lin.LoRA
 	if a == nil || !adapters {
@@ -80,13 +80,13 @@ func linearForward(be kernels.Backend, lin *Linear, out, x []float32, m int, ada
 		panic(fmt.Sprintf("model: linear forward: LoRA r=%d does not fit A %d, B %d for W [%d,%d]", a.R, len(a.A), len(a.B), lin.Out(), lin.In()))
 	}
 	*u = grow(*u, m*a.R)
-	be.MatMul(*u, x, kernels.MatF32(a.A, a.R, lin.In()), m, false)
-	be.Scale(*u, a.Scaling)
+	be.MatMul(kernels.HostF32(*u), kernels.HostF32(x), kernels.MatF32(a.A, a.R, lin.In()), m, false)
+	be.Scale(kernels.HostF32(*u), a.Scaling)
 	switch {
 	case out == nil:
 	case bT != nil:
-		be.MatMulNN(out, *u, kernels.MatF32(bT, a.R, lin.Out()), m, true)
+		be.MatMulNN(kernels.HostF32(out), kernels.HostF32(*u), kernels.MatF32(bT, a.R, lin.Out()), m, true)
 	default:
-		be.MatMul(out, *u, kernels.MatF32(a.B, lin.Out(), a.R), m, true)
+		be.MatMul(kernels.HostF32(out), kernels.HostF32(*u), kernels.MatF32(a.B, lin.Out(), a.R), m, true)
 	}
 }

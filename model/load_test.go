@@ -138,8 +138,8 @@ func TestLoadBF16KeepsBF16(t *testing.T) {
 	defer m.Close()
 	assert.Equal(t, kernels.BF16, m.DType)
 	assert.Equal(t, kernels.BF16, m.Layers[1].MLP.Down.W.DType)
-	assert.Nil(t, m.Layers[1].MLP.Down.W.F32, "no float32 copy of bf16 weights")
-	assert.Equal(t, m.Embed.U16, m.LMHead.U16)
+	assert.Equal(t, kernels.BF16, m.Layers[1].MLP.Down.W.Data.DType(), "no float32 copy of bf16 weights")
+	assert.Same(t, &m.Embed.U16()[0], &m.LMHead.U16()[0])
 }
 
 func TestLoadErrors(t *testing.T) {

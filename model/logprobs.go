@@ -220,7 +220,7 @@ func (g *gatherer) flush() {
 	v := g.r.m.Config.VocabSize
 	logits := g.r.Logits(g.h, n)
 	if g.invT != 1 {
-		g.r.m.Backend.Scale(logits[:n*v], g.invT)
+		g.r.m.Backend.Scale(kernels.HostF32(logits[:n*v]), g.invT)
 	}
 	g.logp = grow(g.logp, n)
 	var ent []float32
@@ -228,7 +228,7 @@ func (g *gatherer) flush() {
 		g.ent = grow(g.ent, n)
 		ent = g.ent
 	}
-	g.r.m.Backend.LogSoftmaxGather(g.logp, ent, logits, g.targets, n, v)
+	g.r.m.Backend.LogSoftmaxGather(kernels.HostF32(g.logp), kernels.HostF32(ent), kernels.HostF32(logits), kernels.HostI32(g.targets), n, v)
 	for i, w := range g.where {
 		g.out[w[0]].LogProbs[w[1]] = g.logp[i]
 		if g.entropy {

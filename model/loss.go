@@ -183,7 +183,7 @@ func newLossTensors(seqs []TrainSeq, l *Loss) *lossTensors {
 // in returns the inputs of rows [lo, hi); seqs, if not empty, is the range
 // of sequences those rows hold whole, for the segments.
 func (lt *lossTensors) in(lo, hi int, seqs [2]int) kernels.LossInput {
-	in := kernels.LossInput{LogP: lt.logp[lo:hi], Entropy: lt.ent[lo:hi], Adv: lt.adv[lo:hi], Weight: lt.weight[lo:hi]}
+	in := kernels.HostLossInput{LogP: lt.logp[lo:hi], Entropy: lt.ent[lo:hi], Adv: lt.adv[lo:hi], Weight: lt.weight[lo:hi]}
 	if lt.old != nil {
 		in.OldLogP = lt.old[lo:hi]
 	}
@@ -200,13 +200,13 @@ func (lt *lossTensors) in(lo, hi int, seqs [2]int) kernels.LossInput {
 		}
 		in.Seg = lt.segScratch
 	}
-	return in
+	return in.Buffers()
 }
 
 // out returns the outputs of rows [lo, hi).
 func (lt *lossTensors) out(lo, hi int) kernels.LossOutput {
-	return kernels.LossOutput{Loss: lt.loss[lo:hi], DLogP: lt.dlogp[lo:hi], DEntropy: lt.dent[lo:hi],
-		Ratio: lt.ratio[lo:hi], KL: lt.kl[lo:hi], Clip: lt.clip[lo:hi], Phi: lt.phi[lo:hi]}
+	return kernels.HostLossOutput{Loss: lt.loss[lo:hi], DLogP: lt.dlogp[lo:hi], DEntropy: lt.dent[lo:hi],
+		Ratio: lt.ratio[lo:hi], KL: lt.kl[lo:hi], Clip: lt.clip[lo:hi], Phi: lt.phi[lo:hi]}.Buffers()
 }
 
 // result scatters the per-row values back to [seq][i] and sums the loss.

@@ -257,7 +257,7 @@ func TestFullReferencePolicy(t *testing.T) {
 	tr, err := NewTrainable(m, TrainOptions{Full: true, Reference: true, Temperature: 0.9})
 	require.NoError(t, err)
 	assert.Equal(t, kernels.BF16, tr.ref.Embed.DType)
-	assert.Same(t, &embed.U16[0], &tr.ref.Embed.U16[0], "bf16 weights are shared, not copied")
+	assert.Same(t, &embed.U16()[0], &tr.ref.Embed.U16()[0], "bf16 weights are shared, not copied")
 	seqs := trRandomSeqs(rand.New(rand.NewPCG(4, 4)), m.Config.VocabSize, 10, 7)
 	before, err := tr.RefLogProbs(ctx, seqs)
 	require.NoError(t, err)

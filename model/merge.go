@@ -26,12 +26,7 @@ func MergeLoRA(m *Model) {
 
 // mergedWeight returns w + a.Scaling·a.B·a.A in w's storage type.
 func mergedWeight(w kernels.Mat, a *LoRA) kernels.Mat {
-	out := kernels.Mat{DType: w.DType, Rows: w.Rows, Cols: w.Cols}
-	if w.DType == kernels.F32 {
-		out.F32 = make([]float32, w.Len())
-	} else {
-		out.U16 = make([]uint16, w.Len())
-	}
+	out := kernels.NewHostMat(w.DType, w.Rows, w.Cols)
 	row := make([]float32, w.Cols)
 	delta := make([]float64, w.Cols)
 	s := float64(a.Scaling)
@@ -53,11 +48,11 @@ func mergedWeight(w kernels.Mat, a *LoRA) kernels.Mat {
 			v := float32(float64(row[j]) + s*delta[j])
 			switch w.DType {
 			case kernels.F32:
-				out.F32[dst+j] = v
+				out.F32()[dst+j] = v
 			case kernels.BF16:
-				out.U16[dst+j] = kernels.F32ToBF16(v)
+				out.U16()[dst+j] = kernels.F32ToBF16(v)
 			default:
-				out.U16[dst+j] = kernels.F32ToF16(v)
+				out.U16()[dst+j] = kernels.F32ToF16(v)
 			}
 		}
 	}

@@ -130,7 +130,7 @@ func (o *AdamW) Step() (StepStats, error) {
 		if p.Decay {
 			hp.WeightDecay = o.cfg.WeightDecay
 		}
-		o.be.AdamW(p.Data, p.Grad, o.m[i], o.v[i], hp, o.step)
+		o.be.AdamW(kernels.HostF32(p.Data), kernels.HostF32(p.Grad), kernels.HostF32(o.m[i]), kernels.HostF32(o.v[i]), hp, o.step)
 	}
 	return st, nil
 }
@@ -175,7 +175,7 @@ func scaleGradsToNorm(be kernels.Backend, params []Param, norm, maxNorm float64)
 		return false
 	}
 	for _, p := range params {
-		be.Scale(p.Grad, float32(f))
+		be.Scale(kernels.HostF32(p.Grad), float32(f))
 	}
 	return true
 }
@@ -184,6 +184,6 @@ func scaleGradsToNorm(be kernels.Backend, params []Param, norm, maxNorm float64)
 // GA micro-batches whose weights were not already divided.
 func ScaleGrads(be kernels.Backend, params []Param, s float32) {
 	for _, p := range params {
-		be.Scale(p.Grad, s)
+		be.Scale(kernels.HostF32(p.Grad), s)
 	}
 }

@@ -32,12 +32,12 @@ func toBF16(w kernels.Mat) kernels.Mat {
 	if w.DType == kernels.BF16 {
 		return w
 	}
-	out := kernels.Mat{DType: kernels.BF16, Rows: w.Rows, Cols: w.Cols, U16: make([]uint16, w.Len())}
+	out := kernels.NewHostMat(kernels.BF16, w.Rows, w.Cols)
 	row := make([]float32, w.Cols)
 	for i := range w.Rows {
 		w.Row(row, i)
 		for j, x := range row {
-			out.U16[i*w.Cols+j] = kernels.F32ToBF16(x)
+			out.U16()[i*w.Cols+j] = kernels.F32ToBF16(x)
 		}
 	}
 	return out

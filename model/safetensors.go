@@ -201,11 +201,11 @@ func (f *SafetensorsFile) Mat(name string, rows, cols int) (kernels.Mat, error) 
 	raw := f.bytes(t)
 	switch t.DType {
 	case "F32":
-		return kernels.Mat{DType: kernels.F32, Rows: rows, Cols: cols, F32: viewF32(raw)}, nil
+		return kernels.MatF32(viewF32(raw), rows, cols), nil
 	case "BF16":
-		return kernels.Mat{DType: kernels.BF16, Rows: rows, Cols: cols, U16: viewU16(raw)}, nil
+		return kernels.MatBF16(viewU16(raw), rows, cols), nil
 	case "F16":
-		return kernels.Mat{DType: kernels.F16, Rows: rows, Cols: cols, U16: viewU16(raw)}, nil
+		return kernels.MatF16(viewU16(raw), rows, cols), nil
 	}
 	return kernels.Mat{}, fmt.Errorf("tensor %s: dtype %s is not supported (want F32, BF16 or F16)", name, t.DType)
 }

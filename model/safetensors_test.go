@@ -48,7 +48,7 @@ func TestWriteSafetensorsLayout(t *testing.T) {
 	w, err := f.Mat("a.weight", 2, 3)
 	require.NoError(t, err)
 	assert.Equal(t, kernels.BF16, w.DType)
-	assert.Equal(t, bf, w.U16)
+	assert.Equal(t, bf, w.U16())
 	assert.Equal(t, float32(-2), w.At(0, 1))
 	z, err := f.Float32s("z.weight", 3)
 	require.NoError(t, err)

@@ -32,7 +32,13 @@ func F32Tensor(name string, data []float32, shape ...int) Tensor {
 
 // MatTensor is a Tensor holding w as stored (F32, BF16 or F16).
 func MatTensor(name string, w kernels.Mat) Tensor {
-	return Tensor{Name: name, Shape: []int{w.Rows, w.Cols}, DType: w.DType, F32: w.F32, U16: w.U16}
+	t := Tensor{Name: name, Shape: []int{w.Rows, w.Cols}, DType: w.DType}
+	if w.DType == kernels.F32 {
+		t.F32 = w.F32()
+	} else {
+		t.U16 = w.U16()
+	}
+	return t
 }
 
 func (t Tensor) count() int {

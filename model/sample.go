@@ -127,7 +127,7 @@ func (b *Batch) sample(nsel int) {
 		}
 		sm.ids = grow(sm.ids, n)
 		sm.logp, sm.fullLogp = grow(sm.logp, n), grow(sm.fullLogp, n)
-		b.m.Backend.SampleRows(sm.ids, sm.logp, sm.fullLogp, logits[:n*V], sm.params, sm.u, n, V)
+		b.m.Backend.SampleRows(kernels.HostI32(sm.ids), kernels.HostF32(sm.logp), kernels.HostF32(sm.fullLogp), kernels.HostF32(logits[:n*V]), sm.params, sm.u, n, V)
 		for j, i := range sm.slots {
 			s := &b.active[i]
 			id := sm.ids[j]

@@ -96,7 +96,7 @@ func (tr *Trainable) forward(ctx context.Context, st *passState, adapters, keep 
 		tr.refreshBT()
 	}
 	x0, _ := st.layerIO(0)
-	tr.be.Embedding(x0, m.Embed, st.ids)
+	tr.be.Embedding(kernels.HostF32(x0), m.Embed, kernels.HostI32(st.ids))
 	for l := range m.Layers {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("train forward: %w", err)
@@ -105,7 +105,7 @@ func (tr *Trainable) forward(ctx context.Context, st *passState, adapters, keep 
 		tr.layerForward(st, l, in, st.actsOf(l), out, adapters)
 	}
 	st.xf = grow(st.xf, st.t*c.HiddenSize)
-	tr.be.RMSNorm(st.xf, st.finalX(len(m.Layers)), m.Norm, st.t, c.HiddenSize, c.RMSNormEps)
+	tr.be.RMSNorm(kernels.HostF32(st.xf), kernels.HostF32(st.finalX(len(m.Layers))), kernels.HostF32(m.Norm), st.t, c.HiddenSize, c.RMSNormEps)
 	return nil
 }
 
@@ -125,9 +125,9 @@ func (st *passState) attend(_ int, a *layerActs) []kernels.AttentionSeq {
 	for s := range st.seqs {
 		o0, o1 := st.off[s], st.off[s+1]
 		st.attn = append(st.attn, kernels.AttentionSeq{
-			Out: a.att[o0*q : o1*q], Q: a.qr[o0*q : o1*q],
-			K: a.kr[o0*kv : o1*kv], V: a.v[o0*kv : o1*kv],
-			LSE: a.lse[o0*h : o1*h], T: o1 - o0,
+			Out: kernels.HostF32(a.att[o0*q : o1*q]), Q: kernels.HostF32(a.qr[o0*q : o1*q]),
+			K: kernels.HostF32(a.kr[o0*kv : o1*kv]), V: kernels.HostF32(a.v[o0*kv : o1*kv]),
+			LSE: kernels.HostF32(a.lse[o0*h : o1*h]), T: o1 - o0,
 		})
 	}
 	return st.attn
@@ -170,11 +170,11 @@ func (tr *Trainable) logits(ctx context.Context, st *passState, grad chunkGrad) 
 		}
 		cx, lg := st.cx[:n*c], st.logits[:n*v]
 		be.GatherRows(kernels.HostF32(cx), kernels.HostF32(st.xf[:st.t*c]), kernels.HostI32(st.gidx), c)
-		be.MatMul(lg, cx, m.LMHead, n, false)
+		be.MatMul(kernels.HostF32(lg), kernels.HostF32(cx), m.LMHead, n, false)
 		if invT != 1 {
-			be.Scale(lg, invT)
+			be.Scale(kernels.HostF32(lg), invT)
 		}
-		be.LogSoftmaxGather(st.lp[:n], st.en[:n], lg, st.tgt, n, v)
+		be.LogSoftmaxGather(kernels.HostF32(st.lp[:n]), kernels.HostF32(st.en[:n]), kernels.HostF32(lg), kernels.HostI32(st.tgt), n, v)
 		for j, r := range rows {
 			st.logp[r.seq][r.i], st.ent[r.seq][r.i] = st.lp[j], st.en[j]
 		}
@@ -185,24 +185,24 @@ func (tr *Trainable) logits(ctx context.Context, st *passState, grad chunkGrad) 
 		if grad(r0, st.dlp[:n], st.den[:n]) {
 			dent = st.den[:n]
 		}
-		be.LogSoftmaxGatherBackward(lg, lg, st.tgt, st.dlp[:n], dent, n, v)
+		be.LogSoftmaxGatherBackward(kernels.HostF32(lg), kernels.HostF32(lg), kernels.HostI32(st.tgt), kernels.HostF32(st.dlp[:n]), kernels.HostF32(dent), n, v)
 		if invT != 1 {
-			be.Scale(lg, invT)
+			be.Scale(kernels.HostF32(lg), invT)
 		}
 		if tr.opts.Full {
-			be.MatMulNN(st.dcx[:n*c], lg, m.LMHead, n, false)
+			be.MatMulNN(kernels.HostF32(st.dcx[:n*c]), kernels.HostF32(lg), m.LMHead, n, false)
 		} else {
-			be.MatMul(st.dcx[:n*c], lg, tr.headT(), n, false)
+			be.MatMul(kernels.HostF32(st.dcx[:n*c]), kernels.HostF32(lg), tr.headT(), n, false)
 		}
 		for j, r := range rows {
-			be.Add(st.dxf[int(r.row)*c:(int(r.row)+1)*c], st.dcx[j*c:(j+1)*c])
+			be.Add(kernels.HostF32(st.dxf[int(r.row)*c:(int(r.row)+1)*c]), kernels.HostF32(st.dcx[j*c:(j+1)*c]))
 		}
 		if tr.opts.Full {
 			dh := tr.dHead
 			if dh == nil {
 				dh = tr.dEmbed
 			}
-			be.MatMulTN(dh, lg, cx, n, v, c)
+			be.MatMulTN(kernels.HostF32(dh), kernels.HostF32(lg), kernels.HostF32(cx), n, v, c)
 		}
 	}
 	return nil
@@ -222,20 +222,8 @@ func (tr *Trainable) headT() kernels.Mat {
 
 // transposeMat returns wᵀ in w's storage type, transposed by be.
 func transposeMat(be kernels.Backend, w kernels.Mat) kernels.Mat {
-	t := kernels.Mat{DType: w.DType, Rows: w.Cols, Cols: w.Rows}
-	var src, dst kernels.Buffer
-	switch w.DType {
-	case kernels.F32:
-		t.F32 = make([]float32, w.Len())
-		src, dst = kernels.HostF32(w.F32[:w.Len()]), kernels.HostF32(t.F32)
-	case kernels.BF16:
-		t.U16 = make([]uint16, w.Len())
-		src, dst = kernels.HostBF16(w.U16[:w.Len()]), kernels.HostBF16(t.U16)
-	default:
-		t.U16 = make([]uint16, w.Len())
-		src, dst = kernels.HostF16(w.U16[:w.Len()]), kernels.HostF16(t.U16)
-	}
-	be.Transpose(dst, src, w.Rows, w.Cols)
+	t := kernels.NewHostMat(w.DType, w.Cols, w.Rows)
+	be.Transpose(t.Data, w.Data, w.Rows, w.Cols)
 	return t
 }
 

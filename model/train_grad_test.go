@@ -311,7 +311,7 @@ func TestTransposeMat(t *testing.T) {
 		for i := range f {
 			f[i], u[i] = float32(i), uint16(i)
 		}
-		for _, w := range []kernels.Mat{kernels.MatF32(f, r, c), {DType: kernels.BF16, Rows: r, Cols: c, U16: u}, {DType: kernels.F16, Rows: r, Cols: c, U16: u}} {
+		for _, w := range []kernels.Mat{kernels.MatF32(f, r, c), kernels.MatBF16(u, r, c), kernels.MatF16(u, r, c)} {
 			be := kernels.Backend(ref.Backend{})
 			if r > 1 {
 				cb := cpu.New(2)

@@ -206,10 +206,10 @@ func TestTrainableRejectsBadUse(t *testing.T) {
 	// An adapter on the last layer only: Full must refuse before touching
 	// any weight (the embedding is converted first).
 	require.NoError(t, AttachLoRA(m, LoRAConfig{R: 2, Alpha: 2, Layers: []int{len(m.Layers) - 1}}, 1))
-	embed := &m.Embed.F32[0]
+	embed := &m.Embed.F32()[0]
 	_, err = NewTrainable(m, TrainOptions{Full: true})
 	assert.ErrorContains(t, err, "merge or detach")
-	assert.Same(t, embed, &m.Embed.F32[0], "a refused Full conversion leaves the weights as they were")
+	assert.Same(t, embed, &m.Embed.F32()[0], "a refused Full conversion leaves the weights as they were")
 	DetachLoRA(m)
 	require.NoError(t, AttachLoRA(m, LoRAConfig{R: 2, Alpha: 2}, 1))
 	_, err = NewTrainable(m, TrainOptions{LogitsChunk: -1})

@@ -11,12 +11,16 @@ import (
 )
 
 // TestTransfers counts, through kerneltest.Counting, the host↔backend
-// crossings that go through the Buffer API: one decode step of a Batch
-// makes none, one training step (Forward, Backward, AdamW.Step) makes one,
-// the gradient norm's scalar. The compute ops (MatMul … AdamW) still take
-// host slices and are not seen by the wrapper: when they move to Buffers,
-// the expected counts gain the token ids uploaded and the sampled ids
-// downloaded, and nothing else.
+// crossings of the Buffer API: one decode step of a Batch makes none, one
+// training step (Forward, Backward, AdamW.Step) makes one, the gradient
+// norm's scalar. Every op, compute ops included, now takes Buffers, and the
+// KV cache's blocks come from the backend (Alloc), but model still keeps
+// its activations and scratch in host memory and passes them as host
+// Buffers (kernels.HostF32 and friends), which a
+// CPU backend reads in place and a device backend would stage per op;
+// those are not Upload/Download calls and do not show here. When the
+// activations move to backend memory (backend.Alloc), the expected counts
+// gain the token ids uploaded and the sampled ids downloaded per step.
 func TestTransfers(t *testing.T) {
 	be := cpu.New(2)
 	defer be.Close()

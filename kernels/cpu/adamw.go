@@ -14,8 +14,13 @@ const adamwChunk = 1 << 14
 // (bias corrections, step size) are computed once in float64. Every
 // element depends only on its own inputs, so the result is deterministic
 // and independent of the thread count.
-func (b *Backend) AdamW(param, grad, m, v []float32, p kernels.AdamWParams, step int) {
+func (b *Backend) AdamW(param, grad, m, v kernels.Buffer, p kernels.AdamWParams, step int) {
 	kernels.CheckAdamW(param, grad, m, v, step)
+	b.adamW(param.F32(), grad.F32(), m.F32(), v.F32(), p, step)
+}
+
+// adamW is AdamW on host slices.
+func (b *Backend) adamW(param, grad, m, v []float32, p kernels.AdamWParams, step int) {
 	n := len(param)
 	b1, b2 := float64(p.Beta1), float64(p.Beta2)
 	c := &adamwConsts{

@@ -45,7 +45,7 @@ func (b *Backend) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim
 			s := &seqs[si]
 			t, h := (r-rowsBefore[si])/heads, (r-rowsBefore[si])%heads
 			kvh := h / group
-			for i, v := range s.Q[(t*heads+h)*d : (t*heads+h+1)*d] {
+			for i, v := range s.Q.F32()[(t*heads+h)*d : (t*heads+h+1)*d] {
 				q[i] = v * scale
 			}
 			clear(acc)
@@ -65,13 +65,13 @@ func (b *Backend) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim
 				sum += bwExpSum(avx, scores, scores, nb, mx)
 				bwAxpys(avx, acc, scores, vr, stride, nb, d)
 			}
-			o := s.Out[(t*heads+h)*d : (t*heads+h+1)*d]
+			o := s.Out.F32()[(t*heads+h)*d : (t*heads+h+1)*d]
 			inv := 1 / sum
 			for i, v := range acc {
 				o[i] = v * inv
 			}
-			if s.LSE != nil {
-				s.LSE[t*heads+h] = mx + float32(math.Log(float64(sum)))
+			if s.LSE.Len() > 0 {
+				s.LSE.F32()[t*heads+h] = mx + float32(math.Log(float64(sum)))
 			}
 		}
 	}
@@ -118,7 +118,7 @@ func (b *Backend) attentionTiled(seqs []kernels.AttentionSeq, heads, kvHeads, d 
 			r := nt * group // row i is token t0 + i/group, head kvh·group + i%group
 			for i := 0; i < r; i++ {
 				t, h := t0+i/group, kvh*group+i%group
-				q := s.Q[(t*heads+h)*d : (t*heads+h+1)*d]
+				q := s.Q.F32()[(t*heads+h)*d : (t*heads+h+1)*d]
 				for c, v := range q {
 					qp[i*d+c] = v * scale
 				}
@@ -166,13 +166,13 @@ func (b *Backend) attentionTiled(seqs []kernels.AttentionSeq, heads, kvHeads, d 
 			}
 			for i := 0; i < r; i++ {
 				t, h := t0+i/group, kvh*group+i%group
-				out := s.Out[(t*heads+h)*d : (t*heads+h+1)*d]
+				out := s.Out.F32()[(t*heads+h)*d : (t*heads+h+1)*d]
 				inv := 1 / sum[i]
 				for c, v := range o[i*d : (i+1)*d] {
 					out[c] = v * inv
 				}
-				if s.LSE != nil {
-					s.LSE[t*heads+h] = mx[i] + float32(math.Log(float64(sum[i])))
+				if s.LSE.Len() > 0 {
+					s.LSE.F32()[t*heads+h] = mx[i] + float32(math.Log(float64(sum[i])))
 				}
 			}
 		}

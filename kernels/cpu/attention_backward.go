@@ -57,6 +57,10 @@ func grow(buf []float32, n int) []float32 {
 // dim and the row updates a head dim that is a multiple of 16.
 func (b *Backend) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHeads, headDim int, scale float32) {
 	kernels.CheckAttentionBackward(seqs, heads, kvHeads, headDim)
+	hs := make([]kernels.HostGradSeq, len(seqs))
+	for i := range seqs {
+		hs[i] = seqs[i].Host()
+	}
 	d := headDim
 	group := heads / kvHeads
 	tokens := max(1, attnRows/group) // tokens per query block
@@ -72,7 +76,7 @@ func (b *Backend) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHe
 	a := attnTask{avx: b.simd.isa(), heads: heads, kvHeads: kvHeads, d: d, group: group, tokens: tokens, scale: scale}
 	b.parallelForWorker(len(seqs)*kvHeads, func(w, lo, hi int) {
 		for task := lo; task < hi; task++ {
-			a.run(&scratch[w], &seqs[task/kvHeads], task%kvHeads)
+			a.run(&scratch[w], &hs[task/kvHeads], task%kvHeads)
 		}
 	})
 }
@@ -87,7 +91,7 @@ type attnTask struct {
 
 // layout fills the task's contiguous query rows and transposed keys and
 // values, and returns the leading dimension of kt and vt.
-func (a *attnTask) layout(sc *attnScratch, s *kernels.AttentionGradSeq, g int) int {
+func (a *attnTask) layout(sc *attnScratch, s *kernels.HostGradSeq, g int) int {
 	d := a.d
 	n := s.T * a.group
 	sc.q, sc.do = grow(sc.q, n*d), grow(sc.do, n*d)
@@ -129,7 +133,7 @@ func (a *attnTask) layout(sc *attnScratch, s *kernels.AttentionGradSeq, g int) i
 }
 
 // run does kv head g of sequence s.
-func (a *attnTask) run(sc *attnScratch, s *kernels.AttentionGradSeq, g int) {
+func (a *attnTask) run(sc *attnScratch, s *kernels.HostGradSeq, g int) {
 	if s.T == 0 {
 		return
 	}

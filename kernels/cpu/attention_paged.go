@@ -17,12 +17,12 @@ func (b *Backend) kvRows(s *kernels.AttentionSeq, kvh, j0, nb, kvHeads, d int, k
 	p := &s.Paged
 	if p.BlockSize == 0 {
 		off := (j0*kvHeads + kvh) * d
-		return s.K[off:], s.V[off:], kvHeads * d
+		return s.K.F32()[off:], s.V.F32()[off:], kvHeads * d
 	}
 	bs := p.BlockSize
 	if p.DType == kernels.F32 && j0/bs == (j0+nb-1)/bs {
 		blk, off := j0/bs, ((j0%bs)*kvHeads+kvh)*d
-		return p.K[blk][off:], p.V[blk][off:], kvHeads * d
+		return p.K[blk].F32()[off:], p.V[blk].F32()[off:], kvHeads * d
 	}
 	kn, simd := b.mm()
 	fast := simd && p.DType == kernels.BF16 && d%kn.vec == 0
@@ -32,11 +32,11 @@ func (b *Backend) kvRows(s *kernels.AttentionSeq, kvh, j0, nb, kvHeads, d int, k
 		blk, off := j/bs, ((j%bs)*kvHeads+kvh)*d
 		switch {
 		case p.DType == kernels.F32:
-			copy(kr, p.K[blk][off:off+d])
-			copy(vr, p.V[blk][off:off+d])
+			copy(kr, p.K[blk].F32()[off:off+d])
+			copy(vr, p.V[blk].F32()[off:off+d])
 		case fast:
-			kn.cvt[1](&kr[0], &p.K16[blk][off], d)
-			kn.cvt[1](&vr[0], &p.V16[blk][off], d)
+			kn.cvt[1](&kr[0], &p.K[blk].BF16()[off], d)
+			kn.cvt[1](&vr[0], &p.V[blk].BF16()[off], d)
 		default:
 			p.Row(kr, false, j, kvh, kvHeads, d)
 			p.Row(vr, true, j, kvh, kvHeads, d)
@@ -53,7 +53,7 @@ func (b *Backend) kvRows(s *kernels.AttentionSeq, kvh, j0, nb, kvHeads, d int, k
 func (b *Backend) kvPtrs(s *kernels.AttentionSeq, kvh, j0, nb, kvHeads, d int, kbuf, vbuf []float32) (k, v unsafe.Pointer, dt, ld int) {
 	if p := &s.Paged; p.BlockSize > 0 && p.DType == kernels.BF16 && j0/p.BlockSize == (j0+nb-1)/p.BlockSize {
 		blk, off := j0/p.BlockSize, ((j0%p.BlockSize)*kvHeads+kvh)*d
-		return unsafe.Pointer(&p.K16[blk][off]), unsafe.Pointer(&p.V16[blk][off]), 1, kvHeads * d * 2
+		return unsafe.Pointer(&p.K[blk].BF16()[off]), unsafe.Pointer(&p.V[blk].BF16()[off]), 1, kvHeads * d * 2
 	}
 	kr, vr, stride := b.kvRows(s, kvh, j0, nb, kvHeads, d, kbuf, vbuf)
 	return unsafe.Pointer(&kr[0]), unsafe.Pointer(&vr[0]), 0, stride * 4

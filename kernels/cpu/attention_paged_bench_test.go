@@ -8,23 +8,22 @@ import (
 
 // benchPages splits a contiguous [n, rowLen] buffer into blocks of bs rows,
 // stored as float32 or raw bf16.
-func benchPages(x []float32, n, rowLen, bs int, dt kernels.DType) ([][]float32, [][]uint16) {
-	var f [][]float32
-	var u [][]uint16
+func benchPages(x []float32, n, rowLen, bs int, dt kernels.DType) []kernels.Buffer {
+	var out []kernels.Buffer
 	for b0 := 0; b0 < n; b0 += bs {
 		blk := make([]float32, bs*rowLen)
 		copy(blk, x[b0*rowLen:min(n, b0+bs)*rowLen])
 		if dt == kernels.F32 {
-			f = append(f, blk)
+			out = append(out, kernels.HostF32(blk))
 			continue
 		}
 		h := make([]uint16, len(blk))
 		for i, v := range blk {
 			h[i] = kernels.F32ToBF16(v)
 		}
-		u = append(u, h)
+		out = append(out, kernels.HostBF16(h))
 	}
-	return f, u
+	return out
 }
 
 // BenchmarkAttentionPaged: batched decode (16 sequences, each its own K/V, T = 1 at
@@ -45,14 +44,14 @@ func BenchmarkAttentionPaged(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			var batch []kernels.AttentionSeq
 			for range seqs {
-				s := kernels.AttentionSeq{Q: benchVec(h * d), Out: make([]float32, h*d), T: 1, Start: start}
+				s := kernels.AttentionSeq{Q: kernels.HostF32(benchVec(h * d)), Out: kernels.HostF32(make([]float32, h*d)), T: 1, Start: start}
 				k, v := benchVec(n*kvh*d), benchVec(n*kvh*d) // each sequence its own memory
 				if c.bs == 0 {
-					s.K, s.V = k, v
+					s.K, s.V = kernels.HostF32(k), kernels.HostF32(v)
 				} else {
 					s.Paged = kernels.PagedKV{BlockSize: c.bs, DType: c.dt}
-					s.Paged.K, s.Paged.K16 = benchPages(k, n, kvh*d, c.bs, c.dt)
-					s.Paged.V, s.Paged.V16 = benchPages(v, n, kvh*d, c.bs, c.dt)
+					s.Paged.K = benchPages(k, n, kvh*d, c.bs, c.dt)
+					s.Paged.V = benchPages(v, n, kvh*d, c.bs, c.dt)
 				}
 				batch = append(batch, s)
 			}

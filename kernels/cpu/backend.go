@@ -73,3 +73,11 @@ func (b *Backend) Threads() int { return b.threads }
 func (b *Backend) SIMD() string {
 	return b.simd.isa().String()
 }
+
+// opt is the host slice of an optional F32 Buffer: nil when it is empty.
+func opt(b kernels.Buffer) []float32 {
+	if b.Len() == 0 {
+		return nil
+	}
+	return b.F32()
+}

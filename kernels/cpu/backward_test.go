@@ -58,21 +58,21 @@ func backwardThreadCountIndependent(t *testing.T, p simdPath) {
 	q, k, v, do := bwRand(6, nq, 1), bwRand(7, nkv, 1), bwRand(8, nkv, 1), bwRand(9, nq, 1)
 	out, lse := make([]float32, nq), make([]float32, tt*heads)
 	fw := pathBackend(t, p, 1)
-	fw.Attention([]kernels.AttentionSeq{{Out: out, Q: q, K: k, V: v, LSE: lse, T: tt, Start: start}}, heads, kvh, hd, 0.125)
+	fw.Attention([]kernels.AttentionSeq{{Out: kernels.HostF32(out), Q: kernels.HostF32(q), K: kernels.HostF32(k), V: kernels.HostF32(v), LSE: kernels.HostF32(lse), T: tt, Start: start}}, heads, kvh, hd, 0.125)
 
 	run := func(b *Backend) result {
 		dx, dw := make([]float32, rows*cols), make([]float32, cols)
-		b.RMSNormBackward(dx, dw, dout, x, w, rows, cols, 1e-6)
+		b.RMSNormBackward(kernels.HostF32(dx), kernels.HostF32(dw), kernels.HostF32(dout), kernels.HostF32(x), kernels.HostF32(w), rows, cols, 1e-6)
 		dl := make([]float32, len(logits))
-		b.LogSoftmaxGatherBackward(dl, logits, targets, dlogp, nil, 5, 151936)
+		b.LogSoftmaxGatherBackward(kernels.HostF32(dl), kernels.HostF32(logits), kernels.HostI32(targets), kernels.HostF32(dlogp), kernels.Buffer{}, 5, 151936)
 		dtab := make([]float32, 10*cols)
-		b.EmbeddingBackward(dtab, dout[:len(ids)*cols], ids, cols)
-		s := kernels.AttentionGradSeq{DOut: do, Q: q, K: k, V: v, Out: out, LSE: lse,
-			DQ: make([]float32, nq), DK: make([]float32, nkv), DV: make([]float32, nkv), T: tt, Start: start}
+		b.EmbeddingBackward(kernels.HostF32(dtab), kernels.HostF32(dout[:len(ids)*cols]), kernels.HostI32(ids), cols)
+		s := kernels.AttentionGradSeq{DOut: kernels.HostF32(do), Q: kernels.HostF32(q), K: kernels.HostF32(k), V: kernels.HostF32(v), Out: kernels.HostF32(out), LSE: kernels.HostF32(lse),
+			DQ: kernels.HostF32(make([]float32, nq)), DK: kernels.HostF32(make([]float32, nkv)), DV: kernels.HostF32(make([]float32, nkv)), T: tt, Start: start}
 		b.AttentionBackward([]kernels.AttentionGradSeq{s}, heads, kvh, hd, 0.125)
 		p, m, vv := bwRand(10, 70001, 1), make([]float32, 70001), make([]float32, 70001)
-		b.AdamW(p, bwRand(11, 70001, 1), m, vv, kernels.AdamWParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1}, 1)
-		return result{dx, dw, dl, dtab, s.DQ, s.DK, s.DV, p, m, vv}
+		b.AdamW(kernels.HostF32(p), kernels.HostF32(bwRand(11, 70001, 1)), kernels.HostF32(m), kernels.HostF32(vv), kernels.AdamWParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1}, 1)
+		return result{dx, dw, dl, dtab, s.DQ.F32(), s.DK.F32(), s.DV.F32(), p, m, vv}
 	}
 	var want result
 	for threads := 1; threads <= 3; threads++ {
@@ -96,18 +96,18 @@ func TestBackwardInPlace(t *testing.T) {
 			const rows, cols = 40, 1000
 			x, dout, w := bwRand(1, rows*cols, 1), bwRand(2, rows*cols, 1), bwRand(3, cols, 2)
 			dx, dw := make([]float32, rows*cols), make([]float32, cols)
-			b.RMSNormBackward(dx, dw, dout, x, w, rows, cols, 1e-6)
+			b.RMSNormBackward(kernels.HostF32(dx), kernels.HostF32(dw), kernels.HostF32(dout), kernels.HostF32(x), kernels.HostF32(w), rows, cols, 1e-6)
 			inPlace, dw2 := append([]float32(nil), dout...), make([]float32, cols)
-			b.RMSNormBackward(inPlace, dw2, inPlace, x, w, rows, cols, 1e-6)
+			b.RMSNormBackward(kernels.HostF32(inPlace), kernels.HostF32(dw2), kernels.HostF32(inPlace), kernels.HostF32(x), kernels.HostF32(w), rows, cols, 1e-6)
 			kerneltest.CheckExact(t, "RMSNormBackward dx = dout", inPlace, dx)
 			kerneltest.CheckExact(t, "RMSNormBackward dw with dx = dout", dw2, dw)
 
 			const n = 20000
 			gate, up, do := bwRand(4, n, 6), bwRand(5, n, 2), bwRand(6, n, 1)
 			dg, du := make([]float32, n), make([]float32, n)
-			b.SwiGLUBackward(dg, du, do, gate, up)
+			b.SwiGLUBackward(kernels.HostF32(dg), kernels.HostF32(du), kernels.HostF32(do), kernels.HostF32(gate), kernels.HostF32(up))
 			g2, u2 := append([]float32(nil), gate...), append([]float32(nil), up...)
-			b.SwiGLUBackward(g2, u2, do, g2, u2)
+			b.SwiGLUBackward(kernels.HostF32(g2), kernels.HostF32(u2), kernels.HostF32(do), kernels.HostF32(g2), kernels.HostF32(u2))
 			kerneltest.CheckExact(t, "SwiGLUBackward dgate = gate", g2, dg)
 			kerneltest.CheckExact(t, "SwiGLUBackward dup = up", u2, du)
 		}
@@ -239,17 +239,27 @@ func TestBackwardPanics(t *testing.T) {
 		name, want string
 		call       func()
 	}{
-		{"rmsnorm dw", "RMSNormBackward: dw", func() { b.RMSNormBackward(buf, short, buf, buf, buf, 2, 4, 1e-6) }},
-		{"rope", "RoPEBackward: x", func() { b.RoPEBackward(short, []int32{0}, 1, 4, 1e4) }},
-		{"swiglu", "SwiGLUBackward: up", func() { b.SwiGLUBackward(buf, buf, buf, buf, short) }},
-		{"embedding id", "ids[1] = 9", func() { b.EmbeddingBackward(buf[:8], buf, []int32{0, 9}, 4) }},
-		{"logsoftmax target", "targets[0] = 5", func() { b.LogSoftmaxGatherBackward(buf, buf, []int32{5}, buf, nil, 1, 5) }},
+		{"rmsnorm dw", "RMSNormBackward: dw", func() {
+			b.RMSNormBackward(kernels.HostF32(buf), kernels.HostF32(short), kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostF32(buf), 2, 4, 1e-6)
+		}},
+		{"rope", "RoPEBackward: x", func() { b.RoPEBackward(kernels.HostF32(short), kernels.HostI32([]int32{0}), 1, 4, 1e4) }},
+		{"swiglu", "SwiGLUBackward: up", func() {
+			b.SwiGLUBackward(kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostF32(short))
+		}},
+		{"embedding id", "ids[1] = 9", func() {
+			b.EmbeddingBackward(kernels.HostF32(buf[:8]), kernels.HostF32(buf), kernels.HostI32([]int32{0, 9}), 4)
+		}},
+		{"logsoftmax target", "targets[0] = 5", func() {
+			b.LogSoftmaxGatherBackward(kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostI32([]int32{5}), kernels.HostF32(buf), kernels.Buffer{}, 1, 5)
+		}},
 		{"attention DV", "seqs[0].DV", func() {
-			b.AttentionBackward([]kernels.AttentionGradSeq{{DOut: buf, Q: buf, Out: buf, DQ: buf, LSE: buf,
-				K: buf, V: buf, DK: buf, DV: short, T: 1, Start: 2}}, 2, 1, 8, 1)
+			b.AttentionBackward([]kernels.AttentionGradSeq{{DOut: kernels.HostF32(buf), Q: kernels.HostF32(buf), Out: kernels.HostF32(buf), DQ: kernels.HostF32(buf), LSE: kernels.HostF32(buf),
+				K: kernels.HostF32(buf), V: kernels.HostF32(buf), DK: kernels.HostF32(buf), DV: kernels.HostF32(short), T: 1, Start: 2}}, 2, 1, 8, 1)
 		}},
 		{"attention heads", "heads 3, kvHeads 2", func() { b.AttentionBackward(nil, 3, 2, 8, 1) }},
-		{"adamw step", "step 0", func() { b.AdamW(buf, buf, buf, buf, kernels.AdamWParams{}, 0) }},
+		{"adamw step", "step 0", func() {
+			b.AdamW(kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostF32(buf), kernels.AdamWParams{}, 0)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			defer func() {
@@ -278,9 +288,9 @@ func BenchmarkAttentionBackward(bm *testing.B) {
 			q, k, v, do := bwRand(1, nq, 1), bwRand(2, nkv, 1), bwRand(3, nkv, 1), bwRand(4, nq, 1)
 			out, lse := make([]float32, nq), make([]float32, tt*heads)
 			scale := float32(1 / math.Sqrt(d))
-			b.Attention([]kernels.AttentionSeq{{Out: out, Q: q, K: k, V: v, LSE: lse, T: tt}}, heads, kvh, d, scale)
-			seqs := []kernels.AttentionGradSeq{{DOut: do, Q: q, K: k, V: v, Out: out, LSE: lse,
-				DQ: make([]float32, nq), DK: make([]float32, nkv), DV: make([]float32, nkv), T: tt}}
+			b.Attention([]kernels.AttentionSeq{{Out: kernels.HostF32(out), Q: kernels.HostF32(q), K: kernels.HostF32(k), V: kernels.HostF32(v), LSE: kernels.HostF32(lse), T: tt}}, heads, kvh, d, scale)
+			seqs := []kernels.AttentionGradSeq{{DOut: kernels.HostF32(do), Q: kernels.HostF32(q), K: kernels.HostF32(k), V: kernels.HostF32(v), Out: kernels.HostF32(out), LSE: kernels.HostF32(lse),
+				DQ: kernels.HostF32(make([]float32, nq)), DK: kernels.HostF32(make([]float32, nkv)), DV: kernels.HostF32(make([]float32, nkv)), T: tt}}
 			for bm.Loop() {
 				b.AttentionBackward(seqs, heads, kvh, d, scale)
 			}
@@ -307,7 +317,7 @@ func BenchmarkLogSoftmaxGatherBackward(bm *testing.B) {
 	}{{"logp", nil}, {"logp+entropy", dent}} {
 		bm.Run(c.name, func(bm *testing.B) {
 			for bm.Loop() {
-				b.LogSoftmaxGatherBackward(dl, logits, targets, dlogp, c.dent, rows, v)
+				b.LogSoftmaxGatherBackward(kernels.HostF32(dl), kernels.HostF32(logits), kernels.HostI32(targets), kernels.HostF32(dlogp), kernels.HostF32(c.dent), rows, v)
 			}
 			bm.ReportMetric(8*rows*v*float64(bm.N)/bm.Elapsed().Seconds()/1e9, "GB/s")
 		})
@@ -323,7 +333,7 @@ func BenchmarkAdamW(bm *testing.B) {
 	step := 0
 	for bm.Loop() {
 		step++
-		b.AdamW(p, g, m, v, hp, step)
+		b.AdamW(kernels.HostF32(p), kernels.HostF32(g), kernels.HostF32(m), kernels.HostF32(v), hp, step)
 	}
 	bm.ReportMetric(28*n*float64(bm.N)/bm.Elapsed().Seconds()/1e9, "GB/s") // read p,g,m,v; write p,m,v
 }
@@ -335,7 +345,7 @@ func BenchmarkRMSNormBackward(bm *testing.B) {
 	x, dout, w := bwRand(1, rows*cols, 1), bwRand(2, rows*cols, 1), bwRand(3, cols, 1)
 	dx, dw := make([]float32, rows*cols), make([]float32, cols)
 	for bm.Loop() {
-		b.RMSNormBackward(dx, dw, dout, x, w, rows, cols, 1e-6)
+		b.RMSNormBackward(kernels.HostF32(dx), kernels.HostF32(dw), kernels.HostF32(dout), kernels.HostF32(x), kernels.HostF32(w), rows, cols, 1e-6)
 	}
 	bm.ReportMetric(12*rows*cols*float64(bm.N)/bm.Elapsed().Seconds()/1e9, "GB/s") // read x, dout; write dx
 }
@@ -347,7 +357,7 @@ func BenchmarkSwiGLUBackward(bm *testing.B) {
 	gate, up, dout := bwRand(1, n, 4), bwRand(2, n, 1), bwRand(3, n, 1)
 	dg, du := make([]float32, n), make([]float32, n)
 	for bm.Loop() {
-		b.SwiGLUBackward(dg, du, dout, gate, up)
+		b.SwiGLUBackward(kernels.HostF32(dg), kernels.HostF32(du), kernels.HostF32(dout), kernels.HostF32(gate), kernels.HostF32(up))
 	}
 	bm.ReportMetric(20*n*float64(bm.N)/bm.Elapsed().Seconds()/1e9, "GB/s") // read gate, up, dout; write dgate, dup
 }
@@ -362,7 +372,7 @@ func BenchmarkRoPEBackward(bm *testing.B) {
 		pos[i] = int32(i)
 	}
 	for bm.Loop() {
-		b.RoPEBackward(x, pos, heads, d, 1e6)
+		b.RoPEBackward(kernels.HostF32(x), kernels.HostI32(pos), heads, d, 1e6)
 	}
 	bm.ReportMetric(8*tt*heads*d*float64(bm.N)/bm.Elapsed().Seconds()/1e9, "GB/s") // read and write dx
 }
@@ -378,7 +388,7 @@ func BenchmarkEmbeddingBackward(bm *testing.B) {
 		ids[i] = int32(i * 7919 % v)
 	}
 	for bm.Loop() {
-		b.EmbeddingBackward(dtable, dout, ids, c)
+		b.EmbeddingBackward(kernels.HostF32(dtable), kernels.HostF32(dout), kernels.HostI32(ids), c)
 	}
 	bm.ReportMetric(12*tt*c*float64(bm.N)/bm.Elapsed().Seconds()/1e9, "GB/s") // read dout and the rows, write the rows
 }
@@ -412,13 +422,13 @@ func TestAttentionBackwardRandomShapes(t *testing.T) {
 					nq, nkv := tt*heads*d, (start+tt)*kvh*d
 					seed := uint64(1000*i + 10*si)
 					g := kernels.AttentionGradSeq{
-						DOut: bwRand(seed, nq, 1), Q: bwRand(seed+1, nq, 1), K: bwRand(seed+2, nkv, 1), V: bwRand(seed+3, nkv, 1),
-						Out: make([]float32, nq), LSE: make([]float32, tt*heads), T: tt, Start: start,
+						DOut: kernels.HostF32(bwRand(seed, nq, 1)), Q: kernels.HostF32(bwRand(seed+1, nq, 1)), K: kernels.HostF32(bwRand(seed+2, nkv, 1)), V: kernels.HostF32(bwRand(seed+3, nkv, 1)),
+						Out: kernels.HostF32(make([]float32, nq)), LSE: kernels.HostF32(make([]float32, tt*heads)), T: tt, Start: start,
 					}
 					r.Attention([]kernels.AttentionSeq{{Out: g.Out, Q: g.Q, K: g.K, V: g.V, LSE: g.LSE, T: tt, Start: start}}, heads, kvh, d, scale)
 					w := g
-					w.DQ, w.DK, w.DV = make([]float32, nq), bwRand(seed+4, nkv, 1), bwRand(seed+5, nkv, 1)
-					g.DQ, g.DK, g.DV = bwRand(seed+6, nq, 9), append([]float32(nil), w.DK...), append([]float32(nil), w.DV...)
+					w.DQ, w.DK, w.DV = kernels.HostF32(make([]float32, nq)), kernels.HostF32(bwRand(seed+4, nkv, 1)), kernels.HostF32(bwRand(seed+5, nkv, 1))
+					g.DQ, g.DK, g.DV = kernels.HostF32(bwRand(seed+6, nq, 9)), kernels.HostF32(append([]float32(nil), w.DK.F32()...)), kernels.HostF32(append([]float32(nil), w.DV.F32()...))
 					want, got = append(want, w), append(got, g)
 				}
 				r.AttentionBackward(want, heads, kvh, d, scale)
@@ -426,9 +436,9 @@ func TestAttentionBackwardRandomShapes(t *testing.T) {
 				tol := kerneltest.Tolerance("AttentionBackward")
 				tol.NMSE = math.Inf(1) // per element only: a sequence's DQ may be all zero (T = 1, Start = 0)
 				for s := range want {
-					kerneltest.CheckClose(t, fmt.Sprintf("seq %d DQ", s), got[s].DQ, want[s].DQ, tol)
-					kerneltest.CheckClose(t, fmt.Sprintf("seq %d DK", s), got[s].DK, want[s].DK, tol)
-					kerneltest.CheckClose(t, fmt.Sprintf("seq %d DV", s), got[s].DV, want[s].DV, tol)
+					kerneltest.CheckClose(t, fmt.Sprintf("seq %d DQ", s), got[s].DQ.F32(), want[s].DQ.F32(), tol)
+					kerneltest.CheckClose(t, fmt.Sprintf("seq %d DK", s), got[s].DK.F32(), want[s].DK.F32(), tol)
+					kerneltest.CheckClose(t, fmt.Sprintf("seq %d DV", s), got[s].DV.F32(), want[s].DV.F32(), tol)
 				}
 			})
 		}

@@ -66,19 +66,18 @@ func flops(b *testing.B, perOp float64, cpu0 float64) {
 
 func benchMat(dt kernels.DType, rows, cols int) kernels.Mat {
 	r := rand.New(rand.NewPCG(1, 2))
-	m := kernels.Mat{DType: dt, Rows: rows, Cols: cols}
 	if dt == kernels.F32 {
-		m.F32 = make([]float32, rows*cols)
-		for i := range m.F32 {
-			m.F32[i] = float32(r.NormFloat64() * 0.02)
+		f := make([]float32, rows*cols)
+		for i := range f {
+			f[i] = float32(r.NormFloat64() * 0.02)
 		}
-		return m
+		return kernels.MatF32(f, rows, cols)
 	}
-	m.U16 = make([]uint16, rows*cols)
-	for i := range m.U16 {
-		m.U16[i] = kernels.F32ToBF16(float32(r.NormFloat64() * 0.02))
+	u := make([]uint16, rows*cols)
+	for i := range u {
+		u[i] = kernels.F32ToBF16(float32(r.NormFloat64() * 0.02))
 	}
-	return m
+	return kernels.MatBF16(u, rows, cols)
 }
 
 func benchVec(n int) []float32 {
@@ -107,11 +106,11 @@ func BenchmarkMatMul(b *testing.B) {
 			b.Run(fmt.Sprintf("%s_M%d_N%d_K%d", dt, m, n, k), func(b *testing.B) {
 				w := benchMat(dt, n, k)
 				x, out := benchVec(m*k), make([]float32, m*n)
-				be.MatMul(out, x, w, m, false)
+				be.MatMul(kernels.HostF32(out), kernels.HostF32(x), w, m, false)
 				b.ResetTimer()
 				cpu0 := cpuSeconds()
 				for range b.N {
-					be.MatMul(out, x, w, m, false)
+					be.MatMul(kernels.HostF32(out), kernels.HostF32(x), w, m, false)
 				}
 				flops(b, 2*float64(m*n*k), cpu0)
 				b.ReportMetric(float64(n*k*dt.Size())*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
@@ -135,7 +134,7 @@ func BenchmarkMatMulNN(b *testing.B) {
 				b.ResetTimer()
 				cpu0 := cpuSeconds()
 				for range b.N {
-					be.MatMulNN(out, dy, w, m, false)
+					be.MatMulNN(kernels.HostF32(out), kernels.HostF32(dy), w, m, false)
 				}
 				flops(b, 2*float64(m*n*k), cpu0)
 			})
@@ -153,7 +152,7 @@ func BenchmarkMatMulTN(b *testing.B) {
 			b.ResetTimer()
 			cpu0 := cpuSeconds()
 			for range b.N {
-				be.MatMulTN(dw, dy, x, m, n, k)
+				be.MatMulTN(kernels.HostF32(dw), kernels.HostF32(dy), kernels.HostF32(x), m, n, k)
 			}
 			flops(b, 2*float64(m*n*k), cpu0)
 		})
@@ -169,8 +168,8 @@ func BenchmarkAttention(b *testing.B) {
 	for _, c := range []struct{ t, start int }{{512, 0}, {1, 512}, {1, 4096}} {
 		b.Run(fmt.Sprintf("T%d_Start%d", c.t, c.start), func(b *testing.B) {
 			n := c.start + c.t
-			seq := kernels.AttentionSeq{Q: benchVec(c.t * h * d), K: benchVec(n * kvh * d), V: benchVec(n * kvh * d),
-				Out: make([]float32, c.t*h*d), LSE: make([]float32, c.t*h), T: c.t, Start: c.start}
+			seq := kernels.AttentionSeq{Q: kernels.HostF32(benchVec(c.t * h * d)), K: kernels.HostF32(benchVec(n * kvh * d)), V: kernels.HostF32(benchVec(n * kvh * d)),
+				Out: kernels.HostF32(make([]float32, c.t*h*d)), LSE: kernels.HostF32(make([]float32, c.t*h)), T: c.t, Start: c.start}
 			seqs := []kernels.AttentionSeq{seq}
 			b.ResetTimer()
 			cpu0 := cpuSeconds()
@@ -193,7 +192,7 @@ func BenchmarkRMSNorm(b *testing.B) {
 			x, w, out := benchVec(rows*1024), benchVec(1024), make([]float32, rows*1024)
 			b.ResetTimer()
 			for range b.N {
-				be.RMSNorm(out, x, w, rows, 1024, 1e-6)
+				be.RMSNorm(kernels.HostF32(out), kernels.HostF32(x), kernels.HostF32(w), rows, 1024, 1e-6)
 			}
 			b.ReportMetric(float64(8*rows*1024)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 		})
@@ -212,7 +211,7 @@ func BenchmarkLogSoftmaxGather(b *testing.B) {
 			logp, ent := make([]float32, rows), make([]float32, rows)
 			b.ResetTimer()
 			for range b.N {
-				be.LogSoftmaxGather(logp, ent, logits, targets, rows, v)
+				be.LogSoftmaxGather(kernels.HostF32(logp), kernels.HostF32(ent), kernels.HostF32(logits), kernels.HostI32(targets), rows, v)
 			}
 			b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 		})
@@ -258,7 +257,7 @@ func BenchmarkMatMulAVX2(b *testing.B) {
 			b.ResetTimer()
 			cpu0 := cpuSeconds()
 			for range b.N {
-				be.MatMul(out, x, w, m, false)
+				be.MatMul(kernels.HostF32(out), kernels.HostF32(x), w, m, false)
 			}
 			flops(b, 2*float64(m*n*k), cpu0)
 		})
@@ -288,7 +287,7 @@ func BenchmarkSampleRows(b *testing.B) {
 				for r := range u {
 					u[r] = float64((i+r)%100) / 100
 				}
-				be.SampleRows(ids, lp, full, logits, params, u, rows, v)
+				be.SampleRows(kernels.HostI32(ids), kernels.HostF32(lp), kernels.HostF32(full), kernels.HostF32(logits), params, u, rows, v)
 			}
 			b.ReportMetric(float64(rows*b.N)/b.Elapsed().Seconds(), "rows/s")
 		})
@@ -302,18 +301,18 @@ func BenchmarkPolicyLoss(b *testing.B) {
 	defer be.Close()
 	const seqs, l = 64, 2048
 	n := seqs * l
-	in := kernels.LossInput{LogP: benchVec(n), OldLogP: benchVec(n), RefLogP: benchVec(n), Entropy: benchVec(n),
+	in := kernels.HostLossInput{LogP: benchVec(n), OldLogP: benchVec(n), RefLogP: benchVec(n), Entropy: benchVec(n),
 		Adv: benchVec(n), Weight: benchVec(n), Seg: make([]int32, seqs+1)}
 	for s := range in.Seg {
 		in.Seg[s] = int32(s * l)
 	}
 	f := func() []float32 { return make([]float32, n) }
-	out := kernels.LossOutput{Loss: f(), DLogP: f(), DEntropy: f(), Ratio: f(), KL: f(), Phi: f(), Clip: make([]uint8, n)}
+	out := kernels.HostLossOutput{Loss: f(), DLogP: f(), DEntropy: f(), Ratio: f(), KL: f(), Phi: f(), Clip: make([]uint8, n)}
 	for _, seq := range []bool{false, true} {
 		p := kernels.LossParams{Objective: kernels.ObjectiveClipped, EpsLow: 0.2, EpsHigh: 0.28, Beta: 0.04, EntropyCoef: 0.01, SequenceRatio: seq}
 		b.Run(fmt.Sprintf("sequence=%v", seq), func(b *testing.B) {
 			for range b.N {
-				be.PolicyLoss(out, in, p, n)
+				be.PolicyLoss(out.Buffers(), in.Buffers(), p, n)
 			}
 			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds()/1e6, "Mtok/s")
 		})

@@ -27,10 +27,11 @@ func forwardThreadCountIndependent(t *testing.T, p simdPath) {
 		return x
 	}
 	const m, n, k = 70, 150, 1100 // blocked MatMul path, several K chunks, ragged tiles
-	w := kernels.Mat{DType: kernels.BF16, Rows: n, Cols: k, U16: make([]uint16, n*k)}
-	for i := range w.U16 {
-		w.U16[i] = kernels.F32ToBF16(float32(r.NormFloat64()))
+	u := make([]uint16, n*k)
+	for i := range u {
+		u[i] = kernels.F32ToBF16(float32(r.NormFloat64()))
 	}
+	w := kernels.MatBF16(u, n, k)
 	x, dy := vec(m*k), vec(m*n)
 	const heads, kvh, d, T, start = 8, 2, 64, 40, 30
 	q, kk, v := vec(T*heads*d), vec((start+T)*kvh*d), vec((start+T)*kvh*d)
@@ -41,22 +42,22 @@ func forwardThreadCountIndependent(t *testing.T, p simdPath) {
 	run := func(b *Backend) map[string][]float32 {
 		res := map[string][]float32{}
 		out := make([]float32, m*n)
-		b.MatMul(out, x, w, m, false)
+		b.MatMul(kernels.HostF32(out), kernels.HostF32(x), w, m, false)
 		res["MatMul"] = out
 		out = make([]float32, 5*n)
-		b.MatMul(out, x, w, 5, false) // the direct (decode) path
+		b.MatMul(kernels.HostF32(out), kernels.HostF32(x), w, 5, false) // the direct (decode) path
 		res["MatMulDirect"] = out
 		out = make([]float32, m*k)
-		b.MatMulNN(out, dy, w, m, false)
+		b.MatMulNN(kernels.HostF32(out), kernels.HostF32(dy), w, m, false)
 		res["MatMulNN"] = out
 		out = make([]float32, n*k)
-		b.MatMulTN(out, dy, x, m, n, k)
+		b.MatMulTN(kernels.HostF32(out), kernels.HostF32(dy), kernels.HostF32(x), m, n, k)
 		res["MatMulTN"] = out
-		s := []kernels.AttentionSeq{{Q: q, K: kk, V: v, Out: make([]float32, T*heads*d), LSE: make([]float32, T*heads), T: T, Start: start}}
+		s := []kernels.AttentionSeq{{Q: kernels.HostF32(q), K: kernels.HostF32(kk), V: kernels.HostF32(v), Out: kernels.HostF32(make([]float32, T*heads*d)), LSE: kernels.HostF32(make([]float32, T*heads)), T: T, Start: start}}
 		b.Attention(s, heads, kvh, d, 0.125)
-		res["Attention"], res["AttentionLSE"] = s[0].Out, s[0].LSE
+		res["Attention"], res["AttentionLSE"] = s[0].Out.F32(), s[0].LSE.F32()
 		lp, h := make([]float32, rows), make([]float32, rows)
-		b.LogSoftmaxGather(lp, h, logits, targets, rows, vocab)
+		b.LogSoftmaxGather(kernels.HostF32(lp), kernels.HostF32(h), kernels.HostF32(logits), kernels.HostI32(targets), rows, vocab)
 		res["LogSoftmaxGather"], res["Entropy"] = lp, h
 		return res
 	}

@@ -7,8 +7,13 @@ import "github.com/x/kernels"
 const grain = 1 << 14
 
 // Add: dst[N] += src[N].
-func (b *Backend) Add(dst, src []float32) {
+func (b *Backend) Add(dst, src kernels.Buffer) {
 	kernels.CheckAdd(dst, src)
+	b.add(dst.F32(), src.F32())
+}
+
+// add is Add on host slices.
+func (b *Backend) add(dst, src []float32) {
 	b.elementwise(len(dst), func(lo, hi int) {
 		d, s := dst[lo:hi], src[lo:hi]
 		for i := range d {
@@ -18,7 +23,13 @@ func (b *Backend) Add(dst, src []float32) {
 }
 
 // Scale: x[N] *= s.
-func (b *Backend) Scale(x []float32, s float32) {
+func (b *Backend) Scale(x kernels.Buffer, s float32) {
+	kernels.CheckScale(x)
+	b.scale(x.F32(), s)
+}
+
+// scale is Scale on host slices.
+func (b *Backend) scale(x []float32, s float32) {
 	b.elementwise(len(x), func(lo, hi int) {
 		bwScale(b.simd.isa(), x[lo:hi], s)
 	})

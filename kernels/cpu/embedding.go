@@ -6,8 +6,13 @@ import (
 
 // Embedding: out[T,C] = table[ids[t], :]; bf16/f16 rows widen with the
 // SIMD converters.
-func (b *Backend) Embedding(out []float32, table kernels.Mat, ids []int32) {
+func (b *Backend) Embedding(out kernels.Buffer, table kernels.Mat, ids kernels.Buffer) {
 	kernels.CheckEmbedding(out, table, ids)
+	b.embedding(out.F32(), table, ids.I32())
+}
+
+// embedding is Embedding on host slices.
+func (b *Backend) embedding(out []float32, table kernels.Mat, ids []int32) {
 	c := table.Cols
 	for t, id := range ids {
 		dst := out[t*c : (t+1)*c]

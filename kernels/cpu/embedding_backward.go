@@ -6,8 +6,13 @@ import "github.com/x/kernels"
 // ids accumulate). Tasks own disjoint column blocks and walk t in order,
 // so there are no races and every element sums in the same order as a
 // serial loop, whatever the thread count.
-func (b *Backend) EmbeddingBackward(dtable, dout []float32, ids []int32, c int) {
+func (b *Backend) EmbeddingBackward(dtable, dout, ids kernels.Buffer, c int) {
 	kernels.CheckEmbeddingBackward(dtable, dout, ids, c)
+	b.embeddingBackward(dtable.F32(), dout.F32(), ids.I32(), c)
+}
+
+// embeddingBackward is EmbeddingBackward on host slices.
+func (b *Backend) embeddingBackward(dtable, dout []float32, ids []int32, c int) {
 	const blk = 256
 	run := func(lo, hi int) {
 		c0, c1 := lo*blk, min(c, hi*blk)

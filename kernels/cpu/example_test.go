@@ -15,12 +15,13 @@ func ExampleNew() {
 
 	// out[1,2] = x[1,3] · wᵀ with w a [2,3] bf16 weight (torch Linear layout).
 	wf := []float32{1, 0, -1, 0.5, 0.5, 0.5}
-	w := kernels.Mat{DType: kernels.BF16, Rows: 2, Cols: 3, U16: make([]uint16, len(wf))}
+	u := make([]uint16, len(wf))
 	for i, f := range wf {
-		w.U16[i] = kernels.F32ToBF16(f)
+		u[i] = kernels.F32ToBF16(f)
 	}
+	w := kernels.MatBF16(u, 2, 3)
 	out := make([]float32, 2)
-	b.MatMul(out, []float32{1, 2, 3}, w, 1, false)
+	b.MatMul(kernels.HostF32(out), kernels.HostF32([]float32{1, 2, 3}), w, 1, false)
 	fmt.Println(out)
 	// Output: [-2 3]
 }
@@ -34,7 +35,7 @@ func ExampleBackend_SampleRows() {
 	defer b.Close()
 	logits := []float32{1, 3, 2, -1}
 	ids, logp, full := make([]int32, 1), make([]float32, 1), make([]float32, 1)
-	b.SampleRows(ids, logp, full, logits, []kernels.SamplingParams{{Temperature: 1, TopK: 1}}, []float64{0.42}, 1, 4)
+	b.SampleRows(kernels.HostI32(ids), kernels.HostF32(logp), kernels.HostF32(full), kernels.HostF32(logits), []kernels.SamplingParams{{Temperature: 1, TopK: 1}}, []float64{0.42}, 1, 4)
 	fmt.Printf("%d %.0f %.4f\n", ids[0], logp[0], full[0])
 	// Output: 1 0 -0.4197
 }

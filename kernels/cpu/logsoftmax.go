@@ -12,8 +12,13 @@ import (
 // rescaled sums) log-sum-exp that also accumulates Σ e·(x − max) for the
 // entropy. The portable path takes a max pass and an exp pass. Rows are
 // spread over the workers.
-func (b *Backend) LogSoftmaxGather(logp, entropy, logits []float32, targets []int32, rows, v int) {
+func (b *Backend) LogSoftmaxGather(logp, entropy, logits, targets kernels.Buffer, rows, v int) {
 	kernels.CheckLogSoftmaxGather(logp, entropy, logits, targets, rows, v)
+	b.logSoftmaxGather(logp.F32(), opt(entropy), logits.F32(), targets.I32(), rows, v)
+}
+
+// logSoftmaxGather is LogSoftmaxGather on host slices (entropy nil: none).
+func (b *Backend) logSoftmaxGather(logp, entropy, logits []float32, targets []int32, rows, v int) {
 	if b.simd.avx512 {
 		b.parallelFor(rows, func(lo, hi int) {
 			for r := lo; r < hi; r++ {
@@ -92,8 +97,13 @@ func rowLSE(row []float32) (m, logS, entropy float64) {
 
 // Softmax replaces each row of x[R,V] by its softmax: SIMD max, exp(x −
 // max) in place with its sum, and a scale by 1/sum; rows in parallel.
-func (b *Backend) Softmax(x []float32, rows, v int) {
+func (b *Backend) Softmax(x kernels.Buffer, rows, v int) {
 	kernels.CheckSoftmax(x, rows, v)
+	b.softmax(x.F32(), rows, v)
+}
+
+// softmax is Softmax on host slices.
+func (b *Backend) softmax(x []float32, rows, v int) {
 	avx := b.simd.isa()
 	run := func(lo, hi int) {
 		for r := lo; r < hi; r++ {

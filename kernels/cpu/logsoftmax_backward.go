@@ -21,8 +21,13 @@ const lsgBlock = 1 << 13
 // fewer rows, each pass is split over (row, column block) tasks so a few
 // rows still use every thread. Element i is read before it is written, so
 // dlogits may alias logits.
-func (b *Backend) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []int32, dlogp, dentropy []float32, rows, v int) {
+func (b *Backend) LogSoftmaxGatherBackward(dlogits, logits, targets, dlogp, dentropy kernels.Buffer, rows, v int) {
 	kernels.CheckLogSoftmaxGatherBackward(dlogits, logits, targets, dlogp, dentropy, rows, v)
+	b.logSoftmaxGatherBackward(dlogits.F32(), logits.F32(), targets.I32(), dlogp.F32(), opt(dentropy), rows, v)
+}
+
+// logSoftmaxGatherBackward is LogSoftmaxGatherBackward on host slices (dentropy nil: none).
+func (b *Backend) logSoftmaxGatherBackward(dlogits, logits []float32, targets []int32, dlogp, dentropy []float32, rows, v int) {
 	if rows == 0 || v == 0 {
 		return
 	}

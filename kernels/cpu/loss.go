@@ -13,6 +13,11 @@ import (
 // token, so it runs on the calling goroutine.
 func (b *Backend) PolicyLoss(out kernels.LossOutput, in kernels.LossInput, p kernels.LossParams, n int) {
 	kernels.CheckPolicyLoss(out, in, p, n)
+	b.policyLoss(out.Host(), in.Host(), p, n)
+}
+
+// policyLoss is PolicyLoss on host slices (nil: absent).
+func (b *Backend) policyLoss(out kernels.HostLossOutput, in kernels.HostLossInput, p kernels.LossParams, n int) {
 	if in.Seg == nil {
 		policyLossSeq(out, in, &p, 0, n, -1)
 		return
@@ -23,7 +28,7 @@ func (b *Backend) PolicyLoss(out kernels.LossOutput, in kernels.LossInput, p ker
 }
 
 // policyLossSeq handles tokens [lo, hi), sequence s (−1: no segments).
-func policyLossSeq(out kernels.LossOutput, in kernels.LossInput, p *kernels.LossParams, lo, hi, s int) {
+func policyLossSeq(out kernels.HostLossOutput, in kernels.HostLossInput, p *kernels.LossParams, lo, hi, s int) {
 	mask := func(t int) float64 {
 		if in.Mask == nil {
 			return 1

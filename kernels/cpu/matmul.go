@@ -79,13 +79,10 @@ func dtIndex(d kernels.DType) int {
 	return 0
 }
 
-// rowPtr points at element (row, col) of w's storage.
+// rowPtr points at element (row, col) of w's storage (a host Mat its op
+// has checked).
 func rowPtr(w kernels.Mat, row, col int) unsafe.Pointer {
-	i := row*w.Cols + col
-	if w.DType == kernels.F32 {
-		return unsafe.Pointer(&w.F32[i])
-	}
-	return unsafe.Pointer(&w.U16[i])
+	return unsafe.Add(w.Data.HostPtr(), (row*w.Cols+col)*w.DType.Size())
 }
 
 func b2i(b bool) int {
@@ -96,8 +93,13 @@ func b2i(b bool) int {
 }
 
 // MatMul: out[M,N] (=, or += if accumulate) x[M,K] · wᵀ, w [N,K].
-func (b *Backend) MatMul(out, x []float32, w kernels.Mat, m int, accumulate bool) {
+func (b *Backend) MatMul(out, x kernels.Buffer, w kernels.Mat, m int, accumulate bool) {
 	kernels.CheckMatMul(out, x, w, m)
+	b.matMul(out.F32(), x.F32(), w, m, accumulate)
+}
+
+// matMul is MatMul on host slices.
+func (b *Backend) matMul(out, x []float32, w kernels.Mat, m int, accumulate bool) {
 	n, k := w.Rows, w.Cols
 	if m == 0 || n == 0 {
 		return
@@ -153,7 +155,7 @@ func widen(kn mmKernels, dst []float32, w kernels.Mat, n0, n1, k0, kl int) {
 	}
 	cvt := kn.cvt[dtIndex(w.DType)]
 	for j := n0; j < n1; j++ {
-		cvt(&dst[(j-n0)*kl], &w.U16[j*w.Cols+k0], kl)
+		cvt(&dst[(j-n0)*kl], &w.U16()[j*w.Cols+k0], kl)
 	}
 }
 
@@ -165,9 +167,9 @@ func packPanel(kn mmKernels, dst []float32, w kernels.Mat, p0, pl, c0, width int
 	for p := 0; p < pl; p++ {
 		d := dst[p*kn.cols : p*kn.cols+width]
 		if w.DType == kernels.F32 {
-			copy(d, w.F32[(p0+p)*w.Cols+c0:])
+			copy(d, w.F32()[(p0+p)*w.Cols+c0:])
 		} else {
-			cvt(&d[0], &w.U16[(p0+p)*w.Cols+c0], width)
+			cvt(&d[0], &w.U16()[(p0+p)*w.Cols+c0], width)
 		}
 	}
 }
@@ -187,8 +189,13 @@ func dotTail(out, x []float32, w kernels.Mat, i0, mrr, j0, nrr, p0, p1 int) {
 }
 
 // MatMulNN: out[M,K] (=, or += if accumulate) dy[M,N] · w[N,K].
-func (b *Backend) MatMulNN(out, dy []float32, w kernels.Mat, m int, accumulate bool) {
+func (b *Backend) MatMulNN(out, dy kernels.Buffer, w kernels.Mat, m int, accumulate bool) {
 	kernels.CheckMatMulNN(out, dy, w, m)
+	b.matMulNN(out.F32(), dy.F32(), w, m, accumulate)
+}
+
+// matMulNN is MatMulNN on host slices.
+func (b *Backend) matMulNN(out, dy []float32, w kernels.Mat, m int, accumulate bool) {
 	n, k := w.Rows, w.Cols
 	if m == 0 || k == 0 {
 		return
@@ -251,8 +258,13 @@ func (b *Backend) MatMulNN(out, dy []float32, w kernels.Mat, m int, accumulate b
 }
 
 // MatMulTN: dw[N,K] += dy[M,N]ᵀ · x[M,K].
-func (b *Backend) MatMulTN(dw, dy, x []float32, m, n, k int) {
+func (b *Backend) MatMulTN(dw, dy, x kernels.Buffer, m, n, k int) {
 	kernels.CheckMatMulTN(dw, dy, x, m, n, k)
+	b.matMulTN(dw.F32(), dy.F32(), x.F32(), m, n, k)
+}
+
+// matMulTN is MatMulTN on host slices.
+func (b *Backend) matMulTN(dw, dy, x []float32, m, n, k int) {
 	if m == 0 || n == 0 || k == 0 {
 		return
 	}

@@ -8,8 +8,13 @@ import (
 
 // RMSNorm: out[R,C] = w[C]·x/√(mean(x²)+eps) per row; out may alias x. Rows
 // are split over the workers when there are enough of them.
-func (b *Backend) RMSNorm(out, x, w []float32, rows, cols int, eps float32) {
+func (b *Backend) RMSNorm(out, x, w kernels.Buffer, rows, cols int, eps float32) {
 	kernels.CheckRMSNorm(out, x, w, rows, cols)
+	b.rmsNorm(out.F32(), x.F32(), w.F32(), rows, cols, eps)
+}
+
+// rmsNorm is RMSNorm on host slices.
+func (b *Backend) rmsNorm(out, x, w []float32, rows, cols int, eps float32) {
 	if rows == 0 || cols == 0 {
 		return
 	}

@@ -19,8 +19,13 @@ const rmsnormChunk = 32
 // partial; chunks of rows run in parallel, and the partials are summed in
 // float64 in chunk order. Element (r, i) is read before dx(r, i) is
 // written, so dx may alias dout or x.
-func (b *Backend) RMSNormBackward(dx, dw, dout, x, w []float32, rows, cols int, eps float32) {
+func (b *Backend) RMSNormBackward(dx, dw, dout, x, w kernels.Buffer, rows, cols int, eps float32) {
 	kernels.CheckRMSNormBackward(dx, dw, dout, x, w, rows, cols)
+	b.rmsNormBackward(dx.F32(), dw.F32(), dout.F32(), x.F32(), w.F32(), rows, cols, eps)
+}
+
+// rmsNormBackward is RMSNormBackward on host slices.
+func (b *Backend) rmsNormBackward(dx, dw, dout, x, w []float32, rows, cols int, eps float32) {
 	n := rows * cols
 	if n == 0 {
 		return

@@ -9,12 +9,13 @@ import (
 // RoPE rotates x[T,H,D] in place (rotate-half convention). Angles are
 // pos/theta^(2i/D) in float64, as in the reference; each token's cos/sin
 // are computed once and used for all its heads.
-func (b *Backend) RoPE(x []float32, pos []int32, heads, headDim int, theta float64) {
-	b.rope(x, pos, heads, headDim, theta, "RoPE")
+func (b *Backend) RoPE(x, pos kernels.Buffer, heads, headDim int, theta float64) {
+	kernels.CheckRoPE("RoPE", x, pos, heads, headDim)
+	b.rope(x.F32(), pos.I32(), heads, headDim, theta)
 }
 
-func (b *Backend) rope(x []float32, pos []int32, heads, headDim int, theta float64, op string) {
-	kernels.CheckRoPE(op, x, pos, heads, headDim)
+// rope is RoPE on host slices.
+func (b *Backend) rope(x []float32, pos []int32, heads, headDim int, theta float64) {
 	half := headDim / 2
 	if half == 0 || heads == 0 {
 		return

@@ -11,9 +11,13 @@ import (
 // cosine are computed in float64, once per (t, i) and shared by the heads;
 // the rotation of a token's heads is one vector pass; tokens run in
 // parallel.
-func (b *Backend) RoPEBackward(dx []float32, pos []int32, heads, headDim int, theta float64) {
-	const op = "RoPEBackward"
-	kernels.CheckRoPE(op, dx, pos, heads, headDim)
+func (b *Backend) RoPEBackward(dx, pos kernels.Buffer, heads, headDim int, theta float64) {
+	kernels.CheckRoPE("RoPEBackward", dx, pos, heads, headDim)
+	b.ropeBackward(dx.F32(), pos.I32(), heads, headDim, theta)
+}
+
+// ropeBackward is RoPEBackward on host slices.
+func (b *Backend) ropeBackward(dx []float32, pos []int32, heads, headDim int, theta float64) {
 	t := len(pos)
 	half := headDim / 2
 	if half == 0 || heads == 0 {

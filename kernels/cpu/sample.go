@@ -9,8 +9,13 @@ import (
 
 // Argmax returns the first index of the largest value of x: a max pass,
 // then the first index holding it.
-func (b *Backend) Argmax(x []float32) int32 {
+func (b *Backend) Argmax(x kernels.Buffer) (int32, error) {
 	kernels.CheckArgmax(x)
+	return b.argmax(x.F32()), nil
+}
+
+// argmax is Argmax on a host slice.
+func (b *Backend) argmax(x []float32) int32 {
 	m := bwMax(b.simd.isa(), x)
 	for i, v := range x {
 		if v == m {
@@ -32,8 +37,13 @@ func (b *Backend) Argmax(x []float32) int32 {
 // the row scaled by 1/T in float32 (Backend.Scale) and the row's
 // log-sum-exp as LogSoftmaxGather takes it, so on this backend it equals
 // Scale then LogSoftmaxGather bit for bit.
-func (b *Backend) SampleRows(ids []int32, logp, fullLogp, logits []float32, params []kernels.SamplingParams, u []float64, rows, v int) {
+func (b *Backend) SampleRows(ids, logp, fullLogp, logits kernels.Buffer, params []kernels.SamplingParams, u []float64, rows, v int) {
 	kernels.CheckSampleRows(ids, logp, fullLogp, logits, params, u, rows, v)
+	b.sampleRows(ids.I32(), logp.F32(), fullLogp.F32(), logits.F32(), params, u, rows, v)
+}
+
+// sampleRows is SampleRows on host slices.
+func (b *Backend) sampleRows(ids []int32, logp, fullLogp, logits []float32, params []kernels.SamplingParams, u []float64, rows, v int) {
 	b.parallelForWorker(rows, func(w, lo, hi int) {
 		buf := b.scratch(w, 2*v)
 		keep, scaled := buf[:v], buf[v:]
@@ -75,7 +85,7 @@ func (b *Backend) rowLogProb(x []float32, id int32, e []float32) float32 {
 func (b *Backend) sampleRow(logits []float32, p kernels.SamplingParams, u float64, scratch []float32) (int32, float32) {
 	v := len(logits)
 	if p.Temperature == 0 {
-		return b.Argmax(logits), 0
+		return b.argmax(logits), 0
 	}
 	finite := func(l float32) bool { return !math.IsInf(float64(l), -1) && l == l }
 	lmax, nFinite := float32(math.Inf(-1)), 0

@@ -118,25 +118,28 @@ func TestMatMulBlockEdges(t *testing.T) {
 		for _, s := range [][3]int{{40, 70, 2100}, {250, 45, 300}, {16, 8, 7}} {
 			m, n, k := s[0], s[1], s[2]
 			for _, dt := range []kernels.DType{kernels.F32, kernels.BF16, kernels.F16} {
-				w := kernels.Mat{DType: dt, Rows: n, Cols: k}
 				vals := bwRand(uint64(n*k), n*k, 1)
-				if dt == kernels.F32 {
-					w.F32 = vals
-				} else {
-					w.U16 = make([]uint16, n*k)
+				w := kernels.MatF32(vals, n, k)
+				if dt != kernels.F32 {
+					u := make([]uint16, n*k)
 					for i, v := range vals {
 						if dt == kernels.BF16 {
-							w.U16[i] = kernels.F32ToBF16(v)
+							u[i] = kernels.F32ToBF16(v)
 						} else {
-							w.U16[i] = kernels.F32ToF16(v)
+							u[i] = kernels.F32ToF16(v)
 						}
+					}
+					if dt == kernels.BF16 {
+						w = kernels.MatBF16(u, n, k)
+					} else {
+						w = kernels.MatF16(u, n, k)
 					}
 				}
 				x := bwRand(uint64(m*k+1), m*k, 1)
 				for _, acc := range []bool{false, true} {
 					got, want := bwRand(5, m*n, 1), bwRand(5, m*n, 1)
-					b.MatMul(got, x, w, m, acc)
-					r.MatMul(want, x, w, m, acc)
+					b.MatMul(kernels.HostF32(got), kernels.HostF32(x), w, m, acc)
+					r.MatMul(kernels.HostF32(want), kernels.HostF32(x), w, m, acc)
 					kerneltest.CheckClose(t, fmt.Sprintf("M%d_N%d_K%d_%v_acc%v", m, n, k, dt, acc), got, want, tol)
 				}
 			}

@@ -10,8 +10,13 @@ import (
 // paths evaluate exp with a degree-5 polynomial (≤ 2 ulp) and a power-of-two
 // scale (VSCALEFPS on AVX-512, exponent arithmetic on AVX2); a remainder
 // shorter than a vector runs in Go.
-func (b *Backend) SwiGLU(out, gate, up []float32) {
+func (b *Backend) SwiGLU(out, gate, up kernels.Buffer) {
 	kernels.CheckSwiGLU(out, gate, up)
+	b.swiGLU(out.F32(), gate.F32(), up.F32())
+}
+
+// swiGLU is SwiGLU on host slices.
+func (b *Backend) swiGLU(out, gate, up []float32) {
 	n := len(out)
 	b.elementwise(n, func(lo, hi int) {
 		switch v := b.simd.isa(); {

@@ -9,8 +9,13 @@ const swigluChunk = 1 << 13
 // ref.Backend.SwiGLUBackward), in float32 with a vector exp, in parallel
 // chunks. Element i is read before it is written, so the buffers may alias
 // each other element for element (dgate on gate, dup on up).
-func (b *Backend) SwiGLUBackward(dgate, dup, dout, gate, up []float32) {
+func (b *Backend) SwiGLUBackward(dgate, dup, dout, gate, up kernels.Buffer) {
 	kernels.CheckSwiGLUBackward(dgate, dup, dout, gate, up)
+	b.swiGLUBackward(dgate.F32(), dup.F32(), dout.F32(), gate.F32(), up.F32())
+}
+
+// swiGLUBackward is SwiGLUBackward on host slices.
+func (b *Backend) swiGLUBackward(dgate, dup, dout, gate, up []float32) {
 	n := len(dout)
 	avx := b.simd.isa()
 	chunks := (n + swigluChunk - 1) / swigluChunk

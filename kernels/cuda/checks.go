@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"unsafe"
 
 	"github.com/x/kernels"
@@ -13,12 +14,6 @@ import (
 // shared Check* functions do not cover (the ops call those first): shape
 // errors are programmer errors and panic naming the op (kernels.Backend's
 // convention).
-
-func need(op, arg string, have, want int) {
-	if have < want {
-		panic(fmt.Sprintf("kernels/cuda: %s: %s has %d elements, need %d", op, arg, have, want))
-	}
-}
 
 func needDims(op string, ds ...int) {
 	for _, d := range ds {
@@ -43,10 +38,7 @@ const logitsRowThreads = 512
 
 // elemBytes is the size of one element of a Buffer of dt.
 func elemBytes(dt kernels.DType) int {
-	if dt == kernels.F32 || dt == kernels.I32 {
-		return 4
-	}
-	return 2
+	return dt.Size()
 }
 
 // hostData returns the address of b's first element (nil if empty) and
@@ -60,6 +52,8 @@ func hostData(b kernels.Buffer) (unsafe.Pointer, int) {
 		return unsafe.Pointer(&b.F32()[0]), 4
 	case kernels.I32:
 		return unsafe.Pointer(&b.I32()[0]), 4
+	case kernels.U8:
+		return unsafe.Pointer(&b.U8()[0]), 1
 	default:
 		return unsafe.Pointer(&b.U16()[0]), 2
 	}
@@ -72,4 +66,33 @@ func rowIndices(op string, idx []int32, rows int) {
 			panic(fmt.Sprintf("kernels/cuda: %s: idx[%d] = %d outside [0, %d)", op, i, r, rows))
 		}
 	}
+}
+
+// sampleParamsOf packs SampleRows's parameters for the kernels (TopK
+// clamped to int32: it keeps every token either way) and, for host logits,
+// panics on a row with no finite logit; a device backend does not read
+// device logits to check.
+func sampleParamsOf(op string, params []kernels.SamplingParams, logits kernels.Buffer, rows, v int) []sampleParams {
+	prm := make([]sampleParams, rows)
+	for r := range rows {
+		p := params[r]
+		if p.TopK > math.MaxInt32 {
+			p.TopK = math.MaxInt32
+		}
+		prm[r] = sampleParams{temperature: p.Temperature, topK: int32(p.TopK), topP: p.TopP, minP: p.MinP}
+		if !logits.Host() {
+			continue
+		}
+		finite := false
+		for _, l := range logits.F32()[r*v : (r+1)*v] {
+			if !math.IsInf(float64(l), 0) && !math.IsNaN(float64(l)) {
+				finite = true
+				break
+			}
+		}
+		if !finite {
+			panic(fmt.Sprintf("kernels/cuda: %s: row %d has no finite logit", op, r))
+		}
+	}
+	return prm
 }

@@ -27,17 +27,18 @@ type Buffer struct {
 // and grids as the host build (Host), so the conformance suite checks the
 // same code on both.
 //
-// Buffers (Alloc, Upload, Copy, GatherRows, ...) live in device memory.
-// STAGING STEP: the compute ops (MatMul ... AdamW) still take host slices
-// in kernels.Backend, so each such call copies its inputs into pooled
-// device memory, launches, and copies its outputs back (one driver round
-// trip per op; timing dominated by PCIe for small ops). When they move to
-// Buffers they keep their bodies and lose the copies. CacheWeights avoids
-// re-uploading frozen weights meanwhile.
+// Buffers (Alloc, Upload, Copy, GatherRows, ...) live in device memory,
+// and every op, compute ops included, reads and writes device Buffers in
+// place. It also accepts host Buffers (what the model passes while its
+// activations are host slices): those it stages, copying inputs into
+// pooled device memory before the launch and outputs back after it (one
+// driver round trip per op; timing dominated by PCIe for small ops).
+// CacheWeights keeps frozen host weights on the device between calls.
 //
-// Driver errors are returned by NewDevice and Close; inside a Backend
-// method (which has no error result) a driver or launch error panics with
-// the failing call named, as shape errors do. A Device is safe for use by
+// Driver errors are returned by NewDevice and Close; a Backend method
+// without an error result records a driver or launch failure, naming the
+// op, as the sticky error (Err), returned again by every later
+// error-returning call; shape errors panic, as on every backend. A Device is safe for use by
 // one goroutine at a time; the driver goroutine serialises everything.
 type Device struct {
 	drv     *driver
@@ -179,6 +180,11 @@ func (s *session) buf(op string, b kernels.Buffer, out bool) cu.DevicePtr {
 			return output(s, b.I32(), true)
 		}
 		return upload(s, b.I32())
+	case kernels.U8:
+		if out {
+			return output(s, b.U8(), true)
+		}
+		return upload(s, b.U8())
 	default:
 		if out {
 			return output(s, b.U16(), true)
@@ -247,19 +253,49 @@ func output[T any](s *session, x []T, in bool) cu.DevicePtr {
 	return p
 }
 
-// mat returns w's storage on the device (cached with CacheWeights).
-func (s *session) mat(w kernels.Mat) cu.DevicePtr {
-	var addr uintptr
-	n := w.Rows * w.Cols
-	switch {
-	case n == 0:
-	case w.DType == kernels.F32:
-		addr = uintptr(unsafe.Pointer(&w.F32[0]))
-	default:
-		addr = uintptr(unsafe.Pointer(&w.U16[0]))
+// out returns the device address of the output Buffer b: b's own memory
+// for a device Buffer, or a temporary copied back at the end (copied in
+// first only when in is true: a kernel that writes every element needs
+// no copy in).
+func (s *session) out(op string, b kernels.Buffer, in bool) cu.DevicePtr {
+	if b.Len() == 0 || s.err != nil {
+		return 0
 	}
+	if !b.Host() {
+		_, p := devBuf(op, b)
+		return p
+	}
+	if in {
+		return s.buf(op, b, true)
+	}
+	switch b.DType() {
+	case kernels.F32:
+		return output(s, b.F32(), false)
+	case kernels.I32:
+		return output(s, b.I32(), false)
+	case kernels.U8:
+		return output(s, b.U8(), false)
+	default:
+		return output(s, b.U16(), false)
+	}
+}
+
+// mat returns w's storage on the device: its own memory when w.Data is a
+// device Buffer; for host data a copy, cached with CacheWeights.
+func (s *session) mat(op string, w kernels.Mat) cu.DevicePtr {
+	n := w.Rows * w.Cols
 	if n == 0 || s.err != nil {
 		return 0
+	}
+	if !w.Data.Host() {
+		_, p := devBuf(op, w.Data)
+		return p
+	}
+	var addr uintptr
+	if w.DType == kernels.F32 {
+		addr = uintptr(unsafe.Pointer(&w.F32()[0]))
+	} else {
+		addr = uintptr(unsafe.Pointer(&w.U16()[0]))
 	}
 	key := weightKey{addr, n, w.DType}
 	if b, ok := s.d.weights[key]; ok && s.cacheable(w) {
@@ -267,9 +303,9 @@ func (s *session) mat(w kernels.Mat) cu.DevicePtr {
 	}
 	var p cu.DevicePtr
 	if w.DType == kernels.F32 {
-		p = upload(s, w.F32[:n])
+		p = upload(s, w.F32()[:n])
 	} else {
-		p = upload(s, w.U16[:n])
+		p = upload(s, w.U16()[:n])
 	}
 	if s.cacheable(w) && s.err == nil {
 		// Keep it: take it out of the session's temporaries.

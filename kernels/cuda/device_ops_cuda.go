@@ -24,22 +24,22 @@ var _ kernels.Backend = (*Device)(nil)
 func dp(p cu.DevicePtr) uintptr { return uintptr(p) }
 
 // MatMul is out[M,N] (=, +=) x[M,K]·wᵀ (bf16 weights on tensor cores).
-func (d *Device) MatMul(out, x []float32, w kernels.Mat, m int, accumulate bool) {
+func (d *Device) MatMul(out, x kernels.Buffer, w kernels.Mat, m int, accumulate bool) {
 	const op = "MatMul"
 	kernels.CheckMatMul(out, x, w, m)
 	n, k := w.Rows, w.Cols
-	d.gemmW(op, out[:m*n], x[:m*k], w, m, n, k, true, accumulate)
+	d.gemmW(op, out.Slice(0, m*n), x.Slice(0, m*k), w, m, n, k, true, accumulate)
 }
 
 // MatMulNN is out[M,K] (=, +=) dy[M,N]·w[N,K].
-func (d *Device) MatMulNN(out, dy []float32, w kernels.Mat, m int, accumulate bool) {
+func (d *Device) MatMulNN(out, dy kernels.Buffer, w kernels.Mat, m int, accumulate bool) {
 	const op = "MatMulNN"
 	kernels.CheckMatMulNN(out, dy, w, m)
 	n, k := w.Rows, w.Cols
-	d.gemmW(op, out[:m*k], dy[:m*n], w, m, k, n, false, accumulate)
+	d.gemmW(op, out.Slice(0, m*k), dy.Slice(0, m*n), w, m, k, n, false, accumulate)
 }
 
-func (d *Device) gemmW(op string, out, a []float32, w kernels.Mat, i, j, r int, wt, accumulate bool) {
+func (d *Device) gemmW(op string, out, a kernels.Buffer, w kernels.Mat, i, j, r int, wt, accumulate bool) {
 	if i == 0 || j == 0 {
 		return
 	}
@@ -47,8 +47,8 @@ func (d *Device) gemmW(op string, out, a []float32, w kernels.Mat, i, j, r int, 
 	if accumulate {
 		acc = 1
 	}
-	d.run(op, func(s *session) {
-		po, pa, pw := output(s, out, accumulate), upload(s, a), s.mat(w) // every element written
+	d.launchOp(op, func(s *session) {
+		po, pa, pw := s.out(op, out, accumulate), s.buf(op, a, false), s.mat(op, w) // every element written
 		if w.DType == kernels.BF16 {
 			name := "gemm_bf16_wn"
 			if wt {
@@ -67,72 +67,72 @@ func (d *Device) gemmW(op string, out, a []float32, w kernels.Mat, i, j, r int, 
 }
 
 // MatMulTN is dw[N,K] += dy[M,N]ᵀ·x[M,K].
-func (d *Device) MatMulTN(dw, dy, x []float32, m, n, k int) {
+func (d *Device) MatMulTN(dw, dy, x kernels.Buffer, m, n, k int) {
 	const op = "MatMulTN"
 	kernels.CheckMatMulTN(dw, dy, x, m, n, k)
 	if n == 0 || k == 0 {
 		return
 	}
-	d.run(op, func(s *session) {
-		pdw, pdy, px := output(s, dw[:n*k], true), upload(s, dy[:m*n]), upload(s, x[:m*k])
+	d.launchOp(op, func(s *session) {
+		pdw, pdy, px := s.buf(op, dw.Slice(0, n*k), true), s.buf(op, dy.Slice(0, m*n), false), s.buf(op, x.Slice(0, m*k), false)
 		s.launch("gemm_f32", gemmF32Plan(n, k), argsOf().ptr(pdw).ptr(pdy).i64(1).i64(n).ptr(px).i32(int(kernels.F32)).
 			i64(k).i64(1).i32(n).i32(k).i32(m).i32(1))
 	})
 }
 
 // Embedding is out[T,C] = table[ids[t], :].
-func (d *Device) Embedding(out []float32, table kernels.Mat, ids []int32) {
+func (d *Device) Embedding(out kernels.Buffer, table kernels.Mat, ids kernels.Buffer) {
 	const op = "Embedding"
 	kernels.CheckEmbedding(out, table, ids)
-	t, c := len(ids), table.Cols
+	t, c := ids.Len(), table.Cols
 	if t == 0 || c == 0 {
 		return
 	}
-	d.run(op, func(s *session) {
-		po, pt, pi := output(s, out[:t*c], true), s.mat(table), upload(s, ids)
+	d.launchOp(op, func(s *session) {
+		po, pt, pi := s.buf(op, out.Slice(0, t*c), true), s.mat(op, table), s.buf(op, ids, false)
 		s.launch("embedding_forward", rowPlan(t, 256), argsOf().ptr(po).ptr(pt).i32(int(table.DType)).ptr(pi).i32(t).i32(c))
 	})
 }
 
 // EmbeddingBackward is dtable[V,C] row ids[t] += dout[t, :].
-func (d *Device) EmbeddingBackward(dtable, dout []float32, ids []int32, c int) {
+func (d *Device) EmbeddingBackward(dtable, dout, ids kernels.Buffer, c int) {
 	const op = "EmbeddingBackward"
 	kernels.CheckEmbeddingBackward(dtable, dout, ids, c)
-	t := len(ids)
+	t := ids.Len()
 	if t == 0 {
 		return
 	}
-	d.run(op, func(s *session) {
-		pt, po, pi := output(s, dtable, true), upload(s, dout[:t*c]), upload(s, ids)
+	d.launchOp(op, func(s *session) {
+		pt, po, pi := s.buf(op, dtable, true), s.buf(op, dout.Slice(0, t*c), false), s.buf(op, ids, false)
 		s.launch("embedding_backward", columnPlan(c), argsOf().ptr(pt).ptr(po).ptr(pi).i32(t).i32(c))
 	})
 }
 
 // RMSNorm is out[R,C] = w·x/√(mean(x²)+eps) per row.
-func (d *Device) RMSNorm(out, x, w []float32, rows, cols int, eps float32) {
+func (d *Device) RMSNorm(out, x, w kernels.Buffer, rows, cols int, eps float32) {
 	const op = "RMSNorm"
 	kernels.CheckRMSNorm(out, x, w, rows, cols)
 	if rows == 0 || cols == 0 {
 		return
 	}
-	d.run(op, func(s *session) {
-		px, pw := upload(s, x[:rows*cols]), upload(s, w[:cols])
-		po := output(s, out[:rows*cols], true)
+	d.launchOp(op, func(s *session) {
+		px, pw := s.buf(op, x.Slice(0, rows*cols), false), s.buf(op, w.Slice(0, cols), false)
+		po := s.buf(op, out.Slice(0, rows*cols), true)
 		s.launch("rmsnorm_forward", rowPlan(rows, 256), argsOf().ptr(po).ptr(px).ptr(pw).i32(rows).i32(cols).f32(eps))
 	})
 }
 
 // RMSNormBackward writes dx[R,C] and accumulates dw[C].
-func (d *Device) RMSNormBackward(dx, dw, dout, x, w []float32, rows, cols int, eps float32) {
+func (d *Device) RMSNormBackward(dx, dw, dout, x, w kernels.Buffer, rows, cols int, eps float32) {
 	const op = "RMSNormBackward"
 	kernels.CheckRMSNormBackward(dx, dw, dout, x, w, rows, cols)
 	if rows == 0 || cols == 0 {
 		return
 	}
 	rc := rows * cols
-	d.run(op, func(s *session) {
-		pdout, px, pw := upload(s, dout[:rc]), upload(s, x[:rc]), upload(s, w[:cols])
-		pdx, pdw := output(s, dx[:rc], true), output(s, dw[:cols], true)
+	d.launchOp(op, func(s *session) {
+		pdout, px, pw := s.buf(op, dout.Slice(0, rc), false), s.buf(op, x.Slice(0, rc), false), s.buf(op, w.Slice(0, cols), false)
+		pdx, pdw := s.buf(op, dx.Slice(0, rc), true), s.buf(op, dw.Slice(0, cols), true)
 		rstd := s.alloc(int64(rows) * 4)
 		s.launch("rmsnorm_backward_dx", rowPlan(rows, 256), argsOf().ptr(pdx).ptr(rstd).ptr(pdout).ptr(px).ptr(pw).i32(rows).i32(cols).f32(eps))
 		s.launch("rmsnorm_backward_dw", columnPlan(cols), argsOf().ptr(pdw).ptr(pdout).ptr(px).ptr(rstd).i32(rows).i32(cols))
@@ -140,23 +140,23 @@ func (d *Device) RMSNormBackward(dx, dw, dout, x, w []float32, rows, cols int, e
 }
 
 // RoPE rotates x[T,H,D] in place (rotate-half convention).
-func (d *Device) RoPE(x []float32, pos []int32, heads, headDim int, theta float64) {
+func (d *Device) RoPE(x, pos kernels.Buffer, heads, headDim int, theta float64) {
 	d.rope("RoPE", x, pos, heads, headDim, theta, 1)
 }
 
 // RoPEBackward applies the inverse rotation to dx[T,H,D] in place.
-func (d *Device) RoPEBackward(dx []float32, pos []int32, heads, headDim int, theta float64) {
+func (d *Device) RoPEBackward(dx, pos kernels.Buffer, heads, headDim int, theta float64) {
 	d.rope("RoPEBackward", dx, pos, heads, headDim, theta, -1)
 }
 
-func (d *Device) rope(op string, x []float32, pos []int32, heads, headDim int, theta, sign float64) {
+func (d *Device) rope(op string, x, pos kernels.Buffer, heads, headDim int, theta, sign float64) {
 	kernels.CheckRoPE(op, x, pos, heads, headDim)
-	t := len(pos)
+	t := pos.Len()
 	if t == 0 || heads == 0 || headDim == 0 {
 		return
 	}
-	d.run(op, func(s *session) {
-		px, pp := output(s, x[:t*heads*headDim], true), upload(s, pos)
+	d.launchOp(op, func(s *session) {
+		px, pp := s.buf(op, x.Slice(0, t*heads*headDim), true), s.buf(op, pos, false)
 		s.launch("rope_f32", columnPlan(t*headDim/2), argsOf().ptr(px).ptr(pp).i32(t).i32(heads).i32(headDim).f64(theta).f64(sign))
 	})
 }
@@ -165,53 +165,35 @@ func (d *Device) rope(op string, x []float32, pos []int32, heads, headDim int, t
 // contiguous or in a paged KV cache (f32 or bf16 blocks).
 func (d *Device) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim int, scale float32) {
 	const op = "Attention"
-	checkHeads(op, heads, kvHeads, headDim)
+	kernels.CheckAttention(seqs, heads, kvHeads, headDim)
+	checkHeads(op, heads, kvHeads, headDim) // the kernels' head-dim limit
 	maxT := 0
-	for i, sq := range seqs {
-		n := sq.Start + sq.T
-		needDims(op, sq.T, sq.Start)
-		need(op, fmt.Sprintf("seqs[%d].Q", i), len(sq.Q), sq.T*heads*headDim)
-		need(op, fmt.Sprintf("seqs[%d].Out", i), len(sq.Out), sq.T*heads*headDim)
-		if sq.LSE != nil {
-			need(op, fmt.Sprintf("seqs[%d].LSE", i), len(sq.LSE), sq.T*heads)
-		}
-		if sq.Paged.BlockSize > 0 {
-			if err := sq.Paged.Check(n, kvHeads*headDim); err != nil {
-				panic(fmt.Sprintf("kernels/cuda: %s: seqs[%d]: %v", op, i, err))
-			}
-		} else {
-			need(op, fmt.Sprintf("seqs[%d].K", i), len(sq.K), n*kvHeads*headDim)
-			need(op, fmt.Sprintf("seqs[%d].V", i), len(sq.V), n*kvHeads*headDim)
-		}
+	for _, sq := range seqs {
 		maxT = max(maxT, sq.T)
 	}
 	if maxT == 0 || heads == 0 || headDim == 0 {
 		return
 	}
-	d.run(op, func(s *session) {
+	d.launchOp(op, func(s *session) {
 		desc := make([]attnSeq, len(seqs))
 		for i, sq := range seqs {
 			th, n := sq.T*heads*headDim, sq.Start+sq.T
-			desc[i] = attnSeq{q: dp(upload(s, sq.Q[:th])), out: dp(output(s, sq.Out[:th], true)), t: int64(sq.T), start: int64(sq.Start)}
-			if sq.LSE != nil {
-				desc[i].lse = dp(output(s, sq.LSE[:sq.T*heads], true))
+			desc[i] = attnSeq{q: dp(s.buf(op, sq.Q.Slice(0, th), false)), out: dp(s.buf(op, sq.Out.Slice(0, th), true)), t: int64(sq.T), start: int64(sq.Start)}
+			if sq.LSE.Len() > 0 {
+				desc[i].lse = dp(s.buf(op, sq.LSE.Slice(0, sq.T*heads), true))
 			}
 			if sq.Paged.BlockSize > 0 {
 				bs := sq.Paged.BlockSize
 				blocks, size := ceilDiv(n, bs), bs*kvHeads*headDim
 				kb, vb := make([]uint64, max(blocks, 1)), make([]uint64, max(blocks, 1))
 				for b := range blocks {
-					if sq.Paged.DType == kernels.F32 {
-						kb[b], vb[b] = uint64(upload(s, sq.Paged.K[b][:size])), uint64(upload(s, sq.Paged.V[b][:size]))
-					} else {
-						kb[b], vb[b] = uint64(upload(s, sq.Paged.K16[b][:size])), uint64(upload(s, sq.Paged.V16[b][:size]))
-					}
+					kb[b], vb[b] = uint64(s.buf(op, sq.Paged.K[b].Slice(0, size), false)), uint64(s.buf(op, sq.Paged.V[b].Slice(0, size), false))
 				}
 				desc[i].kb, desc[i].vb = dp(upload(s, kb)), dp(upload(s, vb))
 				desc[i].blockSize, desc[i].dtype = int64(bs), int64(sq.Paged.DType)
 			} else {
 				nk := n * kvHeads * headDim
-				desc[i].k, desc[i].v = dp(upload(s, sq.K[:nk])), dp(upload(s, sq.V[:nk]))
+				desc[i].k, desc[i].v = dp(s.buf(op, sq.K.Slice(0, nk), false)), dp(s.buf(op, sq.V.Slice(0, nk), false))
 			}
 		}
 		pd := upload(s, desc)
@@ -222,32 +204,23 @@ func (d *Device) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim 
 // AttentionBackward writes DQ and accumulates DK, DV for each sequence.
 func (d *Device) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHeads, headDim int, scale float32) {
 	const op = "AttentionBackward"
-	checkHeads(op, heads, kvHeads, headDim)
+	kernels.CheckAttentionBackward(seqs, heads, kvHeads, headDim)
+	checkHeads(op, heads, kvHeads, headDim) // the kernels' head-dim limit
 	maxT, maxS := 0, 0
-	for i, sq := range seqs {
-		n := sq.Start + sq.T
-		needDims(op, sq.T, sq.Start)
-		th, nk := sq.T*heads*headDim, n*kvHeads*headDim
-		for _, b := range []struct {
-			name string
-			s    []float32
-			n    int
-		}{{"DOut", sq.DOut, th}, {"Q", sq.Q, th}, {"Out", sq.Out, th}, {"DQ", sq.DQ, th}, {"LSE", sq.LSE, sq.T * heads},
-			{"K", sq.K, nk}, {"V", sq.V, nk}, {"DK", sq.DK, nk}, {"DV", sq.DV, nk}} {
-			need(op, fmt.Sprintf("seqs[%d].%s", i, b.name), len(b.s), b.n)
-		}
-		maxT, maxS = max(maxT, sq.T), max(maxS, n)
+	for _, sq := range seqs {
+		maxT, maxS = max(maxT, sq.T), max(maxS, sq.Start+sq.T)
 	}
 	if maxT == 0 || heads == 0 || headDim == 0 {
 		return
 	}
-	d.run(op, func(s *session) {
+	d.launchOp(op, func(s *session) {
 		desc := make([]attnGradSeq, len(seqs))
+		in := func(b kernels.Buffer, n int) uintptr { return dp(s.buf(op, b.Slice(0, n), false)) }
+		acc := func(b kernels.Buffer, n int) uintptr { return dp(s.buf(op, b.Slice(0, n), true)) }
 		for i, sq := range seqs {
 			th, nk := sq.T*heads*headDim, (sq.Start+sq.T)*kvHeads*headDim
-			desc[i] = attnGradSeq{dout: dp(upload(s, sq.DOut[:th])), q: dp(upload(s, sq.Q[:th])), k: dp(upload(s, sq.K[:nk])),
-				v: dp(upload(s, sq.V[:nk])), out: dp(upload(s, sq.Out[:th])), lse: dp(upload(s, sq.LSE[:sq.T*heads])),
-				dq: dp(output(s, sq.DQ[:th], true)), dk: dp(output(s, sq.DK[:nk], true)), dv: dp(output(s, sq.DV[:nk], true)),
+			desc[i] = attnGradSeq{dout: in(sq.DOut, th), q: in(sq.Q, th), k: in(sq.K, nk), v: in(sq.V, nk), out: in(sq.Out, th),
+				lse: in(sq.LSE, sq.T*heads), dq: acc(sq.DQ, th), dk: acc(sq.DK, nk), dv: acc(sq.DV, nk),
 				di: dp(s.alloc(int64(sq.T*heads) * 4)), t: int64(sq.T), start: int64(sq.Start)}
 		}
 		pd := upload(s, desc)
@@ -258,94 +231,95 @@ func (d *Device) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHea
 }
 
 // SwiGLU is out[N] = silu(gate)·up.
-func (d *Device) SwiGLU(out, gate, up []float32) {
+func (d *Device) SwiGLU(out, gate, up kernels.Buffer) {
 	const op = "SwiGLU"
 	kernels.CheckSwiGLU(out, gate, up)
-	n := len(out)
+	n := out.Len()
 	if n == 0 {
 		return
 	}
-	d.run(op, func(s *session) {
-		pg, pu := upload(s, gate[:n]), upload(s, up[:n])
-		po := output(s, out, true)
+	d.launchOp(op, func(s *session) {
+		pg, pu := s.buf(op, gate.Slice(0, n), false), s.buf(op, up.Slice(0, n), false)
+		po := s.buf(op, out, true)
 		s.launch("swiglu_forward", elementwisePlan(n), argsOf().ptr(po).ptr(pg).ptr(pu).i64(n))
 	})
 }
 
 // SwiGLUBackward writes dgate[N] and dup[N].
-func (d *Device) SwiGLUBackward(dgate, dup, dout, gate, up []float32) {
+func (d *Device) SwiGLUBackward(dgate, dup, dout, gate, up kernels.Buffer) {
 	const op = "SwiGLUBackward"
 	kernels.CheckSwiGLUBackward(dgate, dup, dout, gate, up)
-	n := len(dout)
+	n := dout.Len()
 	if n == 0 {
 		return
 	}
-	d.run(op, func(s *session) {
-		pdo, pg, pu := upload(s, dout), upload(s, gate[:n]), upload(s, up[:n])
-		pdg, pdu := output(s, dgate[:n], true), output(s, dup[:n], true)
+	d.launchOp(op, func(s *session) {
+		pdo, pg, pu := s.buf(op, dout, false), s.buf(op, gate.Slice(0, n), false), s.buf(op, up.Slice(0, n), false)
+		pdg, pdu := s.buf(op, dgate.Slice(0, n), true), s.buf(op, dup.Slice(0, n), true)
 		s.launch("swiglu_backward", elementwisePlan(n), argsOf().ptr(pdg).ptr(pdu).ptr(pdo).ptr(pg).ptr(pu).i64(n))
 	})
 }
 
 // Add is dst[N] += src[N].
-func (d *Device) Add(dst, src []float32) {
+func (d *Device) Add(dst, src kernels.Buffer) {
 	const op = "Add"
 	kernels.CheckAdd(dst, src)
-	n := len(dst)
+	n := dst.Len()
 	if n == 0 {
 		return
 	}
-	d.run(op, func(s *session) {
-		pd, ps := output(s, dst, true), upload(s, src[:n])
+	d.launchOp(op, func(s *session) {
+		pd, ps := s.buf(op, dst, true), s.buf(op, src.Slice(0, n), false)
 		s.launch("add_f32", elementwisePlan(n), argsOf().ptr(pd).ptr(ps).i64(n))
 	})
 }
 
 // Scale is x[N] *= s.
-func (d *Device) Scale(x []float32, sc float32) {
-	n := len(x)
+func (d *Device) Scale(x kernels.Buffer, sc float32) {
+	const op = "Scale"
+	kernels.CheckScale(x)
+	n := x.Len()
 	if n == 0 {
 		return
 	}
-	d.run("Scale", func(s *session) {
-		s.launch("scale_f32", elementwisePlan(n), argsOf().ptr(output(s, x, true)).f32(sc).i64(n))
+	d.launchOp(op, func(s *session) {
+		s.launch("scale_f32", elementwisePlan(n), argsOf().ptr(s.buf(op, x, true)).f32(sc).i64(n))
 	})
 }
 
-// LogSoftmaxGather writes logp[R] (and entropy[R] if not nil).
-func (d *Device) LogSoftmaxGather(logp, entropy, logits []float32, targets []int32, rows, v int) {
+// LogSoftmaxGather writes logp[R] (and entropy[R] if not empty).
+func (d *Device) LogSoftmaxGather(logp, entropy, logits, targets kernels.Buffer, rows, v int) {
 	const op = "LogSoftmaxGather"
 	kernels.CheckLogSoftmaxGather(logp, entropy, logits, targets, rows, v)
 	if rows == 0 {
 		return
 	}
-	d.run(op, func(s *session) {
-		pl, pt := upload(s, logits[:rows*v]), upload(s, targets[:rows])
-		plp := output(s, logp[:rows], true)
+	d.launchOp(op, func(s *session) {
+		pl, pt := s.buf(op, logits.Slice(0, rows*v), false), s.buf(op, targets.Slice(0, rows), false)
+		plp := s.buf(op, logp.Slice(0, rows), true)
 		var pe cu.DevicePtr
-		if entropy != nil {
-			pe = output(s, entropy[:rows], true)
+		if entropy.Len() > 0 {
+			pe = s.buf(op, entropy.Slice(0, rows), true)
 		}
 		s.launch("logsoftmax_gather", rowPlan(rows, logitsRowThreads), argsOf().ptr(plp).ptr(pe).ptr(pl).ptr(pt).i32(rows).i32(v))
 	})
 }
 
 // LogSoftmaxGatherBackward writes dlogits[R,V], with the entropy term when
-// dentropy is not nil.
-func (d *Device) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []int32, dlogp, dentropy []float32, rows, v int) {
+// dentropy is not empty. dlogits may alias logits (the kernel reads each
+// element before its thread writes it).
+func (d *Device) LogSoftmaxGatherBackward(dlogits, logits, targets, dlogp, dentropy kernels.Buffer, rows, v int) {
 	const op = "LogSoftmaxGatherBackward"
 	kernels.CheckLogSoftmaxGatherBackward(dlogits, logits, targets, dlogp, dentropy, rows, v)
 	if rows == 0 {
 		return
 	}
-	d.run(op, func(s *session) {
-		// dlogits may alias logits: inputs are copied in before the launch
-		// and outputs copied out after it, into separate device buffers.
-		pdl, pl := output(s, dlogits[:rows*v], true), upload(s, logits[:rows*v])
-		pt, pdlp := upload(s, targets[:rows]), upload(s, dlogp[:rows])
+	d.launchOp(op, func(s *session) {
+		pdl, pl := s.buf(op, dlogits.Slice(0, rows*v), true), s.buf(op, logits.Slice(0, rows*v), false)
+		pt, pdlp := s.buf(op, targets.Slice(0, rows), false), s.buf(op, dlogp.Slice(0, rows), false)
 		var pde cu.DevicePtr
-		if dentropy != nil {
-			pde = upload(s, dentropy[:rows])
+		if dentropy.Len() > 0 {
+			pde = s.buf(op, dentropy.Slice(0, rows), false)
 		}
 		s.launch("logsoftmax_gather_backward", rowPlan(rows, logitsRowThreads),
 			argsOf().ptr(pdl).ptr(pl).ptr(pt).ptr(pdlp).ptr(pde).i32(rows).i32(v))
@@ -353,56 +327,49 @@ func (d *Device) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []i
 }
 
 // Softmax replaces each row of x[R,V] by its softmax.
-func (d *Device) Softmax(x []float32, rows, v int) {
+func (d *Device) Softmax(x kernels.Buffer, rows, v int) {
 	const op = "Softmax"
 	kernels.CheckSoftmax(x, rows, v)
 	if rows == 0 || v == 0 {
 		return
 	}
-	d.run(op, func(s *session) {
-		s.launch("softmax_rows", rowPlan(rows, logitsRowThreads), argsOf().ptr(output(s, x[:rows*v], true)).i32(rows).i32(v))
+	d.launchOp(op, func(s *session) {
+		s.launch("softmax_rows", rowPlan(rows, logitsRowThreads), argsOf().ptr(s.buf(op, x.Slice(0, rows*v), true)).i32(rows).i32(v))
 	})
 }
 
-// Argmax returns the first index of the largest value of x.
-func (d *Device) Argmax(x []float32) int32 {
+// Argmax returns the first index of the largest value of x, waiting for
+// the device (a sync point: its failure, or an earlier one, is returned).
+func (d *Device) Argmax(x kernels.Buffer) (int32, error) {
+	const op = "Argmax"
 	kernels.CheckArgmax(x)
+	if d.err != nil {
+		return 0, d.err
+	}
 	out := make([]int32, 1)
-	d.run("Argmax", func(s *session) {
-		po, px := output(s, out, true), upload(s, x)
-		s.launch("argmax_f32", singleBlockPlan(), argsOf().ptr(po).ptr(px).i32(len(x)))
+	err := d.exec(op, func(s *session) {
+		po, px := output(s, out, false), s.buf(op, x, false)
+		s.launch("argmax_f32", singleBlockPlan(), argsOf().ptr(po).ptr(px).i32(x.Len()))
 	})
-	return out[0]
+	if err != nil {
+		err = fmt.Errorf("kernels/cuda: %s: %w", op, err)
+		d.fail(err)
+		return 0, err
+	}
+	return out[0], nil
 }
 
 // SampleRows draws one token per row of logits[R,V] (see kernels.Backend).
-func (d *Device) SampleRows(ids []int32, logp, fullLogp, logits []float32, params []kernels.SamplingParams, u []float64, rows, v int) {
+func (d *Device) SampleRows(ids, logp, fullLogp, logits kernels.Buffer, params []kernels.SamplingParams, u []float64, rows, v int) {
 	const op = "SampleRows"
 	kernels.CheckSampleRows(ids, logp, fullLogp, logits, params, u, rows, v)
 	if rows == 0 {
 		return
 	}
-	prm := make([]sampleParams, rows)
-	for r := range rows {
-		p := params[r]
-		if p.TopK > math.MaxInt32 {
-			p.TopK = math.MaxInt32
-		}
-		prm[r] = sampleParams{temperature: p.Temperature, topK: int32(p.TopK), topP: p.TopP, minP: p.MinP}
-		finite := false
-		for _, l := range logits[r*v : (r+1)*v] {
-			if !math.IsInf(float64(l), 0) && !math.IsNaN(float64(l)) {
-				finite = true
-				break
-			}
-		}
-		if !finite {
-			panic(fmt.Sprintf("kernels/cuda: %s: row %d has no finite logit", op, r))
-		}
-	}
-	d.run(op, func(s *session) {
-		pl, pp, pu := upload(s, logits[:rows*v]), upload(s, prm), upload(s, u[:rows])
-		pi, plp, pf := output(s, ids[:rows], true), output(s, logp[:rows], true), output(s, fullLogp[:rows], true)
+	prm := sampleParamsOf(op, params, logits, rows, v)
+	d.launchOp(op, func(s *session) {
+		pl, pp, pu := s.buf(op, logits.Slice(0, rows*v), false), upload(s, prm), upload(s, u[:rows])
+		pi, plp, pf := s.buf(op, ids.Slice(0, rows), true), s.buf(op, logp.Slice(0, rows), true), s.buf(op, fullLogp.Slice(0, rows), true)
 		s.launch("sample_rows", rowPlan(rows, 512), argsOf().ptr(pi).ptr(plp).ptr(pf).ptr(pl).ptr(pp).ptr(pu).i32(rows).i32(v))
 	})
 }
@@ -415,37 +382,43 @@ func (d *Device) PolicyLoss(out kernels.LossOutput, in kernels.LossInput, p kern
 	if n == 0 {
 		return
 	}
-	seg := in.Seg
-	if seg == nil {
+	segs := in.Seg.Len() - 1
+	var chunks []int32 // without Seg: chunks of lossChunk tokens
+	if in.Seg.Len() == 0 {
 		for t := 0; t < n; t += lossChunk {
-			seg = append(seg, int32(t))
+			chunks = append(chunks, int32(t))
 		}
-		seg = append(seg, int32(n))
+		chunks = append(chunks, int32(n))
+		segs = len(chunks) - 1
 	}
-	d.run(op, func(s *session) {
-		up := func(x []float32) uintptr { return dp(upload(s, x)) }
-		o := func(x []float32) uintptr { return dp(output(s, x, true)) }
+	d.launchOp(op, func(s *session) {
+		up := func(x kernels.Buffer) uintptr { return dp(s.buf(op, x, false)) }
+		o := func(x kernels.Buffer) uintptr { return dp(s.buf(op, x, true)) }
+		pseg := s.buf(op, in.Seg, false)
+		if chunks != nil {
+			pseg = upload(s, chunks)
+		}
 		a := lossArgs{
 			logp: up(in.LogP), entropy: up(in.Entropy), oldLogP: up(in.OldLogP), refLogP: up(in.RefLogP),
 			adv: up(in.Adv), seqAdv: up(in.SeqAdv), mask: up(in.Mask), isRatio: up(in.ISRatio), weight: up(in.Weight),
-			seg:  dp(upload(s, seg)),
+			seg:  dp(pseg),
 			loss: o(out.Loss), dlogp: o(out.DLogP), dentropy: o(out.DEntropy), ratio: o(out.Ratio), kl: o(out.KL),
-			clip: dp(output(s, out.Clip, true)), phi: o(out.Phi),
+			clip: o(out.Clip), phi: o(out.Phi),
 			objective: int32(p.Objective), sequenceRatio: flag(p.SequenceRatio), klBias: flag(p.KLBiasCorrection),
 			epsLow: p.EpsLow, epsHigh: p.EpsHigh, delta: p.Delta, tauPos: p.SAPOTauPos, tauNeg: p.SAPOTauNeg,
 			kPos: p.VESPOKPos, lamPos: p.VESPOLambdaPos, kNeg: p.VESPOKNeg, lamNeg: p.VESPOLambdaNeg,
 			beta: p.Beta, entropyCoef: p.EntropyCoef,
 		}
 		pa := upload(s, []lossArgs{a})
-		s.launch("policy_loss", rowPlan(len(seg)-1, 256), argsOf().ptr(pa))
+		s.launch("policy_loss", rowPlan(segs, 256), argsOf().ptr(pa))
 	})
 }
 
 // AdamW updates param[N], m[N], v[N] in place from grad[N].
-func (d *Device) AdamW(param, grad, m, v []float32, p kernels.AdamWParams, step int) {
+func (d *Device) AdamW(param, grad, m, v kernels.Buffer, p kernels.AdamWParams, step int) {
 	const op = "AdamW"
 	kernels.CheckAdamW(param, grad, m, v, step)
-	n := len(param)
+	n := param.Len()
 	if n == 0 {
 		return
 	}
@@ -453,8 +426,8 @@ func (d *Device) AdamW(param, grad, m, v []float32, p kernels.AdamWParams, step 
 	stepSize := lr / (1 - math.Pow(b1, float64(step)))
 	bc2sqrt := math.Sqrt(1 - math.Pow(b2, float64(step)))
 	decay := 1 - lr*float64(p.WeightDecay)
-	d.run(op, func(s *session) {
-		pp, pg, pm, pv := output(s, param, true), upload(s, grad[:n]), output(s, m[:n], true), output(s, v[:n], true)
+	d.launchOp(op, func(s *session) {
+		pp, pg, pm, pv := s.buf(op, param, true), s.buf(op, grad.Slice(0, n), false), s.buf(op, m.Slice(0, n), true), s.buf(op, v.Slice(0, n), true)
 		s.launch("adamw_f32", elementwisePlan(n), argsOf().ptr(pp).ptr(pg).ptr(pm).ptr(pv).f32(p.Beta1).f32(p.Beta2).f32(p.Eps).
 			f32(float32(decay)).f32(float32(stepSize)).f32(float32(bc2sqrt)).i64(n))
 	})

@@ -28,10 +28,9 @@
 // cubin is refused; device memory comes from a caching pool
 // (pool_cuda.go); what cu lacks is in driver_cgo_cuda.go. Device is a
 // kernels.Backend over the same kernels and plans as Host. Its Buffers
-// are pooled device memory (device_buffer_cuda.go, buffer_cuda.go); the
-// compute ops still take host slices in kernels.Backend, so each of those
-// copies its inputs in and its outputs out (a staging step until they
-// move to Buffers).
+// are pooled device memory (device_buffer_cuda.go, buffer_cuda.go), and
+// every op reads device Buffers in place; host Buffers passed to an op are
+// staged (copied in, and out for outputs) around its launch.
 //
 // Status: the kernels are correct on the host build at the suite's
 // awkward shapes; the device path compiles (go vet/build/test -c -tags

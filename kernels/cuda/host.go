@@ -10,7 +10,6 @@ package cuda
 import "C"
 
 import (
-	"fmt"
 	"math"
 	"runtime"
 	"unsafe"
@@ -75,28 +74,28 @@ func u16p(s []uint16) *C.uint16_t {
 // matData returns w's storage and dtype code for the kernels.
 func matData(w kernels.Mat) unsafe.Pointer {
 	if w.DType == kernels.F32 {
-		return unsafe.Pointer(f32p(w.F32))
+		return unsafe.Pointer(f32p(w.F32()))
 	}
-	return unsafe.Pointer(u16p(w.U16))
+	return unsafe.Pointer(u16p(w.U16()))
 }
 
 func (h *Host) w() C.int { return C.int(h.workers) }
 
 // MatMul is out[M,N] (=, +=) x[M,K]·wᵀ: bf16 weights on the (emulated)
 // tensor cores, f32 and f16 weights on CUDA cores.
-func (h *Host) MatMul(out, x []float32, w kernels.Mat, m int, accumulate bool) {
+func (h *Host) MatMul(out, x kernels.Buffer, w kernels.Mat, m int, accumulate bool) {
 	const op = "MatMul"
 	kernels.CheckMatMul(out, x, w, m)
 	n, k := w.Rows, w.Cols
-	h.gemmW(op, out, x, w, m, n, k, true, accumulate)
+	h.gemmW(op, out.F32(), x.F32(), w, m, n, k, true, accumulate)
 }
 
 // MatMulNN is out[M,K] (=, +=) dy[M,N]·w[N,K].
-func (h *Host) MatMulNN(out, dy []float32, w kernels.Mat, m int, accumulate bool) {
+func (h *Host) MatMulNN(out, dy kernels.Buffer, w kernels.Mat, m int, accumulate bool) {
 	const op = "MatMulNN"
 	kernels.CheckMatMulNN(out, dy, w, m)
 	n, k := w.Rows, w.Cols
-	h.gemmW(op, out, dy, w, m, k, n, false, accumulate)
+	h.gemmW(op, out.F32(), dy.F32(), w, m, k, n, false, accumulate)
 }
 
 // gemmW is out[I,J] (=, +=) a[I,R]·B with B = wᵀ (wt, w is [J,R]) or w
@@ -113,11 +112,11 @@ func (h *Host) gemmW(op string, out, a []float32, w kernels.Mat, i, j, r int, wt
 		d := gemmBF16Plan(i, j)
 		if wt {
 			launched(op, C.host_gemm_bf16_wt(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-				f32p(out), f32p(a), u16p(w.U16), C.int(i), C.int(j), C.int(r), acc))
+				f32p(out), f32p(a), u16p(w.U16()), C.int(i), C.int(j), C.int(r), acc))
 			return
 		}
 		launched(op, C.host_gemm_bf16_wn(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-			f32p(out), f32p(a), u16p(w.U16), C.int(i), C.int(j), C.int(r), acc))
+			f32p(out), f32p(a), u16p(w.U16()), C.int(i), C.int(j), C.int(r), acc))
 		return
 	}
 	sbr, sbj := j, 1 // w is [R,J]: B(r, j) = w[r·J + j]
@@ -134,43 +133,43 @@ func (h *Host) gemmF32(op string, out, a []float32, sai, sar int, b unsafe.Point
 }
 
 // MatMulTN is dw[N,K] += dy[M,N]ᵀ·x[M,K].
-func (h *Host) MatMulTN(dw, dy, x []float32, m, n, k int) {
+func (h *Host) MatMulTN(dw, dy, x kernels.Buffer, m, n, k int) {
 	const op = "MatMulTN"
 	kernels.CheckMatMulTN(dw, dy, x, m, n, k)
 	if n == 0 || k == 0 {
 		return
 	}
-	h.gemmF32(op, dw, dy, 1, n, unsafe.Pointer(f32p(x)), int(kernels.F32), k, 1, n, k, m, 1)
+	h.gemmF32(op, dw.F32(), dy.F32(), 1, n, unsafe.Pointer(f32p(x.F32())), int(kernels.F32), k, 1, n, k, m, 1)
 }
 
 // Embedding is out[T,C] = table[ids[t], :].
-func (h *Host) Embedding(out []float32, table kernels.Mat, ids []int32) {
+func (h *Host) Embedding(out kernels.Buffer, table kernels.Mat, ids kernels.Buffer) {
 	const op = "Embedding"
 	kernels.CheckEmbedding(out, table, ids)
-	t, c := len(ids), table.Cols
+	t, c := ids.Len(), table.Cols
 	if t == 0 || c == 0 {
 		return
 	}
 	d := rowPlan(t, 256)
 	launched(op, C.host_embedding_forward(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		f32p(out), matData(table), C.int(table.DType), i32p(ids), C.int(t), C.int(c)))
+		f32p(out.F32()), matData(table), C.int(table.DType), i32p(ids.I32()), C.int(t), C.int(c)))
 }
 
 // EmbeddingBackward is dtable[V,C] row ids[t] += dout[t, :].
-func (h *Host) EmbeddingBackward(dtable, dout []float32, ids []int32, c int) {
+func (h *Host) EmbeddingBackward(dtable, dout, ids kernels.Buffer, c int) {
 	const op = "EmbeddingBackward"
 	kernels.CheckEmbeddingBackward(dtable, dout, ids, c)
-	t := len(ids)
+	t := ids.Len()
 	if t == 0 {
 		return
 	}
 	d := columnPlan(c)
 	launched(op, C.host_embedding_backward(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		f32p(dtable), f32p(dout), i32p(ids), C.int(t), C.int(c)))
+		f32p(dtable.F32()), f32p(dout.F32()), i32p(ids.I32()), C.int(t), C.int(c)))
 }
 
 // RMSNorm is out[R,C] = w·x/√(mean(x²)+eps) per row.
-func (h *Host) RMSNorm(out, x, w []float32, rows, cols int, eps float32) {
+func (h *Host) RMSNorm(out, x, w kernels.Buffer, rows, cols int, eps float32) {
 	const op = "RMSNorm"
 	kernels.CheckRMSNorm(out, x, w, rows, cols)
 	if rows == 0 || cols == 0 {
@@ -178,11 +177,11 @@ func (h *Host) RMSNorm(out, x, w []float32, rows, cols int, eps float32) {
 	}
 	d := rowPlan(rows, 256)
 	launched(op, C.host_rmsnorm_forward(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		f32p(out), f32p(x), f32p(w), C.int(rows), C.int(cols), C.float(eps)))
+		f32p(out.F32()), f32p(x.F32()), f32p(w.F32()), C.int(rows), C.int(cols), C.float(eps)))
 }
 
 // RMSNormBackward writes dx[R,C] and accumulates dw[C].
-func (h *Host) RMSNormBackward(dx, dw, dout, x, w []float32, rows, cols int, eps float32) {
+func (h *Host) RMSNormBackward(dx, dw, dout, x, w kernels.Buffer, rows, cols int, eps float32) {
 	const op = "RMSNormBackward"
 	kernels.CheckRMSNormBackward(dx, dw, dout, x, w, rows, cols)
 	if rows == 0 || cols == 0 {
@@ -191,31 +190,31 @@ func (h *Host) RMSNormBackward(dx, dw, dout, x, w []float32, rows, cols int, eps
 	rstd := make([]float32, rows)
 	d := rowPlan(rows, 256)
 	launched(op, C.host_rmsnorm_backward_dx(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		f32p(dx), f32p(rstd), f32p(dout), f32p(x), f32p(w), C.int(rows), C.int(cols), C.float(eps)))
+		f32p(dx.F32()), f32p(rstd), f32p(dout.F32()), f32p(x.F32()), f32p(w.F32()), C.int(rows), C.int(cols), C.float(eps)))
 	d = columnPlan(cols)
 	launched(op, C.host_rmsnorm_backward_dw(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		f32p(dw), f32p(dout), f32p(x), f32p(rstd), C.int(rows), C.int(cols)))
+		f32p(dw.F32()), f32p(dout.F32()), f32p(x.F32()), f32p(rstd), C.int(rows), C.int(cols)))
 }
 
 // RoPE rotates x[T,H,D] in place (rotate-half convention).
-func (h *Host) RoPE(x []float32, pos []int32, heads, headDim int, theta float64) {
+func (h *Host) RoPE(x, pos kernels.Buffer, heads, headDim int, theta float64) {
 	h.rope("RoPE", x, pos, heads, headDim, theta, 1)
 }
 
 // RoPEBackward applies the inverse rotation to dx[T,H,D] in place.
-func (h *Host) RoPEBackward(dx []float32, pos []int32, heads, headDim int, theta float64) {
+func (h *Host) RoPEBackward(dx, pos kernels.Buffer, heads, headDim int, theta float64) {
 	h.rope("RoPEBackward", dx, pos, heads, headDim, theta, -1)
 }
 
-func (h *Host) rope(op string, x []float32, pos []int32, heads, headDim int, theta, sign float64) {
+func (h *Host) rope(op string, x, pos kernels.Buffer, heads, headDim int, theta, sign float64) {
 	kernels.CheckRoPE(op, x, pos, heads, headDim)
-	t := len(pos)
+	t := pos.Len()
 	if t == 0 || heads == 0 || headDim == 0 {
 		return
 	}
 	d := columnPlan(t * headDim / 2)
 	launched(op, C.host_rope_f32(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		f32p(x), i32p(pos), C.int(t), C.int(heads), C.int(headDim), C.double(theta), C.double(sign)))
+		f32p(x.F32()), i32p(pos.I32()), C.int(t), C.int(heads), C.int(headDim), C.double(theta), C.double(sign)))
 }
 
 // addr pins s and returns the address of its first element (0 if empty).
@@ -231,39 +230,29 @@ func addr(p *runtime.Pinner, s []float32) uintptr {
 // contiguous or in a paged KV cache (f32 or bf16 blocks).
 func (h *Host) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim int, scale float32) {
 	const op = "Attention"
-	checkHeads(op, heads, kvHeads, headDim)
+	kernels.CheckAttention(seqs, heads, kvHeads, headDim)
+	checkHeads(op, heads, kvHeads, headDim) // the kernels' head-dim limit
 	var pin runtime.Pinner
 	defer pin.Unpin()
 	desc := make([]attnSeq, len(seqs))
 	maxT := 0
 	for i, s := range seqs {
 		n := s.Start + s.T
-		needDims(op, s.T, s.Start)
-		need(op, fmt.Sprintf("seqs[%d].Q", i), len(s.Q), s.T*heads*headDim)
-		need(op, fmt.Sprintf("seqs[%d].Out", i), len(s.Out), s.T*heads*headDim)
-		if s.LSE != nil {
-			need(op, fmt.Sprintf("seqs[%d].LSE", i), len(s.LSE), s.T*heads)
-		}
-		desc[i] = attnSeq{q: addr(&pin, s.Q), out: addr(&pin, s.Out), lse: addr(&pin, s.LSE), t: int64(s.T), start: int64(s.Start)}
+		desc[i] = attnSeq{q: addr(&pin, s.Q.F32()), out: addr(&pin, s.Out.F32()), lse: addr(&pin, s.LSE.F32()), t: int64(s.T), start: int64(s.Start)}
 		if s.Paged.BlockSize > 0 {
-			if err := s.Paged.Check(n, kvHeads*headDim); err != nil {
-				panic(fmt.Sprintf("kernels/cuda: %s: seqs[%d]: %v", op, i, err))
-			}
 			blocks := ceilDiv(n, s.Paged.BlockSize)
 			kb, vb := make([]uintptr, max(blocks, 1)), make([]uintptr, max(blocks, 1))
 			for b := range blocks {
 				if s.Paged.DType == kernels.F32 {
-					kb[b], vb[b] = addr(&pin, s.Paged.K[b]), addr(&pin, s.Paged.V[b])
+					kb[b], vb[b] = addr(&pin, s.Paged.K[b].F32()), addr(&pin, s.Paged.V[b].F32())
 				} else {
-					kb[b], vb[b] = pinned(&pin, s.Paged.K16[b]), pinned(&pin, s.Paged.V16[b])
+					kb[b], vb[b] = pinned(&pin, s.Paged.K[b].BF16()), pinned(&pin, s.Paged.V[b].BF16())
 				}
 			}
 			desc[i].kb, desc[i].vb = pinned(&pin, kb), pinned(&pin, vb)
 			desc[i].blockSize, desc[i].dtype = int64(s.Paged.BlockSize), int64(s.Paged.DType)
 		} else {
-			need(op, fmt.Sprintf("seqs[%d].K", i), len(s.K), n*kvHeads*headDim)
-			need(op, fmt.Sprintf("seqs[%d].V", i), len(s.V), n*kvHeads*headDim)
-			desc[i].k, desc[i].v = addr(&pin, s.K), addr(&pin, s.V)
+			desc[i].k, desc[i].v = addr(&pin, s.K.F32()), addr(&pin, s.V.F32())
 		}
 		maxT = max(maxT, s.T)
 	}
@@ -278,23 +267,15 @@ func (h *Host) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim in
 // AttentionBackward writes DQ and accumulates DK, DV for each sequence.
 func (h *Host) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHeads, headDim int, scale float32) {
 	const op = "AttentionBackward"
-	checkHeads(op, heads, kvHeads, headDim)
+	kernels.CheckAttentionBackward(seqs, heads, kvHeads, headDim)
+	checkHeads(op, heads, kvHeads, headDim) // the kernels' head-dim limit
 	var pin runtime.Pinner
 	defer pin.Unpin()
 	desc := make([]attnGradSeq, len(seqs))
 	maxT, maxS := 0, 0
-	for i, s := range seqs {
+	for i := range seqs {
+		s := seqs[i].Host()
 		n := s.Start + s.T
-		needDims(op, s.T, s.Start)
-		th, nk := s.T*heads*headDim, n*kvHeads*headDim
-		for _, b := range []struct {
-			name string
-			s    []float32
-			n    int
-		}{{"DOut", s.DOut, th}, {"Q", s.Q, th}, {"Out", s.Out, th}, {"DQ", s.DQ, th}, {"LSE", s.LSE, s.T * heads},
-			{"K", s.K, nk}, {"V", s.V, nk}, {"DK", s.DK, nk}, {"DV", s.DV, nk}} {
-			need(op, fmt.Sprintf("seqs[%d].%s", i, b.name), len(b.s), b.n)
-		}
 		di := make([]float32, s.T*heads)
 		desc[i] = attnGradSeq{dout: addr(&pin, s.DOut), q: addr(&pin, s.Q), k: addr(&pin, s.K), v: addr(&pin, s.V),
 			out: addr(&pin, s.Out), lse: addr(&pin, s.LSE), dq: addr(&pin, s.DQ), dk: addr(&pin, s.DK), dv: addr(&pin, s.DV),
@@ -313,57 +294,58 @@ func (h *Host) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHeads
 }
 
 // SwiGLU is out[N] = silu(gate)·up.
-func (h *Host) SwiGLU(out, gate, up []float32) {
+func (h *Host) SwiGLU(out, gate, up kernels.Buffer) {
 	const op = "SwiGLU"
 	kernels.CheckSwiGLU(out, gate, up)
-	n := len(out)
+	n := out.Len()
 	if n == 0 {
 		return
 	}
 	d := elementwisePlan(n)
 	launched(op, C.host_swiglu_forward(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		f32p(out), f32p(gate), f32p(up), C.long(n)))
+		f32p(out.F32()), f32p(gate.F32()), f32p(up.F32()), C.long(n)))
 }
 
 // SwiGLUBackward writes dgate[N] and dup[N].
-func (h *Host) SwiGLUBackward(dgate, dup, dout, gate, up []float32) {
+func (h *Host) SwiGLUBackward(dgate, dup, dout, gate, up kernels.Buffer) {
 	const op = "SwiGLUBackward"
 	kernels.CheckSwiGLUBackward(dgate, dup, dout, gate, up)
-	n := len(dout)
+	n := dout.Len()
 	if n == 0 {
 		return
 	}
 	d := elementwisePlan(n)
 	launched(op, C.host_swiglu_backward(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		f32p(dgate), f32p(dup), f32p(dout), f32p(gate), f32p(up), C.long(n)))
+		f32p(dgate.F32()), f32p(dup.F32()), f32p(dout.F32()), f32p(gate.F32()), f32p(up.F32()), C.long(n)))
 }
 
 // Add is dst[N] += src[N].
-func (h *Host) Add(dst, src []float32) {
+func (h *Host) Add(dst, src kernels.Buffer) {
 	const op = "Add"
 	kernels.CheckAdd(dst, src)
-	n := len(dst)
+	n := dst.Len()
 	if n == 0 {
 		return
 	}
 	d := elementwisePlan(n)
 	launched(op, C.host_add_f32(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		f32p(dst), f32p(src), C.long(n)))
+		f32p(dst.F32()), f32p(src.F32()), C.long(n)))
 }
 
 // Scale is x[N] *= s.
-func (h *Host) Scale(x []float32, s float32) {
-	n := len(x)
+func (h *Host) Scale(x kernels.Buffer, s float32) {
+	kernels.CheckScale(x)
+	n := x.Len()
 	if n == 0 {
 		return
 	}
 	d := elementwisePlan(n)
 	launched("Scale", C.host_scale_f32(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		f32p(x), C.float(s), C.long(n)))
+		f32p(x.F32()), C.float(s), C.long(n)))
 }
 
-// LogSoftmaxGather writes logp[R] (and entropy[R] if not nil).
-func (h *Host) LogSoftmaxGather(logp, entropy, logits []float32, targets []int32, rows, v int) {
+// LogSoftmaxGather writes logp[R] (and entropy[R] if not empty).
+func (h *Host) LogSoftmaxGather(logp, entropy, logits, targets kernels.Buffer, rows, v int) {
 	const op = "LogSoftmaxGather"
 	kernels.CheckLogSoftmaxGather(logp, entropy, logits, targets, rows, v)
 	if rows == 0 {
@@ -371,12 +353,12 @@ func (h *Host) LogSoftmaxGather(logp, entropy, logits []float32, targets []int32
 	}
 	d := rowPlan(rows, logitsRowThreads)
 	launched(op, C.host_logsoftmax_gather(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		f32p(logp), f32p(entropy), f32p(logits), i32p(targets), C.int(rows), C.int(v)))
+		f32p(logp.F32()), f32p(entropy.F32()), f32p(logits.F32()), i32p(targets.I32()), C.int(rows), C.int(v)))
 }
 
 // LogSoftmaxGatherBackward writes dlogits[R,V], with the entropy term when
-// dentropy is not nil.
-func (h *Host) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []int32, dlogp, dentropy []float32, rows, v int) {
+// dentropy is not empty.
+func (h *Host) LogSoftmaxGatherBackward(dlogits, logits, targets, dlogp, dentropy kernels.Buffer, rows, v int) {
 	const op = "LogSoftmaxGatherBackward"
 	kernels.CheckLogSoftmaxGatherBackward(dlogits, logits, targets, dlogp, dentropy, rows, v)
 	if rows == 0 {
@@ -384,11 +366,11 @@ func (h *Host) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []int
 	}
 	d := rowPlan(rows, logitsRowThreads)
 	launched(op, C.host_logsoftmax_gather_backward(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		f32p(dlogits), f32p(logits), i32p(targets), f32p(dlogp), f32p(dentropy), C.int(rows), C.int(v)))
+		f32p(dlogits.F32()), f32p(logits.F32()), i32p(targets.I32()), f32p(dlogp.F32()), f32p(dentropy.F32()), C.int(rows), C.int(v)))
 }
 
 // Softmax replaces each row of x[R,V] by its softmax.
-func (h *Host) Softmax(x []float32, rows, v int) {
+func (h *Host) Softmax(x kernels.Buffer, rows, v int) {
 	const op = "Softmax"
 	kernels.CheckSoftmax(x, rows, v)
 	if rows == 0 || v == 0 {
@@ -396,54 +378,37 @@ func (h *Host) Softmax(x []float32, rows, v int) {
 	}
 	d := rowPlan(rows, logitsRowThreads)
 	launched(op, C.host_softmax_rows(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		f32p(x), C.int(rows), C.int(v)))
+		f32p(x.F32()), C.int(rows), C.int(v)))
 }
 
 // Argmax returns the first index of the largest value of x.
-func (h *Host) Argmax(x []float32) int32 {
+func (h *Host) Argmax(x kernels.Buffer) (int32, error) {
 	kernels.CheckArgmax(x)
 	var out [1]int32
 	d := singleBlockPlan()
 	launched("Argmax", C.host_argmax_f32(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		i32p(out[:]), f32p(x), C.int(len(x))))
-	return out[0]
+		i32p(out[:]), f32p(x.F32()), C.int(x.Len())))
+	return out[0], nil
 }
 
 // SampleRows draws one token per row of logits[R,V] (see kernels.Backend).
-func (h *Host) SampleRows(ids []int32, logp, fullLogp, logits []float32, params []kernels.SamplingParams, u []float64, rows, v int) {
+func (h *Host) SampleRows(ids, logp, fullLogp, logits kernels.Buffer, params []kernels.SamplingParams, u []float64, rows, v int) {
 	const op = "SampleRows"
 	kernels.CheckSampleRows(ids, logp, fullLogp, logits, params, u, rows, v)
 	if rows == 0 {
 		return
 	}
-	prm := make([]sampleParams, rows)
-	for r := range rows {
-		p := params[r]
-		if p.TopK > math.MaxInt32 {
-			p.TopK = math.MaxInt32 // keeps every token either way
-		}
-		prm[r] = sampleParams{temperature: p.Temperature, topK: int32(p.TopK), topP: p.TopP, minP: p.MinP}
-		finite := false
-		for _, l := range logits[r*v : (r+1)*v] {
-			if !math.IsInf(float64(l), 0) && !math.IsNaN(float64(l)) {
-				finite = true
-				break
-			}
-		}
-		if !finite {
-			panic(fmt.Sprintf("kernels/cuda: %s: row %d has no finite logit", op, r))
-		}
-	}
+	prm := sampleParamsOf(op, params, logits, rows, v)
 	d := rowPlan(rows, 512)
 	launched(op, C.host_sample_rows(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		i32p(ids), f32p(logp), f32p(fullLogp), f32p(logits), unsafe.Pointer(&prm[0]), (*C.double)(unsafe.Pointer(&u[0])), C.int(rows), C.int(v)))
+		i32p(ids.I32()), f32p(logp.F32()), f32p(fullLogp.F32()), f32p(logits.F32()), unsafe.Pointer(&prm[0]), (*C.double)(unsafe.Pointer(&u[0])), C.int(rows), C.int(v)))
 }
 
 // AdamW updates param[N], m[N], v[N] in place from grad[N].
-func (h *Host) AdamW(param, grad, m, v []float32, p kernels.AdamWParams, step int) {
+func (h *Host) AdamW(param, grad, m, v kernels.Buffer, p kernels.AdamWParams, step int) {
 	const op = "AdamW"
 	kernels.CheckAdamW(param, grad, m, v, step)
-	n := len(param)
+	n := param.Len()
 	if n == 0 {
 		return
 	}
@@ -453,6 +418,6 @@ func (h *Host) AdamW(param, grad, m, v []float32, p kernels.AdamWParams, step in
 	decay := 1 - lr*float64(p.WeightDecay)
 	d := elementwisePlan(n)
 	launched(op, C.host_adamw_f32(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		f32p(param), f32p(grad), f32p(m), f32p(v), C.float(p.Beta1), C.float(p.Beta2), C.float(p.Eps), C.float(decay),
+		f32p(param.F32()), f32p(grad.F32()), f32p(m.F32()), f32p(v.F32()), C.float(p.Beta1), C.float(p.Beta2), C.float(p.Eps), C.float(decay),
 		C.float(stepSize), C.float(bc2sqrt), C.long(n)))
 }

@@ -31,7 +31,8 @@ func (h *Host) PolicyLoss(out kernels.LossOutput, in kernels.LossInput, p kernel
 	if n == 0 {
 		return
 	}
-	seg := in.Seg
+	hi, ho := in.Host(), out.Host()
+	seg := hi.Seg
 	if seg == nil {
 		for t := 0; t < n; t += lossChunk {
 			seg = append(seg, int32(t))
@@ -41,11 +42,11 @@ func (h *Host) PolicyLoss(out kernels.LossOutput, in kernels.LossInput, p kernel
 	var pin runtime.Pinner
 	defer pin.Unpin()
 	a := lossArgs{
-		logp: pinned(&pin, in.LogP), entropy: pinned(&pin, in.Entropy), oldLogP: pinned(&pin, in.OldLogP),
-		refLogP: pinned(&pin, in.RefLogP), adv: pinned(&pin, in.Adv), seqAdv: pinned(&pin, in.SeqAdv),
-		mask: pinned(&pin, in.Mask), isRatio: pinned(&pin, in.ISRatio), weight: pinned(&pin, in.Weight), seg: pinned(&pin, seg),
-		loss: pinned(&pin, out.Loss), dlogp: pinned(&pin, out.DLogP), dentropy: pinned(&pin, out.DEntropy),
-		ratio: pinned(&pin, out.Ratio), kl: pinned(&pin, out.KL), clip: pinned(&pin, out.Clip), phi: pinned(&pin, out.Phi),
+		logp: pinned(&pin, hi.LogP), entropy: pinned(&pin, hi.Entropy), oldLogP: pinned(&pin, hi.OldLogP),
+		refLogP: pinned(&pin, hi.RefLogP), adv: pinned(&pin, hi.Adv), seqAdv: pinned(&pin, hi.SeqAdv),
+		mask: pinned(&pin, hi.Mask), isRatio: pinned(&pin, hi.ISRatio), weight: pinned(&pin, hi.Weight), seg: pinned(&pin, seg),
+		loss: pinned(&pin, ho.Loss), dlogp: pinned(&pin, ho.DLogP), dentropy: pinned(&pin, ho.DEntropy),
+		ratio: pinned(&pin, ho.Ratio), kl: pinned(&pin, ho.KL), clip: pinned(&pin, ho.Clip), phi: pinned(&pin, ho.Phi),
 		objective: int32(p.Objective), sequenceRatio: flag(p.SequenceRatio), klBias: flag(p.KLBiasCorrection),
 		epsLow: p.EpsLow, epsHigh: p.EpsHigh, delta: p.Delta, tauPos: p.SAPOTauPos, tauNeg: p.SAPOTauNeg,
 		kPos: p.VESPOKPos, lamPos: p.VESPOLambdaPos, kNeg: p.VESPOKNeg, lamNeg: p.VESPOLambdaNeg,

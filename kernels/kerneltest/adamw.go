@@ -33,8 +33,8 @@ func AdamW(t *testing.T, b kernels.Backend) {
 				for step := 1; step <= 3; step++ {
 					g := uniform(rng, n, gradScales[pi])
 					grads = append(grads, g)
-					r.AdamW(want[0], g, want[1], want[2], p, step)
-					b.AdamW(got[0][:n], g, got[1][:n], got[2][:n], p, step)
+					r.AdamW(kernels.HostF32(want[0]), kernels.HostF32(g), kernels.HostF32(want[1]), kernels.HostF32(want[2]), p, step)
+					b.AdamW(kernels.HostF32(got[0][:n]), kernels.HostF32(g), kernels.HostF32(got[1][:n]), kernels.HostF32(got[2][:n]), p, step)
 					for i, what := range []string{"param", "m", "v"} {
 						CheckClose(t, fmt.Sprintf("step %d %s", step, what), got[i][:n], want[i], Tolerance("AdamW"))
 						CheckExact(t, fmt.Sprintf("step %d %s past N", step, what), got[i][n:], padded(nil, bwPad))
@@ -42,7 +42,7 @@ func AdamW(t *testing.T, b kernels.Backend) {
 				}
 				again := [3][]float32{clone(param0), make([]float32, n), make([]float32, n)}
 				for step := 1; step <= 3; step++ {
-					b.AdamW(again[0], grads[step-1], again[1], again[2], p, step)
+					b.AdamW(kernels.HostF32(again[0]), kernels.HostF32(grads[step-1]), kernels.HostF32(again[1]), kernels.HostF32(again[2]), p, step)
 				}
 				for i := range again {
 					CheckExact(t, "repeated run", again[i], got[i][:n])

@@ -40,14 +40,14 @@ func Attention(t *testing.T, b kernels.Backend) {
 		t.Run(name, func(t *testing.T) {
 			rng := newRNG("Attention" + name)
 			scale := float32(1 / math.Sqrt(float64(c.dim)))
-			var got, want, again []kernels.AttentionSeq
+			var got, want, again []hostSeq
 			for _, s := range c.seqs {
 				n := s.start + s.t
 				q := uniform(rng, s.t*c.heads*c.dim, c.qScale)
 				k := uniform(rng, n*c.kvHeads*c.dim, 1)
 				v := uniform(rng, n*c.kvHeads*c.dim, 1)
-				mk := func(pad int) kernels.AttentionSeq {
-					a := kernels.AttentionSeq{Q: q, K: k, V: v, T: s.t, Start: s.start,
+				mk := func(pad int) hostSeq {
+					a := hostSeq{Q: q, K: k, V: v, T: s.t, Start: s.start,
 						Out: padded(make([]float32, s.t*c.heads*c.dim), pad)}
 					if c.lse {
 						a.LSE = padded(make([]float32, s.t*c.heads), pad)
@@ -58,9 +58,9 @@ func Attention(t *testing.T, b kernels.Backend) {
 				got = append(got, mk(3))
 				again = append(again, mk(3))
 			}
-			r.Attention(want, c.heads, c.kvHeads, c.dim, scale)
-			b.Attention(got, c.heads, c.kvHeads, c.dim, scale)
-			b.Attention(again, c.heads, c.kvHeads, c.dim, scale)
+			r.Attention(seqBufs(want), c.heads, c.kvHeads, c.dim, scale)
+			b.Attention(seqBufs(got), c.heads, c.kvHeads, c.dim, scale)
+			b.Attention(seqBufs(again), c.heads, c.kvHeads, c.dim, scale)
 			for i := range want {
 				no := len(want[i].Out)
 				CheckClose(t, fmt.Sprintf("seq %d out", i), got[i].Out[:no], want[i].Out, Tolerance("Attention"))

@@ -39,34 +39,34 @@ func AttentionBackward(t *testing.T, b kernels.Backend) {
 		t.Run(name, func(t *testing.T) {
 			rng := newRNG("AttentionBackward" + name)
 			scale := float32(1 / math.Sqrt(float64(c.dim)))
-			var want []kernels.AttentionGradSeq
+			var want []hostGradSeq
 			var dk0, dv0 [][]float32
 			for _, s := range c.seqs {
 				n := s.start + s.t
 				nq, nkv := s.t*c.heads*c.dim, n*c.kvHeads*c.dim
-				fw := kernels.AttentionSeq{
+				fw := hostSeq{
 					Q: uniform(rng, nq, c.qScale), K: uniform(rng, nkv, 1), V: uniform(rng, nkv, 1),
 					Out: make([]float32, nq), LSE: make([]float32, s.t*c.heads), T: s.t, Start: s.start,
 				}
-				r.Attention([]kernels.AttentionSeq{fw}, c.heads, c.kvHeads, c.dim, scale)
+				r.Attention(seqBufs([]hostSeq{fw}), c.heads, c.kvHeads, c.dim, scale)
 				dk0 = append(dk0, uniform(rng, nkv, 1))
 				dv0 = append(dv0, uniform(rng, nkv, 1))
-				want = append(want, kernels.AttentionGradSeq{
+				want = append(want, hostGradSeq{
 					DOut: uniform(rng, nq, 1), Q: fw.Q, K: fw.K, V: fw.V, Out: fw.Out, LSE: fw.LSE,
 					DQ: make([]float32, nq), DK: clone(dk0[len(dk0)-1]), DV: clone(dv0[len(dv0)-1]),
 					T: s.t, Start: s.start,
 				})
 			}
-			r.AttentionBackward(want, c.heads, c.kvHeads, c.dim, scale)
-			run := func() []kernels.AttentionGradSeq {
-				got := make([]kernels.AttentionGradSeq, len(want))
+			r.AttentionBackward(gradBufs(want), c.heads, c.kvHeads, c.dim, scale)
+			run := func() []hostGradSeq {
+				got := make([]hostGradSeq, len(want))
 				for i, w := range want {
 					got[i] = w
 					got[i].DQ = bwNaNs(len(w.DQ))
 					got[i].DK = padded(dk0[i], bwPad)
 					got[i].DV = padded(dv0[i], bwPad)
 				}
-				b.AttentionBackward(got, c.heads, c.kvHeads, c.dim, scale)
+				b.AttentionBackward(gradBufs(got), c.heads, c.kvHeads, c.dim, scale)
 				return got
 			}
 			got, again := run(), run()

@@ -45,11 +45,11 @@ func pageKV(rng *rand.Rand, k, v []float32, n, rowLen, bs int, dt kernels.DType)
 	}
 	for b := range blocks {
 		if dt == kernels.BF16 {
-			p.K16 = append(p.K16, pool16[perm[b]][0])
-			p.V16 = append(p.V16, pool16[perm[b]][1])
+			p.K = append(p.K, kernels.HostBF16(pool16[perm[b]][0]))
+			p.V = append(p.V, kernels.HostBF16(pool16[perm[b]][1]))
 		} else {
-			p.K = append(p.K, pool[perm[b]][0])
-			p.V = append(p.V, pool[perm[b]][1])
+			p.K = append(p.K, kernels.HostF32(pool[perm[b]][0]))
+			p.V = append(p.V, kernels.HostF32(pool[perm[b]][1]))
 		}
 	}
 	return p
@@ -93,14 +93,14 @@ func AttentionPaged(t *testing.T, b kernels.Backend) {
 				rng := newRNG("AttentionPaged" + name)
 				scale := float32(1 / math.Sqrt(float64(c.dim)))
 				rowLen := c.kvHeads * c.dim
-				var contig, paged, exact []kernels.AttentionSeq
+				var contig, paged, exact []hostSeq
 				for i, s := range c.seqs {
 					n := s.start + s.t
 					q := uniform(rng, s.t*c.heads*c.dim, 2)
 					k := uniform(rng, n*rowLen, 1)
 					v := uniform(rng, n*rowLen, 1)
-					mk := func() kernels.AttentionSeq {
-						return kernels.AttentionSeq{Q: q, T: s.t, Start: s.start,
+					mk := func() hostSeq {
+						return hostSeq{Q: q, T: s.t, Start: s.start,
 							Out: make([]float32, s.t*c.heads*c.dim), LSE: make([]float32, s.t*c.heads)}
 					}
 					a := mk()
@@ -120,9 +120,9 @@ func AttentionPaged(t *testing.T, b kernels.Backend) {
 					}
 					paged = append(paged, p)
 				}
-				r.Attention(contig, c.heads, c.kvHeads, c.dim, scale)
-				b.Attention(exact, c.heads, c.kvHeads, c.dim, scale)
-				b.Attention(paged, c.heads, c.kvHeads, c.dim, scale)
+				r.Attention(seqBufs(contig), c.heads, c.kvHeads, c.dim, scale)
+				b.Attention(seqBufs(exact), c.heads, c.kvHeads, c.dim, scale)
+				b.Attention(seqBufs(paged), c.heads, c.kvHeads, c.dim, scale)
 				tol := Tolerance("Attention")
 				if dt == kernels.BF16 {
 					tol = Tolerance("AttentionBF16KV")

@@ -75,6 +75,8 @@ func checkSame(t *testing.T, what string, got, want kernels.Buffer) {
 		assert.Equal(t, want.U16(), got.U16(), what)
 	case kernels.I32:
 		assert.Equal(t, want.I32(), got.I32(), what)
+	case kernels.U8:
+		assert.Equal(t, want.U8(), got.U8(), what)
 	}
 }
 
@@ -117,6 +119,7 @@ func Memory(t *testing.T, b kernels.Backend) {
 			})
 		}
 	}
+	t.Run("U8", func(t *testing.T) { memoryU8(t, b) })
 	_, err := b.Alloc(kernels.DType(99), 4)
 	assert.ErrorContains(t, err, "Alloc", "not a Buffer dtype")
 	_, err = b.Alloc(kernels.F32, -1)
@@ -275,4 +278,26 @@ func AllFinite(t *testing.T, b kernels.Backend) {
 	ok, err := b.AllFinite()
 	require.NoError(t, err)
 	assert.True(t, ok, "no buffers")
+}
+
+// memoryU8 checks the U8 Buffers that hold PolicyLoss's clip flags: a
+// zeroed Alloc, an Upload/Download round trip and a write through a view.
+// The data-movement ops refuse U8 (kernels.CheckCopy), so nothing else
+// moves them.
+func memoryU8(t *testing.T, b kernels.Backend) {
+	const n = 37
+	d, err := b.Alloc(kernels.U8, n)
+	require.NoError(t, err)
+	defer b.Free(d)
+	checkSame(t, "fresh Alloc", toHost(t, b, d), kernels.HostU8(make([]uint8, n)))
+	h := make([]uint8, n)
+	for i := range h {
+		h[i] = uint8(3*i + 1)
+	}
+	require.NoError(t, b.Upload(d, kernels.HostU8(h)))
+	checkSame(t, "round trip", toHost(t, b, d), kernels.HostU8(h))
+	require.NoError(t, b.Upload(d.Slice(5, 7), kernels.HostU8([]uint8{200, 201})))
+	h[5], h[6] = 200, 201
+	checkSame(t, "write through a view", toHost(t, b, d), kernels.HostU8(h))
+	assert.NoError(t, b.Err())
 }

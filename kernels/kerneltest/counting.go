@@ -7,7 +7,7 @@ type Transfers struct {
 	Uploads   int // Upload calls
 	Downloads int // Download calls
 	Imports   int // Import calls
-	Scalars   int // ops that return a scalar to the host (SumSquares, AllFinite)
+	Scalars   int // ops that return a scalar to the host (SumSquares, AllFinite, Argmax)
 	// UploadElems and DownloadElems are the elements those calls moved.
 	UploadElems, DownloadElems int
 }
@@ -52,6 +52,12 @@ func (c *Counting) Import(src kernels.Buffer) (kernels.Buffer, error) {
 func (c *Counting) SumSquares(xs ...kernels.Buffer) (float64, error) {
 	c.N.Scalars++
 	return c.Backend.SumSquares(xs...)
+}
+
+// Argmax counts one scalar.
+func (c *Counting) Argmax(x kernels.Buffer) (int32, error) {
+	c.N.Scalars++
+	return c.Backend.Argmax(x)
 }
 
 // AllFinite counts one scalar.

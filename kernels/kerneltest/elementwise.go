@@ -16,9 +16,9 @@ func Add(t *testing.T, b kernels.Backend) {
 			rng := newRNG(fmt.Sprint("Add", n))
 			dst, src := uniform(rng, n, 3), uniform(rng, n+2, 3)
 			want := clone(dst)
-			r.Add(want, src)
+			r.Add(kernels.HostF32(want), kernels.HostF32(src))
 			got := clone(dst)
-			b.Add(got, src)
+			b.Add(kernels.HostF32(got), kernels.HostF32(src))
 			CheckExact(t, "dst", got, want)
 		})
 	}
@@ -32,9 +32,9 @@ func Scale(t *testing.T, b kernels.Backend) {
 			rng := newRNG(fmt.Sprint("Scale", n))
 			x := uniform(rng, n, 3)
 			want := clone(x)
-			r.Scale(want, 0.37)
+			r.Scale(kernels.HostF32(want), 0.37)
 			got := clone(x)
-			b.Scale(got, 0.37)
+			b.Scale(kernels.HostF32(got), 0.37)
 			CheckExact(t, "x", got, want)
 		})
 	}

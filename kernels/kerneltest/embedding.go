@@ -28,9 +28,9 @@ func Embedding(t *testing.T, b kernels.Backend) {
 					ids[2] = 0 // a repeated id
 				}
 				want := make([]float32, c.t*c.c)
-				r.Embedding(want, table, ids)
+				r.Embedding(kernels.HostF32(want), table, kernels.HostI32(ids))
 				got := padded(make([]float32, c.t*c.c), 3)
-				b.Embedding(got, table, ids)
+				b.Embedding(kernels.HostF32(got), table, kernels.HostI32(ids))
 				CheckExact(t, "out", got[:c.t*c.c], want)
 				CheckExact(t, "out past T·C", got[c.t*c.c:], padded(nil, 3))
 			})

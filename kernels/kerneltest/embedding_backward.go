@@ -39,9 +39,9 @@ func EmbeddingBackward(t *testing.T, b kernels.Backend) {
 			dout := uniform(rng, len(ids)*c.c, 1)
 			d0 := uniform(rng, c.v*c.c, 1)
 			want := clone(d0)
-			r.EmbeddingBackward(want, dout, ids, c.c)
+			r.EmbeddingBackward(kernels.HostF32(want), kernels.HostF32(dout), kernels.HostI32(ids), c.c)
 			got := clone(d0)
-			b.EmbeddingBackward(got, dout, ids, c.c)
+			b.EmbeddingBackward(kernels.HostF32(got), kernels.HostF32(dout), kernels.HostI32(ids), c.c)
 			CheckClose(t, "dtable", got, want, Tolerance("EmbeddingBackward"))
 			used := map[int32]bool{}
 			for _, id := range ids {
@@ -55,7 +55,7 @@ func EmbeddingBackward(t *testing.T, b kernels.Backend) {
 			}
 			assert.Zero(t, changed, "elements of rows no id names that changed")
 			again := clone(d0)
-			b.EmbeddingBackward(again, dout, ids, c.c)
+			b.EmbeddingBackward(kernels.HostF32(again), kernels.HostF32(dout), kernels.HostI32(ids), c.c)
 			CheckExact(t, "repeated call", again, got)
 		})
 	}

@@ -35,22 +35,21 @@ func randMat(rng *rand.Rand, dt kernels.DType, rows, cols int, scale float64) ke
 
 // toMat stores v in a Mat of dtype dt (rounding to bf16/f16).
 func toMat(dt kernels.DType, v []float32, rows, cols int) kernels.Mat {
-	m := kernels.Mat{DType: dt, Rows: rows, Cols: cols}
 	switch dt {
-	case kernels.F32:
-		m.F32 = v
 	case kernels.BF16:
-		m.U16 = make([]uint16, len(v))
+		u := make([]uint16, len(v))
 		for i, f := range v {
-			m.U16[i] = kernels.F32ToBF16(f)
+			u[i] = kernels.F32ToBF16(f)
 		}
+		return kernels.MatBF16(u, rows, cols)
 	case kernels.F16:
-		m.U16 = make([]uint16, len(v))
+		u := make([]uint16, len(v))
 		for i, f := range v {
-			m.U16[i] = kernels.F32ToF16(f)
+			u[i] = kernels.F32ToF16(f)
 		}
+		return kernels.MatF16(u, rows, cols)
 	}
-	return m
+	return kernels.MatF32(v, rows, cols)
 }
 
 // dtypes are the weight storage types every weight-reading op is tested

@@ -59,13 +59,13 @@ func LogSoftmaxGather(t *testing.T, b kernels.Backend) {
 			t.Run(name, func(t *testing.T) {
 				x, targets := c.logits("LogSoftmaxGather" + c.name())
 				want, wantH := make([]float32, c.rows), make([]float32, c.rows)
-				r.LogSoftmaxGather(want, wantH, x, targets, c.rows, c.v)
+				r.LogSoftmaxGather(kernels.HostF32(want), kernels.HostF32(wantH), kernels.HostF32(x), kernels.HostI32(targets), c.rows, c.v)
 				got := padded(make([]float32, c.rows), 2)
 				var gotH []float32
 				if ent {
 					gotH = padded(make([]float32, c.rows), 2)
 				}
-				b.LogSoftmaxGather(got, gotH, x, targets, c.rows, c.v)
+				b.LogSoftmaxGather(kernels.HostF32(got), kernels.HostF32(gotH), kernels.HostF32(x), kernels.HostI32(targets), c.rows, c.v)
 				CheckClose(t, "logp", got[:c.rows], want, Tolerance("LogSoftmaxGather"))
 				CheckExact(t, "logp past R", got[c.rows:], padded(nil, 2))
 				if ent {
@@ -73,7 +73,7 @@ func LogSoftmaxGather(t *testing.T, b kernels.Backend) {
 					CheckExact(t, "entropy past R", gotH[c.rows:], padded(nil, 2))
 				}
 				again := make([]float32, c.rows)
-				b.LogSoftmaxGather(again, nil, x, targets, c.rows, c.v)
+				b.LogSoftmaxGather(kernels.HostF32(again), kernels.Buffer{}, kernels.HostF32(x), kernels.HostI32(targets), c.rows, c.v)
 				CheckExact(t, "repeated call", again, got[:c.rows])
 			})
 		}
@@ -87,9 +87,9 @@ func Softmax(t *testing.T, b kernels.Backend) {
 		t.Run(c.name(), func(t *testing.T) {
 			x, _ := c.logits("Softmax" + c.name())
 			want := clone(x)
-			r.Softmax(want, c.rows, c.v)
+			r.Softmax(kernels.HostF32(want), c.rows, c.v)
 			got := padded(x, 2)
-			b.Softmax(got, c.rows, c.v)
+			b.Softmax(kernels.HostF32(got), c.rows, c.v)
 			CheckClose(t, "x", got[:len(x)], want, Tolerance("Softmax"))
 			CheckExact(t, "x past R·V", got[len(x):], padded(nil, 2))
 		})

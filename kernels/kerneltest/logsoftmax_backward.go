@@ -38,13 +38,13 @@ func LogSoftmaxGatherBackward(t *testing.T, b kernels.Backend) {
 				}
 				n := c.rows * c.v
 				want := make([]float32, n)
-				r.LogSoftmaxGatherBackward(want, x, targets, dlogp, dent, c.rows, c.v)
+				r.LogSoftmaxGatherBackward(kernels.HostF32(want), kernels.HostF32(x), kernels.HostI32(targets), kernels.HostF32(dlogp), kernels.HostF32(dent), c.rows, c.v)
 				got := bwNaNs(n)
-				b.LogSoftmaxGatherBackward(got, x, targets, dlogp, dent, c.rows, c.v)
+				b.LogSoftmaxGatherBackward(kernels.HostF32(got), kernels.HostF32(x), kernels.HostI32(targets), kernels.HostF32(dlogp), kernels.HostF32(dent), c.rows, c.v)
 				CheckClose(t, "dlogits", got[:n], want, tol)
 				CheckExact(t, "dlogits past R·V", got[n:], padded(nil, bwPad))
 				inPlace := padded(x, bwPad)
-				b.LogSoftmaxGatherBackward(inPlace, inPlace, targets, dlogp, dent, c.rows, c.v)
+				b.LogSoftmaxGatherBackward(kernels.HostF32(inPlace), kernels.HostF32(inPlace), kernels.HostI32(targets), kernels.HostF32(dlogp), kernels.HostF32(dent), c.rows, c.v)
 				CheckExact(t, "in place (dlogits = logits)", inPlace, got)
 			})
 		}

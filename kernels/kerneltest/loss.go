@@ -57,8 +57,8 @@ func lossCases() []lossCase {
 // (empty ones included): log-probs in (−6, 0], old log-probs within ±0.5
 // of them (ratios in about [0.6, 1.65], both sides of every clip), advantages
 // of both signs and zero.
-func lossInputs(rng *rand.Rand, c lossCase, segs int) (kernels.LossInput, int) {
-	in := kernels.LossInput{Seg: []int32{0}}
+func lossInputs(rng *rand.Rand, c lossCase, segs int) (kernels.HostLossInput, int) {
+	in := kernels.HostLossInput{Seg: []int32{0}}
 	n := 0
 	for s := range segs {
 		l := rng.IntN(41)
@@ -123,13 +123,13 @@ func lossInputs(rng *rand.Rand, c lossCase, segs int) (kernels.LossInput, int) {
 	return in, n
 }
 
-func newLossOutput(n int) kernels.LossOutput {
+func newLossOutput(n int) kernels.HostLossOutput {
 	nan := func() []float32 { return bwNaNs(n)[:n] }
 	clip := make([]uint8, n)
 	for i := range clip {
 		clip[i] = 0xff
 	}
-	return kernels.LossOutput{Loss: nan(), DLogP: nan(), DEntropy: nan(), Ratio: nan(), KL: nan(), Clip: clip, Phi: nan()}
+	return kernels.HostLossOutput{Loss: nan(), DLogP: nan(), DEntropy: nan(), Ratio: nan(), KL: nan(), Clip: clip, Phi: nan()}
 }
 
 // PolicyLoss checks every output of PolicyLoss against the reference, for
@@ -148,8 +148,8 @@ func PolicyLoss(t *testing.T, b kernels.Backend) {
 			t.Run(name, func(t *testing.T) {
 				in, n := lossInputs(newRNG("loss"+name), c, segs)
 				want, got := newLossOutput(n), newLossOutput(n)
-				r.PolicyLoss(want, in, c.p, n)
-				b.PolicyLoss(got, in, c.p, n)
+				r.PolicyLoss(want.Buffers(), in.Buffers(), c.p, n)
+				b.PolicyLoss(got.Buffers(), in.Buffers(), c.p, n)
 				CheckClose(t, "Loss", got.Loss, want.Loss, tol)
 				CheckClose(t, "DLogP", got.DLogP, want.DLogP, tol)
 				CheckClose(t, "DEntropy", got.DEntropy, want.DEntropy, tol)
@@ -167,7 +167,7 @@ func PolicyLoss(t *testing.T, b kernels.Backend) {
 				chunk := newLossOutput(n)
 				for _, lh := range [][2]int{{0, split}, {split, n}} {
 					lo, hi := lh[0], lh[1]
-					sub := kernels.LossInput{LogP: in.LogP[lo:hi], Entropy: in.Entropy[lo:hi], RefLogP: in.RefLogP[lo:hi],
+					sub := kernels.HostLossInput{LogP: in.LogP[lo:hi], Entropy: in.Entropy[lo:hi], RefLogP: in.RefLogP[lo:hi],
 						Adv: in.Adv[lo:hi], Weight: in.Weight[lo:hi]}
 					if in.OldLogP != nil {
 						sub.OldLogP = in.OldLogP[lo:hi]
@@ -175,9 +175,9 @@ func PolicyLoss(t *testing.T, b kernels.Backend) {
 					if in.ISRatio != nil {
 						sub.ISRatio = in.ISRatio[lo:hi]
 					}
-					o := kernels.LossOutput{Loss: chunk.Loss[lo:hi], DLogP: chunk.DLogP[lo:hi], DEntropy: chunk.DEntropy[lo:hi],
+					o := kernels.HostLossOutput{Loss: chunk.Loss[lo:hi], DLogP: chunk.DLogP[lo:hi], DEntropy: chunk.DEntropy[lo:hi],
 						Ratio: chunk.Ratio[lo:hi], KL: chunk.KL[lo:hi], Clip: chunk.Clip[lo:hi], Phi: chunk.Phi[lo:hi]}
-					b.PolicyLoss(o, sub, c.p, hi-lo)
+					b.PolicyLoss(o.Buffers(), sub.Buffers(), c.p, hi-lo)
 				}
 				CheckExact(t, "chunked Loss", chunk.Loss, got.Loss)
 				CheckExact(t, "chunked DLogP", chunk.DLogP, got.DLogP)

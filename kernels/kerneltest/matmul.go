@@ -39,7 +39,7 @@ func MatMulNN(t *testing.T, b kernels.Backend) {
 }
 
 // matmulOp is the shape of MatMul and MatMulNN.
-type matmulOp func(out, in []float32, w kernels.Mat, m int, accumulate bool)
+type matmulOp func(out, in kernels.Buffer, w kernels.Mat, m int, accumulate bool)
 
 // matmulFamily checks op against its reference for every shape, dtype and
 // accumulate mode: in is [M, reduce], out is [M, width], where dims gives
@@ -57,13 +57,13 @@ func matmulFamily(t *testing.T, op string, got, want matmulOp, dims func(n, k in
 					w := randMat(rng, dt, n, k, 1)
 					init := uniform(rng, m*width, 1)
 					ref := clone(init)
-					want(ref, in, w, m, acc)
+					want(kernels.HostF32(ref), kernels.HostF32(in), w, m, acc)
 					out := padded(init, 5)
-					got(out, in, w, m, acc)
+					got(kernels.HostF32(out), kernels.HostF32(in), w, m, acc)
 					CheckClose(t, "out", out[:m*width], ref, matmulTol(op, reduce))
 					CheckExact(t, "out past the output", out[m*width:], padded(nil, 5))
 					again := clone(init)
-					got(again, in, w, m, acc)
+					got(kernels.HostF32(again), kernels.HostF32(in), w, m, acc)
 					CheckExact(t, "repeated call", again, out[:m*width])
 				})
 			}
@@ -84,13 +84,13 @@ func MatMulTN(t *testing.T, b kernels.Backend) {
 			x := uniform(rng, m*k, 1)
 			init := uniform(rng, n*k, 1)
 			want := clone(init)
-			r.MatMulTN(want, dy, x, m, n, k)
+			r.MatMulTN(kernels.HostF32(want), kernels.HostF32(dy), kernels.HostF32(x), m, n, k)
 			got := padded(init, 5)
-			b.MatMulTN(got, dy, x, m, n, k)
+			b.MatMulTN(kernels.HostF32(got), kernels.HostF32(dy), kernels.HostF32(x), m, n, k)
 			CheckClose(t, "dw", got[:n*k], want, matmulTol("MatMulTN", m))
 			CheckExact(t, "dw past N·K", got[n*k:], padded(nil, 5))
 			again := clone(init)
-			b.MatMulTN(again, dy, x, m, n, k)
+			b.MatMulTN(kernels.HostF32(again), kernels.HostF32(dy), kernels.HostF32(x), m, n, k)
 			CheckExact(t, "repeated call", again, got[:n*k])
 		})
 	}

@@ -28,14 +28,14 @@ func RMSNorm(t *testing.T, b kernels.Backend) {
 			w := uniform(rng, c.cols, 2)
 			const eps = 1e-6
 			want := make([]float32, len(x))
-			r.RMSNorm(want, x, w, c.rows, c.cols, eps)
+			r.RMSNorm(kernels.HostF32(want), kernels.HostF32(x), kernels.HostF32(w), c.rows, c.cols, eps)
 			var got []float32
 			if c.alias {
 				got = padded(x, 3)
-				b.RMSNorm(got, got, w, c.rows, c.cols, eps)
+				b.RMSNorm(kernels.HostF32(got), kernels.HostF32(got), kernels.HostF32(w), c.rows, c.cols, eps)
 			} else {
 				got = padded(make([]float32, len(x)), 3)
-				b.RMSNorm(got, x, w, c.rows, c.cols, eps)
+				b.RMSNorm(kernels.HostF32(got), kernels.HostF32(x), kernels.HostF32(w), c.rows, c.cols, eps)
 			}
 			CheckClose(t, "out", got[:len(x)], want, Tolerance("RMSNorm"))
 			CheckExact(t, "out past R·C", got[len(x):], padded(nil, 3))

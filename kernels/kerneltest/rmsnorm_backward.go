@@ -35,11 +35,11 @@ func RMSNormBackward(t *testing.T, b kernels.Backend) {
 			dw0 := uniform(rng, c.cols, 1)
 			const eps = 1e-6
 			wantDx, wantDw := make([]float32, n), clone(dw0)
-			r.RMSNormBackward(wantDx, wantDw, dout, x, w, c.rows, c.cols, eps)
+			r.RMSNormBackward(kernels.HostF32(wantDx), kernels.HostF32(wantDw), kernels.HostF32(dout), kernels.HostF32(x), kernels.HostF32(w), c.rows, c.cols, eps)
 
 			run := func() (dx, dw []float32) {
 				dx, dw = bwNaNs(n), padded(dw0, bwPad)
-				b.RMSNormBackward(dx, dw, dout, x, w, c.rows, c.cols, eps)
+				b.RMSNormBackward(kernels.HostF32(dx), kernels.HostF32(dw), kernels.HostF32(dout), kernels.HostF32(x), kernels.HostF32(w), c.rows, c.cols, eps)
 				return dx, dw
 			}
 			dx, dw := run()

@@ -31,9 +31,9 @@ func RoPE(t *testing.T, b kernels.Backend) {
 			}
 			pos[0] = int32(c.maxPos)
 			want := clone(x)
-			r.RoPE(want, pos, c.heads, c.dim, c.theta)
+			r.RoPE(kernels.HostF32(want), kernels.HostI32(pos), c.heads, c.dim, c.theta)
 			got := padded(x, 3)
-			b.RoPE(got, pos, c.heads, c.dim, c.theta)
+			b.RoPE(kernels.HostF32(got), kernels.HostI32(pos), c.heads, c.dim, c.theta)
 			CheckClose(t, "x", got[:len(x)], want, Tolerance("RoPE"))
 			CheckExact(t, "x past T·H·D", got[len(x):], padded(nil, 3))
 		})

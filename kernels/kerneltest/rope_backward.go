@@ -33,20 +33,20 @@ func RoPEBackward(t *testing.T, b kernels.Backend) {
 			}
 			dy := uniform(rng, n, 1)
 			want := clone(dy)
-			r.RoPEBackward(want, pos, c.heads, c.dim, c.theta)
+			r.RoPEBackward(kernels.HostF32(want), kernels.HostI32(pos), c.heads, c.dim, c.theta)
 			got := padded(dy, bwPad)
-			b.RoPEBackward(got, pos, c.heads, c.dim, c.theta)
+			b.RoPEBackward(kernels.HostF32(got), kernels.HostI32(pos), c.heads, c.dim, c.theta)
 			CheckClose(t, "dx", got[:n], want, Tolerance("RoPEBackward"))
 			CheckExact(t, "dx past T·H·D", got[n:], padded(nil, bwPad))
 			again := clone(dy)
-			b.RoPEBackward(again, pos, c.heads, c.dim, c.theta)
+			b.RoPEBackward(kernels.HostF32(again), kernels.HostI32(pos), c.heads, c.dim, c.theta)
 			CheckExact(t, "repeated call", again, got[:n])
 
 			// Round trip: RoPE then RoPEBackward is the identity, up to
 			// two roundings of a rotation (same tolerance).
 			rt := clone(dy)
-			b.RoPE(rt, pos, c.heads, c.dim, c.theta)
-			b.RoPEBackward(rt, pos, c.heads, c.dim, c.theta)
+			b.RoPE(kernels.HostF32(rt), kernels.HostI32(pos), c.heads, c.dim, c.theta)
+			b.RoPEBackward(kernels.HostF32(rt), kernels.HostI32(pos), c.heads, c.dim, c.theta)
 			CheckClose(t, "RoPEBackward(RoPE(x))", rt, dy, Tolerance("RoPEBackward"))
 		})
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/x/kernels"
 	"github.com/x/kernels/ref"
 )
@@ -42,7 +44,11 @@ func Argmax(t *testing.T, b kernels.Backend) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			x := c.make()
-			assert.Equal(t, r.Argmax(x), b.Argmax(x))
+			want, err := r.Argmax(kernels.HostF32(x))
+			require.NoError(t, err)
+			got, err := b.Argmax(kernels.HostF32(x))
+			require.NoError(t, err)
+			assert.Equal(t, want, got)
 		})
 	}
 }
@@ -105,9 +111,9 @@ func SampleRows(t *testing.T, b kernels.Backend) {
 				uu[i] = u
 			}
 			wantID, wantLP, wantFull := make([]int32, n), make([]float32, n), make([]float32, n)
-			r.SampleRows(wantID, wantLP, wantFull, batch, params, uu, n, v)
+			r.SampleRows(kernels.HostI32(wantID), kernels.HostF32(wantLP), kernels.HostF32(wantFull), kernels.HostF32(batch), params, uu, n, v)
 			id, lp, full := make([]int32, n), make([]float32, n), make([]float32, n)
-			b.SampleRows(id, lp, full, batch, params, uu, n, v)
+			b.SampleRows(kernels.HostI32(id), kernels.HostF32(lp), kernels.HostF32(full), kernels.HostF32(batch), params, uu, n, v)
 			for i, p := range params {
 				name := fmt.Sprintf("%s_T%g_K%d_P%g_M%g_u%g", l.name, p.Temperature, p.TopK, p.TopP, p.MinP, u)
 				t.Run(name, func(t *testing.T) {
@@ -118,7 +124,7 @@ func SampleRows(t *testing.T, b kernels.Backend) {
 						assert.LessOrEqual(t, full[i], lp[i]+float32(fullTol.ATol), "filtering only raises a token's log-prob")
 					}
 					id1, lp1, full1 := make([]int32, 1), make([]float32, 1), make([]float32, 1)
-					b.SampleRows(id1, lp1, full1, l.x, params[i:i+1], uu[i:i+1], 1, v)
+					b.SampleRows(kernels.HostI32(id1), kernels.HostF32(lp1), kernels.HostF32(full1), kernels.HostF32(l.x), params[i:i+1], uu[i:i+1], 1, v)
 					assert.Equal(t, id[i], id1[0], "id alone")
 					assert.Equal(t, lp[i], lp1[0], "logprob alone")
 					assert.Equal(t, full[i], full1[0], "full logprob alone")

@@ -26,7 +26,7 @@ func SwiGLU(t *testing.T, b kernels.Backend) {
 			gate := uniform(rng, c.n, c.scale)
 			up := uniform(rng, c.n, 2)
 			want := make([]float32, c.n)
-			r.SwiGLU(want, gate, up)
+			r.SwiGLU(kernels.HostF32(want), kernels.HostF32(gate), kernels.HostF32(up))
 			g, u := clone(gate), clone(up)
 			var got []float32
 			switch c.alias {
@@ -37,7 +37,7 @@ func SwiGLU(t *testing.T, b kernels.Backend) {
 			default:
 				got = make([]float32, c.n)
 			}
-			b.SwiGLU(got, g, u)
+			b.SwiGLU(kernels.HostF32(got), kernels.HostF32(g), kernels.HostF32(u))
 			CheckClose(t, "out", got, want, Tolerance("SwiGLU"))
 		})
 	}

@@ -28,10 +28,10 @@ func SwiGLUBackward(t *testing.T, b kernels.Backend) {
 			up := uniform(rng, c.n, 2)
 			dout := uniform(rng, c.n, 1)
 			wantG, wantU := make([]float32, c.n), make([]float32, c.n)
-			r.SwiGLUBackward(wantG, wantU, dout, gate, up)
+			r.SwiGLUBackward(kernels.HostF32(wantG), kernels.HostF32(wantU), kernels.HostF32(dout), kernels.HostF32(gate), kernels.HostF32(up))
 			run := func() (dg, du []float32) {
 				dg, du = bwNaNs(c.n), bwNaNs(c.n)
-				b.SwiGLUBackward(dg, du, dout, gate, up)
+				b.SwiGLUBackward(kernels.HostF32(dg), kernels.HostF32(du), kernels.HostF32(dout), kernels.HostF32(gate), kernels.HostF32(up))
 				return dg, du
 			}
 			dg, du := run()

@@ -17,8 +17,13 @@ import (
 //
 // step counts from 1. Each element depends only on its own inputs, so the
 // result is deterministic.
-func (Backend) AdamW(param, grad, m, v []float32, p kernels.AdamWParams, step int) {
+func (Backend) AdamW(param, grad, m, v kernels.Buffer, p kernels.AdamWParams, step int) {
 	kernels.CheckAdamW(param, grad, m, v, step)
+	adamW(param.F32(), grad.F32(), m.F32(), v.F32(), p, step)
+}
+
+// adamW is AdamW on host slices.
+func adamW(param, grad, m, v []float32, p kernels.AdamWParams, step int) {
 	n := len(param)
 	lr, b1, b2 := float64(p.LR), float64(p.Beta1), float64(p.Beta2)
 	eps, wd := float64(p.Eps), float64(p.WeightDecay)

@@ -60,7 +60,7 @@ func TestAdamWTwoSteps(t *testing.T) {
 			param := append([]float32(nil), param0...)
 			m, v := make([]float32, len(param)), make([]float32, len(param))
 			for step := 1; step <= 2; step++ {
-				ref.Backend{}.AdamW(param, grads[step-1], m, v, tc.p, step)
+				ref.Backend{}.AdamW(kernels.HostF32(param), kernels.HostF32(grads[step-1]), kernels.HostF32(m), kernels.HostF32(v), tc.p, step)
 				want := tc.want[step-1]
 				for _, c := range []struct {
 					name      string

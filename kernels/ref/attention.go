@@ -12,10 +12,13 @@ import (
 func (Backend) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim int, scale float32) {
 	kernels.CheckAttention(seqs, heads, kvHeads, headDim)
 	group := heads / kvHeads
-	for _, s := range seqs {
-		n := s.Start + s.T
-		if s.Paged.BlockSize > 0 {
-			s.K, s.V = unpage(&s.Paged, n, kvHeads, headDim)
+	for _, sq := range seqs {
+		n := sq.Start + sq.T
+		s := hostSeq{Q: sq.Q.F32(), Out: sq.Out.F32(), LSE: sq.LSE.F32(), T: sq.T, Start: sq.Start}
+		if sq.Paged.BlockSize > 0 {
+			s.K, s.V = unpage(&sq.Paged, n, kvHeads, headDim)
+		} else {
+			s.K, s.V = sq.K.F32(), sq.V.F32()
 		}
 		scores := make([]float64, n)
 		acc := make([]float64, headDim)
@@ -57,6 +60,12 @@ func (Backend) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim in
 			}
 		}
 	}
+}
+
+// hostSeq is an AttentionSeq as host slices, K and V contiguous.
+type hostSeq struct {
+	Q, K, V, Out, LSE []float32
+	T, Start          int
 }
 
 // unpage copies the n positions of a paged sequence into contiguous

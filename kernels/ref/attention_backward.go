@@ -23,7 +23,8 @@ func (Backend) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHeads
 	group := heads / kvHeads
 	d := headDim
 	sc := float64(scale)
-	for _, s := range seqs {
+	for i := range seqs {
+		s := seqs[i].Host()
 		nkv := (s.Start + s.T) * kvHeads * d
 
 		dk := make([]float64, nkv)

@@ -20,3 +20,11 @@ import (
 type Backend struct {
 	kernels.HostMemory
 }
+
+// opt is the host slice of an optional F32 Buffer: nil when it is empty.
+func opt(b kernels.Buffer) []float32 {
+	if b.Len() == 0 {
+		return nil
+	}
+	return b.F32()
+}

@@ -6,8 +6,13 @@ import "github.com/x/kernels"
 // ids accumulate. The rows of dout that land on one id are summed in
 // float64 together with dtable's value and rounded once. dtable's V is
 // len(dtable)/c.
-func (Backend) EmbeddingBackward(dtable, dout []float32, ids []int32, c int) {
+func (Backend) EmbeddingBackward(dtable, dout, ids kernels.Buffer, c int) {
 	kernels.CheckEmbeddingBackward(dtable, dout, ids, c)
+	embeddingBackward(dtable.F32(), dout.F32(), ids.I32(), c)
+}
+
+// embeddingBackward is EmbeddingBackward on host slices.
+func embeddingBackward(dtable, dout []float32, ids []int32, c int) {
 	acc := make(map[int32][]float64)
 	var order []int32
 	for t, id := range ids {

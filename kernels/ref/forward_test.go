@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/x/kernels"
 )
@@ -14,11 +15,11 @@ import (
 const handTol = 1e-6
 
 func bf16Mat(v []float32, rows, cols int) kernels.Mat {
-	m := kernels.Mat{DType: kernels.BF16, Rows: rows, Cols: cols, U16: make([]uint16, len(v))}
+	u := make([]uint16, len(v))
 	for i, f := range v {
-		m.U16[i] = kernels.F32ToBF16(f)
+		u[i] = kernels.F32ToBF16(f)
 	}
-	return m
+	return kernels.MatBF16(u, rows, cols)
 }
 
 func TestMatMulHand(t *testing.T) {
@@ -38,46 +39,46 @@ func TestMatMulHand(t *testing.T) {
 		for _, tc := range tests {
 			t.Run(w.DType.String()+"_"+tc.name, func(t *testing.T) {
 				out := append([]float32(nil), tc.init...)
-				b.MatMul(out, x, w, 2, tc.acc)
+				b.MatMul(kernels.HostF32(out), kernels.HostF32(x), w, 2, tc.acc)
 				assert.InDeltaSlice(t, tc.want, out, handTol)
 			})
 		}
 		out := []float32{0, 0, 0}
-		b.MatMulNN(out, []float32{1, 2}, w, 1, false) // 1·row0 + 2·row1
+		b.MatMulNN(kernels.HostF32(out), kernels.HostF32([]float32{1, 2}), w, 1, false) // 1·row0 + 2·row1
 		assert.InDeltaSlice(t, []float32{2, 1, 0}, out, handTol)
 	}
 	dw := make([]float32, 6)
-	b.MatMulTN(dw, []float32{1, 0, 0, 2}, x, 2, 2, 3) // dyᵀ·x
+	b.MatMulTN(kernels.HostF32(dw), kernels.HostF32([]float32{1, 0, 0, 2}), kernels.HostF32(x), 2, 2, 3) // dyᵀ·x
 	assert.InDeltaSlice(t, []float32{1, 2, 3, 8, 10, 12}, dw, handTol)
 }
 
 func TestEmbeddingHand(t *testing.T) {
 	var b Backend
 	out := make([]float32, 4)
-	b.Embedding(out, bf16Mat([]float32{1, 2, 3, 4, 5, 6}, 3, 2), []int32{2, 0})
+	b.Embedding(kernels.HostF32(out), bf16Mat([]float32{1, 2, 3, 4, 5, 6}, 3, 2), kernels.HostI32([]int32{2, 0}))
 	assert.Equal(t, []float32{5, 6, 1, 2}, out)
-	assert.Panics(t, func() { b.Embedding(out, bf16Mat([]float32{1, 2}, 1, 2), []int32{1}) })
+	assert.Panics(t, func() { b.Embedding(kernels.HostF32(out), bf16Mat([]float32{1, 2}, 1, 2), kernels.HostI32([]int32{1})) })
 }
 
 func TestRMSNormHand(t *testing.T) {
 	var b Backend
 	x := []float32{3, 4}
 	out := make([]float32, 2)
-	b.RMSNorm(out, x, []float32{1, 2}, 1, 2, 0) // rms = √12.5
+	b.RMSNorm(kernels.HostF32(out), kernels.HostF32(x), kernels.HostF32([]float32{1, 2}), 1, 2, 0) // rms = √12.5
 	assert.InDeltaSlice(t, []float32{0.84852814, 2.2627417}, out, handTol)
-	b.RMSNorm(x, x, []float32{1, 2}, 1, 2, 0) // in place
+	b.RMSNorm(kernels.HostF32(x), kernels.HostF32(x), kernels.HostF32([]float32{1, 2}), 1, 2, 0) // in place
 	assert.InDeltaSlice(t, out, x, 0)
 }
 
 func TestRoPEHand(t *testing.T) {
 	var b Backend
 	x := []float32{1, 0}
-	b.RoPE(x, []int32{1}, 1, 2, 10000) // i = 0: angle = pos
+	b.RoPE(kernels.HostF32(x), kernels.HostI32([]int32{1}), 1, 2, 10000) // i = 0: angle = pos
 	assert.InDeltaSlice(t, []float32{float32(math.Cos(1)), float32(math.Sin(1))}, x, handTol)
 	// D = 4, theta = 100: angles 2 and 2/100^(1/2) = 0.2 for the pairs
 	// (x0, x2) = (1, 0) and (x1, x3) = (0, 1).
 	x = []float32{1, 0, 0, 1}
-	b.RoPE(x, []int32{2}, 1, 4, 100)
+	b.RoPE(kernels.HostF32(x), kernels.HostI32([]int32{2}), 1, 4, 100)
 	want := []float32{float32(math.Cos(2)), float32(-math.Sin(0.2)), float32(math.Sin(2)), float32(math.Cos(0.2))}
 	assert.InDeltaSlice(t, want, x, handTol)
 }
@@ -86,27 +87,27 @@ func TestAttentionHand(t *testing.T) {
 	var b Backend
 	// One head, D = 1: query 1 sees scores (0, ln 3), so p = (1/4, 3/4).
 	s := []kernels.AttentionSeq{{
-		Q: []float32{1, 1}, K: []float32{0, float32(math.Log(3))}, V: []float32{4, 8},
-		Out: make([]float32, 2), LSE: make([]float32, 2), T: 2,
+		Q: kernels.HostF32([]float32{1, 1}), K: kernels.HostF32([]float32{0, float32(math.Log(3))}), V: kernels.HostF32([]float32{4, 8}),
+		Out: kernels.HostF32(make([]float32, 2)), LSE: kernels.HostF32(make([]float32, 2)), T: 2,
 	}}
 	b.Attention(s, 1, 1, 1, 1)
-	assert.InDeltaSlice(t, []float32{4, 7}, s[0].Out, handTol)
-	assert.InDeltaSlice(t, []float32{0, float32(math.Log(4))}, s[0].LSE, handTol)
+	assert.InDeltaSlice(t, []float32{4, 7}, s[0].Out.F32(), handTol)
+	assert.InDeltaSlice(t, []float32{0, float32(math.Log(4))}, s[0].LSE.F32(), handTol)
 	// The same last query as decode: T = 1 at Start = 1.
-	d := []kernels.AttentionSeq{{Q: []float32{1}, K: s[0].K, V: s[0].V, Out: make([]float32, 1), T: 1, Start: 1}}
+	d := []kernels.AttentionSeq{{Q: kernels.HostF32([]float32{1}), K: s[0].K, V: s[0].V, Out: kernels.HostF32(make([]float32, 1)), T: 1, Start: 1}}
 	b.Attention(d, 1, 1, 1, 1)
-	assert.InDelta(t, 7, d[0].Out[0], handTol)
+	assert.InDelta(t, 7, d[0].Out.F32()[0], handTol)
 }
 
 func TestElementwiseHand(t *testing.T) {
 	var b Backend
 	out := make([]float32, 2)
-	b.SwiGLU(out, []float32{0, 1}, []float32{5, 2}) // 2·σ(1)
+	b.SwiGLU(kernels.HostF32(out), kernels.HostF32([]float32{0, 1}), kernels.HostF32([]float32{5, 2})) // 2·σ(1)
 	assert.InDeltaSlice(t, []float32{0, 1.4621172}, out, handTol)
 	x := []float32{1, 2}
-	b.Add(x, []float32{0.5, -1})
+	b.Add(kernels.HostF32(x), kernels.HostF32([]float32{0.5, -1}))
 	assert.Equal(t, []float32{1.5, 1}, x)
-	b.Scale(x, 2)
+	b.Scale(kernels.HostF32(x), 2)
 	assert.Equal(t, []float32{3, 2}, x)
 }
 
@@ -115,13 +116,15 @@ func TestSoftmaxFamilyHand(t *testing.T) {
 	l3 := float32(math.Log(3))
 	logp, ent := make([]float32, 2), make([]float32, 2)
 	negInf := float32(math.Inf(-1))
-	b.LogSoftmaxGather(logp, ent, []float32{0, l3, negInf, 7}, []int32{1, 1}, 2, 2)
+	b.LogSoftmaxGather(kernels.HostF32(logp), kernels.HostF32(ent), kernels.HostF32([]float32{0, l3, negInf, 7}), kernels.HostI32([]int32{1, 1}), 2, 2)
 	assert.InDeltaSlice(t, []float32{float32(math.Log(0.75)), 0}, logp, handTol)
 	assert.InDeltaSlice(t, []float32{0.5623351, 0}, ent, handTol) // −(¼ln¼ + ¾ln¾); a −Inf logit adds nothing
 	x := []float32{0, l3}
-	b.Softmax(x, 1, 2)
+	b.Softmax(kernels.HostF32(x), 1, 2)
 	assert.InDeltaSlice(t, []float32{0.25, 0.75}, x, handTol)
-	assert.Equal(t, int32(1), b.Argmax([]float32{1, 3, 3, 2}))
+	id, err := b.Argmax(kernels.HostF32([]float32{1, 3, 3, 2}))
+	require.NoError(t, err)
+	assert.Equal(t, int32(1), id)
 }
 
 func TestSampleHand(t *testing.T) {
@@ -155,7 +158,7 @@ func TestSampleHand(t *testing.T) {
 		params[i], us[i] = tc.p, tc.u
 	}
 	ids, lp, full := make([]int32, n), make([]float32, n), make([]float32, n)
-	b.SampleRows(ids, lp, full, rows, params, us, n, 2)
+	b.SampleRows(kernels.HostI32(ids), kernels.HostF32(lp), kernels.HostF32(full), kernels.HostF32(rows), params, us, n, 2)
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.id, ids[i])
@@ -164,7 +167,9 @@ func TestSampleHand(t *testing.T) {
 		})
 	}
 	one := func(p kernels.SamplingParams, u float64) func() {
-		return func() { b.SampleRows(ids, lp, full, logits, []kernels.SamplingParams{p}, []float64{u}, 1, 2) }
+		return func() {
+			b.SampleRows(kernels.HostI32(ids), kernels.HostF32(lp), kernels.HostF32(full), kernels.HostF32(logits), []kernels.SamplingParams{p}, []float64{u}, 1, 2)
+		}
 	}
 	assert.Panics(t, one(kernels.SamplingParams{Temperature: 1}, 1))
 	assert.Panics(t, one(kernels.SamplingParams{Temperature: -1}, 0))

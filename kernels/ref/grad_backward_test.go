@@ -121,7 +121,7 @@ func TestRMSNormBackwardFiniteDifferences(t *testing.T) {
 			dw0 := fdRandom(4, tc.cols, -1, 1)
 			dx := fdRandom(5, n, -9, 9) // overwritten
 			dw := append([]float32(nil), dw0...)
-			ref.Backend{}.RMSNormBackward(dx, dw, dout, x, w, tc.rows, tc.cols, eps)
+			ref.Backend{}.RMSNormBackward(kernels.HostF32(dx), kernels.HostF32(dw), kernels.HostF32(dout), kernels.HostF32(x), kernels.HostF32(w), tc.rows, tc.cols, eps)
 
 			w64, x64 := fdWiden(w), fdWiden(x)
 			wantDx := fdGrad(x, func(x []float64) float64 {
@@ -170,7 +170,7 @@ func TestRoPEBackwardFiniteDifferences(t *testing.T) {
 			x := fdRandom(11, n, -2, 2)
 			dy := fdRandom(12, n, -1, 1)
 			dx := append([]float32(nil), dy...)
-			ref.Backend{}.RoPEBackward(dx, tc.pos, tc.heads, tc.d, tc.theta)
+			ref.Backend{}.RoPEBackward(kernels.HostF32(dx), kernels.HostI32(tc.pos), tc.heads, tc.d, tc.theta)
 			want := fdGrad(x, func(x []float64) float64 {
 				return fdDot(rope64(x, tc.pos, tc.heads, tc.d, tc.theta), dy)
 			})
@@ -185,7 +185,7 @@ func TestSwiGLUBackwardFiniteDifferences(t *testing.T) {
 	up := fdRandom(22, n, -3, 3)
 	dout := fdRandom(23, n, -1, 1)
 	dgate, dup := make([]float32, n), make([]float32, n)
-	ref.Backend{}.SwiGLUBackward(dgate, dup, dout, gate, up)
+	ref.Backend{}.SwiGLUBackward(kernels.HostF32(dgate), kernels.HostF32(dup), kernels.HostF32(dout), kernels.HostF32(gate), kernels.HostF32(up))
 	silu := func(z float64) float64 { return z / (1 + math.Exp(-z)) }
 	g64, u64 := fdWiden(gate), fdWiden(up)
 	wantG := fdGrad(gate, func(g []float64) float64 {
@@ -207,7 +207,7 @@ func TestSwiGLUBackwardFiniteDifferences(t *testing.T) {
 
 	// In place, as the model may call it: dgate over gate, dup over up.
 	g2, u2 := append([]float32(nil), gate...), append([]float32(nil), up...)
-	ref.Backend{}.SwiGLUBackward(g2, u2, dout, g2, u2)
+	ref.Backend{}.SwiGLUBackward(kernels.HostF32(g2), kernels.HostF32(u2), kernels.HostF32(dout), kernels.HostF32(g2), kernels.HostF32(u2))
 	assert.Equal(t, dgate, g2, "dgate aliasing gate")
 	assert.Equal(t, dup, u2, "dup aliasing up")
 }
@@ -219,7 +219,7 @@ func TestEmbeddingBackwardFiniteDifferences(t *testing.T) {
 	dout := fdRandom(32, len(ids)*c, -1, 1)
 	d0 := fdRandom(33, v*c, -1, 1)
 	dtable := append([]float32(nil), d0...)
-	ref.Backend{}.EmbeddingBackward(dtable, dout, ids, c)
+	ref.Backend{}.EmbeddingBackward(kernels.HostF32(dtable), kernels.HostF32(dout), kernels.HostI32(ids), c)
 	want := fdGrad(table, func(tab []float64) float64 {
 		var s float64
 		for t, id := range ids {
@@ -264,19 +264,19 @@ func TestLogSoftmaxGatherBackwardFiniteDifferences(t *testing.T) {
 			}
 			dlogp := fdRandom(42, tc.rows, -2, 2)
 			dl := make([]float32, tc.rows*tc.v)
-			ref.Backend{}.LogSoftmaxGatherBackward(dl, logits, targets, dlogp, nil, tc.rows, tc.v)
+			ref.Backend{}.LogSoftmaxGatherBackward(kernels.HostF32(dl), kernels.HostF32(logits), kernels.HostI32(targets), kernels.HostF32(dlogp), kernels.Buffer{}, tc.rows, tc.v)
 			want := fdGrad(logits, func(x []float64) float64 {
 				return fdDot(logSoftmaxGather64(x, targets, tc.rows, tc.v), dlogp)
 			})
 			fdAssert(t, "dlogits", dl, nil, want)
 
 			inPlace := append([]float32(nil), logits...)
-			ref.Backend{}.LogSoftmaxGatherBackward(inPlace, inPlace, targets, dlogp, nil, tc.rows, tc.v)
+			ref.Backend{}.LogSoftmaxGatherBackward(kernels.HostF32(inPlace), kernels.HostF32(inPlace), kernels.HostI32(targets), kernels.HostF32(dlogp), kernels.Buffer{}, tc.rows, tc.v)
 			assert.Equal(t, dl, inPlace, "dlogits aliasing logits")
 
 			// With the entropy term: the gradient of Σ dlogp·logp + dent·H.
 			dent := fdRandom(43, tc.rows, -2, 2)
-			ref.Backend{}.LogSoftmaxGatherBackward(dl, logits, targets, dlogp, dent, tc.rows, tc.v)
+			ref.Backend{}.LogSoftmaxGatherBackward(kernels.HostF32(dl), kernels.HostF32(logits), kernels.HostI32(targets), kernels.HostF32(dlogp), kernels.HostF32(dent), tc.rows, tc.v)
 			want = fdGrad(logits, func(x []float64) float64 {
 				return fdDot(logSoftmaxGather64(x, targets, tc.rows, tc.v), dlogp) + fdDot(entropy64(x, tc.rows, tc.v), dent)
 			})
@@ -382,25 +382,25 @@ func TestAttentionBackwardFiniteDifferences(t *testing.T) {
 				dk0, dv0 := fdRandom(seed+4, nkv, -1, 1), fdRandom(seed+5, nkv, -1, 1)
 				base[i] = saved{dk0, dv0}
 				seqs[i] = kernels.AttentionGradSeq{
-					DOut: fdRandom(seed+6, nq, -1, 1), Q: q, K: k, V: v,
-					Out: fdNarrow(out), LSE: fdNarrow(lse),
-					DQ: fdRandom(seed+7, nq, -50, 50), // must be overwritten
-					DK: append([]float32(nil), dk0...), DV: append([]float32(nil), dv0...),
+					DOut: kernels.HostF32(fdRandom(seed+6, nq, -1, 1)), Q: kernels.HostF32(q), K: kernels.HostF32(k), V: kernels.HostF32(v),
+					Out: kernels.HostF32(fdNarrow(out)), LSE: kernels.HostF32(fdNarrow(lse)),
+					DQ: kernels.HostF32(fdRandom(seed+7, nq, -50, 50)), // must be overwritten
+					DK: kernels.HostF32(append([]float32(nil), dk0...)), DV: kernels.HostF32(append([]float32(nil), dv0...)),
 					T: sh.t, Start: sh.start,
 				}
 			}
 			ref.Backend{}.AttentionBackward(seqs, tc.heads, tc.kvh, tc.d, float32(scale))
 
 			for i, s := range seqs {
-				q64, k64, v64 := fdWiden(s.Q), fdWiden(s.K), fdWiden(s.V)
+				q64, k64, v64 := fdWiden(s.Q.F32()), fdWiden(s.K.F32()), fdWiden(s.V.F32())
 				loss := func(q, k, v []float64) float64 {
 					out, _ := attention64(q, k, v, s.T, s.Start, tc.heads, tc.kvh, tc.d, scale)
-					return fdDot(out, s.DOut)
+					return fdDot(out, s.DOut.F32())
 				}
 				p := fmt.Sprintf("seq%d.", i)
-				fdAssert(t, p+"dQ", s.DQ, nil, fdGrad(s.Q, func(q []float64) float64 { return loss(q, k64, v64) }))
-				fdAssert(t, p+"dK", s.DK, base[i].dk0, fdGrad(s.K, func(k []float64) float64 { return loss(q64, k, v64) }))
-				fdAssert(t, p+"dV", s.DV, base[i].dv0, fdGrad(s.V, func(v []float64) float64 { return loss(q64, k64, v) }))
+				fdAssert(t, p+"dQ", s.DQ.F32(), nil, fdGrad(s.Q.F32(), func(q []float64) float64 { return loss(q, k64, v64) }))
+				fdAssert(t, p+"dK", s.DK.F32(), base[i].dk0, fdGrad(s.K.F32(), func(k []float64) float64 { return loss(q64, k, v64) }))
+				fdAssert(t, p+"dV", s.DV.F32(), base[i].dv0, fdGrad(s.V.F32(), func(v []float64) float64 { return loss(q64, k64, v) }))
 			}
 		})
 	}
@@ -416,19 +416,33 @@ func TestBackwardShapePanics(t *testing.T) {
 		name, want string
 		call       func()
 	}{
-		{"rmsnorm dx", "RMSNormBackward: dx", func() { b.RMSNormBackward(short, buf, buf, buf, buf, 2, 4, 1e-6) }},
-		{"rmsnorm dw", "RMSNormBackward: dw", func() { b.RMSNormBackward(buf, short, buf, buf, buf, 2, 4, 1e-6) }},
-		{"rope", "RoPEBackward: x", func() { b.RoPEBackward(short, []int32{0}, 1, 4, 1e4) }},
-		{"swiglu", "SwiGLUBackward: up", func() { b.SwiGLUBackward(buf, buf, buf, buf, short) }},
-		{"embedding id", "ids[1] = 9", func() { b.EmbeddingBackward(buf[:8], buf, []int32{0, 9}, 4) }},
-		{"logsoftmax target", "targets[0] = 5", func() { b.LogSoftmaxGatherBackward(buf, buf, []int32{5}, buf, nil, 1, 5) }},
+		{"rmsnorm dx", "RMSNormBackward: dx", func() {
+			b.RMSNormBackward(kernels.HostF32(short), kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostF32(buf), 2, 4, 1e-6)
+		}},
+		{"rmsnorm dw", "RMSNormBackward: dw", func() {
+			b.RMSNormBackward(kernels.HostF32(buf), kernels.HostF32(short), kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostF32(buf), 2, 4, 1e-6)
+		}},
+		{"rope", "RoPEBackward: x", func() { b.RoPEBackward(kernels.HostF32(short), kernels.HostI32([]int32{0}), 1, 4, 1e4) }},
+		{"swiglu", "SwiGLUBackward: up", func() {
+			b.SwiGLUBackward(kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostF32(short))
+		}},
+		{"embedding id", "ids[1] = 9", func() {
+			b.EmbeddingBackward(kernels.HostF32(buf[:8]), kernels.HostF32(buf), kernels.HostI32([]int32{0, 9}), 4)
+		}},
+		{"logsoftmax target", "targets[0] = 5", func() {
+			b.LogSoftmaxGatherBackward(kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostI32([]int32{5}), kernels.HostF32(buf), kernels.Buffer{}, 1, 5)
+		}},
 		{"attention K", "seqs[0].K", func() {
-			b.AttentionBackward([]kernels.AttentionGradSeq{{DOut: buf, Q: buf, Out: buf, DQ: buf, LSE: buf,
-				K: short, V: buf, DK: buf, DV: buf, T: 1, Start: 2}}, 2, 1, 8, 1)
+			b.AttentionBackward([]kernels.AttentionGradSeq{{DOut: kernels.HostF32(buf), Q: kernels.HostF32(buf), Out: kernels.HostF32(buf), DQ: kernels.HostF32(buf), LSE: kernels.HostF32(buf),
+				K: kernels.HostF32(short), V: kernels.HostF32(buf), DK: kernels.HostF32(buf), DV: kernels.HostF32(buf), T: 1, Start: 2}}, 2, 1, 8, 1)
 		}},
 		{"attention heads", "heads 3, kvHeads 2", func() { b.AttentionBackward(nil, 3, 2, 8, 1) }},
-		{"adamw step", "step 0", func() { b.AdamW(buf, buf, buf, buf, kernels.AdamWParams{}, 0) }},
-		{"adamw v", "AdamW: v", func() { b.AdamW(buf, buf, buf, short, kernels.AdamWParams{}, 1) }},
+		{"adamw step", "step 0", func() {
+			b.AdamW(kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostF32(buf), kernels.AdamWParams{}, 0)
+		}},
+		{"adamw v", "AdamW: v", func() {
+			b.AdamW(kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostF32(short), kernels.AdamWParams{}, 1)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			defer func() {

@@ -9,8 +9,13 @@ import (
 // LogSoftmaxGather: logp[r] = log_softmax(logits[r])[targets[r]] for each
 // row of logits[R,V]; entropy[r] = −Σ p·log p when entropy is not nil.
 // Two passes per row in float64.
-func (Backend) LogSoftmaxGather(logp, entropy, logits []float32, targets []int32, rows, v int) {
+func (Backend) LogSoftmaxGather(logp, entropy, logits, targets kernels.Buffer, rows, v int) {
 	kernels.CheckLogSoftmaxGather(logp, entropy, logits, targets, rows, v)
+	logSoftmaxGather(logp.F32(), opt(entropy), logits.F32(), targets.I32(), rows, v)
+}
+
+// logSoftmaxGather is LogSoftmaxGather on host slices (entropy nil: none).
+func logSoftmaxGather(logp, entropy, logits []float32, targets []int32, rows, v int) {
 	for r := 0; r < rows; r++ {
 		row := logits[r*v : (r+1)*v]
 		tg := targets[r]

@@ -12,8 +12,13 @@ import (
 // (the entropy term only when dentropy is not nil). The row's max, Σexp
 // and H are accumulated in float64 before anything is written, and element
 // i is read before it is written, so dlogits may alias logits.
-func (Backend) LogSoftmaxGatherBackward(dlogits, logits []float32, targets []int32, dlogp, dentropy []float32, rows, v int) {
+func (Backend) LogSoftmaxGatherBackward(dlogits, logits, targets, dlogp, dentropy kernels.Buffer, rows, v int) {
 	kernels.CheckLogSoftmaxGatherBackward(dlogits, logits, targets, dlogp, dentropy, rows, v)
+	logSoftmaxGatherBackward(dlogits.F32(), logits.F32(), targets.I32(), dlogp.F32(), opt(dentropy), rows, v)
+}
+
+// logSoftmaxGatherBackward is LogSoftmaxGatherBackward on host slices (dentropy nil: none).
+func logSoftmaxGatherBackward(dlogits, logits []float32, targets []int32, dlogp, dentropy []float32, rows, v int) {
 	for r := range rows {
 		tgt := int(targets[r])
 		x := logits[r*v : (r+1)*v]

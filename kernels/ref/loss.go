@@ -10,6 +10,11 @@ import (
 // token in float64 with the formulas of kernels.LossParams written out.
 func (Backend) PolicyLoss(out kernels.LossOutput, in kernels.LossInput, p kernels.LossParams, n int) {
 	kernels.CheckPolicyLoss(out, in, p, n)
+	policyLoss(out.Host(), in.Host(), p, n)
+}
+
+// policyLoss is PolicyLoss on host slices (nil: absent).
+func policyLoss(out kernels.HostLossOutput, in kernels.HostLossInput, p kernels.LossParams, n int) {
 	mask := func(t int) float64 {
 		if in.Mask == nil {
 			return 1

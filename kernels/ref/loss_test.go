@@ -12,10 +12,10 @@ import (
 )
 
 // lossRun evaluates PolicyLoss on the given inputs with every output.
-func lossRun(in kernels.LossInput, p kernels.LossParams, n int) kernels.LossOutput {
+func lossRun(in kernels.HostLossInput, p kernels.LossParams, n int) kernels.HostLossOutput {
 	f := func() []float32 { return make([]float32, n) }
-	out := kernels.LossOutput{Loss: f(), DLogP: f(), DEntropy: f(), Ratio: f(), KL: f(), Phi: f(), Clip: make([]uint8, n)}
-	ref.Backend{}.PolicyLoss(out, in, p, n)
+	out := kernels.HostLossOutput{Loss: f(), DLogP: f(), DEntropy: f(), Ratio: f(), KL: f(), Phi: f(), Clip: make([]uint8, n)}
+	ref.Backend{}.PolicyLoss(out.Buffers(), in.Buffers(), p, n)
 	return out
 }
 
@@ -52,7 +52,7 @@ func TestPolicyLossHand(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			in := kernels.LossInput{LogP: []float32{tc.lp}, OldLogP: []float32{tc.old}, Adv: []float32{tc.adv}, Weight: []float32{1}}
+			in := kernels.HostLossInput{LogP: []float32{tc.lp}, OldLogP: []float32{tc.old}, Adv: []float32{tc.adv}, Weight: []float32{1}}
 			out := lossRun(in, tc.p, 1)
 			assert.InDelta(t, tc.loss, out.Loss[0], 1e-6, "loss")
 			assert.InDelta(t, tc.dlogp, out.DLogP[0], 1e-6, "dlogp")
@@ -65,7 +65,7 @@ func TestPolicyLossHand(t *testing.T) {
 	t.Run("kl_entropy_weight", func(t *testing.T) {
 		// PG with A = 0, Beta 0.5, ref = logp + log 2: KL = 2 − log 2 − 1,
 		// dKL/dlogp = 1 − 2; entropy bonus 0.1 on H = 2; weight 0.5.
-		in := kernels.LossInput{LogP: []float32{-1}, RefLogP: []float32{-1 + float32(math.Log(2))}, Entropy: []float32{2},
+		in := kernels.HostLossInput{LogP: []float32{-1}, RefLogP: []float32{-1 + float32(math.Log(2))}, Entropy: []float32{2},
 			Adv: []float32{0}, Weight: []float32{0.5}}
 		out := lossRun(in, kernels.LossParams{Objective: kernels.ObjectivePG, Beta: 0.5, EntropyCoef: 0.1}, 1)
 		kl := 1 - math.Log(2)
@@ -81,7 +81,7 @@ func TestPolicyLossHand(t *testing.T) {
 		// with ref = logp + log 2: KL = 1 − log 2, the term is w·KL and its
 		// derivative w·(1 − 2) + KL·w.
 		l2 := float32(math.Log(2))
-		in := kernels.LossInput{LogP: []float32{-1}, OldLogP: []float32{-1 - l2}, RefLogP: []float32{-1 + l2}, Adv: []float32{1},
+		in := kernels.HostLossInput{LogP: []float32{-1}, OldLogP: []float32{-1 - l2}, RefLogP: []float32{-1 + l2}, Adv: []float32{1},
 			Weight: []float32{1}, ISRatio: []float32{0.5}}
 		out := lossRun(in, kernels.LossParams{Objective: kernels.ObjectivePG, Beta: 1, KLBiasCorrection: true}, 1)
 		kl := 1 - math.Log(2)
@@ -93,7 +93,7 @@ func TestPolicyLossHand(t *testing.T) {
 	t.Run("gspo", func(t *testing.T) {
 		// One sequence, δ = (0.2, −0.4): w = e^−0.1 inside the clip range,
 		// ℓ = −w·A per token; d/dlogp_u = Σ_t(−A·w)·(1/2).
-		in := kernels.LossInput{LogP: []float32{-1, -2}, OldLogP: []float32{-1.2, -1.6}, SeqAdv: []float32{1},
+		in := kernels.HostLossInput{LogP: []float32{-1, -2}, OldLogP: []float32{-1.2, -1.6}, SeqAdv: []float32{1},
 			Weight: []float32{1, 1}, Seg: []int32{0, 2}}
 		p := clip
 		p.SequenceRatio = true
@@ -109,7 +109,7 @@ func TestPolicyLossHand(t *testing.T) {
 	t.Run("vespo", func(t *testing.T) {
 		// One sequence, Σδ = log 2 (w = 2), A = 1 ≥ 0: k = 2, λ = 3,
 		// log φ = 3 + 2·log 2 − 6; ℓ = −φ·A·logp, φ held constant.
-		in := kernels.LossInput{LogP: []float32{-1, -2}, OldLogP: []float32{-1 - float32(math.Log(2)), -2}, Adv: []float32{1, 1},
+		in := kernels.HostLossInput{LogP: []float32{-1, -2}, OldLogP: []float32{-1 - float32(math.Log(2)), -2}, Adv: []float32{1, 1},
 			Weight: []float32{1, 1}, Seg: []int32{0, 2}}
 		out := lossRun(in, kernels.LossParams{Objective: kernels.ObjectiveVESPO, VESPOKPos: 2, VESPOLambdaPos: 3, VESPOKNeg: 3, VESPOLambdaNeg: 2}, 2)
 		phi := math.Exp(3 + 2*math.Log(2) - 6)
@@ -151,7 +151,7 @@ func TestPolicyLossFiniteDifferences(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			seg := []int32{0, 3, 3, 7, 12}
 			n := 12
-			in := kernels.LossInput{Seg: seg, SeqAdv: []float32{0.7, -0.3, -1.1, 0.4}, ISRatio: make([]float32, 12)}
+			in := kernels.HostLossInput{Seg: seg, SeqAdv: []float32{0.7, -0.3, -1.1, 0.4}, ISRatio: make([]float32, 12)}
 			for s := 0; s+1 < len(seg); s++ {
 				for i := seg[s]; i < seg[s+1]; i++ {
 					lp := -0.5 - 0.4*float32(i)
@@ -195,26 +195,32 @@ func TestPolicyLossFiniteDifferences(t *testing.T) {
 // errors naming the argument.
 func TestPolicyLossPanics(t *testing.T) {
 	var b ref.Backend
-	ok := kernels.LossInput{LogP: []float32{-1}, Adv: []float32{1}, Weight: []float32{1}}
-	out := kernels.LossOutput{Loss: []float32{0}, DLogP: []float32{0}}
+	ok := kernels.HostLossInput{LogP: []float32{-1}, Adv: []float32{1}, Weight: []float32{1}}
+	out := kernels.HostLossOutput{Loss: []float32{0}, DLogP: []float32{0}}
 	pg := kernels.LossParams{Objective: kernels.ObjectivePG}
-	b.PolicyLoss(out, ok, pg, 1)
+	b.PolicyLoss(out.Buffers(), ok.Buffers(), pg, 1)
 	for _, tc := range []struct {
 		name, msg string
 		f         func()
 	}{
-		{"short weight", "Weight", func() { b.PolicyLoss(out, kernels.LossInput{LogP: ok.LogP, Adv: ok.Adv, Weight: []float32{}}, pg, 1) }},
-		{"no ref", "RefLogP", func() { b.PolicyLoss(out, ok, kernels.LossParams{Objective: kernels.ObjectivePG, Beta: 1}, 1) }},
-		{"no seg", "Seg", func() { b.PolicyLoss(out, ok, kernels.LossParams{Objective: kernels.ObjectiveVESPO}, 1) }},
+		{"short weight", "Weight", func() {
+			b.PolicyLoss(out.Buffers(), kernels.HostLossInput{LogP: ok.LogP, Adv: ok.Adv, Weight: []float32{}}.Buffers(), pg, 1)
+		}},
+		{"no ref", "RefLogP", func() {
+			b.PolicyLoss(out.Buffers(), ok.Buffers(), kernels.LossParams{Objective: kernels.ObjectivePG, Beta: 1}, 1)
+		}},
+		{"no seg", "Seg", func() {
+			b.PolicyLoss(out.Buffers(), ok.Buffers(), kernels.LossParams{Objective: kernels.ObjectiveVESPO}, 1)
+		}},
 		{"both adv", "Adv", func() {
-			b.PolicyLoss(out, kernels.LossInput{LogP: ok.LogP, Adv: ok.Adv, SeqAdv: []float32{1}, Weight: ok.Weight, Seg: []int32{0, 1}}, pg, 1)
+			b.PolicyLoss(out.Buffers(), kernels.HostLossInput{LogP: ok.LogP, Adv: ok.Adv, SeqAdv: []float32{1}, Weight: ok.Weight, Seg: []int32{0, 1}}.Buffers(), pg, 1)
 		}},
 		{"bad seg", "Seg", func() {
-			b.PolicyLoss(out, kernels.LossInput{LogP: ok.LogP, Adv: ok.Adv, Weight: ok.Weight, Seg: []int32{0, 2}}, pg, 1)
+			b.PolicyLoss(out.Buffers(), kernels.HostLossInput{LogP: ok.LogP, Adv: ok.Adv, Weight: ok.Weight, Seg: []int32{0, 2}}.Buffers(), pg, 1)
 		}},
-		{"bad eps", "EpsLow", func() { b.PolicyLoss(out, ok, kernels.LossParams{EpsLow: 1.5}, 1) }},
+		{"bad eps", "EpsLow", func() { b.PolicyLoss(out.Buffers(), ok.Buffers(), kernels.LossParams{EpsLow: 1.5}, 1) }},
 		{"cispo seq", "SequenceRatio", func() {
-			b.PolicyLoss(out, ok, kernels.LossParams{Objective: kernels.ObjectiveCISPO, EpsHigh: 1, SequenceRatio: true}, 1)
+			b.PolicyLoss(out.Buffers(), ok.Buffers(), kernels.LossParams{Objective: kernels.ObjectiveCISPO, EpsHigh: 1, SequenceRatio: true}, 1)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

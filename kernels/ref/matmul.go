@@ -3,8 +3,13 @@ package ref
 import "github.com/x/kernels"
 
 // MatMul: out[M,N] (=, or += if accumulate) x[M,K] · wᵀ with w [N,K].
-func (Backend) MatMul(out, x []float32, w kernels.Mat, m int, accumulate bool) {
+func (Backend) MatMul(out, x kernels.Buffer, w kernels.Mat, m int, accumulate bool) {
 	kernels.CheckMatMul(out, x, w, m)
+	matMul(out.F32(), x.F32(), w, m, accumulate)
+}
+
+// matMul is MatMul on host slices.
+func matMul(out, x []float32, w kernels.Mat, m int, accumulate bool) {
 	n, k := w.Rows, w.Cols
 	for i := 0; i < m; i++ {
 		for j := 0; j < n; j++ {
@@ -21,8 +26,13 @@ func (Backend) MatMul(out, x []float32, w kernels.Mat, m int, accumulate bool) {
 }
 
 // MatMulNN: out[M,K] (=, or += if accumulate) dy[M,N] · w[N,K].
-func (Backend) MatMulNN(out, dy []float32, w kernels.Mat, m int, accumulate bool) {
+func (Backend) MatMulNN(out, dy kernels.Buffer, w kernels.Mat, m int, accumulate bool) {
 	kernels.CheckMatMulNN(out, dy, w, m)
+	matMulNN(out.F32(), dy.F32(), w, m, accumulate)
+}
+
+// matMulNN is MatMulNN on host slices.
+func matMulNN(out, dy []float32, w kernels.Mat, m int, accumulate bool) {
 	n, k := w.Rows, w.Cols
 	for i := 0; i < m; i++ {
 		for p := 0; p < k; p++ {
@@ -39,8 +49,13 @@ func (Backend) MatMulNN(out, dy []float32, w kernels.Mat, m int, accumulate bool
 }
 
 // MatMulTN: dw[N,K] += dy[M,N]ᵀ · x[M,K].
-func (Backend) MatMulTN(dw, dy, x []float32, m, n, k int) {
+func (Backend) MatMulTN(dw, dy, x kernels.Buffer, m, n, k int) {
 	kernels.CheckMatMulTN(dw, dy, x, m, n, k)
+	matMulTN(dw.F32(), dy.F32(), x.F32(), m, n, k)
+}
+
+// matMulTN is MatMulTN on host slices.
+func matMulTN(dw, dy, x []float32, m, n, k int) {
 	for j := 0; j < n; j++ {
 		for p := 0; p < k; p++ {
 			s := float64(dw[j*k+p])

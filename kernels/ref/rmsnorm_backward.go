@@ -13,8 +13,13 @@ import (
 //	dw_i += dy_i·x_i·r
 //
 // Every sum is accumulated in float64. dx may alias dout.
-func (Backend) RMSNormBackward(dx, dw, dout, x, w []float32, rows, cols int, eps float32) {
+func (Backend) RMSNormBackward(dx, dw, dout, x, w kernels.Buffer, rows, cols int, eps float32) {
 	kernels.CheckRMSNormBackward(dx, dw, dout, x, w, rows, cols)
+	rmsNormBackward(dx.F32(), dw.F32(), dout.F32(), x.F32(), w.F32(), rows, cols, eps)
+}
+
+// rmsNormBackward is RMSNormBackward on host slices.
+func rmsNormBackward(dx, dw, dout, x, w []float32, rows, cols int, eps float32) {
 	dwAcc := make([]float64, cols)
 	for r := range rows {
 		xr := x[r*cols : (r+1)*cols]

@@ -8,13 +8,13 @@ import (
 
 // RoPE rotates x[T,H,D] in place, rotate-half convention, angle =
 // pos[t] / theta^(2i/D) computed in float64.
-func (Backend) RoPE(x []float32, pos []int32, heads, headDim int, theta float64) {
-	rope(x, pos, heads, headDim, theta, 1, "RoPE")
+func (Backend) RoPE(x, pos kernels.Buffer, heads, headDim int, theta float64) {
+	kernels.CheckRoPE("RoPE", x, pos, heads, headDim)
+	rope(x.F32(), pos.I32(), heads, headDim, theta, 1)
 }
 
 // rope rotates by sign·angle; the backward rotation uses sign = −1.
-func rope(x []float32, pos []int32, heads, headDim int, theta float64, sign float64, op string) {
-	kernels.CheckRoPE(op, x, pos, heads, headDim)
+func rope(x []float32, pos []int32, heads, headDim int, theta float64, sign float64) {
 	half := headDim / 2
 	for ti, p := range pos {
 		for i := 0; i < half; i++ {

@@ -8,8 +8,13 @@ import (
 )
 
 // Argmax returns the first index of the largest value of x.
-func (Backend) Argmax(x []float32) int32 {
+func (Backend) Argmax(x kernels.Buffer) (int32, error) {
 	kernels.CheckArgmax(x)
+	return argmax(x.F32()), nil
+}
+
+// argmax is Argmax on a host slice.
+func argmax(x []float32) int32 {
 	best := 0
 	for i, v := range x {
 		if v > x[best] {
@@ -21,8 +26,13 @@ func (Backend) Argmax(x []float32) int32 {
 
 // SampleRows draws one token per row of logits[R,V] (row r under params[r]
 // with u[r]) by sampleRow, row after row.
-func (b Backend) SampleRows(ids []int32, logp, fullLogp, logits []float32, params []kernels.SamplingParams, u []float64, rows, v int) {
+func (b Backend) SampleRows(ids, logp, fullLogp, logits kernels.Buffer, params []kernels.SamplingParams, u []float64, rows, v int) {
 	kernels.CheckSampleRows(ids, logp, fullLogp, logits, params, u, rows, v)
+	b.sampleRows(ids.I32(), logp.F32(), fullLogp.F32(), logits.F32(), params, u, rows, v)
+}
+
+// sampleRows is SampleRows on host slices.
+func (b Backend) sampleRows(ids []int32, logp, fullLogp, logits []float32, params []kernels.SamplingParams, u []float64, rows, v int) {
 	for r := range rows {
 		ids[r], logp[r], fullLogp[r] = b.sampleRow(logits[r*v:(r+1)*v], params[r], u[r])
 	}
@@ -49,7 +59,7 @@ func (b Backend) SampleRows(ids []int32, logp, fullLogp, logits []float32, param
 func (b Backend) sampleRow(logits []float32, p kernels.SamplingParams, u float64) (id int32, logp, full float32) {
 	v := len(logits)
 	if p.Temperature == 0 {
-		id := b.Argmax(logits)
+		id := argmax(logits)
 		return id, 0, float32(float64(logits[id]) - logSumExp(logits))
 	}
 	z := make([]float64, v)

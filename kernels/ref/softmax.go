@@ -7,8 +7,13 @@ import (
 )
 
 // Softmax replaces each row of x[R,V] by its softmax, in float64.
-func (Backend) Softmax(x []float32, rows, v int) {
+func (Backend) Softmax(x kernels.Buffer, rows, v int) {
 	kernels.CheckSoftmax(x, rows, v)
+	softmax(x.F32(), rows, v)
+}
+
+// softmax is Softmax on host slices.
+func softmax(x []float32, rows, v int) {
 	for r := 0; r < rows; r++ {
 		row := x[r*v : (r+1)*v]
 		mx := math.Inf(-1)

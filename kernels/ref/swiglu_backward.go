@@ -15,8 +15,13 @@ import (
 // in float64. It reads gate[i], up[i] and dout[i] before writing dgate[i]
 // and dup[i], so any of the buffers may alias each other element for
 // element (dgate on gate, dup on up).
-func (Backend) SwiGLUBackward(dgate, dup, dout, gate, up []float32) {
+func (Backend) SwiGLUBackward(dgate, dup, dout, gate, up kernels.Buffer) {
 	kernels.CheckSwiGLUBackward(dgate, dup, dout, gate, up)
+	swiGLUBackward(dgate.F32(), dup.F32(), dout.F32(), gate.F32(), up.F32())
+}
+
+// swiGLUBackward is SwiGLUBackward on host slices.
+func swiGLUBackward(dgate, dup, dout, gate, up []float32) {
 	n := len(dout)
 	for i := range n {
 		g, u, d := float64(gate[i]), float64(up[i]), float64(dout[i])

@@ -26,17 +26,17 @@ func (t *timedBackend) since(key string, start time.Time) {
 	t.calls[key]++
 }
 
-func (t *timedBackend) MatMul(out, x []float32, w kernels.Mat, m int, acc bool) {
+func (t *timedBackend) MatMul(out, x kernels.Buffer, w kernels.Mat, m int, acc bool) {
 	defer t.since(fmt.Sprintf("MatMul   M=%d N=%d K=%d", m, w.Rows, w.Cols), time.Now())
 	t.Backend.MatMul(out, x, w, m, acc)
 }
 
-func (t *timedBackend) MatMulNN(out, dy []float32, w kernels.Mat, m int, acc bool) {
+func (t *timedBackend) MatMulNN(out, dy kernels.Buffer, w kernels.Mat, m int, acc bool) {
 	defer t.since(fmt.Sprintf("MatMulNN M=%d N=%d K=%d", m, w.Rows, w.Cols), time.Now())
 	t.Backend.MatMulNN(out, dy, w, m, acc)
 }
 
-func (t *timedBackend) MatMulTN(dw, dy, x []float32, m, n, k int) {
+func (t *timedBackend) MatMulTN(dw, dy, x kernels.Buffer, m, n, k int) {
 	defer t.since(fmt.Sprintf("MatMulTN M=%d N=%d K=%d", m, n, k), time.Now())
 	t.Backend.MatMulTN(dw, dy, x, m, n, k)
 }
@@ -51,47 +51,47 @@ func (t *timedBackend) AttentionBackward(seqs []kernels.AttentionGradSeq, h, kvh
 	t.Backend.AttentionBackward(seqs, h, kvh, d, scale)
 }
 
-func (t *timedBackend) RMSNorm(out, x, w []float32, rows, cols int, eps float32) {
+func (t *timedBackend) RMSNorm(out, x, w kernels.Buffer, rows, cols int, eps float32) {
 	defer t.since("RMSNorm", time.Now())
 	t.Backend.RMSNorm(out, x, w, rows, cols, eps)
 }
 
-func (t *timedBackend) RMSNormBackward(dx, dw, dout, x, w []float32, rows, cols int, eps float32) {
+func (t *timedBackend) RMSNormBackward(dx, dw, dout, x, w kernels.Buffer, rows, cols int, eps float32) {
 	defer t.since("RMSNormBackward", time.Now())
 	t.Backend.RMSNormBackward(dx, dw, dout, x, w, rows, cols, eps)
 }
 
-func (t *timedBackend) SwiGLU(out, gate, up []float32) {
+func (t *timedBackend) SwiGLU(out, gate, up kernels.Buffer) {
 	defer t.since("SwiGLU", time.Now())
 	t.Backend.SwiGLU(out, gate, up)
 }
 
-func (t *timedBackend) SwiGLUBackward(dg, du, dout, gate, up []float32) {
+func (t *timedBackend) SwiGLUBackward(dg, du, dout, gate, up kernels.Buffer) {
 	defer t.since("SwiGLUBackward", time.Now())
 	t.Backend.SwiGLUBackward(dg, du, dout, gate, up)
 }
 
-func (t *timedBackend) Add(dst, src []float32) {
+func (t *timedBackend) Add(dst, src kernels.Buffer) {
 	defer t.since("Add", time.Now())
 	t.Backend.Add(dst, src)
 }
 
-func (t *timedBackend) RoPE(x []float32, pos []int32, h, d int, theta float64) {
+func (t *timedBackend) RoPE(x, pos kernels.Buffer, h, d int, theta float64) {
 	defer t.since("RoPE", time.Now())
 	t.Backend.RoPE(x, pos, h, d, theta)
 }
 
-func (t *timedBackend) RoPEBackward(dx []float32, pos []int32, h, d int, theta float64) {
+func (t *timedBackend) RoPEBackward(dx, pos kernels.Buffer, h, d int, theta float64) {
 	defer t.since("RoPEBackward", time.Now())
 	t.Backend.RoPEBackward(dx, pos, h, d, theta)
 }
 
-func (t *timedBackend) LogSoftmaxGather(lp, ent, logits []float32, tgt []int32, rows, v int) {
+func (t *timedBackend) LogSoftmaxGather(lp, ent, logits, tgt kernels.Buffer, rows, v int) {
 	defer t.since("LogSoftmaxGather", time.Now())
 	t.Backend.LogSoftmaxGather(lp, ent, logits, tgt, rows, v)
 }
 
-func (t *timedBackend) LogSoftmaxGatherBackward(dl, logits []float32, tgt []int32, dlp, dent []float32, rows, v int) {
+func (t *timedBackend) LogSoftmaxGatherBackward(dl, logits, tgt, dlp, dent kernels.Buffer, rows, v int) {
 	defer t.since("LogSoftmaxGatherBackward", time.Now())
 	t.Backend.LogSoftmaxGatherBackward(dl, logits, tgt, dlp, dent, rows, v)
 }
