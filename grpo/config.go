@@ -367,7 +367,9 @@ type Config struct {
 	// optimizer steps, the steps' metrics combined by WindowMetrics (means;
 	// the last num_tokens, epoch and learning_rate; minima and maxima of
 	// min/max metrics), plus one for the steps left when Train ends or
-	// stops. 1 logs every step. StepReport.Metrics has every step's.
+	// stops. Logged steps are multiples of LoggingSteps, so a resumed
+	// run's first line covers the steps from the resume to the next
+	// multiple. 1 logs every step. StepReport.Metrics has every step's.
 	LoggingSteps int `json:"logging_steps"`
 	// SaveSteps is optimizer steps between checkpoints (save_steps, 500);
 	// 0 means never. Checkpoints need OutputDir.
