@@ -103,14 +103,16 @@ func BenchmarkRollout(b *testing.B) {
 // BenchmarkStep times whole GRPO steps (one generation, one optimizer
 // step) on a two-turn tool env and reports each phase and the trainer's
 // own overhead: step time minus generation, tools, scoring, backward and
-// optimizer.
+// optimizer. GRPO_BENCH_PROMPTS (4), GRPO_BENCH_G (4) and
+// GRPO_BENCH_COMPLETION (MaxCompletionLength, 128) size the step, so the
+// 0.6B shape can run a step that fits a small machine's time.
 func BenchmarkStep(b *testing.B) {
 	m, tok, shape := benchModel(b)
-	const prompts, g = 4, 4
+	prompts, g := benchEnvInt(b, "GRPO_BENCH_PROMPTS", 4), benchEnvInt(b, "GRPO_BENCH_G", 4)
 	cfg := DefaultConfig()
 	cfg.NumGenerations = g
 	cfg.PerDeviceTrainBatchSize = prompts * g
-	cfg.MaxCompletionLength = 128
+	cfg.MaxCompletionLength = benchEnvInt(b, "GRPO_BENCH_COMPLETION", 128)
 	cfg.MaxToolCallingIterations = 1
 	cfg.MaxSteps = b.N
 	cfg.LRSchedule = model.ScheduleConstant
@@ -146,5 +148,5 @@ func BenchmarkStep(b *testing.B) {
 	}
 	b.ReportMetric(stepTime/float64(b.N), "step-s")
 	b.ReportMetric(100*overhead/stepTime, "overhead-%")
-	b.Logf("shape %s: %d rollouts, LoRA r=8", shape, prompts*g)
+	b.Logf("shape %s: %d rollouts (%d prompts × %d), completions ≤ %d tokens, LoRA r=8", shape, prompts*g, prompts, g, cfg.MaxCompletionLength)
 }

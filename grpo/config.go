@@ -362,9 +362,14 @@ type Config struct {
 	// OutputDir receives checkpoints, the metrics JSONL, completions and
 	// the plot (output_dir). "" (the default) writes no files.
 	OutputDir string `json:"output_dir"`
-	// LoggingSteps is TRL's logging_steps (10), checked but not used yet:
-	// Train writes a metrics line (and a progress update) every optimizer
-	// step, and callbacks get every step's metrics.
+	// LoggingSteps is TRL's logging_steps (10): the callbacks, the metrics
+	// JSONL and the progress bar's figures get one line every LoggingSteps
+	// optimizer steps, the steps' metrics combined by WindowMetrics (means;
+	// the last num_tokens, epoch and learning_rate; minima and maxima of
+	// min/max metrics), plus one for the steps left when Train ends or
+	// stops. Logged steps are multiples of LoggingSteps, so a resumed
+	// run's first line covers the steps from the resume to the next
+	// multiple. 1 logs every step. StepReport.Metrics has every step's.
 	LoggingSteps int `json:"logging_steps"`
 	// SaveSteps is optimizer steps between checkpoints (save_steps, 500);
 	// 0 means never. Checkpoints need OutputDir.
@@ -524,30 +529,16 @@ func (c Config) RenderOptions(tools []json.RawMessage) tokenizer.RenderOptions {
 
 // Warmup is the warmup in optimizer steps for a run of totalSteps:
 // WarmupSteps, or ⌈WarmupRatio × totalSteps⌉ as transformers rounds it.
-func (c Config) Warmup(totalSteps int) int {
-	if c.WarmupSteps > 0 {
-		return c.WarmupSteps
-	}
-	return int(math.Ceil(c.WarmupRatio * float64(totalSteps)))
-}
+func (c Config) Warmup(totalSteps int) int { return c.optimizer().warmup(totalSteps) }
 
 // AdamW is the optimizer configuration for a run of totalSteps optimizer
 // steps: AdamW with this Config's betas, ε, weight decay, clipping and
 // learning-rate schedule.
-func (c Config) AdamW(totalSteps int) model.AdamWConfig {
-	return model.AdamWConfig{
-		Beta1:       float32(c.AdamBeta1),
-		Beta2:       float32(c.AdamBeta2),
-		Eps:         float32(c.AdamEpsilon),
-		WeightDecay: float32(c.WeightDecay),
-		MaxGradNorm: c.MaxGradNorm,
-		Schedule: model.Schedule{
-			Kind:        c.LRSchedule,
-			LR:          c.LearningRate,
-			WarmupSteps: c.Warmup(totalSteps),
-			TotalSteps:  totalSteps,
-		},
-	}
+func (c Config) AdamW(totalSteps int) model.AdamWConfig { return c.optimizer().adamW(totalSteps) }
+
+func (c Config) optimizer() optimizerConfig {
+	return optimizerConfig{lr: c.LearningRate, schedule: c.LRSchedule, warmupSteps: c.WarmupSteps, warmupRatio: c.WarmupRatio,
+		weightDecay: c.WeightDecay, maxGradNorm: c.MaxGradNorm, beta1: c.AdamBeta1, beta2: c.AdamBeta2, eps: c.AdamEpsilon}
 }
 
 // Warnings lists settings that are valid but probably not meant, each

@@ -131,10 +131,8 @@ type Position struct {
 type Sampler struct {
 	data    Dataset
 	prompts int
-	shuffle bool
-	seed    uint64
 	pos     Position
-	order   []int // permutation of the current epoch
+	order   *epochOrder // nil without a dataset
 }
 
 // NewSampler returns a sampler of prompts rows per generation over data
@@ -146,8 +144,10 @@ func NewSampler(data Dataset, prompts int, shuffle bool, seed uint64) (*Sampler,
 	if data != nil && data.Len() < prompts {
 		return nil, fmt.Errorf("grpo: the dataset has %d rows, fewer than the %d prompts one generation needs (GenerationBatchSize / NumGenerations): add rows or lower the batch", data.Len(), prompts)
 	}
-	s := &Sampler{data: data, prompts: prompts, shuffle: shuffle, seed: seed}
-	s.setOrder()
+	s := &Sampler{data: data, prompts: prompts}
+	if data != nil {
+		s.order = newEpochOrder(data.Len(), seed, shuffle)
+	}
 	return s, nil
 }
 
@@ -172,7 +172,6 @@ func (s *Sampler) SetPosition(p Position) error {
 		return fmt.Errorf("grpo: sampler position %+v is past the %d rows an epoch uses", p, s.GenerationsPerEpoch()*s.prompts)
 	}
 	s.pos = p
-	s.setOrder()
 	return nil
 }
 
@@ -190,10 +189,10 @@ func (s *Sampler) Next() []env.Row {
 	}
 	if s.pos.Index+s.prompts > s.data.Len() {
 		s.pos = Position{Epoch: s.pos.Epoch + 1}
-		s.setOrder()
 	}
+	order := s.order.of(s.pos.Epoch)
 	for i := range rows {
-		rows[i] = maps.Clone(s.data.Row(s.order[s.pos.Index+i]))
+		rows[i] = maps.Clone(s.data.Row(order[s.pos.Index+i]))
 		if rows[i] == nil {
 			rows[i] = env.Row{}
 		}
@@ -202,19 +201,44 @@ func (s *Sampler) Next() []env.Row {
 	return rows
 }
 
-func (s *Sampler) setOrder() {
-	if s.data == nil {
-		return
+// epochOrder is the package's one shuffler, of GRPO's prompts (Sampler)
+// and SFT's conversations alike: epoch e's order of n items is a
+// permutation drawn from (seed, e), or the identity without shuffling, so
+// an epoch and a position in it are all a resume needs.
+type epochOrder struct {
+	n       int
+	seed    uint64
+	shuffle bool
+	epoch   int
+	perm    []int // epoch's order
+}
+
+func newEpochOrder(n int, seed uint64, shuffle bool) *epochOrder {
+	return &epochOrder{n: n, seed: seed, shuffle: shuffle, epoch: -1}
+}
+
+// of returns epoch e's order (the caller must not change it).
+func (o *epochOrder) of(e int) []int {
+	if e == o.epoch {
+		return o.perm
 	}
-	n := s.data.Len()
-	if !s.shuffle {
-		s.order = make([]int, n)
-		for i := range s.order {
-			s.order[i] = i
-		}
-		return
+	o.epoch = e
+	if o.shuffle {
+		o.perm = rand.New(rand.NewPCG(o.seed, uint64(e))).Perm(o.n)
+		return o.perm
 	}
-	s.order = rand.New(rand.NewPCG(s.seed, uint64(s.pos.Epoch))).Perm(n)
+	o.perm = make([]int, o.n)
+	for i := range o.perm {
+		o.perm[i] = i
+	}
+	return o.perm
+}
+
+// at returns the item at position pos of the stream of epochs, one after
+// the other (SFT's order: a step that runs past an epoch's end goes on
+// into the next).
+func (o *epochOrder) at(pos int) int {
+	return o.of(pos / o.n)[pos%o.n]
 }
 
 // TotalSteps is the run's length in optimizer steps: MaxSteps if set, else

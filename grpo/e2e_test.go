@@ -114,6 +114,7 @@ func TestEndToEnd(t *testing.T) {
 	cfg.EnableThinking = tokenizer.ThinkingOff
 	cfg.Seed = seed
 	cfg.LossType = LossDAPO
+	cfg.LoggingSteps = 1                                                                          // the callback compares steps
 	cfg.Temperature, cfg.TopK = float32(envFloat("GRPO_E2E_T", 0.8)), envInt("GRPO_E2E_TOPK", 10) // a tiny model's tail tokens break its calls
 	var rewards, failures []float64
 	// Well-formed calls: the share of calls that did not fail.

@@ -49,6 +49,7 @@ func testConfig(g, prompts int) Config {
 	c.LearningRate = 1e-3
 	c.ToolConcurrency = 4
 	c.EnableThinking = tokenizer.ThinkingOff
+	c.LoggingSteps = 1
 	return c
 }
 

@@ -82,6 +82,15 @@ func (o *runOutput) callbacks() []Callback {
 	return cbs
 }
 
+// advance moves the progress bar at every optimizer step (the callbacks
+// get only the logged ones).
+func (o *runOutput) advance(step int) error {
+	if o.progress == nil {
+		return nil
+	}
+	return o.progress.Advance(step)
+}
+
 // finish ends the progress bar, closes the logs and plots the whole
 // metrics log (resumed runs included).
 func (o *runOutput) finish() error {

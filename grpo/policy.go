@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/x/kernels"
 	"github.com/x/model"
@@ -381,12 +382,51 @@ func flags(x [][]uint8, f uint8) [][]bool {
 	return out
 }
 
-// optimizerStep applies the accumulated gradients (clipped as configured)
-// and zeroes them.
-func (p *policy) optimizerStep() (model.StepStats, error) {
+// accumulateNLL adds to the gradients those of the negative
+// log-likelihood of seqs' scored tokens, each weighted w (SFT: 1 / the
+// scored tokens of the whole optimizer step), and returns the weighted
+// NLL and the entropies' sum over the scored tokens.
+func (p *policy) accumulateNLL(ctx context.Context, seqs []model.TrainSeq, w float32) (nll, entropy float64, err error) {
+	loss := model.SFTLoss(seqs)
+	for _, row := range loss.Weight {
+		for j := range row {
+			row[j] = w
+		}
+	}
+	res, err := p.tr.Accumulate(ctx, seqs, loss)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, row := range res.Entropy { // 0 at unscored tokens
+		for _, h := range row {
+			entropy += float64(h)
+		}
+	}
+	return res.Loss, entropy, nil
+}
+
+// step is the optimizer step of GRPO and SFT alike: it applies the
+// accumulated gradients (clipped to MaxGradNorm, at the schedule's rate),
+// zeroes them and puts the step's figures in m: learning_rate (the rate
+// this step used), grad_norm (before clipping), time/optimizer, and
+// time/backward (backward, the step's forward and backward time).
+func (p *policy) step(m Metrics, backward time.Duration) error {
+	t0 := time.Now()
 	st, err := p.opt.Step()
 	p.tr.ZeroGrad()
-	return st, err
+	if err != nil {
+		return err
+	}
+	m[MetricLearningRate] = st.LR
+	m[MetricGradNorm] = st.GradNorm
+	m[MetricTimeOptimizer] = time.Since(t0).Seconds()
+	m[MetricTimeBackward] = backward.Seconds()
+	return nil
+}
+
+// weights is what a checkpoint saves and restores of the policy.
+func (p *policy) weights() CheckpointWeights {
+	return CheckpointWeights{Model: p.m, Params: p.tr.Params(), LoRA: p.lora, Optimizer: p.opt}
 }
 
 // reschedule replaces the optimizer's configuration (the learning-rate
@@ -416,11 +456,6 @@ func (p *policy) reschedule(cfg model.AdamWConfig) error {
 
 // zeroGrad drops gradients accumulated by an unfinished step.
 func (p *policy) zeroGrad() { p.tr.ZeroGrad() }
-
-// learningRate is the rate of the next optimizer step.
-func (p *policy) learningRate() float64 {
-	return p.opt.Config().Schedule.At(p.opt.Steps())
-}
 
 // params returns the trainable tensors (for tests and checkpoints).
 func (p *policy) params() []model.Param { return p.tr.Params() }

@@ -114,6 +114,20 @@ func (p *Progress) Update(step int, m Metrics) error {
 	return nil
 }
 
+// Advance moves the bar to step (counted from 1) keeping the figures last
+// shown: the steps between logged ones (Config.LoggingSteps), so the bar
+// and its ETA move every step. Plain lines are written only by Update.
+func (p *Progress) Advance(step int) error {
+	if p.mode != ProgressBar {
+		return nil
+	}
+	p.last = step
+	if err := p.bar.Set(step); err != nil {
+		return fmt.Errorf("progress: %w", err)
+	}
+	return nil
+}
+
 // Callback returns p.Update as a Callback.
 func (p *Progress) Callback() Callback { return p.Update }
 

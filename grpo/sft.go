@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"time"
@@ -108,6 +107,12 @@ type SFTConfig struct {
 	// OutputDir receives metrics.jsonl, plot.png and checkpoints; "" writes
 	// no files.
 	OutputDir string `json:"output_dir"`
+	// LoggingSteps is TRL's logging_steps (10): the callbacks, the metrics
+	// JSONL and the progress bar's figures get one line every LoggingSteps
+	// optimizer steps, their metrics combined as GRPO's are
+	// (WindowMetrics), plus one for the steps left when the run ends or
+	// stops. 1 logs every step; SFTReport.History has every step's.
+	LoggingSteps int `json:"logging_steps"`
 	// SaveSteps is optimizer steps between checkpoints (0 = never);
 	// SaveTotalLimit keeps the newest that many (0 = all).
 	SaveSteps      int `json:"save_steps"`
@@ -123,7 +128,7 @@ type SFTConfig struct {
 // DefaultSFTConfig returns TRL's SFTConfig defaults.
 func DefaultSFTConfig() SFTConfig {
 	return SFTConfig{NumEpochs: 3, LearningRate: 2e-5, LRSchedule: model.ScheduleLinear, MaxGradNorm: 1,
-		BatchSize: 8, GradientAccumulationSteps: 1, MaxLength: 1024, GradientCheckpointing: true, Seed: 42}
+		BatchSize: 8, GradientAccumulationSteps: 1, MaxLength: 1024, GradientCheckpointing: true, Seed: 42, LoggingSteps: 10}
 }
 
 // Validate reports every inconsistent setting at once.
@@ -164,6 +169,9 @@ func (c SFTConfig) Validate() error {
 			bad("lora: %w", err)
 		}
 	}
+	if c.LoggingSteps < 1 {
+		bad("logging_steps %d must be >= 1", c.LoggingSteps)
+	}
 	if c.SaveSteps < 0 || c.SaveTotalLimit < 0 {
 		bad("save_steps %d and save_total_limit %d must be >= 0", c.SaveSteps, c.SaveTotalLimit)
 	}
@@ -200,15 +208,19 @@ type sftState struct {
 // trained on are exactly those a rollout would hold.
 //
 // Each step's metrics (loss, entropy, learning_rate, grad_norm,
-// num_tokens, epoch, step_time, time/backward, time/optimizer) go to the
-// callbacks, OutputDir/metrics.jsonl and the progress bar; checkpoints and
+// num_tokens, epoch, step_time, time/backward, time/optimizer; on the
+// last step HF's train_runtime, train_samples_per_second,
+// train_steps_per_second and train_loss) go, every
+// LoggingSteps steps and combined over them, to the callbacks,
+// OutputDir/metrics.jsonl and the progress bar; checkpoints and
 // a plot of the loss go to OutputDir. When ctx is cancelled, a run that
 // saves checkpoints saves one of its last complete step before returning
 // ctx's error, so ResumeFrom "latest" continues it.
 //
-// The examples are shuffled from Seed each epoch; an optimizer step takes
-// BatchSize × GradientAccumulationSteps of them, running on into the next
-// epoch when one ends.
+// The examples are shuffled from Seed each epoch (the shuffler of GRPO's
+// prompts); an optimizer step takes BatchSize × GradientAccumulationSteps
+// of them, running on into the next epoch when one ends. The optimizer,
+// its schedule and clipping, and the step are GRPO's.
 func SFT(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, data []Conversation, cfg SFTConfig, callbacks ...Callback) (*SFTReport, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -227,7 +239,7 @@ func SFT(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, data []C
 	if total == 0 {
 		total = cfg.NumEpochs * ((len(seqs) + perStep - 1) / perStep)
 	}
-	run, err := newSFTRun(m, cfg, total)
+	pol, err := newSFTPolicy(m, cfg, total)
 	if err != nil {
 		return nil, err
 	}
@@ -239,11 +251,11 @@ func SFT(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, data []C
 				return nil, fmt.Errorf("sft: resume: %w", err)
 			}
 		}
-		if _, err := LoadCheckpoint(dir, run.weights(), &st); err != nil {
+		if _, err := LoadCheckpoint(dir, pol.weights(), &st); err != nil {
 			return nil, fmt.Errorf("sft: resume: %w", err)
 		}
-		if st.Step != run.opt.Steps() {
-			return nil, fmt.Errorf("sft: resume %s: trainer state is at step %d, optimizer at %d", dir, st.Step, run.opt.Steps())
+		if st.Step != pol.opt.Steps() {
+			return nil, fmt.Errorf("sft: resume %s: trainer state is at step %d, optimizer at %d", dir, st.Step, pol.opt.Steps())
 		}
 	}
 	out, err := newRunOutput(cfg.OutputDir, cfg.Progress, total, "sft", st.Step > 0, false)
@@ -252,8 +264,10 @@ func SFT(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, data []C
 	}
 	defer out.close()
 	callbacks = append(out.callbacks(), callbacks...)
+	logger := stepLogger{every: cfg.LoggingSteps}
+	summary := runSummary{start: time.Now(), samplesPerStep: perStep}
 
-	order := newEpochOrder(len(seqs), cfg.Seed)
+	order := newEpochOrder(len(seqs), cfg.Seed, true)
 	tokens := 0
 	for st.Step < total {
 		begin := time.Now()
@@ -261,12 +275,15 @@ func SFT(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, data []C
 		for i := range batch {
 			batch[i] = seqs[order.at(st.Position+i)]
 		}
-		met, err := run.step(ctx, batch, cfg.BatchSize)
+		met, err := sftStep(ctx, pol, batch, cfg.BatchSize)
 		if err != nil {
 			err = fmt.Errorf("sft step %d: %w", st.Step+1, err)
+			if ferr := logger.flush(st.Step, callbacks); ferr != nil { // the steps since the last line
+				err = errors.Join(err, fmt.Errorf("sft: %w", ferr))
+			}
 			if ctx.Err() != nil && cfg.SaveSteps > 0 && st.Step > 0 && st.Step%cfg.SaveSteps != 0 {
 				// Cancelled: keep the last complete step, so "latest" resumes it.
-				if _, serr := SaveCheckpoint(cfg.OutputDir, st.Step, cfg.SaveTotalLimit, run.weights(), st, cfg); serr != nil {
+				if _, serr := SaveCheckpoint(cfg.OutputDir, st.Step, cfg.SaveTotalLimit, pol.weights(), st, cfg); serr != nil {
 					err = errors.Join(err, fmt.Errorf("sft: checkpoint on cancel: %w", serr))
 				}
 			}
@@ -280,20 +297,27 @@ func SFT(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, data []C
 		met[MetricNumTokens] = float64(tokens)
 		met[MetricEpoch] = float64(st.Position) / float64(len(seqs))
 		met[MetricStepTime] = time.Since(begin).Seconds()
+		if summary.add(met); st.Step == total {
+			summary.put(met)
+		}
 		rep.History = append(rep.History, StepMetrics{Step: st.Step, Metrics: met})
-		for _, cb := range callbacks {
-			if err := cb(st.Step, met.Clone()); err != nil {
-				return rep, fmt.Errorf("sft step %d: callback: %w", st.Step, err)
-			}
+		if err := out.advance(st.Step); err != nil {
+			return rep, fmt.Errorf("sft: %w", err)
+		}
+		if err := logger.step(st.Step, met.Clone(), callbacks); err != nil {
+			return rep, fmt.Errorf("sft step %d: %w", st.Step, err)
 		}
 		if cfg.SaveSteps > 0 && (st.Step%cfg.SaveSteps == 0 || st.Step == total) {
-			if _, err := SaveCheckpoint(cfg.OutputDir, st.Step, cfg.SaveTotalLimit, run.weights(), st, cfg); err != nil {
+			if _, err := SaveCheckpoint(cfg.OutputDir, st.Step, cfg.SaveTotalLimit, pol.weights(), st, cfg); err != nil {
 				return rep, fmt.Errorf("sft: %w", err)
 			}
 		}
 		rep.Steps = st.Step
 	}
 	rep.Steps = st.Step
+	if err := logger.flush(st.Step, callbacks); err != nil {
+		return rep, fmt.Errorf("sft: %w", err)
+	}
 	if err := out.finish(); err != nil {
 		return rep, fmt.Errorf("sft: %w", err)
 	}
@@ -387,129 +411,62 @@ func hasPrefix(s, prefix []int32) bool {
 	return len(s) >= len(prefix) && slices.Equal(s[:len(prefix)], prefix)
 }
 
-// epochOrder is the example order: a fresh shuffle of 0..n-1 from the seed
-// for each epoch, concatenated, so a position is all a resume needs.
-type epochOrder struct {
-	n     int
-	seed  uint64
-	epoch int
-	perm  []int
-}
-
-func newEpochOrder(n int, seed uint64) *epochOrder {
-	return &epochOrder{n: n, seed: seed, epoch: -1}
-}
-
-// at returns the example at position pos of the stream.
-func (o *epochOrder) at(pos int) int {
-	if e := pos / o.n; e != o.epoch {
-		o.epoch = e
-		r := rand.New(rand.NewPCG(o.seed, uint64(e)))
-		o.perm = r.Perm(o.n)
-	}
-	return o.perm[pos%o.n]
-}
-
-// sftRun holds the model, its Trainable and optimizer for SFT. Every call
-// into model.Trainable lives in its methods.
-type sftRun struct {
-	m    *model.Model
-	tr   *model.Trainable
-	opt  *model.AdamW
-	lora *model.LoRAConfig
-}
-
-func newSFTRun(m *model.Model, cfg SFTConfig, total int) (*sftRun, error) {
-	lora := cfg.LoRA
-	switch has := hasAdapters(m); {
-	case has && lora == nil:
-		// Train the adapters the model carries, as NewTrainer does.
-		c := adapterConfig(m)
-		lora = &c
-	case has:
-		if c := adapterConfig(m); c.R != lora.R || c.Scaling() != lora.Scaling() {
-			return nil, fmt.Errorf("sft: the model carries adapters of rank %d, scaling %v; SFTConfig.LoRA says rank %d, scaling %v", c.R, c.Scaling(), lora.R, lora.Scaling())
-		}
-	case lora != nil:
-		if err := model.AttachLoRA(m, *lora, cfg.Seed); err != nil {
-			return nil, fmt.Errorf("sft: %w", err)
+// newSFTPolicy prepares m for SFT as NewTrainer does for GRPO (the same
+// policy, optimizer and schedule): adapters of cfg.LoRA attached from Seed
+// when m has none, the adapters m carries (which cfg.LoRA, if set, must
+// describe), or every weight.
+func newSFTPolicy(m *model.Model, cfg SFTConfig, total int) (*policy, error) {
+	if cfg.LoRA != nil && hasAdapters(m) {
+		if c := adapterConfig(m); c.R != cfg.LoRA.R || c.Scaling() != cfg.LoRA.Scaling() {
+			return nil, fmt.Errorf("sft: the model carries adapters of rank %d, scaling %v; SFTConfig.LoRA says rank %d, scaling %v", c.R, c.Scaling(), cfg.LoRA.R, cfg.LoRA.Scaling())
 		}
 	}
-	tr, err := model.NewTrainable(m, model.TrainOptions{Full: lora == nil, Checkpoint: cfg.GradientCheckpointing})
+	opt := cfg.optimizer()
+	if warmup := opt.warmup(total); opt.schedule != model.ScheduleConstant && total <= warmup {
+		return nil, fmt.Errorf("sft: %d steps leave no room after %d warmup steps for the %s schedule", total, warmup, opt.schedule)
+	}
+	pol, err := newPolicy(m, cfg.LoRA, cfg.Seed, 0, opt.adamW(total), cfg.GradientCheckpointing, 0)
 	if err != nil {
 		return nil, fmt.Errorf("sft: %w", err)
 	}
-	warmup := cfg.WarmupSteps
-	if cfg.WarmupRatio > 0 {
-		warmup = int(math.Ceil(cfg.WarmupRatio * float64(total)))
-	}
-	kind := cfg.LRSchedule
+	return pol, nil
+}
+
+// optimizer is SFT's AdamW: TRL's betas and ε, the configured rate,
+// schedule (linear when unset), warmup, weight decay and clipping.
+func (c SFTConfig) optimizer() optimizerConfig {
+	kind := c.LRSchedule
 	if kind == "" {
 		kind = model.ScheduleLinear
 	}
-	if kind != model.ScheduleConstant && total <= warmup {
-		return nil, fmt.Errorf("sft: %d steps leave no room after %d warmup steps for the %s schedule", total, warmup, kind)
-	}
-	acfg := model.DefaultAdamWConfig(cfg.LearningRate)
-	acfg.WeightDecay = float32(cfg.WeightDecay)
-	acfg.MaxGradNorm = cfg.MaxGradNorm
-	acfg.Schedule = model.Schedule{Kind: kind, LR: cfg.LearningRate, WarmupSteps: warmup, TotalSteps: total}
-	opt, err := model.NewAdamW(m.Backend, tr.Params(), acfg)
-	if err != nil {
-		return nil, fmt.Errorf("sft: %w", err)
-	}
-	return &sftRun{m: m, tr: tr, opt: opt, lora: lora}, nil
+	return optimizerConfig{lr: c.LearningRate, schedule: kind, warmupSteps: c.WarmupSteps, warmupRatio: c.WarmupRatio,
+		weightDecay: c.WeightDecay, maxGradNorm: c.MaxGradNorm, beta1: 0.9, beta2: 0.999, eps: 1e-8}
 }
 
-func (r *sftRun) weights() CheckpointWeights {
-	return CheckpointWeights{Model: r.m, Params: r.tr.Params(), LoRA: r.lora, Optimizer: r.opt}
-}
-
-// step runs one optimizer step over batch in micro-batches of micro
+// sftStep runs one optimizer step over batch in micro-batches of micro
 // sequences, minimising the mean NLL over all the step's scored tokens:
-// model.SFTLoss with every token weighted 1/(scored tokens of the whole
-// step), so accumulation gives the same gradient as one large batch.
-func (r *sftRun) step(ctx context.Context, batch []model.TrainSeq, micro int) (Metrics, error) {
+// every token weighted 1/(scored tokens of the whole step), so
+// accumulation gives the same gradient as one large batch.
+func sftStep(ctx context.Context, pol *policy, batch []model.TrainSeq, micro int) (Metrics, error) {
 	scored := 0
 	for _, s := range batch {
 		scored += countTrue(s.Mask)
 	}
 	w := 1 / float32(scored)
 	var nll, ent float64
-	r.tr.ZeroGrad()
 	t0 := time.Now()
 	for lo := 0; lo < len(batch); lo += micro {
-		mb := batch[lo:min(lo+micro, len(batch))]
-		loss := model.SFTLoss(mb)
-		for _, row := range loss.Weight {
-			for j := range row {
-				row[j] = w
-			}
-		}
-		res, err := r.tr.Accumulate(ctx, mb, loss)
+		l, h, err := pol.accumulateNLL(ctx, batch[lo:min(lo+micro, len(batch))], w)
 		if err != nil {
-			r.tr.ZeroGrad()
+			pol.zeroGrad()
 			return nil, err
 		}
-		nll += res.Loss
-		for _, row := range res.Entropy { // 0 at masked tokens
-			for _, h := range row {
-				ent += float64(h)
-			}
-		}
+		nll += l
+		ent += h
 	}
-	t1 := time.Now()
-	st, err := r.opt.Step()
-	r.tr.ZeroGrad()
-	if err != nil {
+	m := Metrics{MetricLoss: nll, MetricEntropy: ent / float64(scored)}
+	if err := pol.step(m, time.Since(t0)); err != nil {
 		return nil, err
 	}
-	return Metrics{
-		MetricLoss:          nll,
-		MetricEntropy:       ent / float64(scored),
-		MetricLearningRate:  st.LR,
-		MetricGradNorm:      st.GradNorm,
-		MetricTimeBackward:  t1.Sub(t0).Seconds(),
-		MetricTimeOptimizer: time.Since(t1).Seconds(),
-	}, nil
+	return m, nil
 }

@@ -147,10 +147,10 @@ func TestEncodeConversationErrors(t *testing.T) {
 func TestSFTConfigValidate(t *testing.T) {
 	require.NoError(t, DefaultSFTConfig().Validate())
 	bad := DefaultSFTConfig()
-	bad.NumEpochs, bad.BatchSize, bad.LRSchedule, bad.WarmupSteps, bad.WarmupRatio, bad.SaveSteps = 0, 0, "step", 2, 0.1, 5
+	bad.NumEpochs, bad.BatchSize, bad.LRSchedule, bad.WarmupSteps, bad.WarmupRatio, bad.SaveSteps, bad.LoggingSteps = 0, 0, "step", 2, 0.1, 5, 0
 	err := bad.Validate()
 	require.Error(t, err)
-	for _, want := range []string{"num_train_epochs 0", "per_device_train_batch_size 0", `lr_scheduler_type "step"`, "not both", "need output_dir"} {
+	for _, want := range []string{"num_train_epochs 0", "per_device_train_batch_size 0", `lr_scheduler_type "step"`, "not both", "need output_dir", "logging_steps 0"} {
 		assert.Contains(t, err.Error(), want, "every problem is reported at once")
 	}
 }
@@ -232,7 +232,7 @@ func TestSFTLossFalls(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, rep.History, 30)
 	assert.Equal(t, 30, rep.Steps)
-	assert.Len(t, seen, 30)
+	assert.Equal(t, []int{10, 20, 30}, seen, "logging_steps 10")
 	first, last := rep.History[0].Metrics[MetricLoss], rep.History[29].Metrics[MetricLoss]
 	t.Logf("SFT loss %.3f -> %.3f in 30 steps", first, last)
 	assert.Greater(t, first, 6.0, "starts near ln 4096 = 8.3")
@@ -244,7 +244,17 @@ func TestSFTLossFalls(t *testing.T) {
 
 	logged, err := ReadMetrics(filepath.Join(out, MetricsFile))
 	require.NoError(t, err)
-	assert.Len(t, logged, 30)
+	require.Len(t, logged, 3)
+	for k, line := range logged {
+		steps := make([]Metrics, 10)
+		for i := range steps {
+			steps[i] = rep.History[10*k+i].Metrics
+		}
+		want, err := WindowMetrics(steps)
+		require.NoError(t, err)
+		assert.Equal(t, 10*(k+1), line.Step)
+		assertMetricsEqual(t, want, line.Metrics, "line %d: the window's combination", k)
+	}
 	assert.FileExists(t, filepath.Join(out, PlotFile))
 	cks, err := Checkpoints(out)
 	require.NoError(t, err)
@@ -398,7 +408,7 @@ func TestSFTCancelSavesCheckpoint(t *testing.T) {
 	defer cancel()
 	cfg := DefaultSFTConfig()
 	cfg.MaxSteps, cfg.BatchSize, cfg.LRSchedule = 4, 1, model.ScheduleConstant
-	cfg.OutputDir, cfg.SaveSteps = t.TempDir(), 10
+	cfg.OutputDir, cfg.SaveSteps, cfg.LoggingSteps = t.TempDir(), 10, 1
 	rep, err := SFT(ctx, loadTiny(t, dir), tokenizer.Tiny(), guessConversations()[:2], cfg, func(step int, _ Metrics) error {
 		if step == 2 {
 			cancel()

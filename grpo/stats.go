@@ -76,9 +76,11 @@ func ToolStats(m Metrics, calls, failures []int) error {
 // (NaN-aware), as TRL averages what it appended; "loss" is their sum, the
 // optimizer step's loss. Use NewLossStats; not safe for concurrent use.
 type LossStats struct {
-	p    LossParams
-	loss float64
-	vals map[string][]float64
+	p                   LossParams
+	loss                float64
+	policy, kl, entropy float64 // the loss's terms, summed like loss
+	noTerms             bool    // an input had no Weight: the terms are unknown (NaN)
+	vals                map[string][]float64
 }
 
 // NewLossStats returns an empty accumulator for loss parameters p.
@@ -95,8 +97,36 @@ func NewLossStats(p LossParams) *LossStats {
 //	  sequence's flagged fraction; a sequence with no loss token is NaN
 //	  and skipped (token level), at sequence level its 0/1 flag counts
 //	cispo_clip_ratio (cispo), vespo/phi_seq_mean (vespo, mean over sequences)
+//
+// The loss's terms are summed over the micro-batches as "loss" is:
+// kl_loss = β·Σ W·KL and entropy_loss = −coef·Σ W·H over the loss tokens
+// (PolicyLoss's formula), policy_loss the rest, so that loss =
+// policy_loss + kl_loss + entropy_loss.
 func (s *LossStats) Add(in LossInput, out LossOutput) {
 	s.loss += out.Loss
+	if in.Weight == nil {
+		s.noTerms = true // the terms need the weights
+	}
+	var kl, ent float64
+	for i, row := range in.Mask {
+		if in.Weight == nil {
+			break
+		}
+		for t, ok := range row {
+			if !ok {
+				continue
+			}
+			if out.KL != nil && s.p.Beta != 0 {
+				kl += in.Weight[i][t] * s.p.Beta * out.KL[i][t]
+			}
+			if in.Entropy != nil && s.p.EntropyCoef != 0 {
+				ent -= in.Weight[i][t] * s.p.EntropyCoef * float64(in.Entropy[i][t])
+			}
+		}
+	}
+	s.kl += kl
+	s.entropy += ent
+	s.policy += out.Loss - kl - ent
 	put := func(name string, v float64) { s.vals[name] = append(s.vals[name], v) }
 	maskedMean := func(x func(i, t int) float64) float64 {
 		sum, n := 0.0, 0
@@ -175,9 +205,25 @@ func (s *LossStats) Add(in LossInput, out LossOutput) {
 	}
 }
 
-// Metrics puts the averages of what was added, and "loss".
+// Metrics puts the averages of what was added, "loss" and its terms
+// (policy_loss; kl_loss when Beta ≠ 0; entropy_loss and entropy_coef when
+// EntropyCoef ≠ 0).
 func (s *LossStats) Metrics(m Metrics) {
 	m[MetricLoss] = s.loss
+	nanIf := func(v float64) float64 {
+		if s.noTerms {
+			return math.NaN()
+		}
+		return v
+	}
+	m[MetricPolicyLoss] = nanIf(s.policy)
+	if s.p.Beta != 0 {
+		m[MetricKLLoss] = nanIf(s.kl)
+	}
+	if s.p.EntropyCoef != 0 {
+		m[MetricEntropyLoss] = nanIf(s.entropy)
+		m[MetricEntropyCoef] = s.p.EntropyCoef
+	}
 	for name, v := range s.vals {
 		m[name] = nanMean(v)
 	}

@@ -1,6 +1,7 @@
 package grpo
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -92,6 +93,7 @@ func TestLossStatsTokenLevel(t *testing.T) {
 	s.Metrics(m)
 	assertMetrics(t, Metrics{
 		MetricLoss: 0.5, MetricKL: 0.2, MetricEntropy: 2.5,
+		MetricPolicyLoss:       math.NaN(), // no Weight: the terms are unknown
 		MetricClipRatioLowMean: 0.25, MetricClipRatioHighMean: 0.5, MetricClipRatioRegionMean: 0.75,
 		// per-sequence fractions: low {1/2, 0, NaN}, high {0, 1, NaN}; NaN skipped
 		MetricClipRatioLowMin: 0, MetricClipRatioHighMax: 1,
@@ -126,7 +128,7 @@ func TestLossStatsSequenceLevel(t *testing.T) {
 	s.Add(in, out)
 	m := Metrics{}
 	s.Metrics(m)
-	assertMetrics(t, Metrics{MetricLoss: 0,
+	assertMetrics(t, Metrics{MetricLoss: 0, MetricPolicyLoss: math.NaN(),
 		MetricClipRatioLowMean: 1.0 / 3, MetricClipRatioHighMean: 1.0 / 3, MetricClipRatioRegionMean: 2.0 / 3,
 		MetricClipRatioLowMin: 0, MetricClipRatioHighMax: 1,
 	}, m)
@@ -138,13 +140,13 @@ func TestLossStatsCISPOAndVESPO(t *testing.T) {
 	s.Add(in, LossOutput{ClipLow: [][]bool{make([]bool, 4)}, ClipHigh: [][]bool{{true, false, false, true}}})
 	m := Metrics{}
 	s.Metrics(m)
-	assertMetrics(t, Metrics{MetricLoss: 0, MetricCISPOClipRatio: 1.0 / 3}, m)
+	assertMetrics(t, Metrics{MetricLoss: 0, MetricPolicyLoss: math.NaN(), MetricCISPOClipRatio: 1.0 / 3}, m)
 
 	s = NewLossStats(baseParams(LossVESPO))
 	s.Add(LossInput{Mask: [][]bool{{true}, {true}}}, LossOutput{Phi: []float64{0.5, 1}, ClipLow: [][]bool{{false}, {false}}, ClipHigh: [][]bool{{false}, {false}}})
 	m = Metrics{}
 	s.Metrics(m)
-	assertMetrics(t, Metrics{MetricLoss: 0, MetricVESPOPhiSeqMean: 0.75}, m)
+	assertMetrics(t, Metrics{MetricLoss: 0, MetricPolicyLoss: math.NaN(), MetricVESPOPhiSeqMean: 0.75}, m)
 }
 
 // The loss metrics of a real PolicyLoss output: on-policy nothing clips.
@@ -201,4 +203,56 @@ func TestQuantileLinear(t *testing.T) {
 	assert.InDelta(t, 2.5, quantileLinear(x, 0.5), tol)
 	assert.InDelta(t, 1.3, quantileLinear(x, 0.1), tol)
 	assert.Equal(t, []float64{4, 1, 3, 2}, x, "input untouched")
+}
+
+// TestLossStatsTerms: the logged terms of the loss are each what the loss
+// gains from that term alone (PolicyLoss with only it switched on), and
+// they add up to the loss, for every loss type.
+func TestLossStatsTerms(t *testing.T) {
+	logp := [][]float32{{-1.0, -0.75, -2.5, -0.25}, {-1.5, -0.5, -3}, {-0.125, -2}}
+	old := [][]float32{{-1.25, -0.5, -2.5, -0.875}, {-1.25, -0.625, -2}, {-0.5, -1.5}}
+	ref := [][]float32{{-0.75, -1, -2, -0.5}, {-1, -1, -2.5}, {-0.25, -1.75}}
+	ent := [][]float32{{0.5, 1.5, 0.25, 2}, {1, 0.75, 3}, {0.125, 2.5}}
+	mask := [][]bool{{true, true, false, true}, {true, true, true}, {true, false}}
+	adv := []float64{0.7, -1.3, 0.4}
+	for _, lt := range LossTypes() {
+		for _, bias := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/bias-corrected %v", lt, bias), func(t *testing.T) {
+				p := baseParams(lt)
+				p.BiasCorrectionKL = bias
+				w, err := LossWeights(lt, LossNorm{GenerationTokens: 20, GradientAccumulationSteps: 2, StepsPerGeneration: 2, MaxCompletionLength: 8}, mask)
+				require.NoError(t, err)
+				in := LossInput{LogP: logp, Old: old, Ref: ref, Entropy: ent, Mask: mask, Adv: adv, Weight: w}
+				loss := func(beta, coef float64) LossOutput {
+					q := p
+					q.Beta, q.EntropyCoef = beta, coef
+					out, err := PolicyLoss(q, in)
+					require.NoError(t, err)
+					return out
+				}
+				const beta, coef = 0.2, 0.05
+				full, none := loss(beta, coef), loss(0, 0)
+				s := NewLossStats(func() LossParams { q := p; q.Beta, q.EntropyCoef = beta, coef; return q }())
+				s.Add(in, full)
+				s.Add(in, full) // two micro-batches: the terms add up like loss
+				m := Metrics{}
+				s.Metrics(m)
+				assert.InDelta(t, 2*full.Loss, m[MetricLoss], 1e-12)
+				assert.InDelta(t, 2*none.Loss, m[MetricPolicyLoss], 1e-9)
+				assert.InDelta(t, 2*(loss(beta, 0).Loss-none.Loss), m[MetricKLLoss], 1e-9)
+				assert.InDelta(t, 2*(loss(0, coef).Loss-none.Loss), m[MetricEntropyLoss], 1e-9)
+				assert.InDelta(t, m[MetricLoss], m[MetricPolicyLoss]+m[MetricKLLoss]+m[MetricEntropyLoss], 1e-9)
+				assert.Equal(t, coef, m[MetricEntropyCoef])
+
+				s = NewLossStats(p) // β = 0, no bonus: only policy_loss
+				s.Add(in, none)
+				m = Metrics{}
+				s.Metrics(m)
+				assert.InDelta(t, none.Loss, m[MetricPolicyLoss], 1e-12)
+				assert.NotContains(t, m, MetricKLLoss)
+				assert.NotContains(t, m, MetricEntropyLoss)
+				assert.NotContains(t, m, MetricEntropyCoef)
+			})
+		}
+	}
 }

@@ -37,6 +37,10 @@ type Trainer struct {
 
 	state      TrainerState
 	totalSteps int // optimizer steps the learning-rate schedule spans
+
+	logger  stepLogger           // logging_steps: the callbacks get every LoggingSteps-th step
+	advance func(step int) error // Train's progress bar, moved every step; nil outside Train
+	run     *runSummary          // Train's totals; nil outside Train
 }
 
 // TrainerState is where a run stands: what a checkpoint records besides
@@ -110,7 +114,7 @@ func NewTrainer(policy *model.Model, tok *tokenizer.Tokenizer, cfg Config, opts 
 		return nil, &ConfigError{Field: "Beta", TRLName: "beta", Problem: fmt.Sprintf("%v with full fine-tuning: the KL reference is the model with its adapters off, so it needs LoRA (WithLoRA); set Beta to 0 or train adapters", cfg.Beta)}
 	}
 
-	t := &Trainer{cfg: cfg, layout: cfg.Layout(), o: o, chat: chat, log: o.log}
+	t := &Trainer{cfg: cfg, layout: cfg.Layout(), o: o, chat: chat, log: o.log, logger: stepLogger{every: cfg.LoggingSteps}}
 	if t.log != nil {
 		for _, w := range cfg.Warnings() {
 			t.log.Warn("grpo: " + w)
@@ -219,9 +223,7 @@ func (t *Trainer) LoRAConfig() (model.LoRAConfig, bool) {
 }
 
 // checkpointWeights is what a checkpoint saves and restores of the policy.
-func (t *Trainer) checkpointWeights() CheckpointWeights {
-	return CheckpointWeights{Model: t.pol.m, Params: t.pol.params(), LoRA: t.pol.lora, Optimizer: t.pol.opt}
-}
+func (t *Trainer) checkpointWeights() CheckpointWeights { return t.pol.weights() }
 
 // State returns where the run stands.
 func (t *Trainer) State() TrainerState { return t.state }
@@ -243,8 +245,10 @@ func (t *Trainer) SetState(s TrainerState) error {
 // each row (rows are the batch's distinct prompts, Config.Layout().Prompts
 // of them), scores them, computes advantages, and takes the optimizer
 // steps the batch feeds (StepsPerGeneration × NumIterations micro-batches,
-// one optimizer step per GradientAccumulationSteps). Callbacks get each
-// optimizer step's metrics.
+// one optimizer step per GradientAccumulationSteps). The report has each
+// optimizer step's metrics; callbacks get them combined over
+// Config.LoggingSteps steps (WindowMetrics) at every LoggingSteps-th step,
+// and FlushMetrics sends the rest.
 //
 // If ctx is cancelled before the generation's first optimizer step,
 // Step returns ctx's error and nothing changed (gradients of the
@@ -310,6 +314,38 @@ func (t *Trainer) Step(ctx context.Context, rows []env.Row) (*StepReport, error)
 	t.state.Generation++
 	t.state.NumTokens += genTokens
 	return rep, nil
+}
+
+// FlushMetrics sends the callbacks the metrics of the optimizer steps
+// taken since the last logged one (fewer than Config.LoggingSteps),
+// combined as a logged line is (WindowMetrics), as the line of the
+// current step. Train does this when it ends or stops; a loop of Steps
+// calls it after its last Step. With nothing pending it does nothing.
+func (t *Trainer) FlushMetrics() error {
+	if err := t.logger.flush(t.state.GlobalStep, t.o.callbacks); err != nil {
+		return fmt.Errorf("grpo: %w", err)
+	}
+	return nil
+}
+
+// logStep moves the progress bar and hands optimizer step's metrics m to
+// the logging window.
+func (t *Trainer) logStep(m Metrics) error {
+	if t.run != nil {
+		t.run.add(m)
+		if t.state.GlobalStep == t.totalSteps {
+			t.run.put(m) // the run's last step
+		}
+	}
+	if t.advance != nil {
+		if err := t.advance(t.state.GlobalStep); err != nil {
+			return fmt.Errorf("grpo: %w", err)
+		}
+	}
+	if err := t.logger.step(t.state.GlobalStep, m, t.o.callbacks); err != nil {
+		return fmt.Errorf("grpo: %w", err)
+	}
+	return nil
 }
 
 // sampling is the training sampling.

@@ -165,10 +165,8 @@ func (t *Trainer) learn(ctx context.Context, rs []*Rollout, adv Advantages, gm M
 			}
 			out = append(out, m)
 			mctx = context.WithoutCancel(ctx)
-			for _, cb := range t.o.callbacks {
-				if err := cb(t.state.GlobalStep, m); err != nil {
-					return out, fmt.Errorf("grpo: callback at step %d: %w", t.state.GlobalStep, err)
-				}
+			if err := t.logStep(m.Clone()); err != nil {
+				return out, err
 			}
 			acc = newStepAccumulator(params)
 			begin = time.Now()
@@ -248,22 +246,12 @@ func (t *Trainer) microStep(ctx context.Context, b *learnBatch, mb []int, iter i
 // optimizerStep applies the accumulated gradients and returns the step's
 // metrics.
 func (t *Trainer) optimizerStep(acc *stepAccumulator, gm Metrics, begin time.Time) (Metrics, error) {
-	lr := t.pol.learningRate()
-	t0 := time.Now()
-	st, err := t.pol.optimizerStep()
-	if err != nil {
+	m := gm.Clone()
+	if err := t.pol.step(m, acc.backward); err != nil {
 		return nil, fmt.Errorf("grpo: optimizer step %d: %w", t.state.GlobalStep+1, err)
 	}
 	t.state.GlobalStep++
-	m := Metrics{}
-	for k, v := range gm {
-		m[k] = v
-	}
 	acc.metrics(m)
-	m[MetricLearningRate] = lr
-	m[MetricGradNorm] = st.GradNorm
-	m[MetricTimeOptimizer] = time.Since(t0).Seconds()
-	m[MetricTimeBackward] = acc.backward.Seconds()
 	m[MetricStepTime] = time.Since(begin).Seconds()
 	return m, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Train runs GRPO over data until Config.MaxSteps optimizer steps, or
@@ -13,12 +14,17 @@ import (
 // Config.Seed) and runs Step. data nil plays prompts the environment's
 // Reset gives (one environment, MaxSteps required).
 //
-// With Config.OutputDir set, Train writes metrics.jsonl every optimizer
-// step, completions.jsonl when Config.LogCompletions, a checkpoint every
+// With Config.OutputDir set, Train writes a metrics.jsonl line every
+// Config.LoggingSteps optimizer steps (their metrics combined by
+// WindowMetrics, as callbacks and the progress bar's figures get them; the
+// steps left at the end or at a stop get a last line), completions.jsonl
+// every generation when Config.LogCompletions, a checkpoint every
 // Config.SaveSteps steps (at the end of the generation that reaches it)
-// and plot.png at the end. Cancelling ctx stops at the next generation
+// and plot.png at the end. The last step's line also has HF's end-of-run
+// figures (train_runtime, train_samples_per_second, train_steps_per_second,
+// train_loss, over this call). Cancelling ctx stops at the next generation
 // boundary (see Step); the error is ctx's.
-func (t *Trainer) Train(ctx context.Context, data Dataset) error {
+func (t *Trainer) Train(ctx context.Context, data Dataset) (err error) {
 	if data == nil {
 		switch {
 		case t.router != nil:
@@ -48,7 +54,17 @@ func (t *Trainer) Train(ctx context.Context, data Dataset) error {
 	defer out.close()
 	saved := t.o.callbacks
 	t.o.callbacks = append(out.callbacks(), saved...)
-	defer func() { t.o.callbacks = saved }()
+	t.advance = out.advance
+	t.run = &runSummary{start: time.Now(), samplesPerStep: t.cfg.PerDeviceTrainBatchSize * t.cfg.GradientAccumulationSteps}
+	defer func() {
+		if err != nil {
+			// Stopped: the steps since the last line are logged too.
+			if ferr := t.FlushMetrics(); ferr != nil {
+				err = errors.Join(err, ferr)
+			}
+		}
+		t.o.callbacks, t.advance, t.run = saved, nil, nil
+	}()
 
 	for t.state.GlobalStep < total {
 		if err := ctx.Err(); err != nil {
@@ -71,6 +87,9 @@ func (t *Trainer) Train(ctx context.Context, data Dataset) error {
 				return fmt.Errorf("grpo: checkpoint at step %d: %w", t.state.GlobalStep, err)
 			}
 		}
+	}
+	if err := t.FlushMetrics(); err != nil {
+		return err
 	}
 	return out.finish()
 }
