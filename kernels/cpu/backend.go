@@ -29,6 +29,7 @@ type Backend struct {
 	pool    *pool
 	simd    features
 	bufs    [][]float32 // per-worker scratch, see scratch
+	vecX    []float32   // matVec's permuted x, see gemvVec
 }
 
 // New returns a Backend that runs each kernel on threads goroutines (the

@@ -250,7 +250,7 @@ func BenchmarkMatMulAVX2(b *testing.B) {
 		b.Skip("no AVX2")
 	}
 	be.simd = features{avx2: true}
-	for _, s := range [][3]int{{1, 3072, 1024}, {512, 1024, 1024}} {
+	for _, s := range [][3]int{{1, 3072, 1024}, {1, 151936, 1024}, {512, 1024, 1024}} {
 		m, n, k := s[0], s[1], s[2]
 		b.Run(fmt.Sprintf("BF16_M%d_N%d_K%d", m, n, k), func(b *testing.B) {
 			w := benchMat(kernels.BF16, n, k)
