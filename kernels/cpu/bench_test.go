@@ -266,8 +266,9 @@ func BenchmarkMatMulAVX2(b *testing.B) {
 }
 
 // BenchmarkSampleRows over Qwen3's vocabulary, 16 rows per call (a decode
-// step's batch): plain temperature (an exp per token), Qwen3's defaults
-// (top-k 20, top-p 0.95), and top-p alone; rows/s reported.
+// step's batch): greedy (the baseline: argmax and the full log-prob),
+// plain temperature (an exp per token), Qwen3's defaults (top-k 20, top-p
+// 0.95), and top-p alone; rows/s reported.
 func BenchmarkSampleRows(b *testing.B) {
 	be := New(0)
 	defer be.Close()
@@ -278,7 +279,7 @@ func BenchmarkSampleRows(b *testing.B) {
 	}
 	ids, lp, full := make([]int32, rows), make([]float32, rows), make([]float32, rows)
 	u := make([]float64, rows)
-	for _, p := range []kernels.SamplingParams{{Temperature: 1}, {Temperature: 0.6, TopK: 20, TopP: 0.95}, {Temperature: 1, TopP: 0.9}} {
+	for _, p := range []kernels.SamplingParams{{}, {Temperature: 1}, {Temperature: 0.6, TopK: 20, TopP: 0.95}, {Temperature: 1, TopP: 0.9}} {
 		params := make([]kernels.SamplingParams, rows)
 		for i := range params {
 			params[i] = p
