@@ -52,7 +52,7 @@ type mmKernels struct {
 	cols int // columns per axpy block (4 vectors)
 	dot  func(dt int, mr, nr int, x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
 	axpy func(dt int, mr, nv int, a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
-	gemv func(dt int, x *float32, w unsafe.Pointer, ldw int, lines int, out *float32, rows int, acc int) // M = 1, see gemv.go
+	gemv func(dt int, x *float32, w unsafe.Pointer, ldw int, lines int, out *float32, rows int, acc int) // M = 1, see gemv.go (gemv2 on both paths)
 	cvt  [3]func(dst *float32, src *uint16, n int)                                                       // by dtIndex; [0] unused
 }
 
@@ -62,7 +62,7 @@ type mmKernels struct {
 func (b *Backend) mm() (k mmKernels, ok bool) {
 	switch {
 	case b.simd.avx512:
-		return mmKernels{vec: 16, mr: 6, cols: 64, dot: dotNTAsm, axpy: axpyAsm, gemv: gemvAsm, cvt: [3]func(*float32, *uint16, int){nil, cvt_bf16, cvt_f16}}, true
+		return mmKernels{vec: 16, mr: 6, cols: 64, dot: dotNTAsm, axpy: axpyAsm, gemv: gemv2Asm, cvt: [3]func(*float32, *uint16, int){nil, cvt_bf16, cvt_f16}}, true
 	case b.simd.avx2:
 		return mmKernels{vec: 8, mr: 3, cols: 32, dot: dotNT2Asm, axpy: axpy2Asm, gemv: gemv2Asm, cvt: [3]func(*float32, *uint16, int){nil, cvt2_bf16, cvt2_f16}}, true
 	}

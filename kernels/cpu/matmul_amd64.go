@@ -149,9 +149,6 @@ func dotNT_f32_6x4(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, ou
 func axpy_f32_6x4(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
 
 //go:noescape
-func gemv_f32(x *float32, w unsafe.Pointer, ldw int, lines int, out *float32, rows int, acc int)
-
-//go:noescape
 func dotNT_bf16_1x1(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
 
 //go:noescape
@@ -299,9 +296,6 @@ func axpy_bf16_6x4(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, step
 func cvt_bf16(dst *float32, src *uint16, n int)
 
 //go:noescape
-func gemv_bf16(x *float32, w unsafe.Pointer, ldw int, lines int, out *float32, rows int, acc int)
-
-//go:noescape
 func dotNT_f16_1x1(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
 
 //go:noescape
@@ -447,9 +441,6 @@ func axpy_f16_6x4(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps
 
 //go:noescape
 func cvt_f16(dst *float32, src *uint16, n int)
-
-//go:noescape
-func gemv_f16(x *float32, w unsafe.Pointer, ldw int, lines int, out *float32, rows int, acc int)
 
 //go:noescape
 func dotNT2_f32_1x1(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
@@ -1186,20 +1177,6 @@ func packT2Asm(dt int, dst *float32, src unsafe.Pointer, lds int, kl int, ldd in
 		packT2_f16(dst, src, lds, kl, ldd)
 	default:
 		panic("kernels/cpu: no packT2 kernel for this dtype")
-	}
-}
-
-// gemvAsm runs the AVX-512 gemv kernel for dtype dt (0 f32, 1 bf16, 2 f16).
-func gemvAsm(dt int, x *float32, w unsafe.Pointer, ldw int, lines int, out *float32, rows int, acc int) {
-	switch dt {
-	case 0:
-		gemv_f32(x, w, ldw, lines, out, rows, acc)
-	case 1:
-		gemv_bf16(x, w, ldw, lines, out, rows, acc)
-	case 2:
-		gemv_f16(x, w, ldw, lines, out, rows, acc)
-	default:
-		panic("kernels/cpu: no gemv kernel for this dtype")
 	}
 }
 

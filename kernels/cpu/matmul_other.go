@@ -57,10 +57,6 @@ func packT2Asm(dt int, dst *float32, src unsafe.Pointer, lds int, kl int, ldd in
 	panic("kernels/cpu: no SIMD kernels on this architecture")
 }
 
-func gemvAsm(dt int, x *float32, w unsafe.Pointer, ldw int, lines int, out *float32, rows int, acc int) {
-	panic("kernels/cpu: no SIMD kernels on this architecture")
-}
-
 func gemv2Asm(dt int, x *float32, w unsafe.Pointer, ldw int, lines int, out *float32, rows int, acc int) {
 	panic("kernels/cpu: no SIMD kernels on this architecture")
 }

@@ -18,8 +18,9 @@
 //	    for i < mr ≤ 6, nv ≤ 4 vectors of 16 columns: the outer-product form
 //	    MatMulNN (b = weight rows) and MatMulTN (b = x rows) use.
 //	cvt_<dt>: dst[n] = float32(src[n]), n a multiple of 16.
-//	gemv_<dt>, gemv2_<dt>: out[r] (=, +=) Σ_k x[k]·w[r, k], one weight row
-//	    at a time (MatMul at M = 1; bf16 takes x deinterleaved, see gemv).
+//	gemv2_<dt>: out[r] (=, +=) Σ_k x[k]·w[r, k], one weight row at a time
+//	    (MatMul at M = 1 on both SIMD paths; bf16 takes x deinterleaved,
+//	    see gemv2).
 //
 // Weight dtypes widen in registers: bf16 by VPMOVZXWD + VPSLLD 16 (exact),
 // f16 by VCVTPH2PS (exact); arithmetic is float32 FMA throughout.
@@ -59,7 +60,6 @@ func main() {
 		if dt != "f32" {
 			cvt(&s, &g, dt)
 		}
-		gemv(&s, &g, dt)
 	}
 	for _, dt := range dtypes {
 		for mr := 1; mr <= 3; mr++ {
@@ -582,59 +582,6 @@ func gemvHead(s, g *bytes.Buffer, name string) {
 	fmt.Fprintf(s, "\tTESTQ BX, BX\n\tJZ %s_done\n", name)
 }
 
-// gemv writes gemv_<dt>(x, w, ldw, lines, out, rows, acc), the AVX-512
-// matrix-vector kernel of decode at batch 1: out[r] (=, +=) Σ_k x[k]·w[r, k]
-// for r < rows weight rows ldw bytes apart and k < 32·lines. It reads one
-// row at a time, front to back, four 64-byte lines per iteration into
-// eight accumulators: a single sequential stream per core, which the
-// hardware prefetchers follow (measured faster than four rows at once with
-// software prefetch, the dotNT 1×4 block it replaces at M = 1).
-//
-// bf16 rows are widened without shuffles: a 32-bit lane holding the
-// bf16 pair (w[2i], w[2i+1]) gives w[2i] as float32 by a left shift of 16
-// and w[2i+1] by masking the low half off, both exact; so x must be given
-// deinterleaved per 32-element line (its 16 even elements, then its 16
-// odd ones; see gemvPermute). f32 and f16 rows take x as it is.
-func gemv(s, g *bytes.Buffer, dt string) {
-	name := "gemv_" + dt
-	gemvHead(s, g, name)
-	lb := gemvLineBytes(dt)
-	if dt == "bf16" {
-		fmt.Fprintf(s, "\tMOVL $0xFFFF0000, AX\n\tVPBROADCASTD AX, Z30\n")
-	}
-	fmt.Fprintf(s, "%s_row:\n\tMOVQ R9, DI\n\tMOVQ x+0(FP), SI\n\tMOVQ lines+24(FP), CX\n", name)
-	for a := 0; a < 8; a++ {
-		fmt.Fprintf(s, "\tVPXORD Z%d, Z%d, Z%d\n", a, a, a)
-	}
-	// line writes one line at byte offset l·lb of the row (x at l·128)
-	// into accumulators a, a+1.
-	line := func(l, a int) {
-		wo, xo := l*lb, l*128
-		switch dt {
-		case "bf16":
-			fmt.Fprintf(s, "\tVMOVDQU32 %d(DI), Z%d\n\tVPSLLD $16, Z%d, Z%d\n\tVPANDD Z30, Z%d, Z%d\n", wo, 16+l, 16+l, 20+l, 16+l, 16+l)
-			fmt.Fprintf(s, "\tVFMADD231PS %d(SI), Z%d, Z%d\n\tVFMADD231PS %d(SI), Z%d, Z%d\n", xo, 20+l, a, xo+64, 16+l, a+1)
-			return
-		case "f32":
-			fmt.Fprintf(s, "\tVMOVUPS %d(DI), Z%d\n\tVMOVUPS %d(DI), Z%d\n", wo, 16+l, wo+64, 20+l)
-		case "f16":
-			fmt.Fprintf(s, "\tVCVTPH2PS %d(DI), Z%d\n\tVCVTPH2PS %d(DI), Z%d\n", wo, 16+l, wo+32, 20+l)
-		}
-		fmt.Fprintf(s, "\tVFMADD231PS %d(SI), Z%d, Z%d\n\tVFMADD231PS %d(SI), Z%d, Z%d\n", xo, 16+l, a, xo+64, 20+l, a+1)
-	}
-	fmt.Fprintf(s, "\tMOVQ CX, AX\n\tSHRQ $2, CX\n\tJZ %s_tail\n%s_quad:\n", name, name)
-	for l := 0; l < 4; l++ {
-		line(l, 2*l)
-	}
-	fmt.Fprintf(s, "\tADDQ $%d, DI\n\tADDQ $512, SI\n\tDECQ CX\n\tJNZ %s_quad\n%s_tail:\n", 4*lb, name, name)
-	fmt.Fprintf(s, "\tANDQ $3, AX\n\tJZ %s_reduce\n%s_one:\n", name, name)
-	line(0, 0)
-	fmt.Fprintf(s, "\tADDQ $%d, DI\n\tADDQ $128, SI\n\tDECQ AX\n\tJNZ %s_one\n%s_reduce:\n", lb, name, name)
-	fmt.Fprintf(s, "\tVADDPS Z1, Z0, Z0\n\tVADDPS Z3, Z2, Z2\n\tVADDPS Z5, Z4, Z4\n\tVADDPS Z7, Z6, Z6\n\tVADDPS Z2, Z0, Z0\n\tVADDPS Z6, Z4, Z4\n\tVADDPS Z4, Z0, Z0\n")
-	fmt.Fprintf(s, "\tVEXTRACTF64X4 $1, Z0, Y1\n\tVADDPS Y1, Y0, Y0\n")
-	gemvStore(s, name)
-}
-
 // gemvStore reduces Y0's 8 lanes to a float32, adds *DX to it if acc
 // (R10 ≠ 0), stores it at DX and moves on to the next row.
 func gemvStore(s *bytes.Buffer, name string) {
@@ -643,10 +590,22 @@ func gemvStore(s *bytes.Buffer, name string) {
 	fmt.Fprintf(s, "\tADDQ $4, DX\n\tADDQ R11, R9\n\tDECQ BX\n\tJNZ %s_row\n%s_done:\n\tVZEROUPPER\n\tRET\n", name, name)
 }
 
-// gemv2 is gemv for AVX2 + FMA: the same lines of 32 elements, each as
-// four 8-lane vectors, into eight ymm accumulators (two lines' worth); a
-// bf16 line's x is deinterleaved per 16 elements (8 even, 8 odd), the
-// span of one 32-byte load.
+// gemv2 writes gemv2_<dt>(x, w, ldw, lines, out, rows, acc), the
+// matrix-vector kernel of decode at batch 1 (AVX2 + FMA; both SIMD paths
+// run it): out[r] (=, +=) Σ_k x[k]·w[r, k] for r < rows weight rows ldw
+// bytes apart and k < 32·lines. It reads one row at a time, front to
+// back, four 64-byte lines (of bf16) per iteration, each as four 8-lane
+// vectors into eight ymm accumulators: a single sequential stream per
+// core, which the hardware prefetchers follow (measured faster than four
+// rows at once with software prefetch, the dotNT 1×4 block it replaces at
+// M = 1; and on Zen 4 faster per CPU-second than the same loop on zmm).
+//
+// bf16 rows are widened without shuffles: a 32-bit lane holding the bf16
+// pair (w[2i], w[2i+1]) gives w[2i] as float32 by a left shift of 16 and
+// w[2i+1] by masking the low half off, both exact; so x must be given
+// deinterleaved per 16 elements, the span of one 32-byte load (its 8 even
+// elements, then its 8 odd ones; see gemvPermute). f32 and f16 rows take
+// x as it is.
 func gemv2(s, g *bytes.Buffer, dt string) {
 	name := "gemv2_" + dt
 	gemvHead(s, g, name)
@@ -693,15 +652,12 @@ func gemv2(s, g *bytes.Buffer, dt string) {
 	gemvStore(s, name)
 }
 
-// gemvDispatch writes gemvAsm and gemv2Asm, which pick a gemv kernel by
-// dtype index.
+// gemvDispatch writes gemv2Asm, which picks a gemv2 kernel by dtype index.
 func gemvDispatch(g *bytes.Buffer) {
-	for _, k := range []struct{ kind, isa string }{{"gemv", "AVX-512"}, {"gemv2", "AVX2"}} {
-		fmt.Fprintf(g, "// %sAsm runs the %s %s kernel for dtype dt (0 f32, 1 bf16, 2 f16).\n", k.kind, k.isa, k.kind)
-		fmt.Fprintf(g, "func %sAsm(dt int, x *float32, w unsafe.Pointer, ldw int, lines int, out *float32, rows int, acc int) {\nswitch dt {\n", k.kind)
-		for di, dt := range dtypes {
-			fmt.Fprintf(g, "case %d:\n%s_%s(x, w, ldw, lines, out, rows, acc)\n", di, k.kind, dt)
-		}
-		fmt.Fprintf(g, "default:\npanic(\"kernels/cpu: no %s kernel for this dtype\")\n}\n}\n\n", k.kind)
+	fmt.Fprintf(g, "// gemv2Asm runs the AVX2 gemv2 kernel for dtype dt (0 f32, 1 bf16, 2 f16).\n")
+	fmt.Fprintf(g, "func gemv2Asm(dt int, x *float32, w unsafe.Pointer, ldw int, lines int, out *float32, rows int, acc int) {\nswitch dt {\n")
+	for di, dt := range dtypes {
+		fmt.Fprintf(g, "case %d:\ngemv2_%s(x, w, ldw, lines, out, rows, acc)\n", di, dt)
 	}
+	fmt.Fprintf(g, "default:\npanic(\"kernels/cpu: no gemv2 kernel for this dtype\")\n}\n}\n\n")
 }
