@@ -14,7 +14,9 @@ import (
 // for MatMulNN and MatMulTN); the AVX2 kernels do the same with 3-row
 // blocks of 8 lanes (see mmKernels). Around them:
 //
-//   - MatMul with M < mBig (decode, batched decode) streams bf16/f16/f32
+//   - MatMul with M = 1 (decode at batch 1) is matVec (gemv.go): one
+//     weight row at a time, front to back; the cores split N.
+//   - MatMul with 1 < M < mBig (batched decode) streams bf16/f16/f32
 //     weights straight into the kernel, widening in registers: each weight
 //     is read once per group of up to 6 rows of x; the cores split N.
 //   - MatMul with M ≥ mBig (prefill, training) transposes a block of nbNT
