@@ -29,6 +29,8 @@ type Backend struct {
 	pool    *pool
 	simd    features
 	bufs    [][]float32 // per-worker scratch, see scratch
+	vecX    []float32   // matVec's permuted x, see gemvVec
+	vecExp  bool        // expRowAVX2 equals math.Exp here, see rowExps
 }
 
 // New returns a Backend that runs each kernel on threads goroutines (the
@@ -38,7 +40,7 @@ func New(threads int) *Backend {
 	if threads <= 0 {
 		threads = runtime.NumCPU()
 	}
-	return &Backend{threads: threads, pool: newPool(threads - 1), simd: detect(), bufs: make([][]float32, threads)}
+	return &Backend{threads: threads, pool: newPool(threads - 1), simd: detect(), bufs: make([][]float32, threads), vecExp: vecExpExact()}
 }
 
 // scratch returns worker w's scratch buffer with at least n elements. It is

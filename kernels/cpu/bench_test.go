@@ -249,7 +249,7 @@ func BenchmarkMatMulAVX2(b *testing.B) {
 		b.Skip("no AVX2")
 	}
 	be.simd = features{avx2: true}
-	for _, s := range [][3]int{{1, 3072, 1024}, {512, 1024, 1024}} {
+	for _, s := range [][3]int{{1, 3072, 1024}, {1, 151936, 1024}, {512, 1024, 1024}} {
 		m, n, k := s[0], s[1], s[2]
 		b.Run(fmt.Sprintf("BF16_M%d_N%d_K%d", m, n, k), func(b *testing.B) {
 			w := benchMat(kernels.BF16, n, k)
@@ -265,8 +265,9 @@ func BenchmarkMatMulAVX2(b *testing.B) {
 }
 
 // BenchmarkSampleRows over Qwen3's vocabulary, 16 rows per call (a decode
-// step's batch): plain temperature (an exp per token), Qwen3's defaults
-// (top-k 20, top-p 0.95), and top-p alone; rows/s reported.
+// step's batch): greedy (the baseline: argmax and the full log-prob),
+// plain temperature (an exp per token), Qwen3's defaults (top-k 20, top-p
+// 0.95), and top-p alone; rows/s reported.
 func BenchmarkSampleRows(b *testing.B) {
 	be := New(0)
 	defer be.Close()
@@ -277,7 +278,7 @@ func BenchmarkSampleRows(b *testing.B) {
 	}
 	ids, lp, full := make([]int32, rows), make([]float32, rows), make([]float32, rows)
 	u := make([]float64, rows)
-	for _, p := range []kernels.SamplingParams{{Temperature: 1}, {Temperature: 0.6, TopK: 20, TopP: 0.95}, {Temperature: 1, TopP: 0.9}} {
+	for _, p := range []kernels.SamplingParams{{}, {Temperature: 1}, {Temperature: 0.6, TopK: 20, TopP: 0.95}, {Temperature: 1, TopP: 0.9}} {
 		params := make([]kernels.SamplingParams, rows)
 		for i := range params {
 			params[i] = p

@@ -14,7 +14,9 @@ import (
 // for MatMulNN and MatMulTN); the AVX2 kernels do the same with 3-row
 // blocks of 8 lanes (see mmKernels). Around them:
 //
-//   - MatMul with M < mBig (decode, batched decode) streams bf16/f16/f32
+//   - MatMul with M = 1 (decode at batch 1) is matVec (gemv.go): one
+//     weight row at a time, front to back; the cores split N.
+//   - MatMul with 1 < M < mBig (batched decode) streams bf16/f16/f32
 //     weights straight into the kernel, widening in registers: each weight
 //     is read once per group of up to 6 rows of x; the cores split N.
 //   - MatMul with M ≥ mBig (prefill, training) transposes a block of nbNT
@@ -52,7 +54,8 @@ type mmKernels struct {
 	cols int // columns per axpy block (4 vectors)
 	dot  func(dt int, mr, nr int, x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
 	axpy func(dt int, mr, nv int, a *float32, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
-	cvt  [3]func(dst *float32, src *uint16, n int) // by dtIndex; [0] unused
+	gemv func(dt int, x *float32, w unsafe.Pointer, ldw int, lines int, out *float32, rows int, acc int) // M = 1, see gemv.go (gemv2 on both paths)
+	cvt  [3]func(dst *float32, src *uint16, n int)                                                       // by dtIndex; [0] unused
 }
 
 // mm returns the matmul kernels of the best instruction set this Backend
@@ -61,9 +64,9 @@ type mmKernels struct {
 func (b *Backend) mm() (k mmKernels, ok bool) {
 	switch {
 	case b.simd.avx512:
-		return mmKernels{vec: 16, mr: 6, cols: 64, dot: dotNTAsm, axpy: axpyAsm, cvt: [3]func(*float32, *uint16, int){nil, cvt_bf16, cvt_f16}}, true
+		return mmKernels{vec: 16, mr: 6, cols: 64, dot: dotNTAsm, axpy: axpyAsm, gemv: gemv2Asm, cvt: [3]func(*float32, *uint16, int){nil, cvt_bf16, cvt_f16}}, true
 	case b.simd.avx2:
-		return mmKernels{vec: 8, mr: 3, cols: 32, dot: dotNT2Asm, axpy: axpy2Asm, cvt: [3]func(*float32, *uint16, int){nil, cvt2_bf16, cvt2_f16}}, true
+		return mmKernels{vec: 8, mr: 3, cols: 32, dot: dotNT2Asm, axpy: axpy2Asm, gemv: gemv2Asm, cvt: [3]func(*float32, *uint16, int){nil, cvt2_bf16, cvt2_f16}}, true
 	}
 	return mmKernels{}, false
 }
@@ -114,6 +117,8 @@ func (b *Backend) matMul(out, x []float32, w kernels.Mat, m int, accumulate bool
 	switch {
 	case !ok:
 		b.matMulGeneric(out, x, w, m, accumulate)
+	case m == 1:
+		b.matVec(kn, out, x, w, accumulate)
 	case m < mBig:
 		b.matMulDirect(kn, out, x, w, m, accumulate)
 	default:

@@ -518,6 +518,9 @@ func axpy2_f32_3x4(a *float32, sai int, sap int, b unsafe.Pointer, ldb int, step
 func packT2_f32(dst *float32, src unsafe.Pointer, lds int, kl int, ldd int)
 
 //go:noescape
+func gemv2_f32(x *float32, w unsafe.Pointer, ldw int, lines int, out *float32, rows int, acc int)
+
+//go:noescape
 func dotNT2_bf16_1x1(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
 
 //go:noescape
@@ -596,6 +599,9 @@ func cvt2_bf16(dst *float32, src *uint16, n int)
 func packT2_bf16(dst *float32, src unsafe.Pointer, lds int, kl int, ldd int)
 
 //go:noescape
+func gemv2_bf16(x *float32, w unsafe.Pointer, ldw int, lines int, out *float32, rows int, acc int)
+
+//go:noescape
 func dotNT2_f16_1x1(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
 
 //go:noescape
@@ -672,6 +678,9 @@ func cvt2_f16(dst *float32, src *uint16, n int)
 
 //go:noescape
 func packT2_f16(dst *float32, src unsafe.Pointer, lds int, kl int, ldd int)
+
+//go:noescape
+func gemv2_f16(x *float32, w unsafe.Pointer, ldw int, lines int, out *float32, rows int, acc int)
 
 // fmaLoop runs iters × 24 independent 16-lane FMAs (768 FLOP per iteration).
 //
@@ -1168,5 +1177,19 @@ func packT2Asm(dt int, dst *float32, src unsafe.Pointer, lds int, kl int, ldd in
 		packT2_f16(dst, src, lds, kl, ldd)
 	default:
 		panic("kernels/cpu: no packT2 kernel for this dtype")
+	}
+}
+
+// gemv2Asm runs the AVX2 gemv2 kernel for dtype dt (0 f32, 1 bf16, 2 f16).
+func gemv2Asm(dt int, x *float32, w unsafe.Pointer, ldw int, lines int, out *float32, rows int, acc int) {
+	switch dt {
+	case 0:
+		gemv2_f32(x, w, ldw, lines, out, rows, acc)
+	case 1:
+		gemv2_bf16(x, w, ldw, lines, out, rows, acc)
+	case 2:
+		gemv2_f16(x, w, ldw, lines, out, rows, acc)
+	default:
+		panic("kernels/cpu: no gemv2 kernel for this dtype")
 	}
 }

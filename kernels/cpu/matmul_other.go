@@ -56,3 +56,7 @@ func swigluAVX2(out, gate, up *float32, n int) {
 func packT2Asm(dt int, dst *float32, src unsafe.Pointer, lds int, kl int, ldd int) {
 	panic("kernels/cpu: no SIMD kernels on this architecture")
 }
+
+func gemv2Asm(dt int, x *float32, w unsafe.Pointer, ldw int, lines int, out *float32, rows int, acc int) {
+	panic("kernels/cpu: no SIMD kernels on this architecture")
+}

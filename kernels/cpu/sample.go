@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 	"slices"
+	"unsafe"
 
 	"github.com/x/kernels"
 )
@@ -49,7 +50,7 @@ func (b *Backend) sampleRows(ids []int32, logp, fullLogp, logits []float32, para
 		keep, scaled := buf[:v], buf[v:]
 		for r := lo; r < hi; r++ {
 			row := logits[r*v : (r+1)*v]
-			ids[r], logp[r] = b.sampleRow(row, params[r], u[r], keep)
+			ids[r], logp[r] = b.sampleRow(row, params[r], u[r], buf)
 			x := row
 			if t := params[r].Temperature; t != 0 && t != 1 {
 				invT := 1 / t
@@ -81,22 +82,36 @@ func (b *Backend) rowLogProb(x []float32, id int32, e []float32) float32 {
 // top-k's threshold comes from a size-k heap, and top-p quickselects the
 // cut (see topP). Filtering by z = logit/T is done on the float32 logits,
 // which is exact: dividing distinct float32 values by the same positive T
-// in float64 keeps them distinct and ordered. scratch holds len(logits).
+// in float64 keeps them distinct and ordered. Without top-p, each exp is
+// computed once (rowExps) and replaced by the running sum s of the kept
+// ones, so the walk to u·s is a scan of sums that equal, addition for
+// addition, the reference's cumulative ones. scratch holds 2·len(logits)
+// (the exps and sums as float64).
 func (b *Backend) sampleRow(logits []float32, p kernels.SamplingParams, u float64, scratch []float32) (int32, float32) {
 	v := len(logits)
 	if p.Temperature == 0 {
 		return b.argmax(logits), 0
 	}
 	finite := func(l float32) bool { return !math.IsInf(float64(l), -1) && l == l }
-	lmax, nFinite := float32(math.Inf(-1)), 0
+	// The largest finite logit (l > lmax is false for NaN and −Inf); the
+	// count of finite ones only matters to top-k.
+	lmax := float32(math.Inf(-1))
 	for _, l := range logits {
-		if finite(l) {
-			nFinite++
-			lmax = max(lmax, l)
+		if l > lmax {
+			lmax = l
 		}
 	}
-	if nFinite == 0 {
+	if math.IsInf(float64(lmax), -1) {
 		panic("kernels/cpu: SampleRows: no token has a finite logit")
+	}
+	nFinite := v
+	if p.TopK > 0 && p.TopK < v {
+		nFinite = 0
+		for _, l := range logits {
+			if finite(l) {
+				nFinite++
+			}
+		}
 	}
 	temp := float64(p.Temperature)
 	zmax := float64(lmax) / temp
@@ -106,13 +121,46 @@ func (b *Backend) sampleRow(logits []float32, p kernels.SamplingParams, u float6
 		thr = kthLargest(logits, p.TopK, finite)
 	}
 	kept := func(l float32) bool { return finite(l) && l >= thr }
+	lmin := float32(math.Inf(-1))
 	exp := func(l float32) float64 { return math.Exp(float64(l)/temp - zmax) }
-	// keep[i] = 1 marks the tokens still in the distribution.
-	keep := scratch
-	if len(keep) < v {
-		keep = make([]float32, v)
+	// What is left: drop tokens under min-p, then walk the kept tokens in
+	// index order to the first whose running sum of e exceeds u·s.
+	minP := float64(p.MinP)
+	var s, cum float64
+	pick := -1
+	if len(scratch) < 2*v {
+		scratch = make([]float32, 2*v)
 	}
-	keep = keep[:v]
+	if !(p.TopP > 0 && p.TopP < 1) {
+		// ev[i]: exp of token i, then the sum of the walked tokens' exps
+		// up to i (the reference's cum after token i).
+		ev := unsafe.Slice((*float64)(unsafe.Pointer(&scratch[0])), v)
+		b.rowExps(ev, logits, temp, zmax)
+		last := -1
+		for i, l := range logits {
+			if l >= thr && l > lmin { // kept(l)
+				if e := ev[i]; !(p.MinP > 0 && e < minP) {
+					s += e
+					last = i
+				}
+			}
+			ev[i] = s
+		}
+		// The first walked token whose sum exceeds u·s: sums only grow,
+		// and a token that is not walked repeats the sum before it, so
+		// the first index over u·s is a walked token.
+		target := u * s
+		pick = last
+		for i, c := range ev {
+			if c > target {
+				pick = i
+				break
+			}
+		}
+		return int32(pick), float32(float64(logits[pick])/temp - zmax - math.Log(s))
+	}
+	// keep[i] = 1 marks the tokens still in the distribution.
+	keep := scratch[:v]
 	n := 0
 	for i, l := range logits {
 		keep[i] = 0
@@ -121,14 +169,7 @@ func (b *Backend) sampleRow(logits []float32, p kernels.SamplingParams, u float6
 			n++
 		}
 	}
-	// What is left: drop tokens under min-p, then walk the kept tokens in
-	// index order to the first whose running sum of e exceeds u·s. With
-	// top-p the exps are computed once into ev; without, they are
-	// recomputed on the walk rather than stored (no V-sized buffer).
-	minP := float64(p.MinP)
-	var s, cum float64
-	pick := -1
-	if p.TopP > 0 && p.TopP < 1 {
+	{
 		idx, ev := make([]int32, 0, n), make([]float64, 0, n) // kept tokens in index order, their exps
 		for i, l := range logits {
 			if keep[i] != 0 {
@@ -157,27 +198,28 @@ func (b *Backend) sampleRow(logits []float32, p kernels.SamplingParams, u float6
 				}
 			}
 		}
-	} else {
-		for i, l := range logits {
-			if keep[i] != 0 {
-				if e := exp(l); p.MinP > 0 && e < minP {
-					keep[i] = 0
-				} else {
-					s += e
-				}
-			}
-		}
-		target := u * s
-		for i, l := range logits {
-			if keep[i] != 0 {
-				pick = i
-				if cum += exp(l); cum > target {
-					break
-				}
-			}
-		}
 	}
 	return int32(pick), float32(float64(logits[pick])/temp - zmax - math.Log(s))
+}
+
+// rowExps sets e[i] = math.Exp(float64(x[i])/temp − zmax) for every i, bit
+// for bit: four at a time by expRowAVX2 where it is exact (b.vecExp), its
+// NaN lanes (arguments out of its range) and the tail by math.Exp.
+func (b *Backend) rowExps(e []float64, x []float32, temp, zmax float64) {
+	n := 0
+	if b.vecExp && b.simd.avx2 {
+		n = len(x) &^ 3
+		c := [2]float64{temp, zmax}
+		if n > 0 {
+			expRowAVX2(&e[0], &x[0], n, &c)
+		}
+	}
+	for i := range x {
+		if i < n && e[i] == e[i] {
+			continue
+		}
+		e[i] = math.Exp(float64(x[i])/temp - zmax)
+	}
 }
 
 // kthLargest returns the k-th largest of the values of x that pass ok,

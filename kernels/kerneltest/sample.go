@@ -87,6 +87,13 @@ func SampleRows(t *testing.T, b kernels.Backend) {
 			}
 			return x
 		}()},
+		{"V1000_wide", func() []float32 { // exps far below the max underflow (arguments < −700)
+			x := uniform(newRNG("s1000w"), 1000, 1)
+			for i := range x {
+				x[i] = 600 * (x[i] - 1) // logits in [−1200, 0]
+			}
+			return x
+		}()},
 		{"V151936", uniform(newRNG("sV"), 151936, 12)},
 		{"V151936_peaked", func() []float32 {
 			x := uniform(newRNG("sVp"), 151936, 5)

@@ -9,7 +9,9 @@
 // the logits of the last one. A decode test (tgN at batch B) runs N steps
 // of B sequences, each feeding one token and sampling the next greedily
 // (after an untimed prefill of -d tokens per sequence), so its tokens/s is
-// B·N divided by the time. A log-prob test (lpN at batch B) scores B
+// B·N divided by the time; -temp T samples at temperature T instead (no
+// top-k, top-p or min-p: what a GRPO rollout draws from), and the test is
+// named tgN@T. A log-prob test (lpN at batch B) scores B
 // sequences of N tokens by teacher forcing (every token, with entropies),
 // as a GRPO step does for the old and reference policies. A rollout test
 // (-rollouts R) is a GRPO generation round: -groups prompts of -rp random
@@ -66,6 +68,7 @@ type options struct {
 	scores   []int
 	batches  []int
 	depth    int
+	temp     float64
 	reps     int
 	json     bool
 	seed     uint64
@@ -87,6 +90,7 @@ type Result struct {
 	NPrompt    int       `json:"n_prompt"`
 	NGen       int       `json:"n_gen"`
 	NDepth     int       `json:"n_depth"`
+	Temp       float64   `json:"temperature,omitempty"` // decode tests: 0 = greedy
 	Batch      int       `json:"batch"`
 	Reps       int       `json:"reps"`
 	AvgTS      float64   `json:"avg_ts"`
@@ -131,6 +135,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&scores, "lp", "", "log-prob tests: tokens per sequence scored by teacher forcing, comma-separated (batch sizes from -b)")
 	fs.StringVar(&batches, "b", "1", "decode and log-prob tests: batch sizes, comma-separated")
 	fs.IntVar(&o.depth, "d", 0, "decode tests: prompt tokens per sequence before decoding (untimed)")
+	fs.Float64Var(&o.temp, "temp", 0, "decode tests: sampling temperature (0 = greedy; no top-k/top-p/min-p)")
 	fs.IntVar(&o.reps, "r", 5, "repetitions of each test")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per test")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed for random weights and tokens")
@@ -166,6 +171,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("give exactly one of -model DIR or -random SHAPE")
 	case o.reps < 1:
 		return o, fmt.Errorf("-r %d: need at least 1", o.reps)
+	case !(o.temp >= 0) || math.IsInf(o.temp, 1):
+		return o, fmt.Errorf("-temp %g: want a finite temperature ≥ 0", o.temp)
 	case len(o.threads) == 0 || len(o.batches) == 0:
 		return o, errors.New("-threads and -b need at least one value")
 	}
@@ -287,7 +294,7 @@ func runThreads(ctx context.Context, o options, dir, name, shape string, threads
 			var samples []float64
 			var total time.Duration
 			for rep := -1; rep < o.reps; rep++ {
-				d, err := decode(ctx, m, rng, b, max(o.depth, 1), n)
+				d, err := decode(ctx, m, rng, b, max(o.depth, 1), n, float32(o.temp))
 				if err != nil {
 					return err
 				}
@@ -297,7 +304,10 @@ func runThreads(ctx context.Context, o options, dir, name, shape string, threads
 				}
 			}
 			res := base
-			res.Test, res.NGen, res.NDepth, res.Batch = fmt.Sprintf("tg%d", n), n, o.depth, b
+			res.Test, res.NGen, res.NDepth, res.Batch, res.Temp = fmt.Sprintf("tg%d", n), n, o.depth, b, o.temp
+			if o.temp != 0 {
+				res.Test += fmt.Sprintf("@T%g", o.temp)
+			}
 			if err := emit(res, samples, float64(total.Nanoseconds())/float64(o.reps*n)); err != nil {
 				return err
 			}
@@ -358,15 +368,16 @@ func runThreads(ctx context.Context, o options, dir, name, shape string, threads
 }
 
 // decode prefills b sequences of depth random tokens (untimed) and times
-// n batched greedy decode steps.
-func decode(ctx context.Context, m *model.Model, rng *rand.Rand, b, depth, n int) (time.Duration, error) {
+// n batched decode steps, greedy at temperature 0, else sampled.
+func decode(ctx context.Context, m *model.Model, rng *rand.Rand, b, depth, n int, temp float32) (time.Duration, error) {
 	batch := m.NewBatch(model.BatchOptions{MaxBatch: b, PrefillTokens: b * depth})
 	for i := range b {
 		prompt := make([]int32, depth)
 		for j := range prompt {
 			prompt[j] = int32(rng.IntN(m.Config.VocabSize))
 		}
-		if _, err := batch.Add(model.Request{Seq: model.NewSequence(uint64(i), prompt...), MaxNewTokens: n + 1}); err != nil {
+		req := model.Request{Seq: model.NewSequence(uint64(i), prompt...), MaxNewTokens: n + 1, Sampling: kernels.SamplingParams{Temperature: temp}}
+		if _, err := batch.Add(req); err != nil {
 			return 0, err
 		}
 	}

@@ -41,6 +41,18 @@ func TestRunRandomTinyJSON(t *testing.T) {
 	assert.Equal(t, 2, got[5].Threads)
 }
 
+func TestRunSampledDecodeJSON(t *testing.T) {
+	var out bytes.Buffer
+	err := run(t.Context(), []string{"-random", "tiny", "-threads", "1", "-p", "0", "-n", "3", "-b", "2", "-temp", "1", "-r", "1", "-json"}, &out, io.Discard)
+	require.NoError(t, err)
+	var r Result
+	require.NoError(t, json.Unmarshal(out.Bytes(), &r), out.String())
+	assert.Equal(t, "tg3@T1", r.Test)
+	assert.Equal(t, 1.0, r.Temp)
+	assert.Equal(t, 2, r.Batch)
+	assert.Positive(t, r.AvgTS)
+}
+
 func TestRunRolloutsJSON(t *testing.T) {
 	for _, kv := range []string{"f32", "bf16"} {
 		var out bytes.Buffer
@@ -72,6 +84,8 @@ func TestRunFlagErrors(t *testing.T) {
 		{"-random", "tiny", "-b", "0"},
 		{"-random", "tiny", "-p", "x"},
 		{"-random", "tiny", "-r", "0"},
+		{"-random", "tiny", "-temp", "-1"},
+		{"-random", "tiny", "-temp", "NaN"},
 		{"-random", "gpt2"},
 		{"-random", "tiny", "-kv", "q8", "-p", "0", "-n", "0"},
 		{"-random", "tiny", "-rollouts", "5", "-groups", "2"},
