@@ -36,3 +36,32 @@ func TestForeignWeights(t *testing.T) {
 		}
 	})
 }
+
+// TestForeignAttention: Attention given a device Buffer (another
+// backend's) as an operand or as a paged K/V block panics on the caller's
+// goroutine with a message naming the op, on every SIMD path, rather than
+// inside a pool worker (which no caller can recover: it ends the process).
+func TestForeignAttention(t *testing.T) {
+	const heads, kvHeads, d, tt, bs = 2, 1, 16, 3, 4
+	host := func(n int) kernels.Buffer { return kernels.HostF32(make([]float32, n)) }
+	dev := func(dt kernels.DType, n int) kernels.Buffer { return kernels.DeviceBuffer(fakeDeviceMem(n), dt, 0, n) }
+	paged := func(blk func() kernels.Buffer) kernels.PagedKV {
+		return kernels.PagedKV{BlockSize: bs, DType: kernels.F32, K: []kernels.Buffer{blk()}, V: []kernels.Buffer{blk()}}
+	}
+	for _, c := range []struct {
+		name string
+		seq  kernels.AttentionSeq
+	}{
+		{"device Q", kernels.AttentionSeq{Q: dev(kernels.F32, tt*heads*d), Out: host(tt * heads * d), K: host(tt * kvHeads * d), V: host(tt * kvHeads * d), T: tt}},
+		{"device Out", kernels.AttentionSeq{Q: host(tt * heads * d), Out: dev(kernels.F32, tt*heads*d), K: host(tt * kvHeads * d), V: host(tt * kvHeads * d), T: tt}},
+		{"device K", kernels.AttentionSeq{Q: host(tt * heads * d), Out: host(tt * heads * d), K: dev(kernels.F32, tt*kvHeads*d), V: host(tt * kvHeads * d), T: tt}},
+		{"device paged blocks", kernels.AttentionSeq{Q: host(tt * heads * d), Out: host(tt * heads * d), T: tt,
+			Paged: paged(func() kernels.Buffer { return dev(kernels.F32, bs*kvHeads*d) })}},
+	} {
+		forEachBackend(t, func(t *testing.T, b *Backend) {
+			assert.PanicsWithValue(t, "kernels/cpu: Attention: device memory is not host memory", func() {
+				b.Attention([]kernels.AttentionSeq{c.seq}, heads, kvHeads, d, 1)
+			}, c.name)
+		})
+	}
+}
