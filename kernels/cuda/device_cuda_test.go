@@ -318,6 +318,7 @@ func TestGPUScatterRows(t *testing.T) { gpuConformance(t, kerneltest.ScatterRows
 func TestGPUTranspose(t *testing.T)   { gpuConformance(t, kerneltest.Transpose) }
 func TestGPUSumSquares(t *testing.T)  { gpuConformance(t, kerneltest.SumSquares) }
 func TestGPUAllFinite(t *testing.T)   { gpuConformance(t, kerneltest.AllFinite) }
+func TestGPUResident(t *testing.T)    { gpuConformance(t, kerneltest.Resident) }
 
 // TestGPUDeviceIndices: index arguments held in device Buffers (token ids,
 // targets, PolicyLoss's Seg) are range-checked like host ones, with a
