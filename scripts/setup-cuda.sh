@@ -32,10 +32,21 @@ if command -v "$NVCC" >/dev/null 2>&1; then
 	esac
 fi
 ID=""
-[ -r /etc/os-release ] && . /etc/os-release
+VERSION_CODENAME=""
+# SETUP_CUDA_OS_RELEASE overrides the os-release file (for the script's own
+# test, kernels/cuda/setupcuda_test.go).
+OS_RELEASE="${SETUP_CUDA_OS_RELEASE:-/etc/os-release}"
+[ -r "$OS_RELEASE" ] && . "$OS_RELEASE"
 if [ "$ID" != debian ] || ! command -v apt-get >/dev/null 2>&1; then
 	echo "setup-cuda: nvcc 11.8 not found, and this is not Debian (${PRETTY_NAME:-unknown system}), whose package this script installs:" >&2
 	echo "  install CUDA 11.8's nvcc yourself, or run make test CUDA=0 to skip the nvcc half" >&2
+	exit 1
+fi
+# Only bookworm's nvidia-cuda-toolkit is 11.8 (bullseye has 11.2, trixie
+# 12.4): refuse before a 1.6 GB download of the wrong release.
+if [ "$VERSION_CODENAME" != bookworm ]; then
+	echo "setup-cuda: nvcc 11.8 not found, and this is Debian ${VERSION_CODENAME:-(unknown release)}, whose nvidia-cuda-toolkit is not 11.8 (only bookworm's is):" >&2
+	echo "  install CUDA 11.8's nvcc yourself (NVCC=/path/to/nvcc), or run make test CUDA=0 to skip the nvcc half" >&2
 	exit 1
 fi
 echo "setup-cuda: installing Debian's nvidia-cuda-toolkit (nvcc 11.8): 1.6 GB download, about 6 minutes"
@@ -54,7 +65,7 @@ export DEBIAN_FRONTEND=noninteractive
 # images do not enable. Rather than edit the system's apt sources, use a
 # private source list (bookworm main+contrib+non-free) and a private package
 # index for this install only; the packages land in the system as usual.
-SUITE="${VERSION_CODENAME:-bookworm}"
+SUITE=bookworm
 APTDIR="${SETUP_CUDA_APTDIR:-/var/tmp/setup-cuda-apt}"
 mkdir -p "$APTDIR/sources" "$APTDIR/lists/partial" "$APTDIR/archives/partial"
 cat >"$APTDIR/sources/nonfree.sources" <<SRC
@@ -68,4 +79,14 @@ APT="$SUDO apt-get -o DPkg::Lock::Timeout=600 -o Dir::Etc::SourceList=/dev/null 
 $APT update
 $APT install -y --no-install-recommends nvidia-cuda-toolkit
 
-echo "setup-cuda: installed $("$NVCC" --version | tail -n 1)"
+# What the install left on PATH must be the 11.8 the kernels are built
+# with (a newer nvcc earlier on PATH would shadow it).
+version=$("$NVCC" --version 2>&1 | tail -n 1 || true)
+case "$version" in
+*cuda_11.8*) echo "setup-cuda: installed $version" ;;
+*)
+	echo "setup-cuda: after installing nvidia-cuda-toolkit, $NVCC is ${version:-missing}, not 11.8;" >&2
+	echo "  put an 11.8 nvcc first on PATH (or set NVCC=/path/to/nvcc-11.8), or run make test CUDA=0 to skip the nvcc half" >&2
+	exit 1
+	;;
+esac

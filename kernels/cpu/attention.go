@@ -18,6 +18,7 @@ const attnBlock = 64
 // Rows are spread over the workers.
 func (b *Backend) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim int, scale float32) {
 	kernels.CheckAttention(seqs, heads, kvHeads, headDim)
+	hostSeqs("Attention", seqs)
 	rowsBefore := make([]int, len(seqs)+1) // prefix sums of T·H
 	for si, s := range seqs {
 		rowsBefore[si+1] = rowsBefore[si] + s.T*heads
@@ -177,4 +178,24 @@ func (b *Backend) attentionTiled(seqs []kernels.AttentionSeq, heads, kvHeads, d 
 			}
 		}
 	})
+}
+
+// hostSeqs panics, on the caller's goroutine and naming op, unless every
+// Buffer of seqs (contiguous or paged K/V included) is host memory: the
+// kernels unwrap them inside pool workers, where a panic would end the
+// process instead of reaching the caller.
+func hostSeqs(op string, seqs []kernels.AttentionSeq) {
+	for i := range seqs {
+		s := &seqs[i]
+		ok := s.Q.Host() && s.Out.Host() && s.LSE.Host() && s.K.Host() && s.V.Host()
+		for j := 0; ok && j < len(s.Paged.K); j++ {
+			ok = s.Paged.K[j].Host()
+		}
+		for j := 0; ok && j < len(s.Paged.V); j++ {
+			ok = s.Paged.V[j].Host()
+		}
+		if !ok {
+			panic("kernels/cpu: " + op + ": device memory is not host memory")
+		}
+	}
 }

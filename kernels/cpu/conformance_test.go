@@ -41,3 +41,4 @@ func TestScatterRows(t *testing.T)      { conformance(t, kerneltest.ScatterRows)
 func TestTranspose(t *testing.T)        { conformance(t, kerneltest.Transpose) }
 func TestSumSquares(t *testing.T)       { conformance(t, kerneltest.SumSquares) }
 func TestAllFinite(t *testing.T)        { conformance(t, kerneltest.AllFinite) }
+func TestResident(t *testing.T)         { conformance(t, kerneltest.Resident) }

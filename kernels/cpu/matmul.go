@@ -82,8 +82,18 @@ func dtIndex(d kernels.DType) int {
 	return 0
 }
 
+// hostMat panics unless w's data is host memory: the kernels read it
+// through unchecked addresses (rowPtr), and a panic inside a worker
+// goroutine could not be recovered by the caller, so a device Mat (another
+// backend's) is refused here, on the caller's goroutine, naming op.
+func hostMat(op string, w kernels.Mat) {
+	if !w.Data.Host() {
+		panic("kernels/cpu: " + op + ": weight data is device memory, not host memory")
+	}
+}
+
 // rowPtr points at element (row, col) of w's storage (a host Mat its op
-// has checked).
+// has checked with hostMat).
 func rowPtr(w kernels.Mat, row, col int) unsafe.Pointer {
 	return unsafe.Add(w.Data.HostPtr(), (row*w.Cols+col)*w.DType.Size())
 }
@@ -98,6 +108,7 @@ func b2i(b bool) int {
 // MatMul: out[M,N] (=, or += if accumulate) x[M,K] · wᵀ, w [N,K].
 func (b *Backend) MatMul(out, x kernels.Buffer, w kernels.Mat, m int, accumulate bool) {
 	kernels.CheckMatMul(out, x, w, m)
+	hostMat("MatMul", w)
 	b.matMul(out.F32(), x.F32(), w, m, accumulate)
 }
 
@@ -196,6 +207,7 @@ func dotTail(out, x []float32, w kernels.Mat, i0, mrr, j0, nrr, p0, p1 int) {
 // MatMulNN: out[M,K] (=, or += if accumulate) dy[M,N] · w[N,K].
 func (b *Backend) MatMulNN(out, dy kernels.Buffer, w kernels.Mat, m int, accumulate bool) {
 	kernels.CheckMatMulNN(out, dy, w, m)
+	hostMat("MatMulNN", w)
 	b.matMulNN(out.F32(), dy.F32(), w, m, accumulate)
 }
 

@@ -318,3 +318,41 @@ func TestGPUScatterRows(t *testing.T) { gpuConformance(t, kerneltest.ScatterRows
 func TestGPUTranspose(t *testing.T)   { gpuConformance(t, kerneltest.Transpose) }
 func TestGPUSumSquares(t *testing.T)  { gpuConformance(t, kerneltest.SumSquares) }
 func TestGPUAllFinite(t *testing.T)   { gpuConformance(t, kerneltest.AllFinite) }
+func TestGPUResident(t *testing.T)    { gpuConformance(t, kerneltest.Resident) }
+
+// TestGPUDeviceIndices: index arguments held in device Buffers (token ids,
+// targets, PolicyLoss's Seg) are range-checked like host ones, with a
+// panic naming the op, before a kernel indexes with them: the kernels do
+// not guard their reads, so an unchecked bad id would read or write
+// outside the table on the GPU.
+func TestGPUDeviceIndices(t *testing.T) {
+	d := openDevice(t)
+	dev := func(h kernels.Buffer) kernels.Buffer {
+		b, err := d.Import(h)
+		require.NoError(t, err)
+		t.Cleanup(func() { d.Free(b) })
+		return b
+	}
+	const v, c = 8, 4
+	table := kernels.MatOf(dev(kernels.HostF32(make([]float32, v*c))), v, c)
+	bad := dev(kernels.HostI32([]int32{1, v, 2}))
+	assert.PanicsWithValue(t, fmt.Sprintf("kernels/cuda: Embedding: idx[1] = %d outside [0, %d)", v, v), func() {
+		d.Embedding(kernels.HostF32(make([]float32, 3*c)), table, bad)
+	})
+	assert.PanicsWithValue(t, fmt.Sprintf("kernels/cuda: EmbeddingBackward: idx[1] = %d outside [0, %d)", v, v), func() {
+		d.EmbeddingBackward(kernels.HostF32(make([]float32, v*c)), kernels.HostF32(make([]float32, 3*c)), bad, c)
+	})
+	logits := kernels.HostF32(make([]float32, 3*v))
+	assert.PanicsWithValue(t, fmt.Sprintf("kernels/cuda: LogSoftmaxGather: idx[1] = %d outside [0, %d)", v, v), func() {
+		d.LogSoftmaxGather(kernels.HostF32(make([]float32, 3)), kernels.Buffer{}, logits, bad, 3, v)
+	})
+	assert.PanicsWithValue(t, fmt.Sprintf("kernels/cuda: LogSoftmaxGatherBackward: idx[1] = %d outside [0, %d)", v, v), func() {
+		d.LogSoftmaxGatherBackward(kernels.HostF32(make([]float32, 3*v)), logits, bad, kernels.HostF32(make([]float32, 3)), kernels.Buffer{}, 3, v)
+	})
+	f := func() kernels.Buffer { return kernels.HostF32(make([]float32, 3)) }
+	in := kernels.LossInput{LogP: f(), Weight: f(), SeqAdv: kernels.HostF32([]float32{1}), Seg: dev(kernels.HostI32([]int32{0, 5}))}
+	assert.Panics(t, func() {
+		d.PolicyLoss(kernels.LossOutput{Loss: f(), DLogP: f()}, in, kernels.LossParams{Objective: kernels.ObjectivePG}, 3)
+	}, "Seg running past n in device memory")
+	assert.NoError(t, d.Err())
+}

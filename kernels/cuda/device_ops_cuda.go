@@ -18,6 +18,11 @@ import (
 // slice's tail past the shape, a loss output a mode does not write) keep
 // their values as on the host; only the GEMM output, whose every element
 // one thread writes, skips the copy in.
+//
+// Index arguments (ids, targets, PolicyLoss's Seg) that are device Buffers
+// are downloaded and checked before the launch (checkIndices), as
+// GatherRows does: the kernels index with them unguarded, and kernels'
+// Check functions range-check host indices only.
 
 var _ kernels.Backend = (*Device)(nil)
 
@@ -88,6 +93,7 @@ func (d *Device) Embedding(out kernels.Buffer, table kernels.Mat, ids kernels.Bu
 	if t == 0 || c == 0 {
 		return
 	}
+	d.checkIndices(op, ids, table.Rows)
 	d.launchOp(op, func(s *session) {
 		po, pt, pi := s.buf(op, out.Slice(0, t*c), true), s.mat(op, table), s.buf(op, ids, false)
 		s.launch("embedding_forward", rowPlan(t, 256), argsOf().ptr(po).ptr(pt).i32(int(table.DType)).ptr(pi).i32(t).i32(c))
@@ -102,6 +108,7 @@ func (d *Device) EmbeddingBackward(dtable, dout, ids kernels.Buffer, c int) {
 	if t == 0 {
 		return
 	}
+	d.checkIndices(op, ids, dtable.Len()/c)
 	d.launchOp(op, func(s *session) {
 		pt, po, pi := s.buf(op, dtable, true), s.buf(op, dout.Slice(0, t*c), false), s.buf(op, ids, false)
 		s.launch("embedding_backward", columnPlan(c), argsOf().ptr(pt).ptr(po).ptr(pi).i32(t).i32(c))
@@ -294,6 +301,7 @@ func (d *Device) LogSoftmaxGather(logp, entropy, logits, targets kernels.Buffer,
 	if rows == 0 {
 		return
 	}
+	d.checkIndices(op, targets.Slice(0, rows), v)
 	d.launchOp(op, func(s *session) {
 		pl, pt := s.buf(op, logits.Slice(0, rows*v), false), s.buf(op, targets.Slice(0, rows), false)
 		plp := s.buf(op, logp.Slice(0, rows), true)
@@ -314,6 +322,7 @@ func (d *Device) LogSoftmaxGatherBackward(dlogits, logits, targets, dlogp, dentr
 	if rows == 0 {
 		return
 	}
+	d.checkIndices(op, targets.Slice(0, rows), v)
 	d.launchOp(op, func(s *session) {
 		pdl, pl := s.buf(op, dlogits.Slice(0, rows*v), true), s.buf(op, logits.Slice(0, rows*v), false)
 		pt, pdlp := s.buf(op, targets.Slice(0, rows), false), s.buf(op, dlogp.Slice(0, rows), false)
@@ -381,6 +390,17 @@ func (d *Device) PolicyLoss(out kernels.LossOutput, in kernels.LossInput, p kern
 	kernels.CheckPolicyLoss(out, in, p, n)
 	if n == 0 {
 		return
+	}
+	if in.Seg.Len() > 0 && !in.Seg.Host() {
+		// The kernel reads tokens seg[s]..seg[s+1] unguarded: check the
+		// offsets as CheckPolicyLoss checks host ones.
+		seg := make([]int32, in.Seg.Len())
+		if err := d.Download(kernels.HostI32(seg), in.Seg); err != nil {
+			return // recorded
+		}
+		hin := in
+		hin.Seg = kernels.HostI32(seg)
+		kernels.CheckPolicyLoss(out, hin, p, n)
 	}
 	segs := in.Seg.Len() - 1
 	var chunks []int32 // without Seg: chunks of lossChunk tokens

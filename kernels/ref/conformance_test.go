@@ -21,7 +21,7 @@ func TestConformance(t *testing.T) {
 		"LogSoftmaxGatherBackward": kerneltest.LogSoftmaxGatherBackward, "PolicyLoss": kerneltest.PolicyLoss,
 		"Memory": kerneltest.Memory, "Copy": kerneltest.Copy, "GatherRows": kerneltest.GatherRows,
 		"ScatterRows": kerneltest.ScatterRows, "Transpose": kerneltest.Transpose,
-		"SumSquares": kerneltest.SumSquares, "AllFinite": kerneltest.AllFinite,
+		"SumSquares": kerneltest.SumSquares, "AllFinite": kerneltest.AllFinite, "Resident": kerneltest.Resident,
 	} {
 		t.Run(name, func(t *testing.T) { f(t, b) })
 	}
