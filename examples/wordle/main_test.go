@@ -86,6 +86,11 @@ func TestFlags(t *testing.T) {
 		{args: []string{"-eval-words", "zebra"}, wantErr: "not one of -words"},
 		{args: []string{"-lr", "0"}, wantErr: "-lr"},
 		{args: []string{"-hidden", "33"}, wantErr: "-hidden"},
+		{args: []string{"-beta", "-1"}, wantErr: "-beta"},
+		{args: []string{"-lora-rank", "0"}, wantErr: "needs LoRA"},
+		{args: []string{"-lora-rank", "0", "-beta", "0", "-eval-words", "crane,chart"}},
+		{args: []string{"-temperature", "0"}, wantErr: "-temperature"},
+		{args: []string{"-top-k", "-1"}, wantErr: "-top-k"},
 		{args: []string{"extra"}, wantErr: "unexpected"},
 		{args: []string{"-eval-words", "crane,chart"}},
 	}
@@ -102,11 +107,16 @@ func TestFlags(t *testing.T) {
 }
 
 // TestGRPOImprovesOnSFT is the demo's claim at a smaller size: the GRPO
-// phase itself raises the greedy evaluation (the recipe's mean reward per
-// game, which counts wins, greens and invalid guesses) above the SFT
-// model's. The warm start is deliberately short, so that the SFT model
-// still makes invalid guesses and its rollouts differ in reward; GRPO
-// trains LoRA adapters at the default rate, as the demo does.
+// phase itself raises the greedy evaluation above the SFT model's. The warm
+// start is deliberately short, so that the SFT model still makes invalid
+// guesses (4 in its 5 greedy games); GRPO runs with the demo's defaults
+// (LoRA, peak lr 1e-3 decaying linearly, KL weight 0.1, temperature 0.5).
+// It must remove at least half of the invalid guesses, win no fewer games,
+// and raise the mean reward per game by at least minGain: one invalid
+// guess fewer in every second game. A policy that collapses (stops calling
+// guess, or turns to noise) scores 0 and fails. Measured 2026-12-02 with
+// the AVX-512 kernels and with GODEBUG=cpu.avx512f=off (AVX2): the same
+// games on both, 4 → 0 invalid guesses, mean reward 0.383 → 0.463.
 func TestGRPOImprovesOnSFT(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains for about a minute")
@@ -120,14 +130,19 @@ func TestGRPOImprovesOnSFT(t *testing.T) {
 	res, err := train(context.Background(), cfg, &out)
 	require.NoError(t, err, out.String())
 	t.Logf("after SFT: %s; after GRPO: %s", res.AfterSFT, res.AfterGRPO)
-	assert.Greater(t, res.AfterGRPO.meanReward(), res.AfterSFT.meanReward(), "GRPO must raise the mean reward of the greedy games")
-	assert.LessOrEqual(t, res.AfterGRPO.Invalid, res.AfterSFT.Invalid, "GRPO must not add invalid guesses")
+	require.Positive(t, res.AfterSFT.Invalid, "the warm start must leave invalid guesses for GRPO to remove; make it shorter")
+	const minGain = 0.05
+	assert.GreaterOrEqual(t, res.AfterGRPO.meanReward(), res.AfterSFT.meanReward()+minGain, "GRPO must raise the mean reward of the greedy games by %g", minGain)
+	assert.LessOrEqual(t, 2*res.AfterGRPO.Invalid, res.AfterSFT.Invalid, "GRPO must remove at least half of the invalid guesses")
+	assert.GreaterOrEqual(t, res.AfterGRPO.Wins, res.AfterSFT.Wins, "GRPO must not lose games the SFT model won")
 }
 
 // The smaller run of TestGRPOImprovesOnSFT: five of the default words, a
-// short warm start, a few GRPO steps.
+// warm start short enough to leave invalid guesses (at 50 steps only one
+// was left), 20 GRPO steps of 2 words × 8 rollouts (at 10 steps, with the
+// rate decaying over them, GRPO removed only one of the four).
 const (
 	smallWords     = "brave,brick,bride,chair,crane"
-	smallSFTSteps  = "50"
-	smallGRPOSteps = "10"
+	smallSFTSteps  = "40"
+	smallGRPOSteps = "20"
 )

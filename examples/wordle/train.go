@@ -119,7 +119,8 @@ func train(ctx context.Context, cfg config, out io.Writer) (result, error) {
 	}
 	fmt.Fprintf(out, "after SFT:  %s\n", res.AfterSFT)
 
-	fmt.Fprintf(out, "GRPO: %d steps of %d words x %d rollouts, lr %g, %s\n", cfg.Steps, cfg.Prompts, cfg.G, cfg.LR, loraText(cfg.LoRARank))
+	fmt.Fprintf(out, "GRPO: %d steps of %d words x %d rollouts, lr %g decaying linearly, beta %g, %s\n",
+		cfg.Steps, cfg.Prompts, cfg.G, cfg.LR, cfg.Beta, loraText(cfg.LoRARank))
 	if cfg.Steps > 0 {
 		if err := tr.Train(ctx, grpo.NewDataset(wordlegame.Rows(cfg.Words))); err != nil {
 			return res, fmt.Errorf("GRPO: %w", err)
@@ -161,8 +162,9 @@ func grpoConfig(cfg config) grpo.Config {
 	c.PerDeviceTrainBatchSize = cfg.Prompts * cfg.G // one optimizer step per generation batch
 	c.MaxSteps = cfg.Steps
 	c.LearningRate = cfg.LR
-	c.LRSchedule = model.ScheduleConstant
-	c.Temperature, c.TopK = 0.8, 10          // the recipe's sampling: a tiny model's tail tokens break its tool calls
+	c.Beta = cfg.Beta
+	c.LRSchedule = model.ScheduleLinear
+	c.Temperature, c.TopK = float32(cfg.Temp), cfg.TopK
 	c.MaxCompletionLength = 400              // a six-guess game is about 330 tokens of the tiny tokenizer
 	c.MaxToolCallingIterations = 8           // six guesses and two refused ones
 	c.EnableThinking = tokenizer.ThinkingOff // the reasoning is in the message, before the call
