@@ -32,6 +32,8 @@ type Model struct {
 	closer io.Closer // the mapped files; nil for models built in memory
 
 	kv *kvPool // the KV cache pool; nil until first used (see SetKVOptions)
+
+	imported map[devKey]kernels.Buffer // host weights → their Import (see devBuf)
 }
 
 // Layer is one Qwen3DecoderLayer.

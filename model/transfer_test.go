@@ -11,16 +11,24 @@ import (
 )
 
 // TestTransfers counts, through kerneltest.Counting, the host↔backend
-// crossings of the Buffer API: one decode step of a Batch makes none, one
-// training step (Forward, Backward, AdamW.Step) makes one, the gradient
-// norm's scalar. Every op, compute ops included, now takes Buffers, and the
-// KV cache's blocks come from the backend (Alloc), but model still keeps
-// its activations and scratch in host memory and passes them as host
-// Buffers (kernels.HostF32 and friends), which a
-// CPU backend reads in place and a device backend would stage per op;
-// those are not Upload/Download calls and do not show here. When the
-// activations move to backend memory (backend.Alloc), the expected counts
-// gain the token ids uploaded and the sampled ids downloaded per step.
+// crossings of one decode step of a Batch and of one training step.
+// Counting also counts the hidden crossings: a host Buffer passed to a
+// compute op that the backend neither allocated nor imported, which a
+// device backend would stage per op (Transfers.HostArgs).
+//
+// Decode step, two sequences feeding one token each (asserted exactly):
+// one Upload of the token ids and their positions (I32, 2 per token: 4
+// elements); the sampled rows are the forward's rows in order, so no
+// row-index upload; one scalar, AllFinite over the chunk's logits; two
+// Downloads, the sampled ids (2 I32) and their log-probs under the
+// sampling and the full distribution (4 F32): 6 elements. Weights were
+// imported at Load and activations, scratch and the KV cache are the
+// backend's (Alloc), so HostArgs is 0.
+//
+// Training step (Forward, Backward, AdamW.Step): its explicit crossings
+// are the gradient norm's scalar. Its activations, gradients, LoRA
+// parameters and optimizer moments are still host slices passed as host
+// Buffers (HostArgs > 0, logged, not asserted exactly); see DESIGN.md.
 func TestTransfers(t *testing.T) {
 	be := cpu.New(2)
 	defer be.Close()
@@ -39,7 +47,8 @@ func TestTransfers(t *testing.T) {
 	c.Reset()
 	_, err = b.Step(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, kerneltest.Transfers{}, c.N, "one decode step")
+	assert.Equal(t, kerneltest.Transfers{Uploads: 1, Downloads: 2, Scalars: 1, UploadElems: 4, DownloadElems: 6}, c.N,
+		"one decode step; host arguments: %v", c.Foreign)
 
 	tr, err := NewTrainable(m, TrainOptions{})
 	require.NoError(t, err)
@@ -60,5 +69,9 @@ func TestTransfers(t *testing.T) {
 	st, err := opt.Step()
 	require.NoError(t, err)
 	assert.Positive(t, st.GradNorm)
-	assert.Equal(t, kerneltest.Transfers{Scalars: 1}, c.N, "one training step")
+	explicit := c.N
+	explicit.HostArgs = 0
+	assert.Equal(t, kerneltest.Transfers{Scalars: 1}, explicit, "one training step's explicit crossings")
+	assert.Positive(t, c.N.HostArgs, "training still passes host Buffers; when it moves to backend memory this becomes an exact count")
+	t.Logf("training step: %d host Buffer arguments (first: %v)", c.N.HostArgs, c.Foreign)
 }
