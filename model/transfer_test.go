@@ -25,6 +25,13 @@ import (
 // imported at Load and activations, scratch and the KV cache are the
 // backend's (Alloc), so HostArgs is 0.
 //
+// LogProbs, the no-grad forward that scores sequences, over two sequences
+// of 5 and 3 tokens scoring 3 and 2 of them with entropies, in one
+// forward and one chunk (asserted exactly): one Upload of the 8 ids and
+// positions (16 elements) and one of the 5 scored rows' indices and
+// targets (10); one Download of their 5 log-probs and 5 entropies. No
+// scalars, no host arguments.
+//
 // Training step (Forward, Backward, AdamW.Step): its explicit crossings
 // are the gradient norm's scalar. Its activations, gradients, LoRA
 // parameters and optimizer moments are still host slices passed as host
@@ -49,6 +56,12 @@ func TestTransfers(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, kerneltest.Transfers{Uploads: 1, Downloads: 2, Scalars: 1, UploadElems: 4, DownloadElems: 6}, c.N,
 		"one decode step; host arguments: %v", c.Foreign)
+
+	c.Reset()
+	_, err = m.LogProbs(ctx, []Scored{{Tokens: []int32{1, 2, 3, 4, 5}, Start: 2}, {Tokens: []int32{6, 7, 8}}}, LogProbsOptions{Entropy: true})
+	require.NoError(t, err)
+	assert.Equal(t, kerneltest.Transfers{Uploads: 2, Downloads: 1, UploadElems: 26, DownloadElems: 10}, c.N,
+		"LogProbs; host arguments: %v", c.Foreign)
 
 	tr, err := NewTrainable(m, TrainOptions{})
 	require.NoError(t, err)
