@@ -320,6 +320,7 @@ func (b *Batch) gather(hidden kernels.Buffer, nsel int) (kernels.Buffer, error) 
 // error and no completions.
 func (m *Model) Generate(ctx context.Context, reqs []Request, opts BatchOptions) ([]Completion, error) {
 	b := m.NewBatch(opts)
+	defer b.Release()
 	out := make([]Completion, len(reqs))
 	index := make(map[int]int, len(reqs)) // batch id -> request index
 	for i, r := range reqs {
@@ -366,6 +367,15 @@ func (b *Batch) Remove(id int) (Finished, bool) {
 	return Finished{}, false
 }
 
+// Release returns the batch's scratch memory to the backend (Backend.Free;
+// the CPU backends leave it to the garbage collector, so there it may be
+// skipped). Requests still in the batch stay as they are; a later Step
+// allocates again.
+func (b *Batch) Release() {
+	b.r.Release()
+	free(b.m.Backend, &b.hsel, &b.hidxB, &b.smp.idsB, &b.smp.lpsB)
+}
+
 // Cancel is Remove that also returns the sequence's KV blocks to the pool
 // (Sequence.Release): the request is abandoned.
 func (b *Batch) Cancel(id int) (Finished, bool) {
@@ -409,6 +419,7 @@ func (m *Model) Prefill(ctx context.Context, seqs []*Sequence, opts BatchOptions
 		}
 	}
 	r := m.NewRunner()
+	defer r.Release()
 	r.NoAdapters = opts.NoAdapters
 	var caches []*KVCache
 	var feeds [][]int32

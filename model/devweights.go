@@ -58,7 +58,7 @@ func (m *Model) importBuf(k devKey, b kernels.Buffer) (kernels.Buffer, error) {
 	return d, nil
 }
 
-// devVec is devBuf of a host F32 vector (norm weights, LoRA matrices).
+// devVec is devBuf of a host F32 vector (the norm weights).
 func (m *Model) devVec(s []float32) kernels.Buffer { return m.devBuf(kernels.HostF32(s)) }
 
 // devMat is w with its data in the backend's memory (see devBuf).
@@ -82,8 +82,8 @@ func (m *Model) ImportWeights() error {
 		}
 		for _, nl := range L.Linears() {
 			bufs = append(bufs, nl.Linear.W.Data)
-			if a := nl.Linear.LoRA; a != nil {
-				bufs = append(bufs, kernels.HostF32(a.A), kernels.HostF32(a.B))
+			if a, b, ok := loraHost(nl.Linear); ok {
+				bufs = append(bufs, a, b)
 			}
 		}
 	}
@@ -100,4 +100,43 @@ func (m *Model) ImportWeights() error {
 		}
 	}
 	return nil
+}
+
+// loraHost is lin's adapter's A [R, In] and B [Out, R] as host Buffers,
+// the views the ops import (ok false without an adapter or when A or B is
+// too short, which linearForward reports).
+func loraHost(lin *Linear) (a, b kernels.Buffer, ok bool) {
+	l := lin.LoRA
+	if l == nil || len(l.A) < l.R*lin.In() || len(l.B) < lin.Out()*l.R {
+		return kernels.Buffer{}, kernels.Buffer{}, false
+	}
+	return kernels.HostF32(l.A[:l.R*lin.In()]), kernels.HostF32(l.B[:lin.Out()*l.R]), true
+}
+
+// forget drops the imports of the host Buffers bs, returning the
+// backend's copies (Backend.Free): a weight about to be replaced (an
+// adapter detached or reloaded, a weight merged), so that the import
+// table neither keeps the old memory alive nor a device copy allocated.
+func (m *Model) forget(bs ...kernels.Buffer) {
+	for _, b := range bs {
+		if !b.Host() || b.Len() == 0 {
+			continue
+		}
+		k := devKey{b.HostPtr(), b.Len(), b.DType()}
+		if d, ok := m.imported[k]; ok {
+			m.Backend.Free(d)
+			delete(m.imported, k)
+		}
+	}
+}
+
+// forgetLinear forgets lin's adapter (before it is replaced or removed)
+// and, with w set, its weight.
+func (m *Model) forgetLinear(lin *Linear, w bool) {
+	if a, b, ok := loraHost(lin); ok {
+		m.forget(a, b)
+	}
+	if w {
+		m.forget(lin.W.Data)
+	}
 }

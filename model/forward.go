@@ -40,6 +40,29 @@ func (m *Model) NewRunner() *Runner { return &Runner{m: m} }
 // Model is the model r runs.
 func (r *Runner) Model() *Model { return r.m }
 
+// Release returns the Runner's scratch memory to the backend
+// (Backend.Free; the CPU backends leave it to the garbage collector, so
+// there it may be skipped). Results the Runner returned are invalid
+// afterwards; a later call allocates again.
+func (r *Runner) Release() {
+	bufs := []*kernels.Buffer{&r.x, &r.out, &r.ipos, &r.lg, &r.hidden}
+	for i := range r.scratch {
+		bufs = append(bufs, &r.scratch[i])
+	}
+	free(r.m.Backend, bufs...)
+	r.acts = layerBufs{}
+}
+
+// free returns each non-empty *b to be (Backend.Free) and empties it.
+func free(be kernels.Backend, bufs ...*kernels.Buffer) {
+	for _, b := range bufs {
+		if b.Len() > 0 {
+			be.Free(*b)
+		}
+		*b = kernels.Buffer{}
+	}
+}
+
 // fit makes *b an F32 or I32 (dt) Buffer from be's Alloc of at least n
 // elements, reallocating (with a quarter of headroom, as grow) only when
 // it is shorter, and returns its first n elements.
@@ -49,9 +72,7 @@ func fit(be kernels.Backend, b *kernels.Buffer, dt kernels.DType, n int) (kernel
 		if err != nil {
 			return kernels.Buffer{}, fmt.Errorf("allocating %v scratch of %d elements: %w", dt, n, err)
 		}
-		if b.Len() > 0 {
-			be.Free(*b)
-		}
+		free(be, b)
 		*b = nb
 	}
 	return b.Slice(0, n), nil
@@ -329,6 +350,7 @@ func (m *Model) Logits(tokens []int32, opts Options) ([]float32, error) {
 		return nil, err
 	}
 	r := m.NewRunner()
+	defer r.Release()
 	r.NoAdapters = opts.NoAdapters
 	var c KVCache
 	defer c.Release()

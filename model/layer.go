@@ -79,7 +79,7 @@ func layerForward(be kernels.Backend, m *Model, l int, x, out, pos kernels.Buffe
 // kernel handles the inner dimension R ≪ Out about three times faster;
 // training refreshes Bᵀ once per pass (see Trainable.refreshBT), inference,
 // whose B may change between any two calls, reads B. W, A and B reach the
-// backend through m (a Model's devMat and devVec).
+// backend through m (a Model's devMat and devBuf).
 func linearForward(be kernels.Backend, m weightSource, lin *Linear, out, x kernels.Buffer, rows int, adapters bool, u, bT kernels.Buffer) {
 	if out.Len() > 0 {
 		be.MatMul(out, x, m.devMat(lin.W), rows, false)
@@ -88,18 +88,19 @@ func linearForward(be kernels.Backend, m weightSource, lin *Linear, out, x kerne
 	if a == nil || !adapters {
 		return
 	}
-	if len(a.A) < a.R*lin.In() || len(a.B) < lin.Out()*a.R {
+	aH, bH, ok := loraHost(lin)
+	if !ok {
 		panic(fmt.Sprintf("model: linear forward: LoRA r=%d does not fit A %d, B %d for W [%d,%d]", a.R, len(a.A), len(a.B), lin.Out(), lin.In()))
 	}
 	u = u.Slice(0, rows*a.R)
-	be.MatMul(u, x, kernels.MatOf(m.devVec(a.A[:a.R*lin.In()]), a.R, lin.In()), rows, false)
+	be.MatMul(u, x, kernels.MatOf(m.devBuf(aH), a.R, lin.In()), rows, false)
 	be.Scale(u, a.Scaling)
 	switch {
 	case out.Len() == 0:
 	case bT.Len() > 0:
 		be.MatMulNN(out, u, kernels.MatOf(bT, a.R, lin.Out()), rows, true)
 	default:
-		be.MatMul(out, u, kernels.MatOf(m.devVec(a.B[:lin.Out()*a.R]), lin.Out(), a.R), rows, true)
+		be.MatMul(out, u, kernels.MatOf(m.devBuf(bH), lin.Out(), a.R), rows, true)
 	}
 }
 
@@ -107,12 +108,12 @@ func linearForward(be kernels.Backend, m weightSource, lin *Linear, out, x kerne
 // imports it once (see Model.devBuf); hostWeights passes host memory.
 type weightSource interface {
 	devMat(w kernels.Mat) kernels.Mat
-	devVec(s []float32) kernels.Buffer
+	devBuf(b kernels.Buffer) kernels.Buffer
 }
 
 // hostWeights passes weights as host Buffers, for Linear.Forward on host
 // slices.
 type hostWeights struct{}
 
-func (hostWeights) devMat(w kernels.Mat) kernels.Mat  { return w }
-func (hostWeights) devVec(s []float32) kernels.Buffer { return kernels.HostF32(s) }
+func (hostWeights) devMat(w kernels.Mat) kernels.Mat       { return w }
+func (hostWeights) devBuf(b kernels.Buffer) kernels.Buffer { return b }

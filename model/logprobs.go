@@ -89,8 +89,10 @@ func (m *Model) LogProbs(ctx context.Context, seqs []Scored, opts LogProbsOption
 		}
 	}
 	r := m.NewRunner()
+	defer r.Release()
 	r.NoAdapters = opts.NoAdapters
 	g := &gatherer{r: r, out: out, rows: opts.ChunkRows, entropy: opts.Entropy, invT: 1 / opts.Temperature}
+	defer g.release()
 	type running struct {
 		seq   int
 		fed   int
@@ -207,6 +209,11 @@ type gatherer struct {
 	res     []float32      // [2·rows] log-probs, then entropies (downloaded)
 
 	h, it, lp kernels.Buffer // backend: rows [rows, C], I32 [2·rows], F32 [2·rows]
+}
+
+// release returns g's backend buffers (Backend.Free).
+func (g *gatherer) release() {
+	free(g.r.m.Backend, &g.h, &g.it, &g.lp)
 }
 
 // add queues hidden row row, which predicts token t of sequence seq

@@ -62,6 +62,21 @@ func TestTransfers(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, kerneltest.Transfers{Uploads: 2, Downloads: 1, UploadElems: 26, DownloadElems: 10}, c.N,
 		"LogProbs; host arguments: %v", c.Foreign)
+	// LogProbs and Generate give their scratch back (Runner.Release,
+	// Batch.Release): repeating them leaves no more live allocations (the
+	// KV pool keeps its blocks, so the count is taken after a first call).
+	live := c.Live()
+	_, err = m.LogProbs(ctx, []Scored{{Tokens: []int32{1, 2, 3, 4, 5}, Start: 2}, {Tokens: []int32{6, 7, 8}}}, LogProbsOptions{Entropy: true})
+	require.NoError(t, err)
+	assert.Equal(t, live, c.Live(), "allocations live after a second LogProbs")
+	gen := func() {
+		_, err := m.Generate(ctx, []Request{{Seq: NewSequence(9, 1, 2, 3), MaxNewTokens: 3}}, BatchOptions{})
+		require.NoError(t, err)
+	}
+	gen()
+	live = c.Live()
+	gen()
+	assert.Equal(t, live, c.Live(), "allocations live after a second Generate")
 
 	tr, err := NewTrainable(m, TrainOptions{})
 	require.NoError(t, err)
@@ -87,4 +102,42 @@ func TestTransfers(t *testing.T) {
 	assert.Equal(t, kerneltest.Transfers{Scalars: 1}, explicit, "one training step's explicit crossings")
 	assert.Positive(t, c.N.HostArgs, "training still passes host Buffers; when it moves to backend memory this becomes an exact count")
 	t.Logf("training step: %d host Buffer arguments (first: %v)", c.N.HostArgs, c.Foreign)
+}
+
+// TestImportTable: Load imports every weight (one Import each; the tied
+// lm_head shares the embedding's), an adapter is imported on its first
+// forward, and detaching, re-attaching or merging adapters gives the
+// replaced weights' imports back (Backend.Free), so the table and the
+// backend's copies do not grow with each adapter.
+func TestImportTable(t *testing.T) {
+	be := cpu.New(2)
+	defer be.Close()
+	c := &kerneltest.Counting{Backend: be}
+	m := trLoadTiny(t, c, false)
+	cfg := m.Config
+	perLayer := 4 + 7 // four norms, seven projections
+	assert.Equal(t, 2+cfg.NumLayers*perLayer, c.N.Imports, "embedding (tied lm_head), final norm, each layer's weights")
+	fwd := func() {
+		_, err := m.Logits([]int32{1, 2, 3}, Options{})
+		require.NoError(t, err)
+	}
+	fwd() // the KV pool's first block allocation stays with the pool
+	base := c.Live()
+	fwd()
+	assert.Equal(t, base, c.Live(), "a forward without adapters imports nothing new and keeps no scratch")
+
+	require.NoError(t, AttachLoRA(m, LoRAConfig{R: 2, Alpha: 4}, 1))
+	fwd()
+	assert.Equal(t, base+2*7*cfg.NumLayers, c.Live(), "A and B of every adapter imported")
+	require.NoError(t, AttachLoRA(m, LoRAConfig{R: 2, Alpha: 4}, 2))
+	fwd()
+	assert.Equal(t, base+2*7*cfg.NumLayers, c.Live(), "re-attaching replaces the imports")
+	DetachLoRA(m)
+	assert.Equal(t, base, c.Live(), "detaching gives them back")
+
+	require.NoError(t, AttachLoRA(m, LoRAConfig{R: 2, Alpha: 4}, 3))
+	fwd()
+	MergeLoRA(m)
+	fwd()
+	assert.Equal(t, base, c.Live(), "merged weights replace the base weights' imports")
 }

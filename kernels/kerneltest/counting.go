@@ -81,6 +81,10 @@ func (c *Counting) Owned(b kernels.Buffer) bool {
 	return false
 }
 
+// Live is the number of host allocations from Alloc and Import not yet
+// freed (a test's leak check; device Buffers are not tracked).
+func (c *Counting) Live() int { return len(c.owned) }
+
 // arg counts b if it is host memory the backend does not own.
 func (c *Counting) arg(op, name string, b kernels.Buffer) {
 	if c.Owned(b) {

@@ -65,7 +65,9 @@ func TestCountingHostArgs(t *testing.T) {
 	assert.Equal(t, []string{"Add dst,src[1]", "MatMul out,x,w[2]"}, c.Foreign)
 	assert.Equal(t, 2, c.N.Total())
 
+	assert.Equal(t, 2, c.Live())
 	c.Free(d)
+	assert.Equal(t, 1, c.Live())
 	c.Reset()
 	c.Scale(d, 1)
 	assert.Equal(t, Transfers{HostArgs: 1}, c.N, "freed memory is not the backend's")
