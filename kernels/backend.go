@@ -31,7 +31,8 @@ import "fmt"
 // Upload, Download, Import and the scalars that SumSquares, AllFinite and
 // Argmax return. A CPU backend's Buffers are host slices, read in place.
 // A device backend may also accept host Buffers (it then stages them, a
-// copy each way per op). The ops that can fail on a device
+// copy each way per op; kerneltest.Counting counts such arguments, so a
+// test can assert that a step passes none). The ops that can fail on a device
 // at the moment they are called (allocation, transfers, and the ops that
 // return a scalar to the host, which must wait for the device) return a Go
 // error naming the op. The other ops return nothing: a device queues them

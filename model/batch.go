@@ -95,9 +95,10 @@ type Batch struct {
 
 	caches []*KVCache
 	feeds  [][]int32
-	rows   []int     // per active slot: hidden row to sample from, −1 if none
-	hsel   []float32 // [sampled rows, C] their hidden states
-	hidx   []int32   // the forward's row of each sampled row
+	rows   []int          // per active slot: hidden row to sample from, −1 if none
+	hsel   kernels.Buffer // [sampled rows, C] their hidden states (backend memory)
+	hidx   []int32        // the forward's row of each sampled row
+	hidxB  kernels.Buffer // I32 hidx in backend memory
 	smp    sampler
 }
 
@@ -166,7 +167,15 @@ func (b *Batch) Len() int { return len(b.queue) + len(b.active) }
 // requests that finished in it, including those that failed (Finished.Err:
 // a bad token id, the context length, a full KV pool, non-finite logits),
 // which leave the batch without stopping the others. It returns an error
-// only for ctx, before doing anything, if ctx is done.
+// for ctx, before doing anything, if ctx is done, and when the backend
+// fails (allocation, a transfer, a device fault: the batch is then
+// unusable).
+//
+// What crosses between host and backend in one step: one Upload of the
+// fed token ids and their positions; one Upload of the sampled rows'
+// indices unless they are the forward's rows in order (a pure decode
+// step); per chunk of up to 64 sampled rows, AllFinite's scalar and two
+// Downloads, the sampled ids and their two log-probs (see sample).
 func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -221,12 +230,14 @@ func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 			b.feeds = append(b.feeds, p[:n])
 		}
 	}
-	hidden := b.r.forward(b.caches, b.feeds)
+	hidden, err := b.r.forward(b.caches, b.feeds)
 	clear(b.caches) // the batch must not keep a finished sequence reachable
 	clear(b.feeds)
+	if err != nil {
+		return nil, fmt.Errorf("model: batch step: %w", err)
+	}
 
 	// Sample for every sequence whose pending tokens are all in the cache.
-	C := b.m.Config.HiddenSize
 	b.rows, b.hidx = b.rows[:0], b.hidx[:0]
 	row, nsel := 0, 0
 	for i := range b.active {
@@ -240,9 +251,13 @@ func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 			b.rows = append(b.rows, -1)
 		}
 	}
-	b.hsel = grow(b.hsel, nsel*C)
-	b.m.Backend.GatherRows(kernels.HostF32(b.hsel), kernels.HostF32(hidden), kernels.HostI32(b.hidx), C)
-	b.sample(nsel)
+	hsel, err := b.gather(hidden, nsel)
+	if err == nil {
+		err = b.sample(hsel, nsel)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("model: batch step: %w", err)
+	}
 	// Retire finished requests, freeing their slots.
 	kept := b.active[:0]
 	for _, s := range b.active {
@@ -260,6 +275,37 @@ func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 	return done, nil
 }
 
+// gather returns the hidden rows to sample from, b.hidx's rows of hidden
+// [N, C]: hidden itself when they are all its rows in order (a decode step
+// where every sequence feeds one token), else a GatherRows into b.hsel
+// after one Upload of the row indices.
+func (b *Batch) gather(hidden kernels.Buffer, nsel int) (kernels.Buffer, error) {
+	C, be := b.m.Config.HiddenSize, b.m.Backend
+	if nsel == 0 {
+		return hidden.Slice(0, 0), nil
+	}
+	identity := nsel*C == hidden.Len()
+	for i, r := range b.hidx {
+		identity = identity && r == int32(i)
+	}
+	if identity {
+		return hidden, nil
+	}
+	hsel, err := fit(be, &b.hsel, kernels.F32, nsel*C)
+	if err != nil {
+		return kernels.Buffer{}, err
+	}
+	idx, err := fit(be, &b.hidxB, kernels.I32, nsel)
+	if err != nil {
+		return kernels.Buffer{}, err
+	}
+	if err := be.Upload(idx, kernels.HostI32(b.hidx)); err != nil {
+		return kernels.Buffer{}, fmt.Errorf("uploading sampled rows: %w", err)
+	}
+	be.GatherRows(hsel, hidden, idx, C)
+	return hsel, nil
+}
+
 // Generate runs every request to completion with continuous batching (at
 // most opts.MaxBatch at once) and returns their completions in request
 // order. Each request's Seq is extended in place (its Tokens end with the
@@ -274,6 +320,7 @@ func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 // error and no completions.
 func (m *Model) Generate(ctx context.Context, reqs []Request, opts BatchOptions) ([]Completion, error) {
 	b := m.NewBatch(opts)
+	defer b.Release()
 	out := make([]Completion, len(reqs))
 	index := make(map[int]int, len(reqs)) // batch id -> request index
 	for i, r := range reqs {
@@ -320,6 +367,15 @@ func (b *Batch) Remove(id int) (Finished, bool) {
 	return Finished{}, false
 }
 
+// Release returns the batch's scratch memory to the backend (Backend.Free;
+// the CPU backends leave it to the garbage collector, so there it may be
+// skipped). Requests still in the batch stay as they are; a later Step
+// allocates again.
+func (b *Batch) Release() {
+	b.r.Release()
+	free(b.m.Backend, &b.hsel, &b.hidxB, &b.smp.idsB, &b.smp.lpsB)
+}
+
 // Cancel is Remove that also returns the sequence's KV blocks to the pool
 // (Sequence.Release): the request is abandoned.
 func (b *Batch) Cancel(id int) (Finished, bool) {
@@ -363,6 +419,7 @@ func (m *Model) Prefill(ctx context.Context, seqs []*Sequence, opts BatchOptions
 		}
 	}
 	r := m.NewRunner()
+	defer r.Release()
 	r.NoAdapters = opts.NoAdapters
 	var caches []*KVCache
 	var feeds [][]int32

@@ -1,5 +1,7 @@
 package model
 
+import "github.com/x/kernels"
+
 // Activation storage for the training pass. Without checkpointing every
 // layer keeps its layerActs from Forward to Backward; with checkpointing
 // only the layer inputs xs[l] are kept and one scratch layerActs is refilled
@@ -23,6 +25,23 @@ type layerActs struct {
 	u    []float32    // [T, F] up_proj
 	act  []float32    // [T, F] silu(g)·u
 	lora [7][]float32 // [T, R] scaling·x·Aᵀ of each adapted projection
+}
+
+// bufs sizes a's adapter buffers for t tokens of layer l of m and returns
+// a's slices as host Buffers, for the shared layerForward.
+func (a *layerActs) bufs(m *Model, l, t int) layerBufs {
+	for j, nl := range m.Layers[l].Linears() {
+		if r := nl.Linear.LoRA; r != nil {
+			a.lora[j] = grow(a.lora[j], t*r.R)
+		}
+	}
+	b := layerBufs{xn: kernels.HostF32(a.xn), q: kernels.HostF32(a.q), k: kernels.HostF32(a.k), v: kernels.HostF32(a.v),
+		qr: kernels.HostF32(a.qr), kr: kernels.HostF32(a.kr), att: kernels.HostF32(a.att), lse: kernels.HostF32(a.lse),
+		h: kernels.HostF32(a.h), hn: kernels.HostF32(a.hn), g: kernels.HostF32(a.g), u: kernels.HostF32(a.u), act: kernels.HostF32(a.act)}
+	for j, u := range a.lora {
+		b.lora[j] = kernels.HostF32(u)
+	}
+	return b
 }
 
 // fitActs sizes a for t tokens of m.

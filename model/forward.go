@@ -7,22 +7,27 @@ import (
 )
 
 // Runner runs batched forwards of one Model and owns their scratch
-// buffers, which only grow, so a decode loop allocates nothing once the
-// largest batch has been seen. A Runner is used by one goroutine at a time;
-// several Runners may share a Model but must not run at once (see Model).
+// buffers, Buffers from the backend's Alloc that only grow, so a decode
+// loop allocates nothing once the largest batch has been seen and a device
+// backend keeps every activation in its memory. A Runner is used by one
+// goroutine at a time; several Runners may share a Model but must not run
+// at once (see Model).
 type Runner struct {
 	m *Model
 	// NoAdapters runs the base model, ignoring attached LoRA adapters (the
 	// reference policy of a KL penalty is the same Model with this set).
 	NoAdapters bool
 
-	x     []float32 // [N, C] residual stream (each layer's input and output)
-	acts  layerActs // one layer's activations, aliased (see ensure)
-	out   []float32 // [N, C] final normed hidden states
-	ids   []int32   // [N]
-	pos   []int32   // [N]
-	aseqs []kernels.AttentionSeq
-	lg    []float32 // [rows, V] logits chunk
+	x       kernels.Buffer    // [N, C] residual stream (each layer's input and output)
+	acts    layerBufs         // one layer's activations, views of scratch (see ensure)
+	scratch [9]kernels.Buffer // the allocations behind acts
+	out     kernels.Buffer    // [N, C] final normed hidden states
+	ipos    kernels.Buffer    // I32 [2N]: ids, then positions (one upload)
+	hostIP  []int32           // [2N] host side of ipos
+	aseqs   []kernels.AttentionSeq
+	lg      kernels.Buffer // [rows, V] logits chunk
+	hidden  kernels.Buffer // [rows, C] Logits's upload of host hidden states
+	host    []float32      // host copies for Forward and Logits on a device backend
 
 	// The call in progress, for attend.
 	caches []*KVCache
@@ -35,28 +40,94 @@ func (m *Model) NewRunner() *Runner { return &Runner{m: m} }
 // Model is the model r runs.
 func (r *Runner) Model() *Model { return r.m }
 
+// Release returns the Runner's scratch memory to the backend
+// (Backend.Free; the CPU backends leave it to the garbage collector, so
+// there it may be skipped). Results the Runner returned are invalid
+// afterwards; a later call allocates again.
+func (r *Runner) Release() {
+	bufs := []*kernels.Buffer{&r.x, &r.out, &r.ipos, &r.lg, &r.hidden}
+	for i := range r.scratch {
+		bufs = append(bufs, &r.scratch[i])
+	}
+	free(r.m.Backend, bufs...)
+	r.acts = layerBufs{}
+}
+
+// free returns each non-empty *b to be (Backend.Free) and empties it.
+func free(be kernels.Backend, bufs ...*kernels.Buffer) {
+	for _, b := range bufs {
+		if b.Len() > 0 {
+			be.Free(*b)
+		}
+		*b = kernels.Buffer{}
+	}
+}
+
+// fit makes *b an F32 or I32 (dt) Buffer from be's Alloc of at least n
+// elements, reallocating (with a quarter of headroom, as grow) only when
+// it is shorter, and returns its first n elements.
+func fit(be kernels.Backend, b *kernels.Buffer, dt kernels.DType, n int) (kernels.Buffer, error) {
+	if b.Len() < n || (b.Len() > 0 && b.DType() != dt) {
+		nb, err := be.Alloc(dt, n+n/4)
+		if err != nil {
+			return kernels.Buffer{}, fmt.Errorf("allocating %v scratch of %d elements: %w", dt, n, err)
+		}
+		free(be, b)
+		*b = nb
+	}
+	return b.Slice(0, n), nil
+}
+
+// maxRank is the largest rank of m's attached adapters (0 if none).
+func (m *Model) maxRank() int {
+	r := 0
+	for li := range m.Layers {
+		for _, nl := range m.Layers[li].Linears() {
+			if a := nl.Linear.LoRA; a != nil {
+				r = max(r, a.R)
+			}
+		}
+	}
+	return r
+}
+
 // ensure sizes every scratch buffer for n tokens and b sequences. The
 // layer's activations alias where the shared layerForward allows: the
 // normed inputs of attention and MLP share one buffer (xn is dead once q,
 // k, v exist), q and k are normed and rotated in place, and SwiGLU writes
-// over the gate; a layer's output overwrites its input x.
-func (r *Runner) ensure(n, b int) {
-	c := r.m.Config
-	a := &r.acts
-	r.x = grow(r.x, n*c.HiddenSize)
-	r.out = grow(r.out, n*c.HiddenSize)
-	a.xn = grow(a.xn, n*c.HiddenSize)
-	a.h = grow(a.h, n*c.HiddenSize)
-	a.q = grow(a.q, n*c.QDim())
-	a.att = grow(a.att, n*c.QDim())
-	a.k = grow(a.k, n*c.KVDim())
-	a.v = grow(a.v, n*c.KVDim())
-	a.g = grow(a.g, n*c.IntermediateSize)
-	a.u = grow(a.u, n*c.IntermediateSize)
-	a.hn, a.qr, a.kr, a.act, a.lse = a.xn, a.q, a.k, a.g, nil
-	r.ids = grow(r.ids, n)
-	r.pos = grow(r.pos, n)
+// over the gate; a layer's output overwrites its input x. The adapters'
+// x·Aᵀ of the seven projections share one buffer (inference does not keep
+// them).
+func (r *Runner) ensure(n, b int) error {
+	c, be := r.m.Config, r.m.Backend
+	var err error
+	f := func(dst *kernels.Buffer, dt kernels.DType, n int) kernels.Buffer {
+		v, e := fit(be, dst, dt, n)
+		if e != nil && err == nil {
+			err = e
+		}
+		return v
+	}
+	C, QD, KVD, F := c.HiddenSize, c.QDim(), c.KVDim(), c.IntermediateSize
+	f(&r.x, kernels.F32, n*C)
+	f(&r.out, kernels.F32, n*C)
+	f(&r.ipos, kernels.I32, 2*n)
+	sc := &r.scratch
+	xn, h := f(&sc[0], kernels.F32, n*C), f(&sc[1], kernels.F32, n*C)
+	q, att := f(&sc[2], kernels.F32, n*QD), f(&sc[3], kernels.F32, n*QD)
+	k, v := f(&sc[4], kernels.F32, n*KVD), f(&sc[5], kernels.F32, n*KVD)
+	g, u := f(&sc[6], kernels.F32, n*F), f(&sc[7], kernels.F32, n*F)
+	lora := f(&sc[8], kernels.F32, n*max(1, r.m.maxRank()))
+	if err != nil {
+		return fmt.Errorf("model: forward: %w", err)
+	}
+	r.acts = layerBufs{xn: xn, q: q, k: k, v: v, qr: q, kr: k, att: att, h: h, hn: xn, g: g, u: u, act: g}
+	for j := range r.acts.lora {
+		r.acts.lora[j] = lora
+	}
+	r.hostIP = grow(r.hostIP, 2*n)
 	r.aseqs = grow(r.aseqs, b)
+	return nil
 }
 
 // CheckTokens returns an error naming the first id outside [0, V).
@@ -73,10 +144,11 @@ func (m *Model) CheckTokens(ids []int32) error {
 // i at once, at positions caches[i].Len, caches[i].Len+1, ..., and returns
 // the final hidden states (after model.norm), [N, C] with N the total
 // number of tokens, rows in batch order. The result is valid until the next
-// call. Token ids must be valid (see CheckTokens); an empty tokens[i] is
-// allowed and contributes no rows. It panics if a cache cannot take a
-// block from a bounded pool (KVOptions.MaxBytes); TryForward returns that
-// as an error instead.
+// call; on a host backend it is the backend's buffer itself, on a device
+// backend a Download of it. Token ids must be valid (see CheckTokens); an
+// empty tokens[i] is allowed and contributes no rows. It panics if a cache
+// cannot take a block from a bounded pool (KVOptions.MaxBytes) or the
+// backend fails; TryForward returns that as an error instead.
 func (r *Runner) Forward(caches []*KVCache, tokens [][]int32) []float32 {
 	if len(caches) != len(tokens) {
 		panic(fmt.Sprintf("model: Runner.Forward: %d caches for %d token lists", len(caches), len(tokens)))
@@ -84,25 +156,57 @@ func (r *Runner) Forward(caches []*KVCache, tokens [][]int32) []float32 {
 	if err := r.reserve(caches, tokens); err != nil {
 		panic(fmt.Sprintf("model: Runner.Forward: %v", err))
 	}
-	return r.forward(caches, tokens)
+	h, err := r.forward(caches, tokens)
+	if err == nil {
+		var out []float32
+		if out, err = r.toHost(h); err == nil {
+			return out
+		}
+	}
+	panic(fmt.Sprintf("model: Runner.Forward: %v", err))
 }
 
 // TryForward is Forward returning an error, before computing anything,
 // when a token id is outside the vocabulary, a sequence would pass
-// Config.MaxPositions, or a cache cannot get the blocks it needs.
+// Config.MaxPositions, or a cache cannot get the blocks it needs, and
+// returning the backend's failure as an error.
 func (r *Runner) TryForward(caches []*KVCache, tokens [][]int32) ([]float32, error) {
+	h, err := r.tryForward(caches, tokens)
+	if err != nil {
+		return nil, err
+	}
+	return r.toHost(h)
+}
+
+// tryForward is TryForward returning the hidden states in the backend's
+// memory.
+func (r *Runner) tryForward(caches []*KVCache, tokens [][]int32) (kernels.Buffer, error) {
 	if len(caches) != len(tokens) {
-		return nil, fmt.Errorf("model: forward: %d caches for %d token lists", len(caches), len(tokens))
+		return kernels.Buffer{}, fmt.Errorf("model: forward: %d caches for %d token lists", len(caches), len(tokens))
 	}
 	for i, t := range tokens {
 		if err := r.m.checkFeed(caches[i], t); err != nil {
-			return nil, fmt.Errorf("model: forward sequence %d: %w", i, err)
+			return kernels.Buffer{}, fmt.Errorf("model: forward sequence %d: %w", i, err)
 		}
 	}
 	if err := r.reserve(caches, tokens); err != nil {
-		return nil, err
+		return kernels.Buffer{}, err
 	}
-	return r.forward(caches, tokens), nil
+	return r.forward(caches, tokens)
+}
+
+// toHost returns the F32 Buffer b as host memory: b's own on a host
+// backend, else a Download into the Runner's host scratch (valid until the
+// next call).
+func (r *Runner) toHost(b kernels.Buffer) ([]float32, error) {
+	if b.Host() {
+		return b.F32(), nil
+	}
+	r.host = grow(r.host, b.Len())
+	if err := r.m.Backend.Download(kernels.HostF32(r.host), b); err != nil {
+		return nil, fmt.Errorf("model: downloading %v: %w", b, err)
+	}
+	return r.host, nil
 }
 
 // checkFeed returns an error if tokens cannot be appended to c: an id
@@ -128,56 +232,68 @@ func (r *Runner) reserve(caches []*KVCache, tokens [][]int32) error {
 	return nil
 }
 
-// forward is Forward on caches already reserved for the tokens.
-func (r *Runner) forward(caches []*KVCache, tokens [][]int32) []float32 {
+// forward is Forward on caches already reserved for the tokens, returning
+// the hidden states [N, C] in the backend's memory. What crosses to the
+// backend is one Upload of the token ids and their positions (I32 [2N]).
+func (r *Runner) forward(caches []*KVCache, tokens [][]int32) (kernels.Buffer, error) {
 	m, cfg, b := r.m, r.m.Config, r.m.Backend
 	n := 0
 	for _, t := range tokens {
 		n += len(t)
 	}
-	r.ensure(n, len(caches))
+	if err := r.ensure(n, len(caches)); err != nil {
+		return kernels.Buffer{}, err
+	}
 	if n == 0 {
-		return r.out[:0]
+		return r.out.Slice(0, 0), nil
 	}
 	C := cfg.HiddenSize
 	at := 0
+	ids, pos := r.hostIP[:n], r.hostIP[n:2*n]
 	for i, t := range tokens {
 		c := caches[i]
-		copy(r.ids[at:], t)
+		copy(ids[at:], t)
 		for j := range t {
-			r.pos[at+j] = int32(c.Len + j)
+			pos[at+j] = int32(c.Len + j)
 		}
 		at += len(t)
 	}
+	ip := r.ipos.Slice(0, 2*n)
+	if err := b.Upload(ip, kernels.HostI32(r.hostIP[:2*n])); err != nil {
+		return kernels.Buffer{}, fmt.Errorf("model: forward: uploading token ids: %w", err)
+	}
 	r.caches, r.tokens = caches, tokens
-	x := r.x[:n*C]
-	b.Embedding(kernels.HostF32(x), m.Embed, kernels.HostI32(r.ids))
+	x := r.x.Slice(0, n*C)
+	b.Embedding(x, m.devMat(m.Embed), ip.Slice(0, n))
 	for li := range m.Layers {
-		layerForward(b, m, li, x, x, r.pos[:n], n, &r.acts, !r.NoAdapters, nil, r)
+		layerForward(b, m, li, x, x, ip.Slice(n, 2*n), n, &r.acts, !r.NoAdapters, nil, r)
 	}
 	r.caches, r.tokens = nil, nil
 	for i, t := range tokens {
 		caches[i].Len += len(t)
 	}
-	out := r.out[:n*C]
-	b.RMSNorm(kernels.HostF32(out), kernels.HostF32(x), kernels.HostF32(m.Norm), n, C, cfg.RMSNormEps)
-	return out
+	out := r.out.Slice(0, n*C)
+	b.RMSNorm(out, x, m.devVec(m.Norm), n, C, cfg.RMSNormEps)
+	if err := b.Err(); err != nil {
+		return kernels.Buffer{}, fmt.Errorf("model: forward: %w", err)
+	}
+	return out, nil
 }
 
 // attend writes this layer's keys and values into each sequence's KV cache
 // and returns the batch reading them back through the block tables.
-func (r *Runner) attend(li int, a *layerActs) []kernels.AttentionSeq {
+func (r *Runner) attend(li int, a *layerBufs) []kernels.AttentionSeq {
 	QD, KVD := r.m.Config.QDim(), r.m.Config.KVDim()
 	at := 0
 	for i, t := range r.tokens {
 		c := r.caches[i]
 		T := len(t)
 		if T > 0 {
-			c.write(r.m.Backend, li, a.kr[at*KVD:(at+T)*KVD], a.v[at*KVD:(at+T)*KVD], T)
+			c.write(r.m.Backend, li, a.kr.Slice(at*KVD, (at+T)*KVD), a.v.Slice(at*KVD, (at+T)*KVD), T)
 		}
 		r.aseqs[i] = kernels.AttentionSeq{
-			Out:   kernels.HostF32(a.att[at*QD : (at+T)*QD]),
-			Q:     kernels.HostF32(a.qr[at*QD : (at+T)*QD]),
+			Out:   a.att.Slice(at*QD, (at+T)*QD),
+			Q:     a.qr.Slice(at*QD, (at+T)*QD),
 			T:     T,
 			Start: c.Len,
 		}
@@ -189,13 +305,40 @@ func (r *Runner) attend(li int, a *layerActs) []kernels.AttentionSeq {
 	return r.aseqs[:len(r.tokens)]
 }
 
-// Logits computes lm_head for rows hidden states, hidden [rows, C], and
-// returns the logits [rows, V], valid until the next call.
+// Logits computes lm_head for rows hidden states, hidden [rows, C] on the
+// host, and returns the logits [rows, V] on the host, valid until the next
+// call: on a host backend the backend's buffer itself; on a device backend
+// hidden is uploaded and the logits downloaded (Batch and LogProbs keep
+// both on the backend; this is for checks and tools).
 func (r *Runner) Logits(hidden []float32, rows int) []float32 {
-	v := r.m.Config.VocabSize
-	r.lg = grow(r.lg, rows*v)
-	r.m.Backend.MatMul(kernels.HostF32(r.lg), kernels.HostF32(hidden), r.m.LMHead, rows, false)
-	return r.lg
+	C := r.m.Config.HiddenSize
+	h, err := fit(r.m.Backend, &r.hidden, kernels.F32, rows*C)
+	if err == nil {
+		err = r.m.Backend.Upload(h, kernels.HostF32(hidden[:rows*C]))
+	}
+	var lg kernels.Buffer
+	if err == nil {
+		lg, err = r.logits(h, rows)
+	}
+	var out []float32
+	if err == nil {
+		out, err = r.toHost(lg)
+	}
+	if err != nil {
+		panic(fmt.Sprintf("model: Runner.Logits: %v", err))
+	}
+	return out
+}
+
+// logits is lm_head on rows hidden states in the backend's memory,
+// returning the logits [rows, V] there (valid until the next call).
+func (r *Runner) logits(hidden kernels.Buffer, rows int) (kernels.Buffer, error) {
+	lg, err := fit(r.m.Backend, &r.lg, kernels.F32, rows*r.m.Config.VocabSize)
+	if err != nil {
+		return kernels.Buffer{}, fmt.Errorf("model: logits: %w", err)
+	}
+	r.m.Backend.MatMul(lg, hidden, r.m.devMat(r.m.LMHead), rows, false)
+	return lg, nil
 }
 
 // Logits runs tokens through a fresh cache and returns the logits of every
@@ -207,15 +350,22 @@ func (m *Model) Logits(tokens []int32, opts Options) ([]float32, error) {
 		return nil, err
 	}
 	r := m.NewRunner()
+	defer r.Release()
 	r.NoAdapters = opts.NoAdapters
 	var c KVCache
 	defer c.Release()
-	h, err := r.TryForward([]*KVCache{&c}, [][]int32{tokens})
+	h, err := r.tryForward([]*KVCache{&c}, [][]int32{tokens})
+	var lg kernels.Buffer
+	if err == nil {
+		lg, err = r.logits(h, len(tokens))
+	}
+	out := make([]float32, len(tokens)*m.Config.VocabSize)
+	if err == nil {
+		err = m.Backend.Download(kernels.HostF32(out), lg)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("model: logits: %w", err)
 	}
-	out := make([]float32, len(tokens)*m.Config.VocabSize)
-	copy(out, r.Logits(h, len(tokens)))
 	return out, nil
 }
 

@@ -169,7 +169,7 @@ func (c *KVCache) paged(l int) kernels.PagedKV {
 // write stores the K and V rows of T positions from Len on into layer l,
 // k and v [T, KVH·D], with be's Copy (one per block touched, casting to
 // bf16 for a bf16 pool); reserve must have made them writable.
-func (c *KVCache) write(be kernels.Backend, l int, k, v []float32, t int) {
+func (c *KVCache) write(be kernels.Backend, l int, k, v kernels.Buffer, t int) {
 	st := c.st
 	p := st.own.pool
 	rl, bs := p.rowLen, p.bs
@@ -177,7 +177,7 @@ func (c *KVCache) write(be kernels.Backend, l int, k, v []float32, t int) {
 		pos := c.Len + j
 		b, r := pos/bs, pos%bs
 		run := min(t-j, bs-r)
-		src := [2]kernels.Buffer{kernels.HostF32(k[j*rl : (j+run)*rl]), kernels.HostF32(v[j*rl : (j+run)*rl])}
+		src := [2]kernels.Buffer{k.Slice(j*rl, (j+run)*rl), v.Slice(j*rl, (j+run)*rl)}
 		dst := [2]kernels.Buffer{st.kPages[l][b], st.vPages[l][b]}
 		for i := range dst {
 			be.Copy(dst[i].Slice(r*rl, (r+run)*rl), src[i])

@@ -9,8 +9,17 @@ import (
 
 // One decoder layer's forward, shared by inference (Runner) and training
 // (Trainable): the two differ only in where the activations live (the
-// Runner aliases them into a few scratch buffers, training keeps them for
-// the backward) and in where attention reads K and V (see attender).
+// Runner aliases them into a few scratch Buffers from Backend.Alloc,
+// training keeps them for the backward) and in where attention reads K
+// and V (see attender).
+
+// layerBufs is one layer's activations as the Buffers the ops read and
+// write: the fields of layerActs, in backend memory (the Runner's) or
+// wrapping training's host slices (see layerActs.bufs).
+type layerBufs struct {
+	xn, q, k, v, qr, kr, att, lse, h, hn, g, u, act kernels.Buffer
+	lora                                            [7]kernels.Buffer // [T, R] of each adapted projection
+}
 
 // attender supplies a layer's attention batch: given layer l's activations
 // (a.kr and a.v hold this pass's keys and values, RoPE applied), it returns
@@ -18,75 +27,93 @@ import (
 // The Runner writes K and V into the KV cache and reads them back through
 // the block tables; training reads them in place and keeps the LSE.
 type attender interface {
-	attend(l int, a *layerActs) []kernels.AttentionSeq
+	attend(l int, a *layerBufs) []kernels.AttentionSeq
 }
 
 // headScale is attention's score scale, 1/√D.
 func headScale(headDim int) float32 { return float32(1 / math.Sqrt(float64(headDim))) }
 
-// layerForward computes decoder layer l of m on x [T, C] (positions pos)
-// into out [T, C], filling a. out may alias x (x is last read before the
-// down projection). With a nil out the down projection itself is skipped
-// (only its adapter's x·Aᵀ is kept), which is all a checkpointed backward
-// needs. bT holds the adapters' Bᵀ (see linearForward), or is nil.
-func layerForward(be kernels.Backend, m *Model, l int, x, out []float32, pos []int32, t int, a *layerActs, adapters bool, bT *[7][]float32, at attender) {
+// layerForward computes decoder layer l of m on x [T, C] (positions pos,
+// I32 [T]) into out [T, C], filling a. out may alias x (x is last read
+// before the down projection). With an empty out the down projection
+// itself is skipped (only its adapter's x·Aᵀ is kept), which is all a
+// checkpointed backward needs. bT holds the adapters' Bᵀ (see
+// linearForward), or is nil. The weights reach the backend through
+// m.dev (Backend.Import, once).
+func layerForward(be kernels.Backend, m *Model, l int, x, out, pos kernels.Buffer, t int, a *layerBufs, adapters bool, bT *[7]kernels.Buffer, at attender) {
 	c, L := m.Config, &m.Layers[l]
 	eps := c.RMSNormEps
-	lin := func(j int, lin *Linear, out, x []float32) {
-		var bt []float32
+	lin := func(j int, lin *Linear, out, x kernels.Buffer) {
+		var bt kernels.Buffer
 		if bT != nil {
 			bt = bT[j]
 		}
-		linearForward(be, lin, out, x, t, adapters, &a.lora[j], bt)
+		linearForward(be, m, lin, out, x, t, adapters, a.lora[j], bt)
 	}
-	be.RMSNorm(kernels.HostF32(a.xn), kernels.HostF32(x), kernels.HostF32(L.AttnNorm), t, c.HiddenSize, eps)
+	be.RMSNorm(a.xn, x, m.devVec(L.AttnNorm), t, c.HiddenSize, eps)
 	lin(0, &L.Attn.Q, a.q, a.xn)
 	lin(1, &L.Attn.K, a.k, a.xn)
 	lin(2, &L.Attn.V, a.v, a.xn)
-	be.RMSNorm(kernels.HostF32(a.qr), kernels.HostF32(a.q), kernels.HostF32(L.Attn.QNorm), t*c.NumHeads, c.HeadDim, eps)
-	be.RMSNorm(kernels.HostF32(a.kr), kernels.HostF32(a.k), kernels.HostF32(L.Attn.KNorm), t*c.NumKVHeads, c.HeadDim, eps)
-	be.RoPE(kernels.HostF32(a.qr), kernels.HostI32(pos), c.NumHeads, c.HeadDim, c.RopeTheta)
-	be.RoPE(kernels.HostF32(a.kr), kernels.HostI32(pos), c.NumKVHeads, c.HeadDim, c.RopeTheta)
+	be.RMSNorm(a.qr, a.q, m.devVec(L.Attn.QNorm), t*c.NumHeads, c.HeadDim, eps)
+	be.RMSNorm(a.kr, a.k, m.devVec(L.Attn.KNorm), t*c.NumKVHeads, c.HeadDim, eps)
+	be.RoPE(a.qr, pos, c.NumHeads, c.HeadDim, c.RopeTheta)
+	be.RoPE(a.kr, pos, c.NumKVHeads, c.HeadDim, c.RopeTheta)
 	be.Attention(at.attend(l, a), c.NumHeads, c.NumKVHeads, c.HeadDim, headScale(c.HeadDim))
 	lin(3, &L.Attn.O, a.h, a.att)
-	be.Add(kernels.HostF32(a.h), kernels.HostF32(x))
-	be.RMSNorm(kernels.HostF32(a.hn), kernels.HostF32(a.h), kernels.HostF32(L.MLPNorm), t, c.HiddenSize, eps)
+	be.Add(a.h, x)
+	be.RMSNorm(a.hn, a.h, m.devVec(L.MLPNorm), t, c.HiddenSize, eps)
 	lin(4, &L.MLP.Gate, a.g, a.hn)
 	lin(5, &L.MLP.Up, a.u, a.hn)
-	be.SwiGLU(kernels.HostF32(a.act), kernels.HostF32(a.g), kernels.HostF32(a.u))
+	be.SwiGLU(a.act, a.g, a.u)
 	lin(6, &L.MLP.Down, out, a.act)
-	if out != nil {
-		be.Add(kernels.HostF32(out), kernels.HostF32(a.h))
+	if out.Len() > 0 {
+		be.Add(out, a.h)
 	}
 }
 
 // linearForward is the one LoRA linear path: out[M, Out] = x·Wᵀ, plus
 // (scaling·x·Aᵀ)·Bᵀ when an adapter is attached and adapters is true,
-// keeping the scaled x·Aᵀ [M, R] in *u (for a backward; grown as needed).
-// A nil out computes only *u. The rank-R update reads B [Out, R] with
-// MatMul, or, when bT (Bᵀ [R, Out]) is given, MatMulNN, whose CPU kernel
-// handles the inner dimension R ≪ Out about three times faster; training
-// refreshes Bᵀ once per pass (see Trainable.refreshBT), inference, whose B
-// may change between any two calls, reads B.
-func linearForward(be kernels.Backend, lin *Linear, out, x []float32, m int, adapters bool, u *[]float32, bT []float32) {
-	if out != nil {
-		be.MatMul(kernels.HostF32(out), kernels.HostF32(x), lin.W, m, false)
+// keeping the scaled x·Aᵀ [M, R] in u (for a backward; at least M·R
+// long). An empty out computes only u. The rank-R update reads B [Out, R]
+// with MatMul, or, when bT (Bᵀ [R, Out]) is given, MatMulNN, whose CPU
+// kernel handles the inner dimension R ≪ Out about three times faster;
+// training refreshes Bᵀ once per pass (see Trainable.refreshBT), inference,
+// whose B may change between any two calls, reads B. W, A and B reach the
+// backend through m (a Model's devMat and devBuf).
+func linearForward(be kernels.Backend, m weightSource, lin *Linear, out, x kernels.Buffer, rows int, adapters bool, u, bT kernels.Buffer) {
+	if out.Len() > 0 {
+		be.MatMul(out, x, m.devMat(lin.W), rows, false)
 	}
 	a := lin.LoRA
 	if a == nil || !adapters {
 		return
 	}
-	if len(a.A) < a.R*lin.In() || len(a.B) < lin.Out()*a.R {
+	aH, bH, ok := loraHost(lin)
+	if !ok {
 		panic(fmt.Sprintf("model: linear forward: LoRA r=%d does not fit A %d, B %d for W [%d,%d]", a.R, len(a.A), len(a.B), lin.Out(), lin.In()))
 	}
-	*u = grow(*u, m*a.R)
-	be.MatMul(kernels.HostF32(*u), kernels.HostF32(x), kernels.MatF32(a.A, a.R, lin.In()), m, false)
-	be.Scale(kernels.HostF32(*u), a.Scaling)
+	u = u.Slice(0, rows*a.R)
+	be.MatMul(u, x, kernels.MatOf(m.devBuf(aH), a.R, lin.In()), rows, false)
+	be.Scale(u, a.Scaling)
 	switch {
-	case out == nil:
-	case bT != nil:
-		be.MatMulNN(kernels.HostF32(out), kernels.HostF32(*u), kernels.MatF32(bT, a.R, lin.Out()), m, true)
+	case out.Len() == 0:
+	case bT.Len() > 0:
+		be.MatMulNN(out, u, kernels.MatOf(bT, a.R, lin.Out()), rows, true)
 	default:
-		be.MatMul(kernels.HostF32(out), kernels.HostF32(*u), kernels.MatF32(a.B, lin.Out(), a.R), m, true)
+		be.MatMul(out, u, kernels.MatOf(m.devBuf(bH), lin.Out(), a.R), rows, true)
 	}
 }
+
+// weightSource gives the ops a weight in the backend's memory: a Model
+// imports it once (see Model.devBuf); hostWeights passes host memory.
+type weightSource interface {
+	devMat(w kernels.Mat) kernels.Mat
+	devBuf(b kernels.Buffer) kernels.Buffer
+}
+
+// hostWeights passes weights as host Buffers, for Linear.Forward on host
+// slices.
+type hostWeights struct{}
+
+func (hostWeights) devMat(w kernels.Mat) kernels.Mat       { return w }
+func (hostWeights) devBuf(b kernels.Buffer) kernels.Buffer { return b }

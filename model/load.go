@@ -61,6 +61,10 @@ func Load(dir string, b kernels.Backend) (*Model, error) {
 		m.closer = closers{src, backendCloser{c}}
 	}
 	m.Backend = b
+	if err := m.ImportWeights(); err != nil {
+		_ = m.Close()
+		return nil, fmt.Errorf("model: load %s: %w", dir, err)
+	}
 	return m, nil
 }
 

@@ -89,8 +89,10 @@ func (m *Model) LogProbs(ctx context.Context, seqs []Scored, opts LogProbsOption
 		}
 	}
 	r := m.NewRunner()
+	defer r.Release()
 	r.NoAdapters = opts.NoAdapters
 	g := &gatherer{r: r, out: out, rows: opts.ChunkRows, entropy: opts.Entropy, invT: 1 / opts.Temperature}
+	defer g.release()
 	type running struct {
 		seq   int
 		fed   int
@@ -151,23 +153,28 @@ func (m *Model) LogProbs(ctx context.Context, seqs []Scored, opts LogProbsOption
 				feeds = append(feeds, seqs[a.seq].Tokens[a.fed:a.fed+n])
 			}
 		}
-		hidden, err := r.TryForward(caches, feeds)
+		hidden, err := r.tryForward(caches, feeds)
 		if err != nil {
 			return nil, fmt.Errorf("model: logprobs: %w", err)
 		}
+		g.hidden = hidden
 		row := 0
 		for i, a := range active {
 			toks := seqs[a.seq].Tokens
 			for j := range counts[i] {
 				p := a.fed + j // hidden row predicts token p+1
 				if t, sc := p+1, seqs[a.seq]; t >= sc.first() && t < len(toks) && (sc.Mask == nil || sc.Mask[t-sc.first()]) {
-					g.add(hidden, row, a.seq, t, toks[t])
+					if err := g.add(row, a.seq, t, toks[t]); err != nil {
+						return nil, fmt.Errorf("model: logprobs: %w", err)
+					}
 				}
 				row++
 			}
 			active[i].fed += counts[i]
 		}
-		g.flush()
+		if err := g.flush(); err != nil {
+			return nil, fmt.Errorf("model: logprobs: %w", err)
+		}
 		kept := active[:0]
 		for _, a := range active {
 			if a.fed == len(seqs[a.seq].Tokens) {
@@ -183,7 +190,10 @@ func (m *Model) LogProbs(ctx context.Context, seqs []Scored, opts LogProbsOption
 }
 
 // gatherer collects hidden rows whose next token is scored and runs
-// lm_head + LogSoftmaxGather on them a chunk at a time.
+// GatherRows, lm_head and LogSoftmaxGather on them a chunk at a time, in
+// the backend's memory. Per chunk, what crosses is one Upload (the rows'
+// indices and their targets) and one Download (their log-probs, and
+// entropies when asked).
 type gatherer struct {
 	r       *Runner
 	out     []TokenLogProbs
@@ -191,49 +201,81 @@ type gatherer struct {
 	entropy bool
 	invT    float32 // 1 / temperature
 
-	h       []float32 // [rows, C]
-	targets []int32   // [rows]
-	where   [][2]int  // [rows] (sequence, token index)
-	logp    []float32 // [rows]
-	ent     []float32 // [rows]
+	hidden  kernels.Buffer // this step's hidden states [N, C] (the Runner's)
+	idx     []int32        // [rows] the chunk's rows of hidden
+	targets []int32        // [rows]
+	where   [][2]int       // [rows] (sequence, token index)
+	up      []int32        // [2·rows] idx, then targets (host side of it)
+	res     []float32      // [2·rows] log-probs, then entropies (downloaded)
+
+	h, it, lp kernels.Buffer // backend: rows [rows, C], I32 [2·rows], F32 [2·rows]
 }
 
-func (g *gatherer) add(hidden []float32, row, seq, t int, target int32) {
-	c := g.r.m.Config.HiddenSize
-	n := len(g.targets)
-	if len(g.h) < g.rows*c {
-		g.h = make([]float32, g.rows*c)
-	}
-	g.r.m.Backend.Copy(kernels.HostF32(g.h[n*c:(n+1)*c]), kernels.HostF32(hidden[row*c:(row+1)*c]))
+// release returns g's backend buffers (Backend.Free).
+func (g *gatherer) release() {
+	free(g.r.m.Backend, &g.h, &g.it, &g.lp)
+}
+
+// add queues hidden row row, which predicts token t of sequence seq
+// (target), and flushes a full chunk.
+func (g *gatherer) add(row, seq, t int, target int32) error {
+	g.idx = append(g.idx, int32(row))
 	g.targets = append(g.targets, target)
 	g.where = append(g.where, [2]int{seq, t})
 	if len(g.targets) == g.rows {
-		g.flush()
+		return g.flush()
 	}
+	return nil
 }
 
-func (g *gatherer) flush() {
+// flush scores the queued rows. It must run before the Runner's next
+// forward (g.hidden is valid until then).
+func (g *gatherer) flush() error {
 	n := len(g.targets)
 	if n == 0 {
-		return
+		return nil
 	}
-	v := g.r.m.Config.VocabSize
-	logits := g.r.Logits(g.h, n)
+	be, c, v := g.r.m.Backend, g.r.m.Config.HiddenSize, g.r.m.Config.VocabSize
+	h, err := fit(be, &g.h, kernels.F32, n*c)
+	if err != nil {
+		return err
+	}
+	it, err := fit(be, &g.it, kernels.I32, 2*n)
+	if err != nil {
+		return err
+	}
+	lp, err := fit(be, &g.lp, kernels.F32, 2*n)
+	if err != nil {
+		return err
+	}
+	g.up = append(append(g.up[:0], g.idx...), g.targets...)
+	if err := be.Upload(it, kernels.HostI32(g.up)); err != nil {
+		return fmt.Errorf("uploading scored rows: %w", err)
+	}
+	be.GatherRows(h, g.hidden, it.Slice(0, n), c)
+	logits, err := g.r.logits(h, n)
+	if err != nil {
+		return err
+	}
 	if g.invT != 1 {
-		g.r.m.Backend.Scale(kernels.HostF32(logits[:n*v]), g.invT)
+		be.Scale(logits, g.invT)
 	}
-	g.logp = grow(g.logp, n)
-	var ent []float32
+	var ent kernels.Buffer
+	res := lp.Slice(0, n)
 	if g.entropy {
-		g.ent = grow(g.ent, n)
-		ent = g.ent
+		ent, res = lp.Slice(n, 2*n), lp
 	}
-	g.r.m.Backend.LogSoftmaxGather(kernels.HostF32(g.logp), kernels.HostF32(ent), kernels.HostF32(logits), kernels.HostI32(g.targets), n, v)
+	be.LogSoftmaxGather(lp.Slice(0, n), ent, logits, it.Slice(n, 2*n), n, v)
+	g.res = grow(g.res, res.Len())
+	if err := be.Download(kernels.HostF32(g.res), res); err != nil {
+		return fmt.Errorf("downloading log-probs: %w", err)
+	}
 	for i, w := range g.where {
-		g.out[w[0]].LogProbs[w[1]] = g.logp[i]
+		g.out[w[0]].LogProbs[w[1]] = g.res[i]
 		if g.entropy {
-			g.out[w[0]].Entropy[w[1]] = g.ent[i]
+			g.out[w[0]].Entropy[w[1]] = g.res[n+i]
 		}
 	}
-	g.targets, g.where = g.targets[:0], g.where[:0]
+	g.idx, g.targets, g.where = g.idx[:0], g.targets[:0], g.where[:0]
+	return nil
 }

@@ -25,6 +25,7 @@ func AttachLoRA(m *Model, cfg LoRAConfig, seed uint64) error {
 	for li := range m.Layers {
 		for j, nl := range m.Layers[li].Linears() {
 			lin := nl.Linear
+			m.forgetLinear(lin, false)
 			if !cfg.targets(li, loraTargets[j]) {
 				lin.LoRA = nil
 				continue
@@ -44,6 +45,7 @@ func AttachLoRA(m *Model, cfg LoRAConfig, seed uint64) error {
 func DetachLoRA(m *Model) {
 	for li := range m.Layers {
 		for _, nl := range m.Layers[li].Linears() {
+			m.forgetLinear(nl.Linear, false)
 			nl.Linear.LoRA = nil
 		}
 	}

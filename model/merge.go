@@ -17,7 +17,9 @@ func MergeLoRA(m *Model) {
 	for li := range m.Layers {
 		for _, nl := range m.Layers[li].Linears() {
 			if nl.Linear.LoRA != nil {
-				nl.Linear.W = mergedWeight(nl.Linear.W, nl.Linear.LoRA)
+				w := mergedWeight(nl.Linear.W, nl.Linear.LoRA)
+				m.forgetLinear(nl.Linear, true)
+				nl.Linear.W = w
 				nl.Linear.LoRA = nil
 			}
 		}

@@ -93,6 +93,7 @@ func LoadAdapter(dir string, m *Model) (LoRAConfig, error) {
 	}
 	for li := range m.Layers {
 		for j, nl := range m.Layers[li].Linears() {
+			m.forgetLinear(nl.Linear, false)
 			nl.Linear.LoRA = adapters[li][j]
 		}
 	}

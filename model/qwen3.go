@@ -5,6 +5,13 @@
 // batched generation with seeded per-sequence sampling, and teacher-forced
 // per-token log-probs. LoRA adapters (PEFT layout) sit on every projection.
 //
+// Inference runs on the Backend's memory: the weights are imported once
+// (Backend.Import; see ImportWeights), the KV cache and every activation
+// and scratch buffer come from Backend.Alloc, and a decode step moves only
+// the token ids and positions up and the sampled ids, their log-probs and
+// one scalar down. Training (Trainable, AdamW) still keeps its
+// activations, gradients, adapters and optimizer state in host slices.
+//
 // Shapes use B (batch), T (tokens), C (hidden), F (MLP width), H (query
 // heads), KVH (kv heads), D (head dim), V (vocabulary), L (layers).
 package model
@@ -32,6 +39,8 @@ type Model struct {
 	closer io.Closer // the mapped files; nil for models built in memory
 
 	kv *kvPool // the KV cache pool; nil until first used (see SetKVOptions)
+
+	imported map[devKey]kernels.Buffer // host weights → their Import (see devBuf)
 }
 
 // Layer is one Qwen3DecoderLayer.

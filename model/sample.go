@@ -74,27 +74,38 @@ func (s *Sequence) Fork(seed uint64) *Sequence {
 
 // sampler holds a Batch's per-row sampling buffers, reused across steps.
 type sampler struct {
-	slots    []int // [rows] index into Batch.active
-	params   []kernels.SamplingParams
-	u        []float64
-	ids      []int32
-	logp     []float32
-	fullLogp []float32
+	slots  []int // [rows] index into Batch.active
+	params []kernels.SamplingParams
+	u      []float64
+	ids    []int32   // [rows] the sampled ids, downloaded
+	lps    []float32 // [2·rows] their log-probs, then full log-probs, downloaded
+	host   []float32 // [rows, V] the logits, downloaded only when a row is not finite
+	idsB   kernels.Buffer
+	lpsB   kernels.Buffer
 }
 
 // sampleChunk is the most rows of [rows, V] logits that exist at once.
 const sampleChunk = 64
 
 // sample draws the next token of every active sequence with a selected
-// hidden row (b.rows[i] ≥ 0, nsel of them in b.hsel): lm_head on chunks of
-// rows, then one batched SampleRows per chunk.
-func (b *Batch) sample(nsel int) {
+// hidden row (b.rows[i] ≥ 0, nsel of them in hsel, backend memory):
+// lm_head on chunks of rows, then one batched SampleRows per chunk. Per
+// chunk, the host learns AllFinite's scalar and downloads the sampled ids
+// and their log-probs, nothing else; only when some logit of the chunk is
+// not finite does it download the logits, to end the requests whose row
+// has no finite logit (SampleRows needs one) and pack the others to the
+// front (Copy on the backend).
+func (b *Batch) sample(hsel kernels.Buffer, nsel int) error {
 	C, V := b.m.Config.HiddenSize, b.m.Config.VocabSize
+	be := b.m.Backend
 	sm := &b.smp
 	for c0 := 0; c0 < nsel; c0 += sampleChunk {
 		c1 := min(c0+sampleChunk, nsel)
 		n := c1 - c0
-		logits := b.r.Logits(b.hsel[c0*C:c1*C], n)
+		logits, err := b.r.logits(hsel.Slice(c0*C, c1*C), n)
+		if err != nil {
+			return err
+		}
 		sm.slots, sm.params, sm.u = sm.slots[:0], sm.params[:0], sm.u[:0]
 		for i := range b.active {
 			if k := b.rows[i]; k >= c0 && k < c1 {
@@ -103,41 +114,68 @@ func (b *Batch) sample(nsel int) {
 		}
 		// b.rows numbers the selected rows in active order, so slots are
 		// in row order.
-		// A row with no finite logit ends its request with an error, not
-		// the batch; the rows that remain are packed to the front.
-		kept := sm.slots[:0]
+		finite, err := be.AllFinite(logits)
+		if err != nil {
+			return fmt.Errorf("checking logits: %w", err)
+		}
+		if !finite {
+			// A row with no finite logit ends its request with an error,
+			// not the batch; the rows that remain are packed to the front.
+			sm.host = grow(sm.host, n*V)
+			if err := be.Download(kernels.HostF32(sm.host), logits); err != nil {
+				return fmt.Errorf("downloading non-finite logits: %w", err)
+			}
+			kept := sm.slots[:0]
+			for _, i := range sm.slots {
+				s := &b.active[i]
+				k := b.rows[i] - c0
+				if !anyFinite(sm.host[k*V : (k+1)*V]) {
+					s.err = fmt.Errorf("model: request %d: no finite logit (non-finite weights?)", s.id)
+					continue
+				}
+				if j := len(kept); j != k {
+					be.Copy(logits.Slice(j*V, (j+1)*V), logits.Slice(k*V, (k+1)*V))
+				}
+				kept = append(kept, i)
+			}
+			sm.slots = kept
+		}
 		for _, i := range sm.slots {
 			s := &b.active[i]
-			k := b.rows[i] - c0
-			if !anyFinite(logits[k*V : (k+1)*V]) {
-				s.err = fmt.Errorf("model: request %d: no finite logit (non-finite weights?)", s.id)
-				continue
-			}
-			if j := len(kept); j != k {
-				copy(logits[j*V:(j+1)*V], logits[k*V:(k+1)*V])
-			}
-			kept = append(kept, i)
 			sm.params = append(sm.params, s.req.Sampling)
 			sm.u = append(sm.u, s.req.Seq.uniform())
 		}
-		sm.slots = kept
-		n = len(kept)
+		n = len(sm.slots)
 		if n == 0 {
 			continue
 		}
-		sm.ids = grow(sm.ids, n)
-		sm.logp, sm.fullLogp = grow(sm.logp, n), grow(sm.fullLogp, n)
-		b.m.Backend.SampleRows(kernels.HostI32(sm.ids), kernels.HostF32(sm.logp), kernels.HostF32(sm.fullLogp), kernels.HostF32(logits[:n*V]), sm.params, sm.u, n, V)
+		ids, err := fit(be, &sm.idsB, kernels.I32, n)
+		if err != nil {
+			return err
+		}
+		lps, err := fit(be, &sm.lpsB, kernels.F32, 2*n)
+		if err != nil {
+			return err
+		}
+		be.SampleRows(ids, lps.Slice(0, n), lps.Slice(n, 2*n), logits.Slice(0, n*V), sm.params, sm.u, n, V)
+		sm.ids, sm.lps = grow(sm.ids, n), grow(sm.lps, 2*n)
+		if err := be.Download(kernels.HostI32(sm.ids), ids); err != nil {
+			return fmt.Errorf("downloading sampled ids: %w", err)
+		}
+		if err := be.Download(kernels.HostF32(sm.lps), lps); err != nil {
+			return fmt.Errorf("downloading sampled log-probs: %w", err)
+		}
 		for j, i := range sm.slots {
 			s := &b.active[i]
 			id := sm.ids[j]
 			s.req.Seq.Tokens = append(s.req.Seq.Tokens, id)
 			s.comp.Tokens = append(s.comp.Tokens, id)
-			s.comp.LogProbs = append(s.comp.LogProbs, sm.logp[j])
-			s.comp.FullLogProbs = append(s.comp.FullLogProbs, sm.fullLogp[j])
+			s.comp.LogProbs = append(s.comp.LogProbs, sm.lps[j])
+			s.comp.FullLogProbs = append(s.comp.FullLogProbs, sm.lps[n+j])
 			if slices.Contains(s.req.Stop, id) {
 				s.comp.Stopped = true
 			}
 		}
 	}
+	return nil
 }

@@ -29,6 +29,7 @@ type passState struct {
 	grads      gradBufs
 	attn       []kernels.AttentionSeq
 	attnGrad   []kernels.AttentionGradSeq
+	lbufs      layerBufs // the layer in progress's acts as Buffers
 
 	// logits chunk: [K, C] gathered rows, [K, V] logits, per-row values
 	cx, logits, dcx []float32
@@ -112,22 +113,28 @@ func (tr *Trainable) forward(ctx context.Context, st *passState, adapters, keep 
 // layerForward runs the shared decoder layer (see layerForward in
 // layer.go) on st's batch, with the adapters' Bᵀ and attention over each
 // sequence's own keys and values.
+// Training's activations are host slices, passed as host Buffers.
 func (tr *Trainable) layerForward(st *passState, l int, x []float32, a *layerActs, out []float32, adapters bool) {
-	layerForward(tr.be, tr.m, l, x, out, st.pos, st.t, a, adapters, &tr.bT[l], st)
+	var bT [7]kernels.Buffer
+	for j, t := range tr.bT[l] {
+		bT[j] = kernels.HostF32(t)
+	}
+	st.lbufs = a.bufs(tr.m, l, st.t)
+	layerForward(tr.be, tr.m, l, kernels.HostF32(x), kernels.HostF32(out), kernels.HostI32(st.pos), st.t, &st.lbufs, adapters, &bT, st)
 }
 
 // attend is training's attention batch: each sequence attends to its own
 // keys and values in place, from position 0, keeping the LSE for the
 // backward.
-func (st *passState) attend(_ int, a *layerActs) []kernels.AttentionSeq {
+func (st *passState) attend(_ int, a *layerBufs) []kernels.AttentionSeq {
 	q, kv, h := st.qDim, st.kvDim, st.heads
 	st.attn = st.attn[:0]
 	for s := range st.seqs {
 		o0, o1 := st.off[s], st.off[s+1]
 		st.attn = append(st.attn, kernels.AttentionSeq{
-			Out: kernels.HostF32(a.att[o0*q : o1*q]), Q: kernels.HostF32(a.qr[o0*q : o1*q]),
-			K: kernels.HostF32(a.kr[o0*kv : o1*kv]), V: kernels.HostF32(a.v[o0*kv : o1*kv]),
-			LSE: kernels.HostF32(a.lse[o0*h : o1*h]), T: o1 - o0,
+			Out: a.att.Slice(o0*q, o1*q), Q: a.qr.Slice(o0*q, o1*q),
+			K: a.kr.Slice(o0*kv, o1*kv), V: a.v.Slice(o0*kv, o1*kv),
+			LSE: a.lse.Slice(o0*h, o1*h), T: o1 - o0,
 		})
 	}
 	return st.attn

@@ -16,7 +16,7 @@ import (
 // Buffers are pooled device memory (kernels.DeviceBuffer over a Buffer),
 // and the six data-movement and reduction ops run buffer.cu's kernels on
 // them. They also take host Buffers (kernels.HostF32 ...), which the
-// model still passes for its activations: those are staged through
+// model still passes for training's activations: those are staged through
 // temporary device copies, as the compute ops stage theirs. Ops without an
 // error result record their first failure, which Err and every later
 // error-returning call report (kernels.Backend's error model).

@@ -29,8 +29,8 @@ type Buffer struct {
 //
 // Buffers (Alloc, Upload, Copy, GatherRows, ...) live in device memory,
 // and every op, compute ops included, reads and writes device Buffers in
-// place. It also accepts host Buffers (what the model passes while its
-// activations are host slices): those it stages, copying inputs into
+// place. It also accepts host Buffers (what the model passes while
+// training's activations are host slices): those it stages, copying inputs into
 // pooled device memory before the launch and outputs back after it (one
 // driver round trip per op; timing dominated by PCIe for small ops).
 // CacheWeights keeps frozen host weights on the device between calls.

@@ -1,6 +1,10 @@
 package kerneltest
 
-import "github.com/x/kernels"
+import (
+	"fmt"
+
+	"github.com/x/kernels"
+)
 
 // Transfers counts the crossings between the host and a backend, by kind.
 type Transfers struct {
@@ -10,21 +14,111 @@ type Transfers struct {
 	Scalars   int // ops that return a scalar to the host (SumSquares, AllFinite, Argmax)
 	// UploadElems and DownloadElems are the elements those calls moved.
 	UploadElems, DownloadElems int
+	// HostArgs counts the Buffer arguments of compute ops that are host
+	// memory the backend neither allocated (Alloc) nor imported (Import):
+	// Go slices wrapped with kernels.HostF32 and friends. A CPU backend
+	// reads them in place, but a device backend would stage each one, a
+	// copy per op, so each is a hidden crossing. Weights (Mat.Data) count
+	// too.
+	HostArgs int
 }
 
 // Total is the number of crossings of every kind.
-func (n Transfers) Total() int { return n.Uploads + n.Downloads + n.Imports + n.Scalars }
+func (n Transfers) Total() int {
+	return n.Uploads + n.Downloads + n.Imports + n.Scalars + n.HostArgs
+}
 
 // Counting wraps a Backend and counts every host↔backend crossing its
 // Buffer methods make, so a test can assert how much one decode or
-// training step moves. Every other op is the wrapped backend's.
+// training step moves: the explicit ones (Upload, Download, Import and the
+// scalars of sync-point ops) and the hidden ones, host Buffers passed to a
+// compute op that did not come from this wrapper's Alloc or Import (see
+// Transfers.HostArgs). To tell the two kinds of host memory apart, it
+// remembers the address range of every Buffer its Alloc and Import return
+// on a host backend (Free forgets it). Everything else is the wrapped
+// backend's.
 type Counting struct {
 	kernels.Backend
 	N Transfers
+	// Foreign names the first few host arguments counted in N.HostArgs,
+	// as "op arg" (for a test's failure message).
+	Foreign []string
+
+	owned map[uintptr]uintptr // host allocations: first byte → end
 }
 
-// Reset zeroes the counts.
-func (c *Counting) Reset() { c.N = Transfers{} }
+// maxForeign is how many host arguments Foreign names.
+const maxForeign = 16
+
+// Reset zeroes the counts (the record of allocations stays).
+func (c *Counting) Reset() { c.N, c.Foreign = Transfers{}, nil }
+
+// own records a host Buffer that the backend returned.
+func (c *Counting) own(b kernels.Buffer) {
+	if !b.Host() || b.Len() == 0 {
+		return
+	}
+	if c.owned == nil {
+		c.owned = map[uintptr]uintptr{}
+	}
+	lo := uintptr(b.HostPtr())
+	c.owned[lo] = lo + uintptr(b.Len()*b.DType().Size())
+}
+
+// Owned reports whether b is backend memory: a device Buffer, an empty
+// one, or a view of host memory this wrapper's Alloc or Import returned.
+func (c *Counting) Owned(b kernels.Buffer) bool {
+	if !b.Host() || b.Len() == 0 {
+		return true
+	}
+	lo := uintptr(b.HostPtr())
+	hi := lo + uintptr(b.Len()*b.DType().Size())
+	for a, e := range c.owned {
+		if lo >= a && hi <= e {
+			return true
+		}
+	}
+	return false
+}
+
+// Live is the number of host allocations from Alloc and Import not yet
+// freed (a test's leak check; device Buffers are not tracked).
+func (c *Counting) Live() int { return len(c.owned) }
+
+// arg counts b if it is host memory the backend does not own.
+func (c *Counting) arg(op, name string, b kernels.Buffer) {
+	if c.Owned(b) {
+		return
+	}
+	c.N.HostArgs++
+	if len(c.Foreign) < maxForeign {
+		c.Foreign = append(c.Foreign, op+" "+name)
+	}
+}
+
+// args counts each of bs (named name[i]).
+func (c *Counting) args(op, name string, bs []kernels.Buffer) {
+	for i, b := range bs {
+		c.arg(op, fmt.Sprintf("%s[%d]", name, i), b)
+	}
+}
+
+// Alloc records the Buffer as backend memory.
+func (c *Counting) Alloc(dt kernels.DType, n int) (kernels.Buffer, error) {
+	b, err := c.Backend.Alloc(dt, n)
+	if err == nil {
+		c.own(b)
+	}
+	return b, err
+}
+
+// Free forgets the Buffer.
+func (c *Counting) Free(b kernels.Buffer) {
+	if b.Host() && b.Len() > 0 {
+		delete(c.owned, uintptr(b.HostPtr()))
+	}
+	c.Backend.Free(b)
+}
 
 // Upload counts one upload of src.Len() elements.
 func (c *Counting) Upload(dst, src kernels.Buffer) error {
@@ -41,27 +135,198 @@ func (c *Counting) Download(dst, src kernels.Buffer) error {
 }
 
 // Import counts one import (a copy to a device; none on a CPU backend, but
-// counted all the same).
+// counted all the same) and records the result as backend memory.
 func (c *Counting) Import(src kernels.Buffer) (kernels.Buffer, error) {
 	c.N.Imports++
 	c.N.UploadElems += src.Len()
-	return c.Backend.Import(src)
+	b, err := c.Backend.Import(src)
+	if err == nil {
+		c.own(b)
+	}
+	return b, err
 }
 
 // SumSquares counts one scalar.
 func (c *Counting) SumSquares(xs ...kernels.Buffer) (float64, error) {
 	c.N.Scalars++
+	c.args("SumSquares", "xs", xs)
 	return c.Backend.SumSquares(xs...)
 }
 
 // Argmax counts one scalar.
 func (c *Counting) Argmax(x kernels.Buffer) (int32, error) {
 	c.N.Scalars++
+	c.arg("Argmax", "x", x)
 	return c.Backend.Argmax(x)
 }
 
 // AllFinite counts one scalar.
 func (c *Counting) AllFinite(xs ...kernels.Buffer) (bool, error) {
 	c.N.Scalars++
+	c.args("AllFinite", "xs", xs)
 	return c.Backend.AllFinite(xs...)
+}
+
+// Copy checks its arguments (see Transfers.HostArgs).
+func (c *Counting) Copy(dst, src kernels.Buffer) {
+	c.arg("Copy", "dst", dst)
+	c.arg("Copy", "src", src)
+	c.Backend.Copy(dst, src)
+}
+
+// GatherRows checks its arguments.
+func (c *Counting) GatherRows(dst, src, idx kernels.Buffer, cols int) {
+	c.args("GatherRows", "dst,src,idx", []kernels.Buffer{dst, src, idx})
+	c.Backend.GatherRows(dst, src, idx, cols)
+}
+
+// ScatterRows checks its arguments.
+func (c *Counting) ScatterRows(dst, src, idx kernels.Buffer, cols int) {
+	c.args("ScatterRows", "dst,src,idx", []kernels.Buffer{dst, src, idx})
+	c.Backend.ScatterRows(dst, src, idx, cols)
+}
+
+// Transpose checks its arguments.
+func (c *Counting) Transpose(dst, src kernels.Buffer, rows, cols int) {
+	c.args("Transpose", "dst,src", []kernels.Buffer{dst, src})
+	c.Backend.Transpose(dst, src, rows, cols)
+}
+
+// MatMul checks its arguments.
+func (c *Counting) MatMul(out, x kernels.Buffer, w kernels.Mat, m int, accumulate bool) {
+	c.args("MatMul", "out,x,w", []kernels.Buffer{out, x, w.Data})
+	c.Backend.MatMul(out, x, w, m, accumulate)
+}
+
+// MatMulNN checks its arguments.
+func (c *Counting) MatMulNN(out, dy kernels.Buffer, w kernels.Mat, m int, accumulate bool) {
+	c.args("MatMulNN", "out,dy,w", []kernels.Buffer{out, dy, w.Data})
+	c.Backend.MatMulNN(out, dy, w, m, accumulate)
+}
+
+// MatMulTN checks its arguments.
+func (c *Counting) MatMulTN(dw, dy, x kernels.Buffer, m, n, k int) {
+	c.args("MatMulTN", "dw,dy,x", []kernels.Buffer{dw, dy, x})
+	c.Backend.MatMulTN(dw, dy, x, m, n, k)
+}
+
+// Embedding checks its arguments.
+func (c *Counting) Embedding(out kernels.Buffer, table kernels.Mat, ids kernels.Buffer) {
+	c.args("Embedding", "out,table,ids", []kernels.Buffer{out, table.Data, ids})
+	c.Backend.Embedding(out, table, ids)
+}
+
+// EmbeddingBackward checks its arguments.
+func (c *Counting) EmbeddingBackward(dtable, dout, ids kernels.Buffer, cols int) {
+	c.args("EmbeddingBackward", "dtable,dout,ids", []kernels.Buffer{dtable, dout, ids})
+	c.Backend.EmbeddingBackward(dtable, dout, ids, cols)
+}
+
+// RMSNorm checks its arguments.
+func (c *Counting) RMSNorm(out, x, w kernels.Buffer, rows, cols int, eps float32) {
+	c.args("RMSNorm", "out,x,w", []kernels.Buffer{out, x, w})
+	c.Backend.RMSNorm(out, x, w, rows, cols, eps)
+}
+
+// RMSNormBackward checks its arguments.
+func (c *Counting) RMSNormBackward(dx, dw, dout, x, w kernels.Buffer, rows, cols int, eps float32) {
+	c.args("RMSNormBackward", "dx,dw,dout,x,w", []kernels.Buffer{dx, dw, dout, x, w})
+	c.Backend.RMSNormBackward(dx, dw, dout, x, w, rows, cols, eps)
+}
+
+// RoPE checks its arguments.
+func (c *Counting) RoPE(x, pos kernels.Buffer, heads, headDim int, theta float64) {
+	c.args("RoPE", "x,pos", []kernels.Buffer{x, pos})
+	c.Backend.RoPE(x, pos, heads, headDim, theta)
+}
+
+// RoPEBackward checks its arguments.
+func (c *Counting) RoPEBackward(dx, pos kernels.Buffer, heads, headDim int, theta float64) {
+	c.args("RoPEBackward", "dx,pos", []kernels.Buffer{dx, pos})
+	c.Backend.RoPEBackward(dx, pos, heads, headDim, theta)
+}
+
+// Attention checks every sequence's Buffers, paged blocks included.
+func (c *Counting) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim int, scale float32) {
+	for i := range seqs {
+		s := &seqs[i]
+		c.args("Attention", fmt.Sprintf("seq %d out,q,k,v,lse", i), []kernels.Buffer{s.Out, s.Q, s.K, s.V, s.LSE})
+		c.args("Attention", fmt.Sprintf("seq %d paged K", i), s.Paged.K)
+		c.args("Attention", fmt.Sprintf("seq %d paged V", i), s.Paged.V)
+	}
+	c.Backend.Attention(seqs, heads, kvHeads, headDim, scale)
+}
+
+// AttentionBackward checks every sequence's Buffers.
+func (c *Counting) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHeads, headDim int, scale float32) {
+	for i := range seqs {
+		s := &seqs[i]
+		c.args("AttentionBackward", fmt.Sprintf("seq %d dout,q,k,v,out,lse,dq,dk,dv", i),
+			[]kernels.Buffer{s.DOut, s.Q, s.K, s.V, s.Out, s.LSE, s.DQ, s.DK, s.DV})
+	}
+	c.Backend.AttentionBackward(seqs, heads, kvHeads, headDim, scale)
+}
+
+// SwiGLU checks its arguments.
+func (c *Counting) SwiGLU(out, gate, up kernels.Buffer) {
+	c.args("SwiGLU", "out,gate,up", []kernels.Buffer{out, gate, up})
+	c.Backend.SwiGLU(out, gate, up)
+}
+
+// SwiGLUBackward checks its arguments.
+func (c *Counting) SwiGLUBackward(dgate, dup, dout, gate, up kernels.Buffer) {
+	c.args("SwiGLUBackward", "dgate,dup,dout,gate,up", []kernels.Buffer{dgate, dup, dout, gate, up})
+	c.Backend.SwiGLUBackward(dgate, dup, dout, gate, up)
+}
+
+// Add checks its arguments.
+func (c *Counting) Add(dst, src kernels.Buffer) {
+	c.args("Add", "dst,src", []kernels.Buffer{dst, src})
+	c.Backend.Add(dst, src)
+}
+
+// Scale checks its argument.
+func (c *Counting) Scale(x kernels.Buffer, s float32) {
+	c.arg("Scale", "x", x)
+	c.Backend.Scale(x, s)
+}
+
+// LogSoftmaxGather checks its arguments.
+func (c *Counting) LogSoftmaxGather(logp, entropy, logits, targets kernels.Buffer, rows, v int) {
+	c.args("LogSoftmaxGather", "logp,entropy,logits,targets", []kernels.Buffer{logp, entropy, logits, targets})
+	c.Backend.LogSoftmaxGather(logp, entropy, logits, targets, rows, v)
+}
+
+// LogSoftmaxGatherBackward checks its arguments.
+func (c *Counting) LogSoftmaxGatherBackward(dlogits, logits, targets, dlogp, dentropy kernels.Buffer, rows, v int) {
+	c.args("LogSoftmaxGatherBackward", "dlogits,logits,targets,dlogp,dentropy", []kernels.Buffer{dlogits, logits, targets, dlogp, dentropy})
+	c.Backend.LogSoftmaxGatherBackward(dlogits, logits, targets, dlogp, dentropy, rows, v)
+}
+
+// Softmax checks its argument.
+func (c *Counting) Softmax(x kernels.Buffer, rows, v int) {
+	c.arg("Softmax", "x", x)
+	c.Backend.Softmax(x, rows, v)
+}
+
+// SampleRows checks its Buffers (params and u are per-row host scalars by
+// the API).
+func (c *Counting) SampleRows(ids, logp, fullLogp, logits kernels.Buffer, params []kernels.SamplingParams, u []float64, rows, v int) {
+	c.args("SampleRows", "ids,logp,fullLogp,logits", []kernels.Buffer{ids, logp, fullLogp, logits})
+	c.Backend.SampleRows(ids, logp, fullLogp, logits, params, u, rows, v)
+}
+
+// PolicyLoss checks every input and output Buffer.
+func (c *Counting) PolicyLoss(out kernels.LossOutput, in kernels.LossInput, p kernels.LossParams, n int) {
+	c.args("PolicyLoss", "in LogP,Entropy,OldLogP,RefLogP,Adv,SeqAdv,Mask,ISRatio,Weight,Seg",
+		[]kernels.Buffer{in.LogP, in.Entropy, in.OldLogP, in.RefLogP, in.Adv, in.SeqAdv, in.Mask, in.ISRatio, in.Weight, in.Seg})
+	c.args("PolicyLoss", "out Loss,DLogP,DEntropy,Ratio,KL,Clip,Phi",
+		[]kernels.Buffer{out.Loss, out.DLogP, out.DEntropy, out.Ratio, out.KL, out.Clip, out.Phi})
+	c.Backend.PolicyLoss(out, in, p, n)
+}
+
+// AdamW checks its arguments.
+func (c *Counting) AdamW(param, grad, m, v kernels.Buffer, p kernels.AdamWParams, step int) {
+	c.args("AdamW", "param,grad,m,v", []kernels.Buffer{param, grad, m, v})
+	c.Backend.AdamW(param, grad, m, v, p, step)
 }

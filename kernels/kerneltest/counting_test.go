@@ -43,3 +43,32 @@ func TestCounting(t *testing.T) {
 	c.Reset()
 	assert.Zero(t, c.N.Total())
 }
+
+// TestCountingHostArgs: a compute op's host Buffer that did not come from
+// the wrapper's Alloc or Import counts as a hidden crossing (HostArgs),
+// and Foreign names it; views of allocations and imports do not count;
+// after Free the memory is no longer the backend's.
+func TestCountingHostArgs(t *testing.T) {
+	c := &Counting{Backend: ref.Backend{}}
+	d, err := c.Alloc(kernels.F32, 6)
+	require.NoError(t, err)
+	w, err := c.Import(kernels.HostF32([]float32{1, 1, 1}))
+	require.NoError(t, err)
+	c.Reset()
+
+	c.Add(d.Slice(0, 3), w)                                   // both the backend's
+	c.Scale(d.Slice(3, 6), 2)                                 // a view
+	c.Add(d.Slice(0, 3), kernels.HostF32([]float32{1, 2, 3})) // one host argument
+	m := kernels.MatF32([]float32{1, 0, 0, 1}, 2, 2)
+	c.MatMul(d.Slice(0, 2), d.Slice(2, 4), m, 1, false) // a host weight
+	assert.Equal(t, Transfers{HostArgs: 2}, c.N)
+	assert.Equal(t, []string{"Add dst,src[1]", "MatMul out,x,w[2]"}, c.Foreign)
+	assert.Equal(t, 2, c.N.Total())
+
+	assert.Equal(t, 2, c.Live())
+	c.Free(d)
+	assert.Equal(t, 1, c.Live())
+	c.Reset()
+	c.Scale(d, 1)
+	assert.Equal(t, Transfers{HostArgs: 1}, c.N, "freed memory is not the backend's")
+}
