@@ -94,6 +94,8 @@ func (d *scriptDecoder) add(r genRequest) (int, error) {
 	return id, nil
 }
 
+func (d *scriptDecoder) close() {}
+
 func (d *scriptDecoder) len() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -166,6 +166,9 @@ type turnDecoder interface {
 	add(r genRequest) (int, error)
 	len() int
 	step(ctx context.Context) (map[int]turn, error)
+	// close gives the decoder's backend memory back (the batch's scratch);
+	// the decoder is not used after it.
+	close()
 }
 
 // decoder is the model's turnDecoder: each step decodes one token of every
@@ -191,6 +194,9 @@ func (d *decoder) add(r genRequest) (int, error) {
 
 // len is the number of requests queued or running.
 func (d *decoder) len() int { return d.b.Len() }
+
+// close releases the batch's backend buffers (model.Batch.Release).
+func (d *decoder) close() { d.b.Release() }
 
 // step decodes one token of every running request and returns the turns
 // that finished, by id.

@@ -132,6 +132,7 @@ func (e *engine) play(ctx context.Context, rows []env.Row, groups []int, smp sam
 	}
 
 	dec := e.decoder(smp, e.stop)
+	defer dec.close()
 	byID := map[int]*live{}
 	pending := n
 	var fatal error
