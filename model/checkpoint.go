@@ -1,6 +1,10 @@
 package model
 
-import "github.com/x/kernels"
+import (
+	"fmt"
+
+	"github.com/x/kernels"
+)
 
 // Activation storage for the training pass. Without checkpointing every
 // layer keeps its layerActs from Forward to Backward; with checkpointing
@@ -9,62 +13,64 @@ import "github.com/x/kernels"
 // same ops on the same inputs in the same order, so gradients are
 // bit-identical.
 
-// layerActs is what one layer's backward needs from its forward.
+// layerActs is what one layer's backward needs from its forward, in the
+// backend's memory: b holds views of t tokens (the shared layerForward's
+// layerBufs: xn = input_layernorm(x), q/k/v the projections before the
+// q/k norms, qr/kr after the norms and RoPE, att the attention output,
+// lse its log-sum-exp [T, H], h = x + o_proj(att), hn its norm, g/u the
+// gate and up projections, act = silu(g)·u, lora[j] the scaled x·Aᵀ
+// [T, R] of adapted projection j); mem holds the allocations behind them
+// (Backend.Alloc, grown by fit).
 type layerActs struct {
-	xn   []float32    // [T, C] input_layernorm(x)
-	q    []float32    // [T, H·D] q_proj output, before q_norm
-	k    []float32    // [T, KVH·D] k_proj output, before k_norm
-	v    []float32    // [T, KVH·D]
-	qr   []float32    // [T, H·D] q after q_norm and RoPE
-	kr   []float32    // [T, KVH·D] k after k_norm and RoPE
-	att  []float32    // [T, H·D] attention output
-	lse  []float32    // [T, H] attention log-sum-exp
-	h    []float32    // [T, C] x + o_proj(att)
-	hn   []float32    // [T, C] post_attention_layernorm(h)
-	g    []float32    // [T, F] gate_proj
-	u    []float32    // [T, F] up_proj
-	act  []float32    // [T, F] silu(g)·u
-	lora [7][]float32 // [T, R] scaling·x·Aᵀ of each adapted projection
+	b   layerBufs
+	mem [13 + 7]kernels.Buffer
 }
 
-// bufs sizes a's adapter buffers for t tokens of layer l of m and returns
-// a's slices as host Buffers, for the shared layerForward.
-func (a *layerActs) bufs(m *Model, l, t int) layerBufs {
+// fit sizes a's activations for t tokens of m (the adapters' x·Aᵀ are
+// sized per layer by fitLoRA).
+func (a *layerActs) fit(be kernels.Backend, m *Model, t int) error {
+	c := m.Config
+	C, QD, KVD, F, H := c.HiddenSize, c.QDim(), c.KVDim(), c.IntermediateSize, c.NumHeads
+	b := &a.b
+	views := [13]*kernels.Buffer{&b.xn, &b.q, &b.k, &b.v, &b.qr, &b.kr, &b.att, &b.lse, &b.h, &b.hn, &b.g, &b.u, &b.act}
+	sizes := [13]int{C, QD, KVD, KVD, QD, KVD, QD, H, C, C, F, F, F}
+	for i, v := range views {
+		buf, err := fit(be, &a.mem[i], kernels.F32, t*sizes[i])
+		if err != nil {
+			return fmt.Errorf("train: activations: %w", err)
+		}
+		*v = buf
+	}
+	return nil
+}
+
+// fitLoRA sizes a's x·Aᵀ buffers for t tokens of layer l of m.
+func (a *layerActs) fitLoRA(be kernels.Backend, m *Model, l, t int) error {
 	for j, nl := range m.Layers[l].Linears() {
+		a.b.lora[j] = kernels.Buffer{}
 		if r := nl.Linear.LoRA; r != nil {
-			a.lora[j] = grow(a.lora[j], t*r.R)
+			buf, err := fit(be, &a.mem[13+j], kernels.F32, t*r.R)
+			if err != nil {
+				return fmt.Errorf("train: adapter activations: %w", err)
+			}
+			a.b.lora[j] = buf
 		}
 	}
-	b := layerBufs{xn: kernels.HostF32(a.xn), q: kernels.HostF32(a.q), k: kernels.HostF32(a.k), v: kernels.HostF32(a.v),
-		qr: kernels.HostF32(a.qr), kr: kernels.HostF32(a.kr), att: kernels.HostF32(a.att), lse: kernels.HostF32(a.lse),
-		h: kernels.HostF32(a.h), hn: kernels.HostF32(a.hn), g: kernels.HostF32(a.g), u: kernels.HostF32(a.u), act: kernels.HostF32(a.act)}
-	for j, u := range a.lora {
-		b.lora[j] = kernels.HostF32(u)
+	return nil
+}
+
+// release gives a's allocations back to be.
+func (a *layerActs) release(be kernels.Backend) {
+	for i := range a.mem {
+		free(be, &a.mem[i])
 	}
-	return b
+	a.b = layerBufs{}
 }
 
-// fitActs sizes a for t tokens of m.
-func fitActs(a *layerActs, m *Model, t int) {
-	c := m.Config
-	a.xn = grow(a.xn, t*c.HiddenSize)
-	a.q = grow(a.q, t*c.QDim())
-	a.k = grow(a.k, t*c.KVDim())
-	a.v = grow(a.v, t*c.KVDim())
-	a.qr = grow(a.qr, t*c.QDim())
-	a.kr = grow(a.kr, t*c.KVDim())
-	a.att = grow(a.att, t*c.QDim())
-	a.lse = grow(a.lse, t*c.NumHeads)
-	a.h = grow(a.h, t*c.HiddenSize)
-	a.hn = grow(a.hn, t*c.HiddenSize)
-	a.g = grow(a.g, t*c.IntermediateSize)
-	a.u = grow(a.u, t*c.IntermediateSize)
-	a.act = grow(a.act, t*c.IntermediateSize)
-}
-
-// layoutActs lays out st's activation buffers for a pass: keep says whether a
-// backward will follow, checkpoint whether layers are recomputed.
-func layoutActs(st *passState, m *Model, keep, checkpoint bool) {
+// layoutActs lays out st's activation buffers for a pass in be's memory:
+// keep says whether a backward will follow, checkpoint whether layers are
+// recomputed.
+func layoutActs(be kernels.Backend, st *passState, m *Model, keep, checkpoint bool) error {
 	c := m.Config
 	n := st.t * c.HiddenSize
 	nx, na := 2, 1 // inference: ping-pong inputs, one scratch layer
@@ -74,22 +80,38 @@ func layoutActs(st *passState, m *Model, keep, checkpoint bool) {
 			na = c.NumLayers
 		}
 	}
+	// Buffers beyond what this pass uses are given back, so a pass
+	// without keep does not hold a previous pass's layers.
+	for i := nx; i < len(st.xmem); i++ {
+		free(be, &st.xmem[i])
+	}
+	st.xmem = grow(st.xmem, nx)
 	st.xs = grow(st.xs, nx)
 	for i := range st.xs {
-		st.xs[i] = grow(st.xs[i], n)
+		buf, err := fit(be, &st.xmem[i], kernels.F32, n)
+		if err != nil {
+			return fmt.Errorf("train: layer inputs: %w", err)
+		}
+		st.xs[i] = buf
+	}
+	for i := na; i < len(st.acts); i++ {
+		st.acts[i].release(be)
 	}
 	if len(st.acts) < na {
 		st.acts = append(st.acts, make([]layerActs, na-len(st.acts))...)
 	}
 	st.acts = st.acts[:na]
 	for i := range st.acts {
-		fitActs(&st.acts[i], m, st.t)
+		if err := st.acts[i].fit(be, m, st.t); err != nil {
+			return err
+		}
 	}
 	st.checkpoint = keep && checkpoint
+	return nil
 }
 
 // layerIO returns the input buffer of layer l and where its output goes.
-func (st *passState) layerIO(l int) (in, out []float32) {
+func (st *passState) layerIO(l int) (in, out kernels.Buffer) {
 	if len(st.xs) == 2 {
 		return st.xs[l%2], st.xs[(l+1)%2]
 	}
@@ -105,7 +127,7 @@ func (st *passState) actsOf(l int) *layerActs {
 }
 
 // finalX is the residual stream after the last layer.
-func (st *passState) finalX(layers int) []float32 {
+func (st *passState) finalX(layers int) kernels.Buffer {
 	if len(st.xs) == 2 {
 		return st.xs[layers%2]
 	}
@@ -114,22 +136,34 @@ func (st *passState) finalX(layers int) []float32 {
 
 // ActivationBytes is the memory the Trainable holds for activations and
 // their gradients, in bytes (the buffers of the largest batch so far; they
-// are reused across passes).
+// are reused across passes until Release).
 func (tr *Trainable) ActivationBytes() int64 {
 	st := &tr.st
 	n := 0
-	add := func(bs ...[]float32) {
+	add := func(bs ...kernels.Buffer) {
 		for _, b := range bs {
-			n += cap(b)
+			n += b.Len()
 		}
 	}
-	add(st.xs...)
+	add(st.xmem...)
 	for i := range st.acts {
-		a := &st.acts[i]
-		add(a.xn, a.q, a.k, a.v, a.qr, a.kr, a.att, a.lse, a.h, a.hn, a.g, a.u, a.act)
-		add(a.lora[:]...)
+		add(st.acts[i].mem[:]...)
 	}
-	g := &st.grads
-	add(st.xf, st.dxf, st.cx, st.logits, st.dcx, g.dx, g.dh, g.dxn, g.dhn, g.dact, g.dg, g.du, g.datt, g.dq, g.dqp, g.dk, g.dv, g.dkp, g.dlora)
+	add(st.xfMem, st.dxfMem, st.cxMem, st.logitsMem, st.dcxMem)
+	add(st.grads.mem[:]...)
 	return int64(n) * 4
+}
+
+// release gives every Buffer of st back to be.
+func (st *passState) release(be kernels.Backend) {
+	for i := range st.xmem {
+		free(be, &st.xmem[i])
+	}
+	st.xmem, st.xs = st.xmem[:0], st.xs[:0]
+	for i := range st.acts {
+		st.acts[i].release(be)
+	}
+	st.acts = st.acts[:0]
+	free(be, &st.xfMem, &st.dxfMem, &st.cxMem, &st.logitsMem, &st.dcxMem, &st.ipos, &st.zeros)
+	st.grads.release(be)
 }

@@ -14,8 +14,8 @@ import (
 // and V (see attender).
 
 // layerBufs is one layer's activations as the Buffers the ops read and
-// write: the fields of layerActs, in backend memory (the Runner's) or
-// wrapping training's host slices (see layerActs.bufs).
+// write, in backend memory (Backend.Alloc): the Runner's aliased scratch,
+// or a training layer's kept activations (layerActs).
 type layerBufs struct {
 	xn, q, k, v, qr, kr, att, lse, h, hn, g, u, act kernels.Buffer
 	lora                                            [7]kernels.Buffer // [T, R] of each adapted projection

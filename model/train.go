@@ -83,8 +83,9 @@ type Trainable struct {
 	dEmbed []float32    // [V, C] (Full)
 	dHead  []float32    // [V, C] untied lm_head (Full)
 
-	lmHeadT kernels.Mat    // [C, V] lm_head transposed (LoRA mode), see headT
-	bT      [][7][]float32 // [L][proj] adapters' Bᵀ [R, Out], see refreshBT
+	lmHeadT kernels.Mat         // [C, V] lm_head transposed (LoRA mode), see headT
+	bT      [][7]kernels.Buffer // [L][proj] adapters' Bᵀ [R, Out] (Backend.Alloc), see refreshBT
+	bTLen   [][7]int            // [L][proj] elements of bT in use
 
 	ref *Model // frozen bf16 reference policy (Full mode with Reference)
 
@@ -127,7 +128,7 @@ func NewTrainable(m *Model, opts TrainOptions) (*Trainable, error) {
 	if m.Backend == nil {
 		return nil, errors.New("train: model has no backend")
 	}
-	tr := &Trainable{m: m, be: m.Backend, opts: opts, lin: make([][7]linGrad, len(m.Layers)), bT: make([][7][]float32, len(m.Layers))}
+	tr := &Trainable{m: m, be: m.Backend, opts: opts, lin: make([][7]linGrad, len(m.Layers)), bT: make([][7]kernels.Buffer, len(m.Layers)), bTLen: make([][7]int, len(m.Layers))}
 	if opts.Full {
 		if err := tr.initFull(); err != nil {
 			return nil, err
@@ -219,6 +220,27 @@ func (tr *Trainable) initFull() error {
 	tr.dNorm = norm("model.norm.weight", &m.Norm)
 	m.DType = kernels.F32
 	return nil
+}
+
+// Release gives the Trainable's backend scratch back (Backend.Free): the
+// activations and their gradients of both passes, the logits chunk, the
+// adapters' Bᵀ and lm_head's transposed copy. A later pass allocates them
+// again; a pending Forward is dropped. The parameters stay.
+func (tr *Trainable) Release() {
+	be := tr.be
+	tr.st.release(be)
+	tr.inf.release(be)
+	for li := range tr.bT {
+		for j := range tr.bT[li] {
+			free(be, &tr.bT[li][j])
+			tr.bTLen[li][j] = 0
+		}
+	}
+	if tr.lmHeadT.Rows > 0 {
+		free(be, &tr.lmHeadT.Data)
+		tr.lmHeadT = kernels.Mat{}
+	}
+	tr.pending = false
 }
 
 // Params are the trainable tensors with their gradients, in a fixed order

@@ -21,22 +21,30 @@ type passState struct {
 
 	logp, ent [][]float32 // [B][scored]
 
-	xs         [][]float32 // layer inputs (see storage)
+	// In the backend's memory (Backend.Alloc, grown by fit, reused
+	// across passes until Trainable.Release): *Mem fields are the
+	// allocations, the others views of this pass's size.
+	xmem, xs   []kernels.Buffer // layer inputs [T, C] (see layoutActs)
 	acts       []layerActs
 	checkpoint bool
-	xf         []float32 // [T, C] model.norm(x_L)
-	dxf        []float32 // [T, C] gradient of xf
+	xfMem      kernels.Buffer
+	xf         kernels.Buffer // [T, C] model.norm(x_L)
+	dxfMem     kernels.Buffer
+	dxf        kernels.Buffer // [T, C] gradient of xf
 	grads      gradBufs
+	ipos       kernels.Buffer // [2T] ids then positions, uploaded once per pass
+	hostIP     []int32
+	zeros      kernels.Buffer // zeroed, never written: clears scratch by Copy
 	attn       []kernels.AttentionSeq
 	attnGrad   []kernels.AttentionGradSeq
-	lbufs      layerBufs // the layer in progress's acts as Buffers
 
-	// logits chunk: [K, C] gathered rows, [K, V] logits, per-row values
-	cx, logits, dcx []float32
-	tgt             []int32
-	gidx            []int32 // [K] the chunk's rows of xf
-	lp, en, dlp     []float32
-	den             []float32 // d loss / d entropy of the chunk's rows
+	// logits chunk: [K, C] gathered rows, [K, V] logits, [K, C] their
+	// gradient (backend memory), and per-row values (host)
+	cxMem, logitsMem, dcxMem kernels.Buffer
+	tgt                      []int32
+	gidx                     []int32 // [K] the chunk's rows of xf
+	lp, en, dlp              []float32
+	den                      []float32 // d loss / d entropy of the chunk's rows
 }
 
 // scoredRow is one scored token: the row whose logits predict it.
@@ -92,35 +100,86 @@ func (tr *Trainable) prepare(st *passState, seqs []TrainSeq) error {
 func (tr *Trainable) forward(ctx context.Context, st *passState, adapters, keep bool) error {
 	m := tr.m
 	c := m.Config
-	layoutActs(st, m, keep, tr.opts.Checkpoint)
+	if err := layoutActs(tr.be, st, m, keep, tr.opts.Checkpoint); err != nil {
+		return err
+	}
 	if adapters {
-		tr.refreshBT()
+		if err := tr.refreshBT(); err != nil {
+			return err
+		}
+	}
+	if err := st.uploadIDs(tr.be); err != nil {
+		return err
 	}
 	x0, _ := st.layerIO(0)
-	tr.be.Embedding(kernels.HostF32(x0), m.Embed, kernels.HostI32(st.ids))
+	tr.be.Embedding(x0, m.devMat(m.Embed), st.idsBuf())
 	for l := range m.Layers {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("train forward: %w", err)
 		}
 		in, out := st.layerIO(l)
-		tr.layerForward(st, l, in, st.actsOf(l), out, adapters)
+		if err := tr.layerForward(st, l, in, st.actsOf(l), out, adapters); err != nil {
+			return err
+		}
 	}
-	st.xf = grow(st.xf, st.t*c.HiddenSize)
-	tr.be.RMSNorm(kernels.HostF32(st.xf), kernels.HostF32(st.finalX(len(m.Layers))), kernels.HostF32(m.Norm), st.t, c.HiddenSize, c.RMSNormEps)
+	xf, err := fit(tr.be, &st.xfMem, kernels.F32, st.t*c.HiddenSize)
+	if err != nil {
+		return fmt.Errorf("train forward: %w", err)
+	}
+	st.xf = xf
+	tr.be.RMSNorm(st.xf, st.finalX(len(m.Layers)), m.devVec(m.Norm), st.t, c.HiddenSize, c.RMSNormEps)
 	return nil
+}
+
+// uploadIDs puts the pass's token ids and positions into st.ipos in one
+// Upload.
+func (st *passState) uploadIDs(be kernels.Backend) error {
+	ip, err := fit(be, &st.ipos, kernels.I32, 2*st.t)
+	if err != nil {
+		return fmt.Errorf("train: ids: %w", err)
+	}
+	st.hostIP = append(append(st.hostIP[:0], st.ids...), st.pos...)
+	if err := be.Upload(ip, kernels.HostI32(st.hostIP)); err != nil {
+		return fmt.Errorf("train: uploading ids: %w", err)
+	}
+	return nil
+}
+
+// idsBuf and posBuf are the pass's token ids and positions (I32 [T]) in
+// the backend's memory.
+func (st *passState) idsBuf() kernels.Buffer { return st.ipos.Slice(0, st.t) }
+func (st *passState) posBuf() kernels.Buffer { return st.ipos.Slice(st.t, 2*st.t) }
+
+// fitZeros sizes st.zeros, an allocation never written (Alloc zeroes
+// it), to at least n elements, for clear.
+func (st *passState) fitZeros(be kernels.Backend, n int) error {
+	if _, err := fit(be, &st.zeros, kernels.F32, n); err != nil {
+		return fmt.Errorf("train: zeroing scratch: %w", err)
+	}
+	return nil
+}
+
+// clear zeroes b by copying from st.zeros (sized by fitZeros), so no host
+// memory crosses.
+func (st *passState) clear(be kernels.Backend, b kernels.Buffer) {
+	be.Copy(b, st.zeros.Slice(0, b.Len()))
 }
 
 // layerForward runs the shared decoder layer (see layerForward in
 // layer.go) on st's batch, with the adapters' Bᵀ and attention over each
 // sequence's own keys and values.
-// Training's activations are host slices, passed as host Buffers.
-func (tr *Trainable) layerForward(st *passState, l int, x []float32, a *layerActs, out []float32, adapters bool) {
+func (tr *Trainable) layerForward(st *passState, l int, x kernels.Buffer, a *layerActs, out kernels.Buffer, adapters bool) error {
 	var bT [7]kernels.Buffer
-	for j, t := range tr.bT[l] {
-		bT[j] = kernels.HostF32(t)
+	for j := range tr.bT[l] {
+		if n := tr.bTLen[l][j]; n > 0 {
+			bT[j] = tr.bT[l][j].Slice(0, n)
+		}
 	}
-	st.lbufs = a.bufs(tr.m, l, st.t)
-	layerForward(tr.be, tr.m, l, kernels.HostF32(x), kernels.HostF32(out), kernels.HostI32(st.pos), st.t, &st.lbufs, adapters, &bT, st)
+	if err := a.fitLoRA(tr.be, tr.m, l, st.t); err != nil {
+		return err
+	}
+	layerForward(tr.be, tr.m, l, x, out, st.posBuf(), st.t, &a.b, adapters, &bT, st)
+	return nil
 }
 
 // attend is training's attention batch: each sequence attends to its own
@@ -154,15 +213,30 @@ func (tr *Trainable) logits(ctx context.Context, st *passState, grad chunkGrad) 
 	m, be := tr.m, tr.be
 	c, v := m.Config.HiddenSize, m.Config.VocabSize
 	k := min(tr.opts.LogitsChunk, max(1, len(st.rows)))
-	st.cx = grow(st.cx, k*c)
-	st.logits = grow(st.logits, k*v)
+	cxAll, err := fit(be, &st.cxMem, kernels.F32, k*c)
+	if err != nil {
+		return fmt.Errorf("train logits: %w", err)
+	}
+	lgAll, err := fit(be, &st.logitsMem, kernels.F32, k*v)
+	if err != nil {
+		return fmt.Errorf("train logits: %w", err)
+	}
 	st.tgt = st.tgt[:0]
 	st.lp, st.en, st.dlp, st.den = grow(st.lp, k), grow(st.en, k), grow(st.dlp, k), grow(st.den, k)
+	var dcxAll kernels.Buffer
 	if grad != nil {
-		st.dcx = grow(st.dcx, k*c)
-		st.dxf = grow(st.dxf, st.t*c)
-		clear(st.dxf)
+		if dcxAll, err = fit(be, &st.dcxMem, kernels.F32, k*c); err != nil {
+			return fmt.Errorf("train logits: %w", err)
+		}
+		if st.dxf, err = fit(be, &st.dxfMem, kernels.F32, st.t*c); err != nil {
+			return fmt.Errorf("train logits: %w", err)
+		}
+		if err := st.fitZeros(be, st.t*c); err != nil {
+			return err
+		}
+		st.clear(be, st.dxf)
 	}
+	head := m.devMat(m.LMHead)
 	invT := 1 / tr.opts.Temperature
 	for r0 := 0; r0 < len(st.rows); r0 += k {
 		if err := ctx.Err(); err != nil {
@@ -175,41 +249,47 @@ func (tr *Trainable) logits(ctx context.Context, st *passState, grad chunkGrad) 
 			st.gidx = append(st.gidx, r.row)
 			st.tgt = append(st.tgt, r.tgt)
 		}
-		cx, lg := st.cx[:n*c], st.logits[:n*v]
-		be.GatherRows(kernels.HostF32(cx), kernels.HostF32(st.xf[:st.t*c]), kernels.HostI32(st.gidx), c)
-		be.MatMul(kernels.HostF32(lg), kernels.HostF32(cx), m.LMHead, n, false)
+		cx, lg := cxAll.Slice(0, n*c), lgAll.Slice(0, n*v)
+		gidx, tgt := kernels.HostI32(st.gidx), kernels.HostI32(st.tgt)
+		be.GatherRows(cx, st.xf, gidx, c)
+		be.MatMul(lg, cx, head, n, false)
 		if invT != 1 {
-			be.Scale(kernels.HostF32(lg), invT)
+			be.Scale(lg, invT)
 		}
-		be.LogSoftmaxGather(kernels.HostF32(st.lp[:n]), kernels.HostF32(st.en[:n]), kernels.HostF32(lg), kernels.HostI32(st.tgt), n, v)
+		be.LogSoftmaxGather(kernels.HostF32(st.lp[:n]), kernels.HostF32(st.en[:n]), lg, tgt, n, v)
 		for j, r := range rows {
 			st.logp[r.seq][r.i], st.ent[r.seq][r.i] = st.lp[j], st.en[j]
 		}
 		if grad == nil {
 			continue
 		}
-		var dent []float32
+		var dent kernels.Buffer
 		if grad(r0, st.dlp[:n], st.den[:n]) {
-			dent = st.den[:n]
+			dent = kernels.HostF32(st.den[:n])
 		}
-		be.LogSoftmaxGatherBackward(kernels.HostF32(lg), kernels.HostF32(lg), kernels.HostI32(st.tgt), kernels.HostF32(st.dlp[:n]), kernels.HostF32(dent), n, v)
+		be.LogSoftmaxGatherBackward(lg, lg, tgt, kernels.HostF32(st.dlp[:n]), dent, n, v)
 		if invT != 1 {
-			be.Scale(kernels.HostF32(lg), invT)
+			be.Scale(lg, invT)
 		}
+		dcx := dcxAll.Slice(0, n*c)
 		if tr.opts.Full {
-			be.MatMulNN(kernels.HostF32(st.dcx[:n*c]), kernels.HostF32(lg), m.LMHead, n, false)
+			be.MatMulNN(dcx, lg, head, n, false)
 		} else {
-			be.MatMul(kernels.HostF32(st.dcx[:n*c]), kernels.HostF32(lg), tr.headT(), n, false)
+			ht, err := tr.headT()
+			if err != nil {
+				return err
+			}
+			be.MatMul(dcx, lg, ht, n, false)
 		}
-		for j, r := range rows {
-			be.Add(kernels.HostF32(st.dxf[int(r.row)*c:(int(r.row)+1)*c]), kernels.HostF32(st.dcx[j*c:(j+1)*c]))
-		}
+		// Each scored row appears once and dxf starts at zero, so writing
+		// the rows equals adding them.
+		be.ScatterRows(st.dxf, dcx, gidx, c)
 		if tr.opts.Full {
 			dh := tr.dHead
 			if dh == nil {
 				dh = tr.dEmbed
 			}
-			be.MatMulTN(kernels.HostF32(dh), kernels.HostF32(lg), kernels.HostF32(cx), n, v, c)
+			be.MatMulTN(kernels.HostF32(dh), lg, cx, n, v, c)
 		}
 	}
 	return nil
@@ -220,37 +300,50 @@ func (tr *Trainable) logits(ctx context.Context, st *passState, grad chunkGrad) 
 // fast as MatMul against Wᵀ as MatMulNN against W at V ≫ C (a CPU
 // backend measurement; see "Training throughput" in BENCHMARKS.md). It
 // costs one copy of lm_head, made by the backend's Transpose.
-func (tr *Trainable) headT() kernels.Mat {
+func (tr *Trainable) headT() (kernels.Mat, error) {
 	if tr.lmHeadT.Rows == 0 {
-		tr.lmHeadT = transposeMat(tr.be, tr.m.LMHead)
+		t, err := transposeMat(tr.be, tr.m.devMat(tr.m.LMHead))
+		if err != nil {
+			return kernels.Mat{}, fmt.Errorf("train: lm_head transposed: %w", err)
+		}
+		tr.lmHeadT = t
 	}
-	return tr.lmHeadT
+	return tr.lmHeadT, nil
 }
 
-// transposeMat returns wᵀ in w's storage type, transposed by be.
-func transposeMat(be kernels.Backend, w kernels.Mat) kernels.Mat {
-	t := kernels.NewHostMat(w.DType, w.Cols, w.Rows)
-	be.Transpose(t.Data, w.Data, w.Rows, w.Cols)
-	return t
+// transposeMat returns wᵀ in w's storage type, in be's memory (Alloc),
+// transposed by be.
+func transposeMat(be kernels.Backend, w kernels.Mat) (kernels.Mat, error) {
+	buf, err := be.Alloc(w.DType, w.Len())
+	if err != nil {
+		return kernels.Mat{}, err
+	}
+	be.Transpose(buf, w.Data, w.Rows, w.Cols)
+	return kernels.MatOf(buf, w.Cols, w.Rows), nil
 }
 
 // refreshBT transposes every adapter's B [Out, R] into tr.bT as Bᵀ [R, Out]
-// (the backend's Transpose):
+// (the backend's Transpose, into Backend.Alloc memory):
 // the rank-R update u·Bᵀ then runs as MatMulNN(u, Bᵀ), whose CPU kernel
 // handles the inner dimension R ≪ Out about three times faster than
 // MatMul's. B changes at every optimizer step, so this runs at the start
 // of every forward (Σ Out·R elements, a few ms at 0.6B).
-func (tr *Trainable) refreshBT() {
+func (tr *Trainable) refreshBT() error {
 	for li := range tr.m.Layers {
 		for j, nl := range tr.m.Layers[li].Linears() {
 			a := nl.Linear.LoRA
 			if a == nil {
+				tr.bTLen[li][j] = 0
 				continue
 			}
 			out := nl.Linear.Out()
-			t := grow(tr.bT[li][j], a.R*out)
-			tr.be.Transpose(kernels.HostF32(t), kernels.HostF32(a.B[:out*a.R]), out, a.R)
-			tr.bT[li][j] = t
+			t, err := fit(tr.be, &tr.bT[li][j], kernels.F32, a.R*out)
+			if err != nil {
+				return fmt.Errorf("train: adapters' Bᵀ: %w", err)
+			}
+			tr.bTLen[li][j] = a.R * out
+			tr.be.Transpose(t, kernels.HostF32(a.B[:out*a.R]), out, a.R)
 		}
 	}
+	return nil
 }

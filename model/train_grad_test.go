@@ -318,7 +318,8 @@ func TestTransposeMat(t *testing.T) {
 				defer cb.Close()
 				be = cb
 			}
-			tw := transposeMat(be, w)
+			tw, err := transposeMat(be, w)
+			require.NoError(t, err)
 			require.Equal(t, [2]int{c, r}, [2]int{tw.Rows, tw.Cols})
 			for i := range r {
 				for j := range c {
