@@ -149,7 +149,7 @@ func (tr *Trainable) ActivationBytes() int64 {
 	for i := range st.acts {
 		add(st.acts[i].mem[:]...)
 	}
-	add(st.xfMem, st.dxfMem, st.cxMem, st.logitsMem, st.dcxMem)
+	add(st.xfMem, st.dxfMem, st.cxMem, st.logitsMem, st.dcxMem, st.outMem)
 	add(st.grads.mem[:]...)
 	return int64(n) * 4
 }
@@ -164,6 +164,6 @@ func (st *passState) release(be kernels.Backend) {
 		st.acts[i].release(be)
 	}
 	st.acts = st.acts[:0]
-	free(be, &st.xfMem, &st.dxfMem, &st.cxMem, &st.logitsMem, &st.dcxMem, &st.ipos, &st.zeros)
+	free(be, &st.xfMem, &st.dxfMem, &st.cxMem, &st.logitsMem, &st.dcxMem, &st.ipos, &st.zeros, &st.outMem, &st.lossIn, &st.segMem, &st.clipMem)
 	st.grads.release(be)
 }

@@ -136,6 +136,7 @@ type lossTensors struct {
 	is                  []float32 // [N] ISRatio, nil when not given
 	seg                 []int32   // [S+1] row offsets of the sequences
 	segScratch          []int32
+	pack                []float32 // a group's per-token inputs, packed for one Upload
 	logp, ent, old, ref []float32 // [N] inputs (logp, ent filled by the forward)
 	adv, weight         []float32 // [N]
 	loss, dlogp, dent   []float32 // [N] outputs
@@ -180,33 +181,112 @@ func newLossTensors(seqs []TrainSeq, l *Loss) *lossTensors {
 	return lt
 }
 
-// in returns the inputs of rows [lo, hi); seqs, if not empty, is the range
-// of sequences those rows hold whole, for the segments.
-func (lt *lossTensors) in(lo, hi int, seqs [2]int) kernels.LossInput {
-	in := kernels.HostLossInput{LogP: lt.logp[lo:hi], Entropy: lt.ent[lo:hi], Adv: lt.adv[lo:hi], Weight: lt.weight[lo:hi]}
+// upload puts the loss inputs of a group's rows [lo, lo+R) (R =
+// len(st.rows); its sequences seqs) into the backend's memory: the
+// per-token inputs in one Upload into st.lossIn, the group's sequence
+// offsets in a second when the loss needs segments. It returns PolicyLoss's
+// inputs and outputs over the group, reading the log-probs and entropies
+// the forward writes into st.out and writing the rest of st.out.
+func (lt *lossTensors) upload(be kernels.Backend, st *passState, lo int, seqs [2]int) (kernels.LossInput, kernels.LossOutput, error) {
+	r := len(st.rows)
+	hi := lo + r
+	in := kernels.LossInput{LogP: st.outSlot(outLogP), Entropy: st.outSlot(outEnt)}
+	out := kernels.LossOutput{Loss: st.outSlot(outLoss), DLogP: st.outSlot(outDLogP), DEntropy: st.outSlot(outDEnt),
+		Ratio: st.outSlot(outRatio), KL: st.outSlot(outKL), Phi: st.outSlot(outPhi)}
+	fail := func(what string, err error) (kernels.LossInput, kernels.LossOutput, error) {
+		return kernels.LossInput{}, kernels.LossOutput{}, fmt.Errorf("train: loss %s: %w", what, err)
+	}
+	clip, err := fit(be, &st.clipMem, kernels.U8, r)
+	if err != nil {
+		return fail("clip flags", err)
+	}
+	out.Clip = clip
+	parts := [][]float32{lt.adv[lo:hi], lt.weight[lo:hi]}
+	dst := []*kernels.Buffer{&in.Adv, &in.Weight}
 	if lt.old != nil {
-		in.OldLogP = lt.old[lo:hi]
+		parts, dst = append(parts, lt.old[lo:hi]), append(dst, &in.OldLogP)
 	}
 	if lt.ref != nil {
-		in.RefLogP = lt.ref[lo:hi]
+		parts, dst = append(parts, lt.ref[lo:hi]), append(dst, &in.RefLogP)
 	}
 	if lt.is != nil {
-		in.ISRatio = lt.is[lo:hi]
+		parts, dst = append(parts, lt.is[lo:hi]), append(dst, &in.ISRatio)
 	}
-	if seqs[1] > seqs[0] {
+	buf, err := fit(be, &st.lossIn, kernels.F32, len(parts)*r)
+	if err != nil {
+		return fail("inputs", err)
+	}
+	lt.pack = lt.pack[:0]
+	for i, p := range parts {
+		lt.pack = append(lt.pack, p...)
+		*dst[i] = buf.Slice(i*r, (i+1)*r)
+	}
+	if r > 0 {
+		if err := be.Upload(buf, kernels.HostF32(lt.pack)); err != nil {
+			return fail("uploading inputs", err)
+		}
+	}
+	if lt.p.NeedsSegments() {
 		lt.segScratch = lt.segScratch[:0]
 		for _, o := range lt.seg[seqs[0] : seqs[1]+1] {
 			lt.segScratch = append(lt.segScratch, o-int32(lo))
 		}
-		in.Seg = lt.segScratch
+		seg, err := fit(be, &st.segMem, kernels.I32, len(lt.segScratch))
+		if err != nil {
+			return fail("segments", err)
+		}
+		if err := be.Upload(seg, kernels.HostI32(lt.segScratch)); err != nil {
+			return fail("uploading segments", err)
+		}
+		in.Seg = seg
 	}
-	return in.Buffers()
+	return in, out, nil
 }
 
-// out returns the outputs of rows [lo, hi).
-func (lt *lossTensors) out(lo, hi int) kernels.LossOutput {
-	return kernels.HostLossOutput{Loss: lt.loss[lo:hi], DLogP: lt.dlogp[lo:hi], DEntropy: lt.dent[lo:hi],
-		Ratio: lt.ratio[lo:hi], KL: lt.kl[lo:hi], Clip: lt.clip[lo:hi], Phi: lt.phi[lo:hi]}.Buffers()
+// download brings a group's log-probs, entropies and loss outputs (st.out,
+// one Download) and clip flags (a second) to the host, into rows [lo,
+// lo+R) of lt.
+func (lt *lossTensors) download(be kernels.Backend, st *passState, lo int) error {
+	r := len(st.rows)
+	if r == 0 {
+		return nil
+	}
+	st.hostOut = grow(st.hostOut, outSlots*r)
+	if err := be.Download(kernels.HostF32(st.hostOut), st.out); err != nil {
+		return fmt.Errorf("train: downloading the loss: %w", err)
+	}
+	if err := be.Download(kernels.HostU8(lt.clip[lo:lo+r]), st.clipMem.Slice(0, r)); err != nil {
+		return fmt.Errorf("train: downloading the clip flags: %w", err)
+	}
+	for i, dst := range [outSlots][]float32{lt.logp, lt.ent, lt.loss, lt.dlogp, lt.dent, lt.ratio, lt.kl, lt.phi} {
+		copy(dst[lo:lo+r], st.hostOut[i*r:(i+1)*r])
+	}
+	return nil
+}
+
+// sliceLossInput is in over tokens [lo, hi) (without Seg: per-token
+// losses only).
+func sliceLossInput(in kernels.LossInput, lo, hi int) kernels.LossInput {
+	s := func(b kernels.Buffer) kernels.Buffer {
+		if b.Len() == 0 {
+			return b
+		}
+		return b.Slice(lo, hi)
+	}
+	return kernels.LossInput{LogP: s(in.LogP), Entropy: s(in.Entropy), OldLogP: s(in.OldLogP), RefLogP: s(in.RefLogP),
+		Adv: s(in.Adv), Mask: s(in.Mask), ISRatio: s(in.ISRatio), Weight: s(in.Weight)}
+}
+
+// sliceLossOutput is out over tokens [lo, hi).
+func sliceLossOutput(out kernels.LossOutput, lo, hi int) kernels.LossOutput {
+	s := func(b kernels.Buffer) kernels.Buffer {
+		if b.Len() == 0 {
+			return b
+		}
+		return b.Slice(lo, hi)
+	}
+	return kernels.LossOutput{Loss: s(out.Loss), DLogP: s(out.DLogP), DEntropy: s(out.DEntropy), Ratio: s(out.Ratio),
+		KL: s(out.KL), Clip: s(out.Clip), Phi: s(out.Phi)}
 }
 
 // result scatters the per-row values back to [seq][i] and sums the loss.

@@ -25,12 +25,26 @@ func lossTotal(t *testing.T, seqs []TrainSeq, loss Loss, logp, ent [][]float32) 
 		lt.logp[j], lt.ent[j] = logp[s][lt.rowI[j]], ent[s][lt.rowI[j]]
 	}
 	n := len(lt.rowSeq)
-	ref.Backend{}.PolicyLoss(lt.out(0, n), lt.in(0, n, [2]int{0, len(seqs)}), loss.LossParams, n)
+	ref.Backend{}.PolicyLoss(hostLossOutput(lt), hostLossInput(lt), loss.LossParams, n)
 	var sum float64
 	for _, l := range lt.loss {
 		sum += float64(l)
 	}
 	return sum
+}
+
+// hostLossInput is lt's inputs over all rows as host Buffers, with the
+// segments of all its sequences.
+func hostLossInput(lt *lossTensors) kernels.LossInput {
+	in := kernels.HostLossInput{LogP: lt.logp, Entropy: lt.ent, Adv: lt.adv, Weight: lt.weight,
+		OldLogP: lt.old, RefLogP: lt.ref, ISRatio: lt.is, Seg: lt.seg}
+	return in.Buffers()
+}
+
+// hostLossOutput is lt's outputs over all rows as host Buffers.
+func hostLossOutput(lt *lossTensors) kernels.LossOutput {
+	return kernels.HostLossOutput{Loss: lt.loss, DLogP: lt.dlogp, DEntropy: lt.dent,
+		Ratio: lt.ratio, KL: lt.kl, Clip: lt.clip, Phi: lt.phi}.Buffers()
 }
 
 // grpoLoss builds a Loss over seqs: old log-probs at base − δ (δ from

@@ -273,7 +273,7 @@ func (tr *Trainable) LogProbs(ctx context.Context, seqs []TrainSeq, adapters boo
 		if err := tr.forward(ctx, &tr.inf, adapters, false); err != nil {
 			return nil, nil, err
 		}
-		if err := tr.logits(ctx, &tr.inf, nil); err != nil {
+		if err := tr.logits(ctx, &tr.inf, nil, true); err != nil {
 			return nil, nil, err
 		}
 		logp, entropy = append(logp, tr.inf.logp...), append(entropy, tr.inf.ent...)
@@ -319,7 +319,7 @@ func (tr *Trainable) Forward(ctx context.Context, seqs []TrainSeq) (logp, entrop
 	if err := tr.forward(ctx, &tr.st, true, true); err != nil {
 		return nil, nil, err
 	}
-	if err := tr.logits(ctx, &tr.st, nil); err != nil {
+	if err := tr.logits(ctx, &tr.st, nil, true); err != nil {
 		return nil, nil, err
 	}
 	tr.pending = true
@@ -346,14 +346,21 @@ func (tr *Trainable) Backward(ctx context.Context, dlogp [][]float32) error {
 		}
 	}
 	tr.pending = false
-	grad := func(r0 int, dlp, _ []float32) bool {
-		for j := range dlp {
-			r := st.rows[r0+j]
-			dlp[j] = dlogp[r.seq][r.i]
-		}
-		return false
+	// The weights go up in one Upload, in the order of the scored rows.
+	st.hostOut = st.hostOut[:0]
+	for _, r := range st.rows {
+		st.hostOut = append(st.hostOut, dlogp[r.seq][r.i])
 	}
-	if err := tr.logits(ctx, st, grad); err != nil {
+	dl := st.outSlot(outDLogP)
+	if dl.Len() > 0 {
+		if err := tr.be.Upload(dl, kernels.HostF32(st.hostOut)); err != nil {
+			return fmt.Errorf("train: Backward: uploading weights: %w", err)
+		}
+	}
+	grad := func(r0, n int) (kernels.Buffer, kernels.Buffer) {
+		return dl.Slice(r0, r0+n), kernels.Buffer{}
+	}
+	if err := tr.logits(ctx, st, grad, false); err != nil {
 		return err
 	}
 	return tr.backward(ctx, st)
@@ -390,38 +397,40 @@ func (tr *Trainable) Accumulate(ctx context.Context, seqs []TrainSeq, loss Loss)
 			return LossResult{}, err
 		}
 		n := len(st.rows)
+		in, out, err := lt.upload(tr.be, st, base, g)
+		if err != nil {
+			return LossResult{}, err
+		}
+		dent := func(r0, k int) kernels.Buffer {
+			if loss.EntropyCoef == 0 {
+				return kernels.Buffer{}
+			}
+			return out.DEntropy.Slice(r0, r0+k)
+		}
 		if loss.NeedsSegments() {
 			// Every log-prob of the group first, then the loss over whole
 			// sequences, then the gradient with the logits recomputed.
-			if err := tr.logits(ctx, st, nil); err != nil {
+			if err := tr.logits(ctx, st, nil, false); err != nil {
 				return LossResult{}, err
 			}
-			for j, r := range st.rows {
-				lt.logp[base+j], lt.ent[base+j] = st.logp[r.seq][r.i], st.ent[r.seq][r.i]
+			tr.be.PolicyLoss(out, in, loss.LossParams, n)
+			grad := func(r0, k int) (kernels.Buffer, kernels.Buffer) {
+				return out.DLogP.Slice(r0, r0+k), dent(r0, k)
 			}
-			tr.be.PolicyLoss(lt.out(base, base+n), lt.in(base, base+n, g), loss.LossParams, n)
-			grad := func(r0 int, dlp, dent []float32) bool {
-				copy(dlp, lt.dlogp[base+r0:])
-				copy(dent, lt.dent[base+r0:])
-				return loss.EntropyCoef != 0
-			}
-			if err := tr.logits(ctx, st, grad); err != nil {
+			if err := tr.logits(ctx, st, grad, false); err != nil {
 				return LossResult{}, err
 			}
 		} else {
-			grad := func(r0 int, dlp, dent []float32) bool {
-				k := len(dlp)
-				lo, hi := base+r0, base+r0+k
-				copy(lt.logp[lo:hi], st.lp[:k])
-				copy(lt.ent[lo:hi], st.en[:k])
-				tr.be.PolicyLoss(lt.out(lo, hi), lt.in(lo, hi, [2]int{}), loss.LossParams, k)
-				copy(dlp, lt.dlogp[lo:hi])
-				copy(dent, lt.dent[lo:hi])
-				return loss.EntropyCoef != 0
+			grad := func(r0, k int) (kernels.Buffer, kernels.Buffer) {
+				tr.be.PolicyLoss(sliceLossOutput(out, r0, r0+k), sliceLossInput(in, r0, r0+k), loss.LossParams, k)
+				return out.DLogP.Slice(r0, r0+k), dent(r0, k)
 			}
-			if err := tr.logits(ctx, st, grad); err != nil {
+			if err := tr.logits(ctx, st, grad, false); err != nil {
 				return LossResult{}, err
 			}
+		}
+		if err := lt.download(tr.be, st, base); err != nil {
+			return LossResult{}, err
 		}
 		if err := tr.backward(ctx, st); err != nil {
 			return LossResult{}, err

@@ -32,19 +32,40 @@ type passState struct {
 	dxfMem     kernels.Buffer
 	dxf        kernels.Buffer // [T, C] gradient of xf
 	grads      gradBufs
-	ipos       kernels.Buffer // [2T] ids then positions, uploaded once per pass
+	ipos       kernels.Buffer // [2T+2R] ids, positions, scored rows, their targets: one Upload per pass
 	hostIP     []int32
+	out        kernels.Buffer // [8R] log-probs, entropies, then the loss outputs (see outSlot)
+	outMem     kernels.Buffer
+	hostOut    []float32
+	lossIn     kernels.Buffer // [5R] the loss's per-token inputs (see lossTensors.upload)
+	segMem     kernels.Buffer // [S+1] I32 sequence offsets of the loss
+	clipMem    kernels.Buffer // [R] U8 the loss's clip flags
 	zeros      kernels.Buffer // zeroed, never written: clears scratch by Copy
 	attn       []kernels.AttentionSeq
 	attnGrad   []kernels.AttentionGradSeq
 
 	// logits chunk: [K, C] gathered rows, [K, V] logits, [K, C] their
-	// gradient (backend memory), and per-row values (host)
+	// gradient
 	cxMem, logitsMem, dcxMem kernels.Buffer
-	tgt                      []int32
-	gidx                     []int32 // [K] the chunk's rows of xf
-	lp, en, dlp              []float32
-	den                      []float32 // d loss / d entropy of the chunk's rows
+}
+
+// Slots of passState.out, each [R], in the order of st.rows.
+const (
+	outLogP = iota
+	outEnt
+	outLoss
+	outDLogP
+	outDEnt
+	outRatio
+	outKL
+	outPhi
+	outSlots
+)
+
+// outSlot is slot i of st.out.
+func (st *passState) outSlot(i int) kernels.Buffer {
+	r := len(st.rows)
+	return st.out.Slice(i*r, (i+1)*r)
 }
 
 // scoredRow is one scored token: the row whose logits predict it.
@@ -131,16 +152,51 @@ func (tr *Trainable) forward(ctx context.Context, st *passState, adapters, keep 
 	return nil
 }
 
-// uploadIDs puts the pass's token ids and positions into st.ipos in one
-// Upload.
+// uploadIDs puts the pass's token ids and positions and the scored rows'
+// indices and targets into st.ipos in one Upload, and sizes st.out.
 func (st *passState) uploadIDs(be kernels.Backend) error {
-	ip, err := fit(be, &st.ipos, kernels.I32, 2*st.t)
+	r := len(st.rows)
+	ip, err := fit(be, &st.ipos, kernels.I32, 2*st.t+2*r)
 	if err != nil {
 		return fmt.Errorf("train: ids: %w", err)
 	}
+	if st.out, err = fit(be, &st.outMem, kernels.F32, outSlots*r); err != nil {
+		return fmt.Errorf("train: log-prob outputs: %w", err)
+	}
 	st.hostIP = append(append(st.hostIP[:0], st.ids...), st.pos...)
+	for _, row := range st.rows {
+		st.hostIP = append(st.hostIP, row.row)
+	}
+	for _, row := range st.rows {
+		st.hostIP = append(st.hostIP, row.tgt)
+	}
 	if err := be.Upload(ip, kernels.HostI32(st.hostIP)); err != nil {
 		return fmt.Errorf("train: uploading ids: %w", err)
+	}
+	return nil
+}
+
+// rowsBuf and tgtBuf are the scored rows' indices into xf and their
+// target ids (I32 [R]) in the backend's memory.
+func (st *passState) rowsBuf() kernels.Buffer { return st.ipos.Slice(2*st.t, 2*st.t+len(st.rows)) }
+func (st *passState) tgtBuf() kernels.Buffer {
+	r := len(st.rows)
+	return st.ipos.Slice(2*st.t+r, 2*st.t+2*r)
+}
+
+// downloadLogP brings the pass's log-probs and entropies to the host in
+// one Download and lays them out in st.logp and st.ent.
+func (st *passState) downloadLogP(be kernels.Backend) error {
+	r := len(st.rows)
+	if r == 0 {
+		return nil
+	}
+	st.hostOut = grow(st.hostOut, 2*r)
+	if err := be.Download(kernels.HostF32(st.hostOut), st.out.Slice(0, 2*r)); err != nil {
+		return fmt.Errorf("train: downloading log-probs: %w", err)
+	}
+	for j, row := range st.rows {
+		st.logp[row.seq][row.i], st.ent[row.seq][row.i] = st.hostOut[j], st.hostOut[r+j]
 	}
 	return nil
 }
@@ -199,17 +255,19 @@ func (st *passState) attend(_ int, a *layerBufs) []kernels.AttentionSeq {
 	return st.attn
 }
 
-// chunkGrad fills d loss / d logp (dlp) and d loss / d entropy (dent) of
-// the scored rows st.rows[r0 : r0+len(dlp)], whose log-probs and entropies
-// are st.lp and st.en, and reports whether dent is used.
-type chunkGrad func(r0 int, dlp, dent []float32) bool
+// chunkGrad returns d loss / d logp and d loss / d entropy (empty when
+// the entropy has no gradient) of the scored rows st.rows[r0 : r0+n], in
+// the backend's memory; their log-probs and entropies are already in
+// st.out's slots.
+type chunkGrad func(r0, n int) (dlp, dent kernels.Buffer)
 
 // logits computes the scored rows' log-probs and entropies chunk by chunk,
-// on logits divided by the temperature. With grad set it also turns each
-// chunk's d loss / d logp (and d loss / d entropy) into d loss / d logits
-// and accumulates st.dxf (and the lm_head gradient in Full mode) at once,
-// so no [rows, V] buffer outlives its chunk.
-func (tr *Trainable) logits(ctx context.Context, st *passState, grad chunkGrad) error {
+// on logits divided by the temperature, into st.out (and, with download,
+// st.logp and st.ent). With grad set it also turns each chunk's d loss /
+// d logp (and d loss / d entropy) into d loss / d logits and accumulates
+// st.dxf (and the lm_head gradient in Full mode) at once, so no [rows, V]
+// buffer outlives its chunk. Nothing crosses to the host per chunk.
+func (tr *Trainable) logits(ctx context.Context, st *passState, grad chunkGrad, download bool) error {
 	m, be := tr.m, tr.be
 	c, v := m.Config.HiddenSize, m.Config.VocabSize
 	k := min(tr.opts.LogitsChunk, max(1, len(st.rows)))
@@ -221,8 +279,6 @@ func (tr *Trainable) logits(ctx context.Context, st *passState, grad chunkGrad) 
 	if err != nil {
 		return fmt.Errorf("train logits: %w", err)
 	}
-	st.tgt = st.tgt[:0]
-	st.lp, st.en, st.dlp, st.den = grow(st.lp, k), grow(st.en, k), grow(st.dlp, k), grow(st.den, k)
 	var dcxAll kernels.Buffer
 	if grad != nil {
 		if dcxAll, err = fit(be, &st.dcxMem, kernels.F32, k*c); err != nil {
@@ -238,36 +294,26 @@ func (tr *Trainable) logits(ctx context.Context, st *passState, grad chunkGrad) 
 	}
 	head := m.devMat(m.LMHead)
 	invT := 1 / tr.opts.Temperature
+	rowsAll, tgtAll, lpAll, enAll := st.rowsBuf(), st.tgtBuf(), st.outSlot(outLogP), st.outSlot(outEnt)
 	for r0 := 0; r0 < len(st.rows); r0 += k {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("train logits: %w", err)
 		}
-		rows := st.rows[r0:min(r0+k, len(st.rows))]
-		n := len(rows)
-		st.tgt, st.gidx = st.tgt[:0], st.gidx[:0]
-		for _, r := range rows {
-			st.gidx = append(st.gidx, r.row)
-			st.tgt = append(st.tgt, r.tgt)
-		}
+		r1 := min(r0+k, len(st.rows))
+		n := r1 - r0
 		cx, lg := cxAll.Slice(0, n*c), lgAll.Slice(0, n*v)
-		gidx, tgt := kernels.HostI32(st.gidx), kernels.HostI32(st.tgt)
+		gidx, tgt := rowsAll.Slice(r0, r1), tgtAll.Slice(r0, r1)
 		be.GatherRows(cx, st.xf, gidx, c)
 		be.MatMul(lg, cx, head, n, false)
 		if invT != 1 {
 			be.Scale(lg, invT)
 		}
-		be.LogSoftmaxGather(kernels.HostF32(st.lp[:n]), kernels.HostF32(st.en[:n]), lg, tgt, n, v)
-		for j, r := range rows {
-			st.logp[r.seq][r.i], st.ent[r.seq][r.i] = st.lp[j], st.en[j]
-		}
+		be.LogSoftmaxGather(lpAll.Slice(r0, r1), enAll.Slice(r0, r1), lg, tgt, n, v)
 		if grad == nil {
 			continue
 		}
-		var dent kernels.Buffer
-		if grad(r0, st.dlp[:n], st.den[:n]) {
-			dent = kernels.HostF32(st.den[:n])
-		}
-		be.LogSoftmaxGatherBackward(lg, lg, tgt, kernels.HostF32(st.dlp[:n]), dent, n, v)
+		dlp, dent := grad(r0, n)
+		be.LogSoftmaxGatherBackward(lg, lg, tgt, dlp, dent, n, v)
 		if invT != 1 {
 			be.Scale(lg, invT)
 		}
@@ -291,6 +337,9 @@ func (tr *Trainable) logits(ctx context.Context, st *passState, grad chunkGrad) 
 			}
 			be.MatMulTN(kernels.HostF32(dh), lg, cx, n, v, c)
 		}
+	}
+	if download {
+		return st.downloadLogP(be)
 	}
 	return nil
 }

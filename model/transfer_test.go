@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x/kernels"
 	"github.com/x/kernels/cpu"
 	"github.com/x/kernels/kerneltest"
 )
@@ -32,16 +33,23 @@ import (
 // targets (10); one Download of their 5 log-probs and 5 entropies. No
 // scalars, no host arguments.
 //
-// Training step (Forward, Backward, AdamW.Step) over two sequences of 5
-// and 3 tokens: its explicit crossings are one Upload of the 8 ids and
-// positions (16 elements) and the gradient norm's scalar. Its activations,
-// their gradients, the logits chunk, the adapters' Bᵀ and lm_head's
-// transposed copy are the backend's (Alloc), so the host arguments left
-// (asserted exactly, 179, so any change is seen) are what still lives on
-// the host: per chunk, the scored rows' indices and targets and the
-// log-probs, entropies and d loss / d log-prob the host loss callback
-// reads and writes; the LoRA matrices A and B and their gradients; the
-// AdamW moments. See DESIGN.md.
+// Training step over two sequences of 5 and 3 tokens scoring 5 (asserted
+// exactly). Forward, Backward, AdamW.Step: one Upload of the 8 ids and
+// positions and the 5 scored rows' indices and targets (26 elements), one
+// Download of their log-probs and entropies (10), one Upload of
+// Backward's 5 weights d loss / d log-prob, the gradient norm's scalar.
+// Accumulate (the loss on the backend, per token), AdamW.Step: the same
+// ids Upload, one Upload of the loss's per-token inputs (advantages,
+// weights, old log-probs: 15), one Download of the log-probs, entropies
+// and loss outputs (8 per token: 40) and one of the clip flags (5 U8),
+// the scalar; nothing crosses per logits chunk. Activations, their
+// gradients, the logits chunk, the loss tensors, the adapters' Bᵀ and
+// lm_head's transposed copy are the backend's (Alloc). The host arguments
+// left (asserted exactly, 168, so any change is seen) are the trainable
+// parameters, which still live on the host: the LoRA matrices A and B
+// (their forward and backward products and B's transpose), their
+// gradients (MatMulTN accumulates into them) and AdamW's parameters,
+// gradients and moments. See DESIGN.md.
 func TestTransfers(t *testing.T) {
 	be := cpu.New(2)
 	defer be.Close()
@@ -105,8 +113,30 @@ func TestTransfers(t *testing.T) {
 	assert.Positive(t, st.GradNorm)
 	explicit := c.N
 	explicit.HostArgs = 0
-	assert.Equal(t, kerneltest.Transfers{Uploads: 1, Scalars: 1, UploadElems: 16}, explicit, "one training step's explicit crossings")
-	assert.Equal(t, 179, c.N.HostArgs, "training step's host Buffer arguments (first: %v)", c.Foreign)
+	assert.Equal(t, kerneltest.Transfers{Uploads: 2, Downloads: 1, Scalars: 1, UploadElems: 31, DownloadElems: 10}, explicit,
+		"one training step's explicit crossings (Forward, Backward, AdamW.Step)")
+	assert.Equal(t, 168, c.N.HostArgs, "training step's host Buffer arguments (first: %v)", c.Foreign)
+
+	// The usual step: Accumulate evaluates the loss on the backend.
+	loss := Loss{LossParams: kernels.LossParams{Objective: kernels.ObjectiveClipped, EpsLow: 0.2, EpsHigh: 0.2}, SeqAdv: []float32{1, -1}}
+	for i := range lp {
+		w, old := make([]float32, len(lp[i])), make([]float32, len(lp[i]))
+		for j := range w {
+			w[j], old[j] = 0.2, lp[i][j]-0.1
+		}
+		loss.Weight, loss.OldLogP = append(loss.Weight, w), append(loss.OldLogP, old)
+	}
+	c.Reset()
+	res, err := tr.Accumulate(ctx, seqs, loss)
+	require.NoError(t, err)
+	require.Equal(t, 5, res.Tokens)
+	_, err = opt.Step()
+	require.NoError(t, err)
+	explicit = c.N
+	explicit.HostArgs = 0
+	assert.Equal(t, kerneltest.Transfers{Uploads: 2, Downloads: 2, Scalars: 1, UploadElems: 41, DownloadElems: 45}, explicit,
+		"one training step's explicit crossings (Accumulate, AdamW.Step)")
+	assert.Equal(t, 168, c.N.HostArgs, "training step's host Buffer arguments (first: %v)", c.Foreign)
 }
 
 // TestImportTable: Load imports every weight (one Import each; the tied
