@@ -67,8 +67,8 @@ type AdamW struct {
 	be     kernels.Backend
 	cfg    AdamWConfig
 	params []Param
-	m, v   [][]float32 // first and second moments, one per param
-	step   int         // optimizer steps taken
+	m, v   []kernels.Buffer // first and second moments, one per param, in the backend's memory (Alloc)
+	step   int              // optimizer steps taken
 }
 
 // StepStats describes one optimizer step.
@@ -94,10 +94,34 @@ func NewAdamW(be kernels.Backend, params []Param, cfg AdamWConfig) (*AdamW, erro
 			return nil, fmt.Errorf("adamw: param name %s used twice", p.Name)
 		}
 		seen[p.Name] = true
-		o.m = append(o.m, make([]float32, len(p.Data)))
-		o.v = append(o.v, make([]float32, len(p.Data)))
+	}
+	for _, p := range params {
+		m, err := be.Alloc(kernels.F32, len(p.Data))
+		if err != nil {
+			o.Release()
+			return nil, fmt.Errorf("adamw: moments of %s: %w", p.Name, err)
+		}
+		o.m = append(o.m, m)
+		v, err := be.Alloc(kernels.F32, len(p.Data))
+		if err != nil {
+			o.Release()
+			return nil, fmt.Errorf("adamw: moments of %s: %w", p.Name, err)
+		}
+		o.v = append(o.v, v)
 	}
 	return o, nil
+}
+
+// Release gives the moments' backend memory back (Backend.Free); the
+// optimizer must not be used afterwards.
+func (o *AdamW) Release() {
+	for i := range o.m {
+		free(o.be, &o.m[i])
+	}
+	for i := range o.v {
+		free(o.be, &o.v[i])
+	}
+	o.m, o.v = nil, nil
 }
 
 // Steps is the number of optimizer steps taken.
@@ -130,7 +154,7 @@ func (o *AdamW) Step() (StepStats, error) {
 		if p.Decay {
 			hp.WeightDecay = o.cfg.WeightDecay
 		}
-		o.be.AdamW(kernels.HostF32(p.Data), kernels.HostF32(p.Grad), kernels.HostF32(o.m[i]), kernels.HostF32(o.v[i]), hp, o.step)
+		o.be.AdamW(kernels.HostF32(p.Data), kernels.HostF32(p.Grad), o.m[i], o.v[i], hp, o.step)
 	}
 	return st, nil
 }

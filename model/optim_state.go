@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/x/kernels"
 )
 
 // Optimizer state files are safetensors: "<param>.exp_avg" and
@@ -24,9 +26,14 @@ const (
 func (o *AdamW) SaveState(path string) error {
 	ts := make([]Tensor, 0, 2*len(o.params))
 	for i, p := range o.params {
-		ts = append(ts,
-			F32Tensor(p.Name+stateMomentM, o.m[i], len(o.m[i])),
-			F32Tensor(p.Name+stateMomentV, o.v[i], len(o.v[i])))
+		m, v := make([]float32, o.m[i].Len()), make([]float32, o.v[i].Len())
+		if err := o.be.Download(kernels.HostF32(m), o.m[i]); err != nil {
+			return fmt.Errorf("save optimizer state: downloading %s: %w", p.Name+stateMomentM, err)
+		}
+		if err := o.be.Download(kernels.HostF32(v), o.v[i]); err != nil {
+			return fmt.Errorf("save optimizer state: downloading %s: %w", p.Name+stateMomentV, err)
+		}
+		ts = append(ts, F32Tensor(p.Name+stateMomentM, m, len(m)), F32Tensor(p.Name+stateMomentV, v, len(v)))
 	}
 	meta := map[string]string{"format": "pt", "optimizer": stateKind, "step": strconv.Itoa(o.step)}
 	if err := WriteSafetensors(path, ts, meta); err != nil {
@@ -76,9 +83,13 @@ func (o *AdamW) readState(f *SafetensorsFile) error {
 			return fmt.Errorf("tensor %s: no such optimizer param (saved for a different model or adapter?)", strings.TrimSuffix(strings.TrimSuffix(t.Name, stateMomentV), stateMomentM))
 		}
 	}
-	for i := range o.params {
-		copy(o.m[i], m[i])
-		copy(o.v[i], v[i])
+	for i, p := range o.params {
+		if err := o.be.Upload(o.m[i], kernels.HostF32(m[i])); err != nil {
+			return fmt.Errorf("uploading %s: %w", p.Name+stateMomentM, err)
+		}
+		if err := o.be.Upload(o.v[i], kernels.HostF32(v[i])); err != nil {
+			return fmt.Errorf("uploading %s: %w", p.Name+stateMomentV, err)
+		}
 	}
 	o.step = step
 	return nil

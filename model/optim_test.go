@@ -143,9 +143,20 @@ func TestResumeIsBitExact(t *testing.T) {
 			assert.Equal(t, p.Name, trC.Params()[i].Name)
 			assert.Equal(t, p.Data, trC.Params()[i].Data, "full=%v %s", full, p.Name)
 		}
-		assert.Equal(t, oA.m, oC.m)
-		assert.Equal(t, oA.v, oC.v)
+		assert.Equal(t, downloadAll(t, oA.be, oA.m), downloadAll(t, oC.be, oC.m))
+		assert.Equal(t, downloadAll(t, oA.be, oA.v), downloadAll(t, oC.be, oC.v))
 	}
+}
+
+// downloadAll copies each of bufs (F32, backend memory) to the host.
+func downloadAll(t *testing.T, be kernels.Backend, bufs []kernels.Buffer) [][]float32 {
+	t.Helper()
+	out := make([][]float32, len(bufs))
+	for i, b := range bufs {
+		out[i] = make([]float32, b.Len())
+		require.NoError(t, be.Download(kernels.HostF32(out[i]), b))
+	}
+	return out
 }
 
 // TestLoadStateRejectsMismatch: a state saved for other params is refused
