@@ -34,8 +34,8 @@ func trainedWeights(t *testing.T, dir string, lora *model.LoRAConfig, gradSeed f
 	require.NoError(t, err)
 	for range 2 {
 		for _, p := range tr.Params() {
-			for i := range p.Grad {
-				p.Grad[i] = float32(math.Sin(float64(gradSeed) + float64(i)))
+			for i := range p.Grad.Len() {
+				p.Grad.F32()[i] = float32(math.Sin(float64(gradSeed) + float64(i)))
 			}
 		}
 		_, err := opt.Step()
@@ -87,8 +87,8 @@ func TestCheckpointRoundTrip(t *testing.T) {
 			// The optimizer state too: one more identical step stays identical.
 			for _, w := range []CheckpointWeights{src, dst} {
 				for _, p := range w.Params {
-					for i := range p.Grad {
-						p.Grad[i] = float32(math.Cos(float64(i)))
+					for i := range p.Grad.Len() {
+						p.Grad.F32()[i] = float32(math.Cos(float64(i)))
 					}
 				}
 				_, err := w.Optimizer.Step()

@@ -106,7 +106,7 @@ func TestPolicyLossBackendAgrees(t *testing.T) {
 				require.NoError(t, err)
 				g := make([][]float32, len(pol.params()))
 				for i, p := range pol.params() {
-					g[i] = append([]float32(nil), p.Grad...)
+					g[i] = append([]float32(nil), p.Grad.F32()...)
 				}
 				pol.zeroGrad()
 				return out.Loss, g

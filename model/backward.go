@@ -76,17 +76,17 @@ func (tr *Trainable) backward(ctx context.Context, st *passState) error {
 		}
 		tr.layerBackward(st, l, x, a)
 	}
-	if tr.dEmbed != nil {
-		be.EmbeddingBackward(kernels.HostF32(tr.dEmbed), g.dx, st.idsBuf(), c.HiddenSize)
+	if tr.dEmbed.Len() > 0 {
+		be.EmbeddingBackward(tr.dEmbed, g.dx, st.idsBuf(), c.HiddenSize)
 	}
 	return nil
 }
 
-// normGrad returns the parameter gradient to accumulate into (a host
-// Buffer), or scratch cleared when the norm is frozen.
-func (tr *Trainable) normGrad(st *passState, dw []float32, scratch kernels.Buffer) kernels.Buffer {
-	if dw != nil {
-		return kernels.HostF32(dw)
+// normGrad returns the parameter gradient to accumulate into, or scratch
+// cleared when the norm is frozen.
+func (tr *Trainable) normGrad(st *passState, dw, scratch kernels.Buffer) kernels.Buffer {
+	if dw.Len() > 0 {
+		return dw
 	}
 	st.clear(tr.be, scratch)
 	return scratch
@@ -146,21 +146,21 @@ func (tr *Trainable) layerBackward(st *passState, l int, x kernels.Buffer, acts 
 func (tr *Trainable) linBackward(st *passState, lin *Linear, lg *linGrad, dx, dy, x, u kernels.Buffer, accumulate bool) {
 	be, m := tr.be, st.t
 	be.MatMulNN(dx, dy, tr.m.devMat(lin.W), m, accumulate)
-	if lg.dW != nil {
-		be.MatMulTN(kernels.HostF32(lg.dW), dy, x, m, lin.Out(), lin.In())
+	if lg.dW.Len() > 0 {
+		be.MatMulTN(lg.dW, dy, x, m, lin.Out(), lin.In())
 	}
 	a := lin.LoRA
 	if a == nil {
 		return
 	}
-	if lg.dB != nil {
-		be.MatMulTN(kernels.HostF32(lg.dB), dy, u, m, lin.Out(), a.R)
+	if lg.dB.Len() > 0 {
+		be.MatMulTN(lg.dB, dy, u, m, lin.Out(), a.R)
 	}
 	du := st.grads.dlora.Slice(0, m*a.R)
 	be.MatMulNN(du, dy, kernels.MatF32(a.B, lin.Out(), a.R), m, false)
 	be.Scale(du, a.Scaling)
-	if lg.dA != nil {
-		be.MatMulTN(kernels.HostF32(lg.dA), du, x, m, a.R, lin.In())
+	if lg.dA.Len() > 0 {
+		be.MatMulTN(lg.dA, du, x, m, a.R, lin.In())
 	}
 	be.MatMulNN(dx, du, kernels.MatF32(a.A, a.R, lin.In()), m, true)
 }

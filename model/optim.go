@@ -12,12 +12,14 @@ import (
 // Param is one trainable tensor: its float32 master values and the
 // gradient accumulated into it. Data and Grad have the same length and are
 // owned by whoever made the Param (a Trainable); the optimizer updates Data
-// in place.
+// in place. Grad is an F32 Buffer in the backend's memory (a Trainable's
+// come from Backend.Alloc): read it with Backend.Download (on a CPU backend
+// Grad.F32() is the memory itself).
 type Param struct {
-	Name  string    // unique; PEFT or Hugging Face tensor name
-	Data  []float32 // [N] values, updated by the optimizer
-	Grad  []float32 // [N] accumulated gradient (+=)
-	Decay bool      // whether weight decay applies (false for norm weights)
+	Name  string         // unique; PEFT or Hugging Face tensor name
+	Data  []float32      // [N] values, updated by the optimizer
+	Grad  kernels.Buffer // [N] F32 accumulated gradient (+=)
+	Decay bool           // whether weight decay applies (false for norm weights)
 }
 
 // AdamWConfig holds AdamW's hyperparameters, the learning-rate schedule and
@@ -87,8 +89,8 @@ func NewAdamW(be kernels.Backend, params []Param, cfg AdamWConfig) (*AdamW, erro
 	seen := make(map[string]bool, len(params))
 	o := &AdamW{be: be, cfg: cfg, params: params}
 	for _, p := range params {
-		if len(p.Data) != len(p.Grad) {
-			return nil, fmt.Errorf("adamw: param %s has %d values but %d gradients", p.Name, len(p.Data), len(p.Grad))
+		if len(p.Data) != p.Grad.Len() || p.Grad.DType() != kernels.F32 {
+			return nil, fmt.Errorf("adamw: param %s has %d values but %d %v gradients", p.Name, len(p.Data), p.Grad.Len(), p.Grad.DType())
 		}
 		if seen[p.Name] {
 			return nil, fmt.Errorf("adamw: param name %s used twice", p.Name)
@@ -154,13 +156,14 @@ func (o *AdamW) Step() (StepStats, error) {
 		if p.Decay {
 			hp.WeightDecay = o.cfg.WeightDecay
 		}
-		o.be.AdamW(kernels.HostF32(p.Data), kernels.HostF32(p.Grad), o.m[i], o.v[i], hp, o.step)
+		o.be.AdamW(kernels.HostF32(p.Data), p.Grad, o.m[i], o.v[i], hp, o.step)
 	}
 	return st, nil
 }
 
 // GradNorm is the global L2 norm of the params' gradients, accumulated in
-// float64 (on the host, by the reference backend's SumSquares).
+// float64 (on the host, by the reference backend's SumSquares: the
+// gradients must be host memory, as a CPU backend's are).
 func GradNorm(params []Param) float64 {
 	n, _ := gradNorm(ref.Backend{}, params) // the reference never fails
 	return n
@@ -171,7 +174,7 @@ func GradNorm(params []Param) float64 {
 func gradNorm(be kernels.Backend, params []Param) (float64, error) {
 	grads := make([]kernels.Buffer, len(params))
 	for i, p := range params {
-		grads[i] = kernels.HostF32(p.Grad)
+		grads[i] = p.Grad
 	}
 	s, err := be.SumSquares(grads...)
 	if err != nil {
@@ -199,7 +202,7 @@ func scaleGradsToNorm(be kernels.Backend, params []Param, norm, maxNorm float64)
 		return false
 	}
 	for _, p := range params {
-		be.Scale(kernels.HostF32(p.Grad), float32(f))
+		be.Scale(p.Grad, float32(f))
 	}
 	return true
 }
@@ -208,6 +211,6 @@ func scaleGradsToNorm(be kernels.Backend, params []Param, norm, maxNorm float64)
 // GA micro-batches whose weights were not already divided.
 func ScaleGrads(be kernels.Backend, params []Param, s float32) {
 	for _, p := range params {
-		be.Scale(kernels.HostF32(p.Grad), s)
+		be.Scale(p.Grad, s)
 	}
 }

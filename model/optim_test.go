@@ -45,7 +45,7 @@ func TestAdamWStep(t *testing.T) {
 	n := []float32{0.5}
 	gw := []float32{3, 0}
 	gn := []float32{4}
-	params := []Param{{Name: "w", Data: w, Grad: gw, Decay: true}, {Name: "n", Data: n, Grad: gn}}
+	params := []Param{{Name: "w", Data: w, Grad: kernels.HostF32(gw), Decay: true}, {Name: "n", Data: n, Grad: kernels.HostF32(gn)}}
 	cfg := AdamWConfig{Beta1: 0.9, Beta2: 0.99, Eps: 1e-8, WeightDecay: 0.1, Schedule: Schedule{LR: 0.01}, MaxGradNorm: 1}
 	o, err := NewAdamW(ref.Backend{}, params, cfg)
 	require.NoError(t, err)
@@ -70,7 +70,7 @@ func TestAdamWStep(t *testing.T) {
 		_, err := NewAdamW(ref.Backend{}, nil, bad)
 		assert.Error(t, err, "%+v", bad)
 	}
-	_, err = NewAdamW(ref.Backend{}, []Param{{Name: "a", Data: w, Grad: gn}}, cfg)
+	_, err = NewAdamW(ref.Backend{}, []Param{{Name: "a", Data: w, Grad: kernels.HostF32(gn)}}, cfg)
 	assert.Error(t, err, "length mismatch")
 	_, err = NewAdamW(ref.Backend{}, []Param{params[0], params[0]}, cfg)
 	assert.Error(t, err, "duplicate name")
@@ -162,13 +162,13 @@ func downloadAll(t *testing.T, be kernels.Backend, bufs []kernels.Buffer) [][]fl
 // TestLoadStateRejectsMismatch: a state saved for other params is refused
 // and leaves the optimizer as it was.
 func TestLoadStateRejectsMismatch(t *testing.T) {
-	a := []Param{{Name: "x", Data: make([]float32, 3), Grad: make([]float32, 3)}}
-	b := []Param{{Name: "x", Data: make([]float32, 4), Grad: make([]float32, 4)}}
-	c := []Param{{Name: "y", Data: make([]float32, 3), Grad: make([]float32, 3)}}
+	a := []Param{{Name: "x", Data: make([]float32, 3), Grad: kernels.HostF32(make([]float32, 3))}}
+	b := []Param{{Name: "x", Data: make([]float32, 4), Grad: kernels.HostF32(make([]float32, 4))}}
+	c := []Param{{Name: "y", Data: make([]float32, 3), Grad: kernels.HostF32(make([]float32, 3))}}
 	cfg := DefaultAdamWConfig(1e-3)
 	oa, err := NewAdamW(ref.Backend{}, a, cfg)
 	require.NoError(t, err)
-	a[0].Grad[0] = 1
+	a[0].Grad.F32()[0] = 1
 	_, err = oa.Step()
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "state.safetensors")

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -77,11 +78,12 @@ type Trainable struct {
 	opts TrainOptions
 
 	params []Param
-	lin    [][7]linGrad // [L][q,k,v,o,gate,up,down]
-	norms  []normGrad   // [L]
-	dNorm  []float32    // [C] final norm (Full)
-	dEmbed []float32    // [V, C] (Full)
-	dHead  []float32    // [V, C] untied lm_head (Full)
+	lin    [][7]linGrad   // [L][q,k,v,o,gate,up,down]
+	norms  []normGrad     // [L]
+	dNorm  kernels.Buffer // [C] final norm (Full)
+	dEmbed kernels.Buffer // [V, C] (Full)
+	dHead  kernels.Buffer // [V, C] untied lm_head (Full)
+	zeros  kernels.Buffer // zeroed, never written: ZeroGrad copies from it
 
 	lmHeadT kernels.Mat         // [C, V] lm_head transposed (LoRA mode), see headT
 	bT      [][7]kernels.Buffer // [L][proj] adapters' Bᵀ [R, Out] (Backend.Alloc), see refreshBT
@@ -94,15 +96,30 @@ type Trainable struct {
 	pending bool      // a Forward awaits its Backward
 }
 
-// linGrad holds the gradients of one projection's trainable tensors.
+// linGrad holds the gradients of one projection's trainable tensors, in
+// the backend's memory (empty when not trained).
 type linGrad struct {
-	dW     []float32 // [Out, In] (Full)
-	dA, dB []float32 // LoRA
+	dW     kernels.Buffer // [Out, In] (Full)
+	dA, dB kernels.Buffer // LoRA
 }
 
 // normGrad holds the gradients of one layer's norm weights (Full).
 type normGrad struct {
-	attn, mlp, q, k []float32
+	attn, mlp, q, k kernels.Buffer
+}
+
+// zeroChunk is the length of Trainable.zeros: ZeroGrad clears gradients
+// in pieces of at most this many elements.
+const zeroChunk = 1 << 16
+
+// allocGrad returns a zeroed F32 gradient Buffer of n elements from the
+// backend, for param name.
+func (tr *Trainable) allocGrad(name string, n int) (kernels.Buffer, error) {
+	g, err := tr.be.Alloc(kernels.F32, n)
+	if err != nil {
+		return kernels.Buffer{}, fmt.Errorf("train: gradient of %s: %w", name, err)
+	}
+	return g, nil
 }
 
 // NewTrainable prepares m for training. With opts.Full every weight is
@@ -129,6 +146,11 @@ func NewTrainable(m *Model, opts TrainOptions) (*Trainable, error) {
 		return nil, errors.New("train: model has no backend")
 	}
 	tr := &Trainable{m: m, be: m.Backend, opts: opts, lin: make([][7]linGrad, len(m.Layers)), bT: make([][7]kernels.Buffer, len(m.Layers)), bTLen: make([][7]int, len(m.Layers))}
+	z, err := tr.be.Alloc(kernels.F32, zeroChunk)
+	if err != nil {
+		return nil, fmt.Errorf("train: zero buffer: %w", err)
+	}
+	tr.zeros = z
 	if opts.Full {
 		if err := tr.initFull(); err != nil {
 			return nil, err
@@ -151,10 +173,17 @@ func (tr *Trainable) initLoRA() error {
 				return fmt.Errorf("train: layer %d %s: LoRA r=%d does not fit A %d, B %d for W [%d,%d]", li, nl.Name, a.R, len(a.A), len(a.B), out, in)
 			}
 			g := &tr.lin[li][j]
-			g.dA, g.dB = make([]float32, len(a.A)), make([]float32, len(a.B))
+			nA, nB := peftName(li, loraTargets[j], "A"), peftName(li, loraTargets[j], "B")
+			var err error
+			if g.dA, err = tr.allocGrad(nA, len(a.A)); err != nil {
+				return err
+			}
+			if g.dB, err = tr.allocGrad(nB, len(a.B)); err != nil {
+				return err
+			}
 			tr.params = append(tr.params,
-				Param{Name: peftName(li, loraTargets[j], "A"), Data: a.A, Grad: g.dA, Decay: true},
-				Param{Name: peftName(li, loraTargets[j], "B"), Data: a.B, Grad: g.dB, Decay: true})
+				Param{Name: nA, Data: a.A, Grad: g.dA, Decay: true},
+				Param{Name: nB, Data: a.B, Grad: g.dB, Decay: true})
 		}
 	}
 	if len(tr.params) == 0 {
@@ -163,27 +192,36 @@ func (tr *Trainable) initLoRA() error {
 	return nil
 }
 
-// masterF32 replaces w with a float32 copy and returns it with its gradient.
-func masterF32(w *kernels.Mat) ([]float32, []float32) {
+// masterF32 replaces w with a float32 copy and returns it.
+func masterF32(w *kernels.Mat) []float32 {
 	data := make([]float32, w.Len())
 	for i := range w.Rows {
 		w.Row(data[i*w.Cols:(i+1)*w.Cols], i)
 	}
 	*w = kernels.MatF32(data, w.Rows, w.Cols)
-	return data, make([]float32, len(data))
+	return data
 }
 
 func (tr *Trainable) initFull() error {
 	m := tr.m
-	norm := func(name string, w *[]float32) []float32 {
+	var err error
+	norm := func(name string, w *[]float32) kernels.Buffer {
+		g, e := tr.allocGrad(name, len(*w))
+		if e != nil {
+			err = cmp.Or(err, e)
+			return kernels.Buffer{}
+		}
 		*w = slices.Clone(*w)
-		g := make([]float32, len(*w))
 		tr.params = append(tr.params, Param{Name: name, Data: *w, Grad: g})
 		return g
 	}
-	mat := func(name string, w *kernels.Mat) []float32 {
-		d, g := masterF32(w)
-		tr.params = append(tr.params, Param{Name: name, Data: d, Grad: g, Decay: true})
+	mat := func(name string, w *kernels.Mat) kernels.Buffer {
+		g, e := tr.allocGrad(name, w.Len())
+		if e != nil {
+			err = cmp.Or(err, e)
+			return kernels.Buffer{}
+		}
+		tr.params = append(tr.params, Param{Name: name, Data: masterF32(w), Grad: g, Decay: true})
 		return g
 	}
 	// Refuse adapters before converting anything, so an error leaves the
@@ -219,7 +257,7 @@ func (tr *Trainable) initFull() error {
 	}
 	tr.dNorm = norm("model.norm.weight", &m.Norm)
 	m.DType = kernels.F32
-	return nil
+	return err
 }
 
 // Release gives the Trainable's backend scratch back (Backend.Free): the
@@ -251,10 +289,14 @@ func (tr *Trainable) Params() []Param { return tr.params }
 // Model is the model being trained.
 func (tr *Trainable) Model() *Model { return tr.m }
 
-// ZeroGrad sets every gradient to zero.
+// ZeroGrad sets every gradient to zero (Copy from a zeroed Buffer, so
+// nothing crosses to the host).
 func (tr *Trainable) ZeroGrad() {
 	for _, p := range tr.params {
-		clear(p.Grad)
+		for lo := 0; lo < p.Grad.Len(); lo += zeroChunk {
+			hi := min(lo+zeroChunk, p.Grad.Len())
+			tr.be.Copy(p.Grad.Slice(lo, hi), tr.zeros.Slice(0, hi-lo))
+		}
 	}
 }
 

@@ -332,10 +332,10 @@ func (tr *Trainable) logits(ctx context.Context, st *passState, grad chunkGrad, 
 		be.ScatterRows(st.dxf, dcx, gidx, c)
 		if tr.opts.Full {
 			dh := tr.dHead
-			if dh == nil {
+			if dh.Len() == 0 {
 				dh = tr.dEmbed
 			}
-			be.MatMulTN(kernels.HostF32(dh), lg, cx, n, v, c)
+			be.MatMulTN(dh, lg, cx, n, v, c)
 		}
 	}
 	if download {

@@ -99,7 +99,7 @@ func trObjective(lp, w [][]float32) float64 {
 func trGrads(tr *Trainable) [][]float32 {
 	var out [][]float32
 	for _, p := range tr.Params() {
-		out = append(out, append([]float32(nil), p.Grad...))
+		out = append(out, append([]float32(nil), p.Grad.F32()...))
 	}
 	return out
 }
@@ -142,8 +142,8 @@ func TestFullGradientsFiniteDifferences(t *testing.T) {
 					fm := eval()
 					p.Data[i] = old
 					fd := (fp - fm) / (2 * h)
-					assert.InDelta(t, fd, float64(p.Grad[i]), 3e-3+3e-2*math.Abs(fd), "%s[%d]", p.Name, i)
-					worst = max(worst, math.Abs(fd-float64(p.Grad[i]))/(1e-2+math.Abs(fd)))
+					assert.InDelta(t, fd, float64(p.Grad.F32()[i]), 3e-3+3e-2*math.Abs(fd), "%s[%d]", p.Name, i)
+					worst = max(worst, math.Abs(fd-float64(p.Grad.F32()[i]))/(1e-2+math.Abs(fd)))
 					checked++
 				}
 			}
@@ -188,7 +188,7 @@ func TestBatchGradientIsSumOfSingles(t *testing.T) {
 	lp := res.LogP
 	require.Len(t, lp, len(seqs))
 	for i, p := range grouped.Params() {
-		assert.Less(t, trRelErr(p.Grad, trF64(batch[i])), 1e-5, p.Name)
+		assert.Less(t, trRelErr(p.Grad.F32(), trF64(batch[i])), 1e-5, p.Name)
 	}
 	all, _, err := tr.LogProbs(ctx, seqs, true)
 	require.NoError(t, err)
