@@ -139,6 +139,22 @@ func TestTransfers(t *testing.T) {
 	assert.Equal(t, kerneltest.Transfers{Uploads: 2, Downloads: 2, Scalars: 1, UploadElems: 41, DownloadElems: 45}, explicit,
 		"one training step's explicit crossings (Accumulate, AdamW.Step)")
 	assert.Equal(t, 0, c.N.HostArgs, "training step's host Buffer arguments (first: %v)", c.Foreign)
+
+	// A second step reuses the pass buffers; Release gives them back and a
+	// later step allocates them again; AdamW.Release frees the moments.
+	live = c.Live()
+	_, err = tr.Accumulate(ctx, seqs, loss)
+	require.NoError(t, err)
+	assert.Equal(t, live, c.Live(), "allocations live after a second Accumulate")
+	tr.Release()
+	released := c.Live()
+	assert.Less(t, released, live, "Trainable.Release frees the pass buffers")
+	res2, err := tr.Accumulate(ctx, seqs, loss)
+	require.NoError(t, err)
+	assert.Equal(t, res.Tokens, res2.Tokens)
+	assert.Equal(t, live, c.Live(), "a step after Release allocates what it released")
+	opt.Release()
+	assert.Equal(t, live-2*len(tr.Params()), c.Live(), "AdamW.Release frees two moments per param")
 }
 
 // TestImportTable: Load imports every weight (one Import each; the tied
