@@ -443,20 +443,32 @@ func (p *policy) reschedule(cfg model.AdamWConfig) error {
 		return fmt.Errorf("grpo: optimizer: %w", err)
 	}
 	if p.opt.Steps() > 0 {
-		dir, err := os.MkdirTemp("", "grpo-optimizer-")
-		if err != nil {
-			return fmt.Errorf("grpo: optimizer: %w", err)
-		}
-		defer os.RemoveAll(dir)
-		path := filepath.Join(dir, "state.safetensors")
-		if err := p.opt.SaveState(path); err != nil {
-			return fmt.Errorf("grpo: optimizer: %w", err)
-		}
-		if err := opt.LoadState(path); err != nil {
-			return fmt.Errorf("grpo: optimizer: %w", err)
+		if err := p.moveState(opt); err != nil {
+			opt.Release()
+			return err
 		}
 	}
+	// The replaced optimizer's moments are backend memory: give them back.
+	p.opt.Release()
 	p.opt = opt
+	return nil
+}
+
+// moveState copies p.opt's moments and step count into opt, through a
+// temporary state file.
+func (p *policy) moveState(opt *model.AdamW) error {
+	dir, err := os.MkdirTemp("", "grpo-optimizer-")
+	if err != nil {
+		return fmt.Errorf("grpo: optimizer: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "state.safetensors")
+	if err := p.opt.SaveState(path); err != nil {
+		return fmt.Errorf("grpo: optimizer: %w", err)
+	}
+	if err := opt.LoadState(path); err != nil {
+		return fmt.Errorf("grpo: optimizer: %w", err)
+	}
 	return nil
 }
 

@@ -70,6 +70,7 @@ type AdamW struct {
 	cfg    AdamWConfig
 	params []Param
 	m, v   []kernels.Buffer // first and second moments, one per param, in the backend's memory (Alloc)
+	freed  bool             // Release ran
 	step   int              // optimizer steps taken
 }
 
@@ -114,9 +115,14 @@ func NewAdamW(be kernels.Backend, params []Param, cfg AdamWConfig) (*AdamW, erro
 	return o, nil
 }
 
-// Release gives the moments' backend memory back (Backend.Free); the
-// optimizer must not be used afterwards.
+// ErrReleased is returned by a released optimizer's Step, SaveState and
+// LoadState.
+var ErrReleased = errors.New("adamw: optimizer released")
+
+// Release gives the moments' backend memory back (Backend.Free); Step,
+// SaveState and LoadState then return ErrReleased.
 func (o *AdamW) Release() {
+	o.freed = true
 	for i := range o.m {
 		free(o.be, &o.m[i])
 	}
@@ -139,6 +145,9 @@ var ErrNonFiniteGrad = errors.New("adamw: non-finite gradient norm")
 // Step clips the gradients (if configured) and updates every param. It does
 // not zero the gradients.
 func (o *AdamW) Step() (StepStats, error) {
+	if o.freed {
+		return StepStats{}, fmt.Errorf("step %d: %w", o.step+1, ErrReleased)
+	}
 	norm, err := gradNorm(o.be, o.params)
 	if err != nil {
 		return StepStats{}, fmt.Errorf("step %d: %w", o.step+1, err)

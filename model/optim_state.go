@@ -24,6 +24,9 @@ const (
 // params' values are not included: save them with SaveAdapter or
 // SaveCheckpoint.
 func (o *AdamW) SaveState(path string) error {
+	if o.freed {
+		return fmt.Errorf("save optimizer state: %w", ErrReleased)
+	}
 	ts := make([]Tensor, 0, 2*len(o.params))
 	for i, p := range o.params {
 		m, v := make([]float32, o.m[i].Len()), make([]float32, o.v[i].Len())
@@ -47,6 +50,9 @@ func (o *AdamW) SaveState(path string) error {
 // their lengths; otherwise nothing changes and the error names the
 // mismatch.
 func (o *AdamW) LoadState(path string) error {
+	if o.freed {
+		return fmt.Errorf("load optimizer state: %w", ErrReleased)
+	}
 	f, err := OpenSafetensors(path)
 	if err != nil {
 		return fmt.Errorf("load optimizer state: %w", err)

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -155,6 +156,9 @@ func TestTransfers(t *testing.T) {
 	assert.Equal(t, live, c.Live(), "a step after Release allocates what it released")
 	opt.Release()
 	assert.Equal(t, live-2*len(tr.Params()), c.Live(), "AdamW.Release frees two moments per param")
+	_, err = opt.Step()
+	assert.ErrorIs(t, err, ErrReleased)
+	assert.ErrorIs(t, opt.SaveState(filepath.Join(t.TempDir(), "state.safetensors")), ErrReleased)
 }
 
 // TestImportTable: Load imports every weight (one Import each; the tied
