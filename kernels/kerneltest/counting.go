@@ -44,7 +44,17 @@ type Counting struct {
 	// as "op arg" (for a test's failure message).
 	Foreign []string
 
-	owned map[uintptr]uintptr // host allocations: first byte → end
+	owned map[uintptr]ownedMem // host allocations by first byte
+}
+
+// ownedMem is one host allocation the wrapper returned. It keeps the
+// Buffer itself, not only its address: memory a caller dropped without
+// Free must stay allocated (and counted by Live), or the garbage
+// collector could hand its address to a later Alloc, whose record would
+// then replace this one and make Live depend on when the collector ran.
+type ownedMem struct {
+	end uintptr
+	buf kernels.Buffer
 }
 
 // maxForeign is how many host arguments Foreign names.
@@ -59,10 +69,10 @@ func (c *Counting) own(b kernels.Buffer) {
 		return
 	}
 	if c.owned == nil {
-		c.owned = map[uintptr]uintptr{}
+		c.owned = map[uintptr]ownedMem{}
 	}
 	lo := uintptr(b.HostPtr())
-	c.owned[lo] = lo + uintptr(b.Len()*b.DType().Size())
+	c.owned[lo] = ownedMem{end: lo + uintptr(b.Len()*b.DType().Size()), buf: b}
 }
 
 // Owned reports whether b is backend memory: a device Buffer, an empty
@@ -73,8 +83,8 @@ func (c *Counting) Owned(b kernels.Buffer) bool {
 	}
 	lo := uintptr(b.HostPtr())
 	hi := lo + uintptr(b.Len()*b.DType().Size())
-	for a, e := range c.owned {
-		if lo >= a && hi <= e {
+	for a, m := range c.owned {
+		if lo >= a && hi <= m.end {
 			return true
 		}
 	}
