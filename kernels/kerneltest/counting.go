@@ -44,7 +44,16 @@ type Counting struct {
 	// as "op arg" (for a test's failure message).
 	Foreign []string
 
-	owned map[uintptr]uintptr // host allocations: first byte → end
+	owned map[uintptr]ownedBuf // host allocations by first byte
+}
+
+// ownedBuf is a live host allocation: its end, and the Buffer itself, held
+// so that the Go runtime cannot reuse the address for a later allocation
+// while it is recorded (a dropped-but-unfreed Buffer would otherwise share
+// its key with the new one, and Live would undercount).
+type ownedBuf struct {
+	end uintptr
+	b   kernels.Buffer
 }
 
 // maxForeign is how many host arguments Foreign names.
@@ -59,10 +68,10 @@ func (c *Counting) own(b kernels.Buffer) {
 		return
 	}
 	if c.owned == nil {
-		c.owned = map[uintptr]uintptr{}
+		c.owned = map[uintptr]ownedBuf{}
 	}
 	lo := uintptr(b.HostPtr())
-	c.owned[lo] = lo + uintptr(b.Len()*b.DType().Size())
+	c.owned[lo] = ownedBuf{end: lo + uintptr(b.Len()*b.DType().Size()), b: b}
 }
 
 // Owned reports whether b is backend memory: a device Buffer, an empty
@@ -73,8 +82,8 @@ func (c *Counting) Owned(b kernels.Buffer) bool {
 	}
 	lo := uintptr(b.HostPtr())
 	hi := lo + uintptr(b.Len()*b.DType().Size())
-	for a, e := range c.owned {
-		if lo >= a && hi <= e {
+	for a, o := range c.owned {
+		if lo >= a && hi <= o.end {
 			return true
 		}
 	}
