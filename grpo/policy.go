@@ -50,6 +50,7 @@ func newPolicy(m *model.Model, lora *model.LoRAConfig, seed uint64, temperature 
 	}
 	opt, err := model.NewAdamW(m.Backend, tr.Params(), adamw)
 	if err != nil {
+		tr.Release()
 		return nil, fmt.Errorf("grpo: optimizer: %w", err)
 	}
 	p := &policy{m: m, tr: tr, opt: opt, temp: temperature, batch: 64}
@@ -61,6 +62,15 @@ func newPolicy(m *model.Model, lora *model.LoRAConfig, seed uint64, temperature 
 		p.lora = lora
 	}
 	return p, nil
+}
+
+// close gives the policy's backend memory back: the Trainable's pass
+// buffers (Trainable.Release) and the optimizer's moments (AdamW.Release).
+// The model and its trained weights stay; the optimizer cannot step again.
+// Calling it twice is harmless.
+func (p *policy) close() {
+	p.tr.Release()
+	p.opt.Release()
 }
 
 // adapterConfig describes the adapters a model already carries (e.g. from

@@ -243,6 +243,7 @@ func SFT(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, data []C
 	if err != nil {
 		return nil, err
 	}
+	defer pol.close() // the pass buffers and moments are backend memory; the trained weights stay in m
 	var st sftState
 	if cfg.ResumeFrom != "" {
 		dir := cfg.ResumeFrom

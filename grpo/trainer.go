@@ -129,6 +129,7 @@ func NewTrainer(policy *model.Model, tok *tokenizer.Tokenizer, cfg Config, opts 
 	if d, ok := cfg.kvDType(); ok {
 		if st := policy.KVStats(); st.DType != d {
 			if err := policy.SetKVOptions(model.KVOptions{BlockSize: st.BlockSize, DType: d, MaxBytes: st.MaxBytes}); err != nil {
+				t.Close()
 				return nil, fmt.Errorf("grpo: KV cache as %s: %w", cfg.KVCacheDType, err)
 			}
 		}
@@ -189,9 +190,14 @@ func NewTrainer(policy *model.Model, tok *tokenizer.Tokenizer, cfg Config, opts 
 	return t, nil
 }
 
-// Close closes the environment pools (their envs' sessions). The model is
-// the caller's and stays open.
+// Close closes the environment pools (their envs' sessions) and gives the
+// training's backend memory back (the Trainable's pass buffers and the
+// optimizer's moments): the trainer cannot train after it. The model, with
+// the weights trained so far, is the caller's and stays open.
 func (t *Trainer) Close() error {
+	if t.pol != nil {
+		t.pol.close()
+	}
 	if t.pools == nil {
 		return nil
 	}
