@@ -19,32 +19,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/x/env/catch"
-	"github.com/x/env/echo"
-	"github.com/x/env/guess"
+	"github.com/x/env/internal/builtin"
 	"github.com/x/env/openenv"
-	"github.com/x/env/wordle"
 )
 
 // childEnvVar makes the executable run as the server child instead of the
 // load generator (envload starts itself again with it set).
 const childEnvVar = "ENVLOAD_SERVER_CHILD"
-
-// newFactory returns the classic OpenEnv factory of a built-in env, as
-// envserver serves it by default.
-func newFactory(name string, seed uint64) (openenv.EnvironmentFactory, error) {
-	switch name {
-	case "catch":
-		return catch.NewEnvironmentFactory(catch.Options{Seed: seed}), nil
-	case "echo":
-		return echo.NewEnvironmentFactory(echo.Options{Seed: seed}), nil
-	case "guess":
-		return guess.NewEnvironmentFactory(guess.Options{Seed: seed}), nil
-	case "wordle":
-		return wordle.NewEnvironmentFactory(wordle.Options{Seed: seed}), nil
-	}
-	return nil, fmt.Errorf("-env %q: unknown environment (have catch, echo, guess, wordle)", name)
-}
 
 // serveChild is the server child: it serves env on 127.0.0.1 with the
 // server's defaults (keepalive, idle reaper, limits, as envserver), prints
@@ -64,7 +45,7 @@ func serveChild(args []string, stdin io.Reader, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	factory, err := newFactory(*name, *seed)
+	factory, err := builtin.Factory(*name, *seed, false)
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/x/env/internal/builtin"
 	"github.com/x/env/openenv"
 )
 
@@ -81,7 +82,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	}
 	fs := flag.NewFlagSet("envserver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.env, "env", "echo", "environment to serve: "+strings.Join(envNames(), ", "))
+	fs.StringVar(&c.env, "env", "echo", "environment to serve: "+strings.Join(builtin.Names(), ", "))
 	fs.StringVar(&c.host, "host", "127.0.0.1", "address to listen on (0.0.0.0 for all interfaces)")
 	fs.IntVar(&c.port, "port", 8000, "port to listen on (0 picks a free one)")
 	fs.IntVar(&c.maxSessions, "max-sessions", maxDefault, "concurrent WebSocket sessions (taken from $MAX_CONCURRENT_ENVS when set)")
@@ -102,7 +103,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	if !tokenSet {
 		c.token = getenv("OPENENV_TOKEN")
 	}
-	if _, err := newFactory(c.env, c.seed, c.tools); err != nil {
+	if _, err := builtin.Factory(c.env, c.seed, c.tools); err != nil {
 		return c, err
 	}
 	if c.port < 0 || c.port > 65535 {
@@ -121,7 +122,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	factory, err := newFactory(cfg.env, cfg.seed, cfg.tools)
+	factory, err := builtin.Factory(cfg.env, cfg.seed, cfg.tools)
 	if err != nil {
 		return err
 	}

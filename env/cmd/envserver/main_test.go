@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/x/env/internal/builtin"
 	"github.com/x/env/openenv"
 )
 
@@ -111,10 +112,10 @@ func TestRunServesUntilCancelled(t *testing.T) {
 // TestEveryEnvServes plays one reset (and, for the tool form, list_tools)
 // of every built-in env in both forms through a real server.
 func TestEveryEnvServes(t *testing.T) {
-	for _, name := range envNames() {
+	for _, name := range builtin.Names() {
 		for _, asTools := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/tools=%v", name, asTools), func(t *testing.T) {
-				f, err := newFactory(name, 1, asTools)
+				f, err := builtin.Factory(name, 1, asTools)
 				require.NoError(t, err)
 				srv := openenv.NewServer(f, openenv.WithName(name))
 				hs := httptest.NewServer(srv)

@@ -1,4 +1,7 @@
-package main
+// Package builtin names the built-in environments for the commands that
+// serve them (envserver and envload's server child), so that both accept
+// the same -env values and build the same factories.
+package builtin
 
 import (
 	"fmt"
@@ -12,14 +15,15 @@ import (
 	"github.com/x/env/wordle"
 )
 
-// envNames are the environments -env accepts, sorted.
-func envNames() []string { return []string{"catch", "echo", "guess", "wordle"} }
+// Names are the built-in environments' names, sorted.
+func Names() []string { return []string{"catch", "echo", "guess", "wordle"} }
 
-// newFactory returns the factory of the built-in environment name, seeded
-// by seed: its classic OpenEnv form (the Python server's actions and
+// Factory returns the factory of the built-in environment name, seeded by
+// seed: its classic OpenEnv form (the Python server's actions and
 // observations), or with asTools its tool-style env.Env served with
-// MCP-style list_tools/call_tool actions.
-func newFactory(name string, seed uint64, asTools bool) (openenv.EnvironmentFactory, error) {
+// MCP-style list_tools/call_tool actions. An unknown name is an error
+// that lists the known ones.
+func Factory(name string, seed uint64, asTools bool) (openenv.EnvironmentFactory, error) {
 	if asTools {
 		var f env.Factory
 		switch name {
@@ -32,7 +36,7 @@ func newFactory(name string, seed uint64, asTools bool) (openenv.EnvironmentFact
 		case "wordle":
 			f = wordle.NewFactory(wordle.Options{Seed: seed})
 		default:
-			return nil, unknownEnv(name)
+			return nil, unknown(name)
 		}
 		return openenv.FromFactory(f, name), nil
 	}
@@ -46,10 +50,10 @@ func newFactory(name string, seed uint64, asTools bool) (openenv.EnvironmentFact
 	case "wordle":
 		return wordle.NewEnvironmentFactory(wordle.Options{Seed: seed}), nil
 	}
-	return nil, unknownEnv(name)
+	return nil, unknown(name)
 }
 
-// unknownEnv is the error for an -env value not in envNames.
-func unknownEnv(name string) error {
-	return fmt.Errorf("-env %q: unknown environment (have %s)", name, strings.Join(envNames(), ", "))
+// unknown is the error for a name not in Names.
+func unknown(name string) error {
+	return fmt.Errorf("-env %q: unknown environment (have %s)", name, strings.Join(Names(), ", "))
 }
