@@ -270,17 +270,27 @@ func (p *PagedKV) Row(dst []float32, v bool, j, kvh, kvHeads, d int) []float32 {
 // F32 Buffers. It carries the forward's inputs (Q, K, V, Out, LSE with the
 // same Start and T) and the gradient of the output; DQ is written (=), DK
 // and DV are accumulated (+=) over positions 0 .. Start+T−1.
+//
+// As in AttentionSeq, K and V are either contiguous (K and V) or read
+// through a block table (Paged, when Paged.BlockSize > 0; K and V are then
+// not read), with the same values in the same order either way, so the
+// gradients through block tables equal the contiguous ones bit for bit.
+// DK and DV stay contiguous [S, KVH, D]: they are the gradients of this
+// sequence's own K and V rows (which the model maps back through RoPE and
+// the projections), even where the blocks are shared.
 type AttentionGradSeq struct {
 	DOut Buffer // [T, H, D]
 	Q    Buffer // [T, H, D]
-	K    Buffer // [S, KVH, D]
-	V    Buffer // [S, KVH, D]
-	Out  Buffer // [T, H, D] the forward's output
-	LSE  Buffer // [T, H] from the forward
-	DQ   Buffer // [T, H, D] =
-	DK   Buffer // [S, KVH, D] +=
-	DV   Buffer // [S, KVH, D] +=
-	T    int
+	K    Buffer // [S, KVH, D] (contiguous layout)
+	V    Buffer // [S, KVH, D] (contiguous layout)
+	// Paged holds K and V in fixed-size blocks instead (see PagedKV).
+	Paged PagedKV
+	Out   Buffer // [T, H, D] the forward's output
+	LSE   Buffer // [T, H] from the forward
+	DQ    Buffer // [T, H, D] =
+	DK    Buffer // [S, KVH, D] +=
+	DV    Buffer // [S, KVH, D] +=
+	T     int
 	// Start is the position of the first query token; rows 0 .. Start−1 of
 	// K and V are context the queries attend to.
 	Start int
@@ -288,15 +298,39 @@ type AttentionGradSeq struct {
 
 // HostGradSeq is an AttentionGradSeq of host Buffers as slices (see
 // AttentionGradSeq.Host): what a CPU backend's kernel reads and writes.
+// K and V are empty when the sequence is paged (Paged.BlockSize > 0, host
+// blocks).
 type HostGradSeq struct {
 	DOut, Q, K, V, Out, LSE, DQ, DK, DV []float32
+	Paged                               PagedKV
 	T, Start                            int
 }
 
-// Host returns s's host Buffers as slices. It panics for device memory.
+// Host returns s's host Buffers as slices. It panics for device memory,
+// paged blocks included.
 func (s *AttentionGradSeq) Host() HostGradSeq {
+	for i := range s.Paged.K {
+		if !s.Paged.K[i].Host() || (i < len(s.Paged.V) && !s.Paged.V[i].Host()) {
+			panic("kernels: AttentionGradSeq.Host: paged block " + fmt.Sprint(i) + " is device memory, not host memory")
+		}
+	}
 	return HostGradSeq{DOut: s.DOut.F32(), Q: s.Q.F32(), K: s.K.F32(), V: s.V.F32(), Out: s.Out.F32(),
-		LSE: s.LSE.F32(), DQ: s.DQ.F32(), DK: s.DK.F32(), DV: s.DV.F32(), T: s.T, Start: s.Start}
+		LSE: s.LSE.F32(), DQ: s.DQ.F32(), DK: s.DK.F32(), DV: s.DV.F32(), Paged: s.Paged, T: s.T, Start: s.Start}
+}
+
+// KV returns position j of kv head kvh of K (v false) or V (v true), D
+// elements: a view of the contiguous K or V, or a paged row (see
+// PagedKV.Row, which widens bf16 into dst).
+func (s *HostGradSeq) KV(dst []float32, v bool, j, kvh, kvHeads, d int) []float32 {
+	if s.Paged.BlockSize > 0 {
+		return s.Paged.Row(dst, v, j, kvh, kvHeads, d)
+	}
+	src := s.K
+	if v {
+		src = s.V
+	}
+	off := (j*kvHeads + kvh) * d
+	return src[off : off+d]
 }
 
 // SamplingParams selects the distribution SampleRows draws from. Filters apply

@@ -275,7 +275,8 @@ func CheckAttention(seqs []AttentionSeq, heads, kvHeads, headDim int) {
 
 // CheckAttentionBackward checks AttentionBackward: grouped-query head
 // counts, and for each sequence T, Start ≥ 0, F32 DOut, Q, Out, DQ
-// [T, H, D], LSE [T, H], and K, V, DK, DV [Start+T, KVH, D].
+// [T, H, D], LSE [T, H], DK, DV [Start+T, KVH, D], and K and V
+// [Start+T, KVH, D], contiguous or paged (PagedKV.Check).
 func CheckAttentionBackward(seqs []AttentionGradSeq, heads, kvHeads, headDim int) {
 	const op = "AttentionBackward"
 	checkHeads(op, heads, kvHeads, headDim)
@@ -292,8 +293,14 @@ func CheckAttentionBackward(seqs []AttentionGradSeq, heads, kvHeads, headDim int
 		needF32(op, name("Out"), s.Out, nq)
 		needF32(op, name("DQ"), s.DQ, nq)
 		needF32(op, name("LSE"), s.LSE, s.T*heads)
-		needF32(op, name("K"), s.K, nkv)
-		needF32(op, name("V"), s.V, nkv)
+		if s.Paged.BlockSize > 0 {
+			if err := s.Paged.Check(s.Start+s.T, kvHeads*headDim); err != nil {
+				panic(fmt.Sprintf("kernels: %s: seqs[%d]: %v", op, si, err))
+			}
+		} else {
+			needF32(op, name("K"), s.K, nkv)
+			needF32(op, name("V"), s.V, nkv)
+		}
 		needF32(op, name("DK"), s.DK, nkv)
 		needF32(op, name("DV"), s.DV, nkv)
 	}

@@ -79,6 +79,7 @@ func (tr *Trainable) backward(ctx context.Context, st *passState) error {
 	if tr.dEmbed.Len() > 0 {
 		be.EmbeddingBackward(tr.dEmbed, g.dx, st.idsBuf(), c.HiddenSize)
 	}
+	st.kv.release() // the pass's K/V blocks go back to the pool
 	return nil
 }
 
@@ -119,9 +120,11 @@ func (tr *Trainable) layerBackward(st *passState, l int, x kernels.Buffer, acts 
 	st.attnGrad = st.attnGrad[:0]
 	for s := range st.seqs {
 		o0, o1 := st.off[s], st.off[s+1]
+		if !st.checkpoint { // the blocks hold a later layer's K/V; the recompute wrote this one's
+			st.kv.write(s, a.kr.Slice(o0*kv, o1*kv), a.v.Slice(o0*kv, o1*kv), o1-o0)
+		}
 		st.attnGrad = append(st.attnGrad, kernels.AttentionGradSeq{
-			DOut: g.datt.Slice(o0*q, o1*q), Q: a.qr.Slice(o0*q, o1*q),
-			K: a.kr.Slice(o0*kv, o1*kv), V: a.v.Slice(o0*kv, o1*kv),
+			DOut: g.datt.Slice(o0*q, o1*q), Q: a.qr.Slice(o0*q, o1*q), Paged: st.kv.paged(s),
 			Out: a.att.Slice(o0*q, o1*q), LSE: a.lse.Slice(o0*h, o1*h),
 			DQ: g.dq.Slice(o0*q, o1*q), DK: g.dk.Slice(o0*kv, o1*kv), DV: g.dv.Slice(o0*kv, o1*kv),
 			T: o1 - o0,

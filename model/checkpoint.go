@@ -136,7 +136,8 @@ func (st *passState) finalX(layers int) kernels.Buffer {
 
 // ActivationBytes is the memory the Trainable holds for activations and
 // their gradients, in bytes (the buffers of the largest batch so far; they
-// are reused across passes until Release).
+// are reused across passes until Release), including the blocks that hold
+// one layer's K/V for attention (see trainKV).
 func (tr *Trainable) ActivationBytes() int64 {
 	st := &tr.st
 	n := 0
@@ -151,7 +152,11 @@ func (tr *Trainable) ActivationBytes() int64 {
 	}
 	add(st.xfMem, st.dxfMem, st.cxMem, st.logitsMem, st.dcxMem, st.outMem)
 	add(st.grads.mem[:]...)
-	return int64(n) * 4
+	var kv int64
+	if st.kv.pool != nil {
+		kv = st.kv.pool.stats().Bytes
+	}
+	return int64(n)*4 + kv
 }
 
 // release gives every Buffer of st back to be.
@@ -166,4 +171,5 @@ func (st *passState) release(be kernels.Backend) {
 	st.acts = st.acts[:0]
 	free(be, &st.xfMem, &st.dxfMem, &st.cxMem, &st.logitsMem, &st.dcxMem, &st.ipos, &st.zeros, &st.outMem, &st.lossIn, &st.segMem, &st.clipMem)
 	st.grads.release(be)
+	st.kv.free(be)
 }

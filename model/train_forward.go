@@ -43,6 +43,7 @@ type passState struct {
 	zeros      kernels.Buffer // zeroed, never written: clears scratch by Copy
 	attn       []kernels.AttentionSeq
 	attnGrad   []kernels.AttentionGradSeq
+	kv         trainKV // the pass's K/V in blocks, read through block tables
 
 	// logits chunk: [K, C] gathered rows, [K, V] logits, [K, C] their
 	// gradient
@@ -131,6 +132,12 @@ func (tr *Trainable) forward(ctx context.Context, st *passState, adapters, keep 
 	}
 	if err := st.uploadIDs(tr.be); err != nil {
 		return err
+	}
+	if err := st.kv.reserve(tr.be, c, st); err != nil {
+		return err
+	}
+	if !keep {
+		defer st.kv.release() // no backward reads them
 	}
 	x0, _ := st.layerIO(0)
 	tr.be.Embedding(x0, m.devMat(m.Embed), st.idsBuf())
@@ -238,17 +245,17 @@ func (tr *Trainable) layerForward(st *passState, l int, x kernels.Buffer, a *lay
 	return nil
 }
 
-// attend is training's attention batch: each sequence attends to its own
-// keys and values in place, from position 0, keeping the LSE for the
-// backward.
+// attend is training's attention batch: each sequence's keys and values
+// go into its blocks (st.kv) and it attends to them through its block
+// table, from position 0, keeping the LSE for the backward.
 func (st *passState) attend(_ int, a *layerBufs) []kernels.AttentionSeq {
 	q, kv, h := st.qDim, st.kvDim, st.heads
 	st.attn = st.attn[:0]
 	for s := range st.seqs {
 		o0, o1 := st.off[s], st.off[s+1]
+		st.kv.write(s, a.kr.Slice(o0*kv, o1*kv), a.v.Slice(o0*kv, o1*kv), o1-o0)
 		st.attn = append(st.attn, kernels.AttentionSeq{
-			Out: a.att.Slice(o0*q, o1*q), Q: a.qr.Slice(o0*q, o1*q),
-			K: a.kr.Slice(o0*kv, o1*kv), V: a.v.Slice(o0*kv, o1*kv),
+			Out: a.att.Slice(o0*q, o1*q), Q: a.qr.Slice(o0*q, o1*q), Paged: st.kv.paged(s),
 			LSE: a.lse.Slice(o0*h, o1*h), T: o1 - o0,
 		})
 	}

@@ -34,6 +34,7 @@ type attnScratch struct {
 	dsum, lse []float32 // [T·group] D = rowsum(dOut∘Out) and LSE
 	kt, vt    []float32 // [D, ldk] K and V of the task's kv head, transposed
 	kc        []float32 // [keys, D] K of the task's kv head, contiguous
+	vrow      []float32 // [D] a bf16 V row widened (paged K/V)
 	dk, dv    []float32 // [keys, D] the task's DK and DV sums, added at the end
 	dq        []float32 // [attnRows, D] dQ accumulator of the query block
 	s, ds     []float32 // [attnRows, attnKeys] P and dS of the tile
@@ -54,7 +55,9 @@ func grow(buf []float32, n int) []float32 {
 // kv head) run in parallel; within a task, sums run in a fixed order, so the
 // result is deterministic and independent of the thread count. Everything
 // is float32 with a vector exp; with AVX-512 the score tiles use any head
-// dim and the row updates a head dim that is a multiple of 16.
+// dim and the row updates a head dim that is a multiple of 16. Paged K/V
+// (kernels.PagedKV) are read row by row into the task's layout, so the
+// tiles see the same floats as for contiguous K/V.
 func (b *Backend) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHeads, headDim int, scale float32) {
 	kernels.CheckAttentionBackward(seqs, heads, kvHeads, headDim)
 	hs := make([]kernels.HostGradSeq, len(seqs))
@@ -74,6 +77,9 @@ func (b *Backend) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHe
 		}
 	}
 	a := attnTask{avx: b.simd.isa(), heads: heads, kvHeads: kvHeads, d: d, group: group, tokens: tokens, scale: scale}
+	if kn, simd := b.mm(); simd && d%kn.vec == 0 {
+		a.cvt = kn.cvt[1] // bf16 pages widen with the forward's SIMD conversion
+	}
 	b.parallelForWorker(len(seqs)*kvHeads, func(w, lo, hi int) {
 		for task := lo; task < hi; task++ {
 			a.run(&scratch[w], &hs[task/kvHeads], task%kvHeads)
@@ -87,6 +93,26 @@ type attnTask struct {
 	heads, kvHeads, d int
 	group, tokens     int
 	scale             float32
+	cvt               func(*float32, *uint16, int) // bf16 → f32 widening of D elements (nil: scalar)
+}
+
+// kvRow returns position j of kv head g of s's K (v false) or V, D floats:
+// a view of the contiguous K or V or of an f32 page, or a bf16 page row
+// widened exactly into dst, with the forward's SIMD conversion where it
+// applies. The layout then holds the same floats whatever the storage, so
+// the paged gradients equal the contiguous ones bit for bit.
+func (a *attnTask) kvRow(dst []float32, s *kernels.HostGradSeq, v bool, j, g int) []float32 {
+	p := &s.Paged
+	if p.BlockSize > 0 && p.DType == kernels.BF16 && a.cvt != nil {
+		blk := p.K[j/p.BlockSize]
+		if v {
+			blk = p.V[j/p.BlockSize]
+		}
+		off := ((j%p.BlockSize)*a.kvHeads + g) * a.d
+		a.cvt(&dst[0], &blk.BF16()[off], a.d)
+		return dst[:a.d]
+	}
+	return s.KV(dst, v, j, g, a.kvHeads, a.d)
 }
 
 // layout fills the task's contiguous query rows and transposed keys and
@@ -116,9 +142,10 @@ func (a *attnTask) layout(sc *attnScratch, s *kernels.HostGradSeq, g int) int {
 	sc.dk, sc.dv = grow(sc.dk, keys*d), grow(sc.dv, keys*d)
 	clear(sc.dk)
 	clear(sc.dv)
+	sc.vrow = grow(sc.vrow, d)
 	for j := range keys {
-		off := (j*a.kvHeads + g) * d
-		k, v := s.K[off:off+d], s.V[off:off+d]
+		k := a.kvRow(sc.kc[j*d:(j+1)*d], s, false, j, g)
+		v := a.kvRow(sc.vrow, s, true, j, g)
 		copy(sc.kc[j*d:(j+1)*d], k)
 		for i := range d {
 			sc.kt[i*ldk+j] = k[i]

@@ -24,7 +24,10 @@ func TestRoPEBackward(t *testing.T)      { bwConformance(t, kerneltest.RoPEBackw
 func TestSwiGLUBackward(t *testing.T)    { bwConformance(t, kerneltest.SwiGLUBackward) }
 func TestEmbeddingBackward(t *testing.T) { bwConformance(t, kerneltest.EmbeddingBackward) }
 func TestAttentionBackward(t *testing.T) { bwConformance(t, kerneltest.AttentionBackward) }
-func TestAdamW(t *testing.T)             { bwConformance(t, kerneltest.AdamW) }
+func TestAttentionBackwardPaged(t *testing.T) {
+	bwConformance(t, kerneltest.AttentionBackwardPaged)
+}
+func TestAdamW(t *testing.T) { bwConformance(t, kerneltest.AdamW) }
 func TestLogSoftmaxGatherBackward(t *testing.T) {
 	bwConformance(t, kerneltest.LogSoftmaxGatherBackward)
 }
@@ -278,10 +281,17 @@ func TestBackwardPanics(t *testing.T) {
 // key) pair per head (S and dP recomputed, dV, dK, dQ); GB/s counts each
 // buffer read or written once.
 
+// BenchmarkAttentionBackward: one prefill-shaped sequence with K/V
+// contiguous, or read through a block table of 64-position blocks in f32
+// or bf16 (the model's KV pool layout).
 func BenchmarkAttentionBackward(bm *testing.B) {
-	const heads, kvh, d = 16, 8, 128
-	for _, tt := range []int{512, 1024} {
-		bm.Run(fmt.Sprintf("T%d_H%d_KVH%d_D%d", tt, heads, kvh, d), func(bm *testing.B) {
+	const heads, kvh, d, bs = 16, 8, 128, 64
+	for _, c := range []struct {
+		tt int
+		kv string
+	}{{512, "contiguous"}, {1024, "contiguous"}, {1024, "pagedF32"}, {1024, "pagedBF16"}} {
+		tt := c.tt
+		bm.Run(fmt.Sprintf("T%d_H%d_KVH%d_D%d_%s", tt, heads, kvh, d, c.kv), func(bm *testing.B) {
 			b := New(0)
 			defer b.Close()
 			nq, nkv := tt*heads*d, tt*kvh*d
@@ -291,6 +301,28 @@ func BenchmarkAttentionBackward(bm *testing.B) {
 			b.Attention([]kernels.AttentionSeq{{Out: kernels.HostF32(out), Q: kernels.HostF32(q), K: kernels.HostF32(k), V: kernels.HostF32(v), LSE: kernels.HostF32(lse), T: tt}}, heads, kvh, d, scale)
 			seqs := []kernels.AttentionGradSeq{{DOut: kernels.HostF32(do), Q: kernels.HostF32(q), K: kernels.HostF32(k), V: kernels.HostF32(v), Out: kernels.HostF32(out), LSE: kernels.HostF32(lse),
 				DQ: kernels.HostF32(make([]float32, nq)), DK: kernels.HostF32(make([]float32, nkv)), DV: kernels.HostF32(make([]float32, nkv)), T: tt}}
+			if c.kv != "contiguous" {
+				p := kernels.PagedKV{BlockSize: bs, DType: kernels.F32}
+				if c.kv == "pagedBF16" {
+					p.DType = kernels.BF16
+				}
+				for j0 := 0; j0 < tt; j0 += bs {
+					rows := [2][]float32{k[j0*kvh*d : (j0+bs)*kvh*d], v[j0*kvh*d : (j0+bs)*kvh*d]}
+					var blk [2]kernels.Buffer
+					for i, r := range rows {
+						blk[i] = kernels.HostF32(append([]float32(nil), r...))
+						if p.DType == kernels.BF16 {
+							u := make([]uint16, len(r))
+							for e, x := range r {
+								u[e] = kernels.F32ToBF16(x)
+							}
+							blk[i] = kernels.HostBF16(u)
+						}
+					}
+					p.K, p.V = append(p.K, blk[0]), append(p.V, blk[1])
+				}
+				seqs[0].K, seqs[0].V, seqs[0].Paged = kernels.Buffer{}, kernels.Buffer{}, p
+			}
 			for bm.Loop() {
 				b.AttentionBackward(seqs, heads, kvh, d, scale)
 			}

@@ -65,3 +65,21 @@ func TestForeignAttention(t *testing.T) {
 		})
 	}
 }
+
+// TestForeignAttentionBackward: AttentionBackward given paged K/V blocks in
+// device memory panics on the caller's goroutine with a message naming the
+// block, instead of unwrapping them inside a pool worker.
+func TestForeignAttentionBackward(t *testing.T) {
+	const heads, kvHeads, d, tt, bs = 2, 1, 16, 3, 2
+	host := func(n int) kernels.Buffer { return kernels.HostF32(make([]float32, n)) }
+	dev := func(n int) kernels.Buffer { return kernels.DeviceBuffer(fakeDeviceMem(n), kernels.F32, 0, n) }
+	blocks := []kernels.Buffer{host(bs * kvHeads * d), dev(bs * kvHeads * d)}
+	nq, nkv := tt*heads*d, tt*kvHeads*d
+	seq := kernels.AttentionGradSeq{DOut: host(nq), Q: host(nq), Out: host(nq), LSE: host(tt * heads), DQ: host(nq),
+		DK: host(nkv), DV: host(nkv), T: tt, Paged: kernels.PagedKV{BlockSize: bs, DType: kernels.F32, K: blocks, V: blocks}}
+	forEachBackend(t, func(t *testing.T, b *Backend) {
+		assert.PanicsWithValue(t, "kernels: AttentionGradSeq.Host: paged block 1 is device memory, not host memory", func() {
+			b.AttentionBackward([]kernels.AttentionGradSeq{seq}, heads, kvHeads, d, 1)
+		})
+	})
+}

@@ -21,6 +21,8 @@ type attnSeq struct {
 type attnGradSeq struct {
 	dout, q, k, v, out, lse, dq, dk, dv, di uintptr
 	t, start                                int64
+	kb, vb                                  uintptr // block tables, as in attnSeq
+	blockSize, dtype                        int64
 }
 
 // sampleParams mirrors sample.cu's SampleParams.

@@ -4,10 +4,11 @@
 //
 // Layouts per sequence (AttnSeq / AttnGradSeq, arrays of descriptors in
 // device memory): Q, Out, dOut, dQ [T,H,D]; K, V, dK, dV [S,KVH,D] with
-// S ≥ Start+T; LSE and the scratch Di [T,H]. The forward also reads a paged
-// KV cache: block tables of pointers to [block_size, KVH, D] blocks in
-// float32 or bf16 (kernels.PagedKV), the same values in the same order as
-// the contiguous layout, so both give bit-identical outputs. Query t (position Start+t) of
+// S ≥ Start+T; LSE and the scratch Di [T,H]. Forward and backward also read
+// K, V from a paged KV cache: block tables of pointers to [block_size, KVH,
+// D] blocks in float32 or bf16 (kernels.PagedKV), the same values in the
+// same order as the contiguous layout, so both give bit-identical outputs
+// (dK, dV stay contiguous). Query t (position Start+t) of
 // head h attends to positions 0..Start+t of kv head h/(H/KVH), scores
 // q·k·scale; LSE = max + log Σ exp(score − max).
 //
@@ -26,7 +27,7 @@
 // Assumes D ≤ 256, H % KVH == 0 (checked by the caller).
 // Checked against: kerneltest.Attention (GQA 1..8, D 16/24/64/128, Start >
 // 0, batches of mixed lengths, logits in the hundreds) and
-// kerneltest.AttentionBackward on the SIMT host build.
+// kerneltest.AttentionBackward and AttentionBackwardPaged on the SIMT host build.
 #include "common.cuh"
 
 struct AttnSeq {
@@ -57,6 +58,11 @@ struct AttnGradSeq {
   float* dv;
   float* di;  // scratch [T,H]
   long t, start;
+  // Paged K, V (block_size > 0; k and v are then unused), as in AttnSeq.
+  const void* const* kb;
+  const void* const* vb;
+  long block_size;
+  long kv_dtype;
 };
 
 namespace attention_impl {
@@ -78,8 +84,10 @@ struct KVRow {
   __device__ __forceinline__ float at(int d) const { return f ? f[d] : bf16_to_f32(h[d]); }
 };
 
-// kv_row returns position p of kv head g from K (v false) or V of sq.
-__device__ __forceinline__ KVRow kv_row(const AttnSeq& sq, bool v, long p, int g, int KVH, int D) {
+// kv_row returns position p of kv head g from K (v false) or V of sq (an
+// AttnSeq or AttnGradSeq), contiguous or paged.
+template <class Seq>
+__device__ __forceinline__ KVRow kv_row(const Seq& sq, bool v, long p, int g, int KVH, int D) {
   if (sq.block_size == 0) return KVRow{(v ? sq.v : sq.k) + (p * KVH + g) * D, nullptr};
   const void* blk = (v ? sq.vb : sq.kb)[p / sq.block_size];
   long off = ((p % sq.block_size) * KVH + g) * D;
@@ -154,13 +162,12 @@ KERNEL void __launch_bounds__(128) attention_backward_dq(const AttnGradSeq* seqs
   float lse = sq.lse[row];
   long n = sq.start + t + 1;
   for (long p = 0; p < n; p++) {
-    const float* kp = sq.k + (p * KVH + g) * D;
-    const float* vp = sq.v + (p * KVH + g) * D;
-    float pr = expf(dot_row(qr, kp, D, lane) * scale - lse);
-    float ds = pr * (dot_row(dor, vp, D, lane) - di);
+    const KVRow kp = kv_row(sq, false, p, g, KVH, D), vp = kv_row(sq, true, p, g, KVH, D);
+    float pr = expf(dot_kv(qr, kp, D, lane) * scale - lse);
+    float ds = pr * (dot_kv(dor, vp, D, lane) - di);
     for (int j = 0; j < MAXJ; j++) {
       int d = lane + 32 * j;
-      if (d < D) dq[j] += ds * kp[d];
+      if (d < D) dq[j] += ds * kp.at(d);
     }
   }
   for (int j = 0; j < MAXJ; j++) {
@@ -180,10 +187,11 @@ KERNEL void __launch_bounds__(128) attention_backward_dkdv(const AttnGradSeq* se
   long p = item / KVH;
   int g = int(item % KVH), group = H / KVH;
   float kr[MAXJ], vr[MAXJ], dk[MAXJ], dv[MAXJ];
+  const KVRow kp = kv_row(sq, false, p, g, KVH, D), vp = kv_row(sq, true, p, g, KVH, D);
   for (int j = 0; j < MAXJ; j++) {
     int d = lane + 32 * j;
-    kr[j] = d < D ? sq.k[item * D + d] : 0.f;
-    vr[j] = d < D ? sq.v[item * D + d] : 0.f;
+    kr[j] = d < D ? kp.at(d) : 0.f;
+    vr[j] = d < D ? vp.at(d) : 0.f;
     dk[j] = dv[j] = 0.f;
   }
   long t0 = p - sq.start;

@@ -70,11 +70,14 @@ func TestGPURoPEBackward(t *testing.T)      { gpuConformance(t, kerneltest.RoPEB
 func TestGPUAttention(t *testing.T)         { gpuConformance(t, kerneltest.Attention) }
 func TestGPUAttentionBackward(t *testing.T) { gpuConformance(t, kerneltest.AttentionBackward) }
 func TestGPUAttentionPaged(t *testing.T)    { gpuConformance(t, kerneltest.AttentionPaged) }
-func TestGPUSwiGLU(t *testing.T)            { gpuConformance(t, kerneltest.SwiGLU) }
-func TestGPUSwiGLUBackward(t *testing.T)    { gpuConformance(t, kerneltest.SwiGLUBackward) }
-func TestGPUAdd(t *testing.T)               { gpuConformance(t, kerneltest.Add) }
-func TestGPUScale(t *testing.T)             { gpuConformance(t, kerneltest.Scale) }
-func TestGPULogSoftmaxGather(t *testing.T)  { gpuConformance(t, kerneltest.LogSoftmaxGather) }
+func TestGPUAttentionBackwardPaged(t *testing.T) {
+	gpuConformance(t, kerneltest.AttentionBackwardPaged)
+}
+func TestGPUSwiGLU(t *testing.T)           { gpuConformance(t, kerneltest.SwiGLU) }
+func TestGPUSwiGLUBackward(t *testing.T)   { gpuConformance(t, kerneltest.SwiGLUBackward) }
+func TestGPUAdd(t *testing.T)              { gpuConformance(t, kerneltest.Add) }
+func TestGPUScale(t *testing.T)            { gpuConformance(t, kerneltest.Scale) }
+func TestGPULogSoftmaxGather(t *testing.T) { gpuConformance(t, kerneltest.LogSoftmaxGather) }
 func TestGPULogSoftmaxGatherBackward(t *testing.T) {
 	gpuConformance(t, kerneltest.LogSoftmaxGatherBackward)
 }

@@ -168,6 +168,18 @@ func (d *Device) rope(op string, x, pos kernels.Buffer, heads, headDim int, thet
 	})
 }
 
+// blockTables uploads the block tables of p's blocks that hold n positions
+// of rowLen elements (device addresses, K then V) and returns their
+// addresses.
+func blockTables(s *session, op string, p *kernels.PagedKV, n, rowLen int) (kb, vb uintptr) {
+	blocks, size := ceilDiv(n, p.BlockSize), p.BlockSize*rowLen
+	kt, vt := make([]uint64, max(blocks, 1)), make([]uint64, max(blocks, 1))
+	for b := range blocks {
+		kt[b], vt[b] = uint64(s.buf(op, p.K[b].Slice(0, size), false)), uint64(s.buf(op, p.V[b].Slice(0, size), false))
+	}
+	return dp(upload(s, kt)), dp(upload(s, vt))
+}
+
 // Attention is causal GQA attention over a batch of sequences, with K and V
 // contiguous or in a paged KV cache (f32 or bf16 blocks).
 func (d *Device) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim int, scale float32) {
@@ -190,14 +202,8 @@ func (d *Device) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim 
 				desc[i].lse = dp(s.buf(op, sq.LSE.Slice(0, sq.T*heads), true))
 			}
 			if sq.Paged.BlockSize > 0 {
-				bs := sq.Paged.BlockSize
-				blocks, size := ceilDiv(n, bs), bs*kvHeads*headDim
-				kb, vb := make([]uint64, max(blocks, 1)), make([]uint64, max(blocks, 1))
-				for b := range blocks {
-					kb[b], vb[b] = uint64(s.buf(op, sq.Paged.K[b].Slice(0, size), false)), uint64(s.buf(op, sq.Paged.V[b].Slice(0, size), false))
-				}
-				desc[i].kb, desc[i].vb = dp(upload(s, kb)), dp(upload(s, vb))
-				desc[i].blockSize, desc[i].dtype = int64(bs), int64(sq.Paged.DType)
+				desc[i].kb, desc[i].vb = blockTables(s, op, &sq.Paged, n, kvHeads*headDim)
+				desc[i].blockSize, desc[i].dtype = int64(sq.Paged.BlockSize), int64(sq.Paged.DType)
 			} else {
 				nk := n * kvHeads * headDim
 				desc[i].k, desc[i].v = dp(s.buf(op, sq.K.Slice(0, nk), false)), dp(s.buf(op, sq.V.Slice(0, nk), false))
@@ -208,7 +214,8 @@ func (d *Device) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim 
 	})
 }
 
-// AttentionBackward writes DQ and accumulates DK, DV for each sequence.
+// AttentionBackward writes DQ and accumulates DK, DV for each sequence,
+// with K and V contiguous or in a paged KV cache (f32 or bf16 blocks).
 func (d *Device) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHeads, headDim int, scale float32) {
 	const op = "AttentionBackward"
 	kernels.CheckAttentionBackward(seqs, heads, kvHeads, headDim)
@@ -225,10 +232,17 @@ func (d *Device) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHea
 		in := func(b kernels.Buffer, n int) uintptr { return dp(s.buf(op, b.Slice(0, n), false)) }
 		acc := func(b kernels.Buffer, n int) uintptr { return dp(s.buf(op, b.Slice(0, n), true)) }
 		for i, sq := range seqs {
-			th, nk := sq.T*heads*headDim, (sq.Start+sq.T)*kvHeads*headDim
-			desc[i] = attnGradSeq{dout: in(sq.DOut, th), q: in(sq.Q, th), k: in(sq.K, nk), v: in(sq.V, nk), out: in(sq.Out, th),
+			n := sq.Start + sq.T
+			th, nk := sq.T*heads*headDim, n*kvHeads*headDim
+			desc[i] = attnGradSeq{dout: in(sq.DOut, th), q: in(sq.Q, th), out: in(sq.Out, th),
 				lse: in(sq.LSE, sq.T*heads), dq: acc(sq.DQ, th), dk: acc(sq.DK, nk), dv: acc(sq.DV, nk),
 				di: dp(s.alloc(int64(sq.T*heads) * 4)), t: int64(sq.T), start: int64(sq.Start)}
+			if sq.Paged.BlockSize > 0 {
+				desc[i].kb, desc[i].vb = blockTables(s, op, &sq.Paged, n, kvHeads*headDim)
+				desc[i].blockSize, desc[i].dtype = int64(sq.Paged.BlockSize), int64(sq.Paged.DType)
+			} else {
+				desc[i].k, desc[i].v = in(sq.K, nk), in(sq.V, nk)
+			}
 		}
 		pd := upload(s, desc)
 		a := func() *args { return argsOf().ptr(pd).i32(heads).i32(kvHeads).i32(headDim).f32(scale) }

@@ -226,6 +226,21 @@ func addr(p *runtime.Pinner, s []float32) uintptr {
 	return uintptr(unsafe.Pointer(&s[0]))
 }
 
+// pinTables pins the blocks of p that hold n positions and block tables of
+// their addresses, and returns the tables' addresses (K, V).
+func pinTables(pin *runtime.Pinner, p *kernels.PagedKV, n int) (kb, vb uintptr) {
+	blocks := ceilDiv(n, p.BlockSize)
+	kt, vt := make([]uintptr, max(blocks, 1)), make([]uintptr, max(blocks, 1))
+	for b := range blocks {
+		if p.DType == kernels.F32 {
+			kt[b], vt[b] = addr(pin, p.K[b].F32()), addr(pin, p.V[b].F32())
+		} else {
+			kt[b], vt[b] = pinned(pin, p.K[b].BF16()), pinned(pin, p.V[b].BF16())
+		}
+	}
+	return pinned(pin, kt), pinned(pin, vt)
+}
+
 // Attention is causal GQA attention over a batch of sequences, with K and V
 // contiguous or in a paged KV cache (f32 or bf16 blocks).
 func (h *Host) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim int, scale float32) {
@@ -240,16 +255,7 @@ func (h *Host) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim in
 		n := s.Start + s.T
 		desc[i] = attnSeq{q: addr(&pin, s.Q.F32()), out: addr(&pin, s.Out.F32()), lse: addr(&pin, s.LSE.F32()), t: int64(s.T), start: int64(s.Start)}
 		if s.Paged.BlockSize > 0 {
-			blocks := ceilDiv(n, s.Paged.BlockSize)
-			kb, vb := make([]uintptr, max(blocks, 1)), make([]uintptr, max(blocks, 1))
-			for b := range blocks {
-				if s.Paged.DType == kernels.F32 {
-					kb[b], vb[b] = addr(&pin, s.Paged.K[b].F32()), addr(&pin, s.Paged.V[b].F32())
-				} else {
-					kb[b], vb[b] = pinned(&pin, s.Paged.K[b].BF16()), pinned(&pin, s.Paged.V[b].BF16())
-				}
-			}
-			desc[i].kb, desc[i].vb = pinned(&pin, kb), pinned(&pin, vb)
+			desc[i].kb, desc[i].vb = pinTables(&pin, &s.Paged, n)
 			desc[i].blockSize, desc[i].dtype = int64(s.Paged.BlockSize), int64(s.Paged.DType)
 		} else {
 			desc[i].k, desc[i].v = addr(&pin, s.K.F32()), addr(&pin, s.V.F32())
@@ -264,7 +270,8 @@ func (h *Host) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim in
 		unsafe.Pointer(&desc[0]), C.int(heads), C.int(kvHeads), C.int(headDim), C.float(scale)))
 }
 
-// AttentionBackward writes DQ and accumulates DK, DV for each sequence.
+// AttentionBackward writes DQ and accumulates DK, DV for each sequence,
+// with K and V contiguous or in a paged KV cache (f32 or bf16 blocks).
 func (h *Host) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHeads, headDim int, scale float32) {
 	const op = "AttentionBackward"
 	kernels.CheckAttentionBackward(seqs, heads, kvHeads, headDim)
@@ -280,6 +287,10 @@ func (h *Host) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHeads
 		desc[i] = attnGradSeq{dout: addr(&pin, s.DOut), q: addr(&pin, s.Q), k: addr(&pin, s.K), v: addr(&pin, s.V),
 			out: addr(&pin, s.Out), lse: addr(&pin, s.LSE), dq: addr(&pin, s.DQ), dk: addr(&pin, s.DK), dv: addr(&pin, s.DV),
 			di: addr(&pin, di), t: int64(s.T), start: int64(s.Start)}
+		if s.Paged.BlockSize > 0 {
+			desc[i].kb, desc[i].vb = pinTables(&pin, &s.Paged, n)
+			desc[i].blockSize, desc[i].dtype = int64(s.Paged.BlockSize), int64(s.Paged.DType)
+		}
 		maxT, maxS = max(maxT, s.T), max(maxS, n)
 	}
 	if maxT == 0 || heads == 0 || headDim == 0 {

@@ -18,18 +18,21 @@ func conformance(t *testing.T, family func(*testing.T, kernels.Backend)) {
 	family(t, NewHost(2))
 }
 
-func TestMatMul(t *testing.T)                   { conformance(t, kerneltest.MatMul) }
-func TestMatMulNN(t *testing.T)                 { conformance(t, kerneltest.MatMulNN) }
-func TestMatMulTN(t *testing.T)                 { conformance(t, kerneltest.MatMulTN) }
-func TestEmbedding(t *testing.T)                { conformance(t, kerneltest.Embedding) }
-func TestEmbeddingBackward(t *testing.T)        { conformance(t, kerneltest.EmbeddingBackward) }
-func TestRMSNorm(t *testing.T)                  { conformance(t, kerneltest.RMSNorm) }
-func TestRMSNormBackward(t *testing.T)          { conformance(t, kerneltest.RMSNormBackward) }
-func TestRoPE(t *testing.T)                     { conformance(t, kerneltest.RoPE) }
-func TestRoPEBackward(t *testing.T)             { conformance(t, kerneltest.RoPEBackward) }
-func TestAttention(t *testing.T)                { conformance(t, kerneltest.Attention) }
-func TestAttentionBackward(t *testing.T)        { conformance(t, kerneltest.AttentionBackward) }
-func TestAttentionPaged(t *testing.T)           { conformance(t, kerneltest.AttentionPaged) }
+func TestMatMul(t *testing.T)            { conformance(t, kerneltest.MatMul) }
+func TestMatMulNN(t *testing.T)          { conformance(t, kerneltest.MatMulNN) }
+func TestMatMulTN(t *testing.T)          { conformance(t, kerneltest.MatMulTN) }
+func TestEmbedding(t *testing.T)         { conformance(t, kerneltest.Embedding) }
+func TestEmbeddingBackward(t *testing.T) { conformance(t, kerneltest.EmbeddingBackward) }
+func TestRMSNorm(t *testing.T)           { conformance(t, kerneltest.RMSNorm) }
+func TestRMSNormBackward(t *testing.T)   { conformance(t, kerneltest.RMSNormBackward) }
+func TestRoPE(t *testing.T)              { conformance(t, kerneltest.RoPE) }
+func TestRoPEBackward(t *testing.T)      { conformance(t, kerneltest.RoPEBackward) }
+func TestAttention(t *testing.T)         { conformance(t, kerneltest.Attention) }
+func TestAttentionBackward(t *testing.T) { conformance(t, kerneltest.AttentionBackward) }
+func TestAttentionPaged(t *testing.T)    { conformance(t, kerneltest.AttentionPaged) }
+func TestAttentionBackwardPaged(t *testing.T) {
+	conformance(t, kerneltest.AttentionBackwardPaged)
+}
 func TestSwiGLU(t *testing.T)                   { conformance(t, kerneltest.SwiGLU) }
 func TestSwiGLUBackward(t *testing.T)           { conformance(t, kerneltest.SwiGLUBackward) }
 func TestAdd(t *testing.T)                      { conformance(t, kerneltest.Add) }

@@ -21,10 +21,11 @@ func seqBufs(seqs []hostSeq) []kernels.AttentionSeq {
 	return out
 }
 
-// hostGradSeq is an AttentionGradSeq of host slices; gradBufs wraps a
-// batch.
+// hostGradSeq is an AttentionGradSeq of host slices (K and V empty when
+// Paged is set); gradBufs wraps a batch.
 type hostGradSeq struct {
 	DOut, Q, K, V, Out, LSE, DQ, DK, DV []float32
+	Paged                               kernels.PagedKV
 	T, Start                            int
 }
 
@@ -34,7 +35,7 @@ func gradBufs(seqs []hostGradSeq) []kernels.AttentionGradSeq {
 	for i, s := range seqs {
 		out[i] = kernels.AttentionGradSeq{DOut: kernels.HostF32(s.DOut), Q: kernels.HostF32(s.Q), K: kernels.HostF32(s.K),
 			V: kernels.HostF32(s.V), Out: kernels.HostF32(s.Out), LSE: kernels.HostF32(s.LSE), DQ: kernels.HostF32(s.DQ),
-			DK: kernels.HostF32(s.DK), DV: kernels.HostF32(s.DV), T: s.T, Start: s.Start}
+			DK: kernels.HostF32(s.DK), DV: kernels.HostF32(s.DV), Paged: s.Paged, T: s.T, Start: s.Start}
 	}
 	return out
 }

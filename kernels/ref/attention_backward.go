@@ -17,7 +17,8 @@ import (
 //	dV_j   += Σ_t P[t,j]·dOut_t                     (+=)
 //
 // Query head h uses kv head h/(heads/kvHeads). DK and DV are summed in
-// float64 over the whole sequence and added once.
+// float64 over the whole sequence and added once. Paged K/V (bf16 widened
+// exactly) are read as the contiguous layout they stand for.
 func (Backend) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHeads, headDim int, scale float32) {
 	kernels.CheckAttentionBackward(seqs, heads, kvHeads, headDim)
 	group := heads / kvHeads
@@ -26,6 +27,11 @@ func (Backend) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHeads
 	for i := range seqs {
 		s := seqs[i].Host()
 		nkv := (s.Start + s.T) * kvHeads * d
+		if s.Paged.BlockSize > 0 {
+			// The reference reads paged K/V as the contiguous layout it
+			// stands for.
+			s.K, s.V = unpage(&s.Paged, s.Start+s.T, kvHeads, d)
+		}
 
 		dk := make([]float64, nkv)
 		dv := make([]float64, nkv)

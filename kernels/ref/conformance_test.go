@@ -15,7 +15,8 @@ func TestConformance(t *testing.T) {
 	for name, f := range map[string]func(*testing.T, kernels.Backend){
 		"MatMul": kerneltest.MatMul, "MatMulNN": kerneltest.MatMulNN, "MatMulTN": kerneltest.MatMulTN,
 		"Embedding": kerneltest.Embedding, "RMSNorm": kerneltest.RMSNorm, "RoPE": kerneltest.RoPE,
-		"Attention": kerneltest.Attention, "AttentionPaged": kerneltest.AttentionPaged, "SwiGLU": kerneltest.SwiGLU, "Add": kerneltest.Add,
+		"Attention": kerneltest.Attention, "AttentionPaged": kerneltest.AttentionPaged,
+		"AttentionBackwardPaged": kerneltest.AttentionBackwardPaged, "SwiGLU": kerneltest.SwiGLU, "Add": kerneltest.Add,
 		"Scale": kerneltest.Scale, "LogSoftmaxGather": kerneltest.LogSoftmaxGather,
 		"Softmax": kerneltest.Softmax, "Argmax": kerneltest.Argmax, "SampleRows": kerneltest.SampleRows,
 		"LogSoftmaxGatherBackward": kerneltest.LogSoftmaxGatherBackward, "PolicyLoss": kerneltest.PolicyLoss,
