@@ -221,3 +221,17 @@ func BenchmarkGRPOStep(b *testing.B) {
 	b.ReportMetric(tTrain.Seconds()/n, "score+backward_s")
 	b.ReportMetric(tOpt.Seconds()/n, "optim_s")
 }
+
+// newGPU is newDevice as an e2e backend.
+func newGPU(t *testing.T) kernels.Backend { return newDevice(t) }
+
+// TestModelE2EGPUvsCPU: the model's entry points on the GPU against
+// kernels/cpu: logits, continuous batched generation through the paged KV
+// cache, LogProbs and LoRA training steps (see e2eVsCPU; the host build
+// runs the same checks in make test).
+func TestModelE2EGPUvsCPU(t *testing.T) { e2eVsCPU(t, newGPU) }
+
+// TestModelE2ETransfersGPU: on the GPU, a decode step never downloads
+// logits and no op gets host memory the Device did not allocate or import
+// (see e2eTransfers).
+func TestModelE2ETransfersGPU(t *testing.T) { e2eTransfers(t, newGPU) }

@@ -1,0 +1,136 @@
+//go:build cudahost
+
+package cuda_test
+
+// LoRA training end to end on a backend of this package's CUDA kernels
+// against kernels/cpu (see model_e2e_test.go). Host build only for now:
+// the GPU twin joins model_cuda_test.go once the parameters' values live
+// on the backend (DESIGN.md, "still host"), without which a GPU's forward
+// reads a stale import of A after a step.
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x/kernels"
+	"github.com/x/kernels/kerneltest"
+	"github.com/x/model"
+)
+
+// e2eTrainVsCPU attaches the same LoRA adapters on the backend under test
+// and on kernels/cpu and runs three training steps on each (Accumulate
+// with the clipped objective and a KL term, AdamW): the loss, log-probs,
+// gradients and updated adapters must be close, and each step's forward
+// must see the previous update.
+func e2eTrainVsCPU(t *testing.T, nb newBackend) {
+	dir := e2eCheckpoint(t)
+	vocab := e2eShape().VocabSize
+	ctx := t.Context()
+	p := loadPair(t, dir, nb)
+	want := trainSteps(t, ctx, p.cpu, vocab)
+	got := trainSteps(t, ctx, p.be, vocab)
+	lpTol := kerneltest.Tolerance("ModelLogProbs")
+	e := maxErr{}
+	for s := range want {
+		assert.InDelta(t, want[s].loss, got[s].loss, lpTol.ATol+lpTol.RTol*math.Abs(want[s].loss), "step %d loss", s)
+		e.check(t, "ModelLogProbs", fmt.Sprintf("step %d log-probs", s), got[s].logp, want[s].logp)
+		require.Len(t, got[s].grads, len(want[s].grads))
+		for i := range want[s].grads {
+			e.check(t, "ModelGrad", fmt.Sprintf("step %d gradient of %s", s, want[s].names[i]), got[s].grads[i], want[s].grads[i])
+			e.check(t, "ModelUpdate", fmt.Sprintf("step %d update of %s", s, want[s].names[i]), got[s].params[i], want[s].params[i])
+		}
+	}
+	e.log(t)
+	// Each step's forward used the previous step's update: its log-probs
+	// moved by far more than the comparison's tolerance, on both
+	// backends alike (checked above). The first update moves only B (A's
+	// gradient is 0 while B is, as PEFT initialises it); the second
+	// moves A too.
+	for s := 1; s < len(got); s++ {
+		moved := 0.0
+		for i := range got[s].logp {
+			moved = math.Max(moved, math.Abs(float64(got[s].logp[i]-got[s-1].logp[i])))
+		}
+		t.Logf("step %d's update moved the log-probs by up to %.3g", s-1, moved)
+		assert.Greater(t, moved, 100*(lpTol.ATol+lpTol.RTol*8), "step %d's update did not reach the forward", s-1)
+	}
+}
+
+// stepResult is what one training step produced: the loss and log-probs of
+// Accumulate, the gradients it accumulated, and the parameters after the
+// optimizer step (in Params order).
+type stepResult struct {
+	loss          float64
+	logp          []float32
+	names         []string
+	grads, params [][]float32
+}
+
+// trainSteps attaches LoRA adapters (the same seed on either backend) and
+// runs three steps of the clipped GRPO objective with a KL term.
+func trainSteps(t *testing.T, ctx context.Context, m *model.Model, vocab int) []stepResult {
+	t.Helper()
+	require.NoError(t, model.AttachLoRA(m, model.LoRAConfig{R: 4, Alpha: 8}, 21))
+	tr, err := model.NewTrainable(m, model.TrainOptions{})
+	require.NoError(t, err)
+	t.Cleanup(tr.Release)
+	be := m.Backend
+	cfg := model.DefaultAdamWConfig(2e-2)
+	cfg.Eps = 1e-3 // bounds how far a gradient's float32 noise moves the update (kerneltest.Tolerance "ModelUpdate")
+	opt, err := model.NewAdamW(be, tr.Params(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(opt.Release)
+
+	rng := rand.New(rand.NewPCG(9, 10))
+	seqs := []model.TrainSeq{{IDs: tokens(rng, 70, vocab), Start: 20}, {IDs: tokens(rng, 13, vocab), Start: 4}}
+	ref, err := tr.RefLogProbs(ctx, seqs)
+	require.NoError(t, err)
+	loss := model.Loss{
+		LossParams: kernels.LossParams{Objective: kernels.ObjectiveClipped, EpsLow: 0.2, EpsHigh: 0.28, Beta: 0.05},
+		SeqAdv:     []float32{1.5, -0.7},
+		RefLogP:    ref,
+	}
+	for _, s := range seqs {
+		w, old := make([]float32, s.Scored()), make([]float32, s.Scored())
+		for j := range w {
+			w[j] = 1 / float32(s.Scored())
+			old[j] = ref[len(loss.Weight)][j] - 0.05*float32(j%3)
+		}
+		loss.Weight, loss.OldLogP = append(loss.Weight, w), append(loss.OldLogP, old)
+	}
+	var out []stepResult
+	for range 3 {
+		tr.ZeroGrad()
+		res, err := tr.Accumulate(ctx, seqs, loss)
+		require.NoError(t, err)
+		r := stepResult{loss: res.Loss, logp: flat(res.LogP)}
+		for _, p := range tr.Params() {
+			g := make([]float32, p.Grad.Len())
+			require.NoError(t, be.Download(kernels.HostF32(g), p.Grad), "downloading %s's gradient", p.Name)
+			r.names, r.grads = append(r.names, p.Name), append(r.grads, g)
+		}
+		_, err = opt.Step()
+		require.NoError(t, err)
+		for _, p := range tr.Params() {
+			r.params = append(r.params, append([]float32(nil), p.Data...))
+		}
+		out = append(out, r)
+	}
+	require.NoError(t, be.Err())
+	return out
+}
+
+// flat concatenates rows.
+func flat(rows [][]float32) []float32 {
+	var out []float32
+	for _, r := range rows {
+		out = append(out, r...)
+	}
+	return out
+}
