@@ -43,7 +43,7 @@ func TestToleranceTable(t *testing.T) {
 		"Attention", "AttentionLSE", "SwiGLU", "Add", "Scale", "LogSoftmaxGather", "Entropy", "Softmax",
 		"SampleLogProb", "SampleFullLogProb", "RMSNormBackward", "RoPEBackward", "AttentionBackward", "SwiGLUBackward",
 		"EmbeddingBackward", "LogSoftmaxGatherBackward", "EntropyBackward", "PolicyLoss", "AdamW",
-		"ModelLogits", "ModelLogProbs", "ModelGrad", "ModelUpdate"} {
+		"ModelLogits", "ModelLogProbs", "ModelLogProbsBF16KV", "ModelGrad", "ModelUpdate"} {
 		tol := Tolerance(op)
 		assert.NotEmpty(t, tol.Why, op)
 		assert.GreaterOrEqual(t, tol.ATol, 0.0, op)
