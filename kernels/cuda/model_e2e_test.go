@@ -220,7 +220,8 @@ func generate(t *testing.T, ctx context.Context, m *model.Model, vocab int) []mo
 
 // e2eTransfers wraps the backend under test in kerneltest.Counting and
 // asserts the inference crossings model/transfer_test.go asserts on
-// kernels/cpu, with LoRA adapters attached: a decode step of a Batch
+// kernels/cpu, with LoRA adapters attached: Load imports each weight once
+// (the checkpoint's bf16 matrices go to the backend as they are); a decode step of a Batch
 // uploads its ids and positions once, learns one scalar (AllFinite over
 // the logits chunk) and downloads the sampled ids and their two
 // log-probs, never the logits ([rows, V] stays in backend memory);
@@ -229,6 +230,17 @@ func generate(t *testing.T, ctx context.Context, m *model.Model, vocab int) []mo
 func e2eTransfers(t *testing.T, nb newBackend) {
 	c := &kerneltest.Counting{Backend: nb(t)}
 	m := loadOn(t, e2eCheckpoint(t), c)
+	weights := model.WeightNames(m.Config)
+	elems := 0
+	for _, w := range weights {
+		n := 1
+		for _, d := range w.Shape {
+			n *= d
+		}
+		elems += n
+	}
+	assert.Equal(t, kerneltest.Transfers{Imports: len(weights), UploadElems: elems}, c.N,
+		"Load: one Import per weight of the checkpoint (the tied lm_head shares the embedding's), nothing else")
 	require.NoError(t, model.AttachLoRA(m, model.LoRAConfig{R: 2, Alpha: 4}, 3))
 	ctx := t.Context()
 	vocab := m.Config.VocabSize
