@@ -21,8 +21,9 @@
 #   model    75  logits of random tiny and Qwen3-0.6B-shaped models, GPU vs kernels/cpu;
 #                the model end to end on a tiny random bf16 checkpoint, GPU vs kernels/cpu
 #                (logits, continuous batched generation through the paged KV cache with
-#                forked prefixes, LogProbs), and its crossings through kerneltest.Counting
-#                (a decode step downloads no logits; no op gets foreign host memory)
+#                forked prefixes, LogProbs, three LoRA training steps), and its crossings
+#                through kerneltest.Counting (a decode step downloads no logits; no op gets
+#                foreign host memory)
 #   gemm     30  bf16 tensor-core GEMM TFLOP/s (and % of the 989 TFLOP/s dense peak)
 #   decode   50  decode tok/s at batch 1, 64, 256 vs the HBM bandwidth ceiling
 #   prefill  25  prefill tok/s (8 × 512 tokens)

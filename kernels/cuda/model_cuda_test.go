@@ -235,3 +235,12 @@ func TestModelE2EGPUvsCPU(t *testing.T) { e2eVsCPU(t, newGPU) }
 // logits and no op gets host memory the Device did not allocate or import
 // (see e2eTransfers).
 func TestModelE2ETransfersGPU(t *testing.T) { e2eTransfers(t, newGPU) }
+
+// TestModelE2ETrainGPUvsCPU: LoRA training steps on the GPU against
+// kernels/cpu: loss, log-probs, gradients and updated adapters, each
+// step's forward seeing the previous update (see e2eTrainVsCPU).
+func TestModelE2ETrainGPUvsCPU(t *testing.T) { e2eTrainVsCPU(t, newGPU) }
+
+// TestModelE2ETrainTransfersGPU: a LoRA training step's crossings on the
+// GPU (see e2eTrainTransfers).
+func TestModelE2ETrainTransfersGPU(t *testing.T) { e2eTrainTransfers(t, newGPU) }

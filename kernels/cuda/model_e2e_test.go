@@ -67,11 +67,16 @@ type pair struct {
 	be, cpu *model.Model
 }
 
+// loadPair loads dir on kernels/cpu and on the backend under test; the
+// latter through kerneltest.Counting with CopyImports, so its imports are
+// copies as a device's are even on the host build (cuda.Host's own Import
+// returns the host memory itself), and a host weight the model updated
+// without the backend seeing it would show as a difference.
 func loadPair(t *testing.T, dir string, nb newBackend) pair {
 	t.Helper()
 	cb := cpu.New(2)
 	t.Cleanup(cb.Close)
-	return pair{be: loadOn(t, dir, nb(t)), cpu: loadOn(t, dir, cb)}
+	return pair{be: loadOn(t, dir, &kerneltest.Counting{Backend: nb(t), CopyImports: true}), cpu: loadOn(t, dir, cb)}
 }
 
 func loadOn(t *testing.T, dir string, be kernels.Backend) *model.Model {
@@ -220,7 +225,8 @@ func generate(t *testing.T, ctx context.Context, m *model.Model, vocab int) []mo
 
 // e2eTransfers wraps the backend under test in kerneltest.Counting and
 // asserts the inference crossings model/transfer_test.go asserts on
-// kernels/cpu, with LoRA adapters attached: Load imports each weight once
+// kernels/cpu, with LoRA adapters attached and imports that copy (as
+// loadPair's): Load imports each weight once
 // (the checkpoint's bf16 matrices go to the backend as they are); a decode step of a Batch
 // uploads its ids and positions once, learns one scalar (AllFinite over
 // the logits chunk) and downloads the sampled ids and their two
@@ -228,7 +234,7 @@ func generate(t *testing.T, ctx context.Context, m *model.Model, vocab int) []mo
 // LogProbs moves only its inputs and per-token results; and no compute op
 // gets a host Buffer the backend did not allocate or import (HostArgs 0).
 func e2eTransfers(t *testing.T, nb newBackend) {
-	c := &kerneltest.Counting{Backend: nb(t)}
+	c := &kerneltest.Counting{Backend: nb(t), CopyImports: true}
 	m := loadOn(t, e2eCheckpoint(t), c)
 	weights := model.WeightNames(m.Config)
 	elems := 0

@@ -1,12 +1,10 @@
-//go:build cudahost
+//go:build cudahost || cuda
 
 package cuda_test
 
 // LoRA training end to end on a backend of this package's CUDA kernels
-// against kernels/cpu (see model_e2e_test.go). Host build only for now:
-// the GPU twin joins model_cuda_test.go once the parameters' values live
-// on the backend (DESIGN.md, "still host"), without which a GPU's forward
-// reads a stale import of A after a step.
+// against kernels/cpu (see model_e2e_test.go): the host build's
+// model_host_test.go and the GPU check's model_cuda_test.go run it.
 
 import (
 	"context"
@@ -118,7 +116,9 @@ func trainSteps(t *testing.T, ctx context.Context, m *model.Model, vocab int) []
 		_, err = opt.Step()
 		require.NoError(t, err)
 		for _, p := range tr.Params() {
-			r.params = append(r.params, append([]float32(nil), p.Data...))
+			v := make([]float32, p.Data.Len())
+			require.NoError(t, be.Download(kernels.HostF32(v), p.Data), "downloading %s", p.Name)
+			r.params = append(r.params, v)
 		}
 		out = append(out, r)
 	}
@@ -133,4 +133,42 @@ func flat(rows [][]float32) []float32 {
 		out = append(out, r...)
 	}
 	return out
+}
+
+// e2eTrainTransfers wraps the backend under test in kerneltest.Counting
+// and asserts a LoRA training step's crossings, as model/transfer_test.go
+// does on kernels/cpu: Accumulate uploads the ids, positions, scored rows
+// and targets once and the loss's per-token inputs once, downloads the
+// per-token results and the clip flags once each, AdamW.Step learns the
+// gradient norm's scalar; no compute op gets host memory the backend did
+// not allocate or import (HostArgs 0: the parameters, their gradients and
+// moments, the adapters' Bᵀ and every activation are the backend's).
+func e2eTrainTransfers(t *testing.T, nb newBackend) {
+	c := &kerneltest.Counting{Backend: nb(t), CopyImports: true}
+	m := loadOn(t, e2eCheckpoint(t), c)
+	require.NoError(t, model.AttachLoRA(m, model.LoRAConfig{R: 2, Alpha: 4}, 3))
+	ctx := t.Context()
+	tr, err := model.NewTrainable(m, model.TrainOptions{})
+	require.NoError(t, err)
+	t.Cleanup(tr.Release)
+	opt, err := model.NewAdamW(c, tr.Params(), model.DefaultAdamWConfig(1e-2))
+	require.NoError(t, err)
+	t.Cleanup(opt.Release)
+	seqs := []model.TrainSeq{{IDs: []int32{1, 2, 3, 4, 5}, Start: 2}, {IDs: []int32{6, 7, 8}, Start: 1}}
+	loss := model.Loss{LossParams: kernels.LossParams{Objective: kernels.ObjectiveClipped, EpsLow: 0.2, EpsHigh: 0.2},
+		SeqAdv: []float32{1, -1}, Weight: [][]float32{{0.2, 0.2, 0.2}, {0.2, 0.2}}, OldLogP: [][]float32{{-6, -5.5, -6}, {-5.8, -6}}}
+	for step := range 2 {
+		c.Reset()
+		res, err := tr.Accumulate(ctx, seqs, loss)
+		require.NoError(t, err)
+		require.Equal(t, 5, res.Tokens)
+		_, err = opt.Step()
+		require.NoError(t, err)
+		explicit := c.N
+		explicit.HostArgs = 0
+		assert.Equal(t, kerneltest.Transfers{Uploads: 2, Downloads: 2, Scalars: 1, UploadElems: 41, DownloadElems: 45}, explicit,
+			"training step %d's explicit crossings (Accumulate, AdamW.Step)", step)
+		assert.Equal(t, 0, c.N.HostArgs, "training step %d's host Buffer arguments (first: %v)", step, c.Foreign)
+	}
+	require.NoError(t, c.Err())
 }
