@@ -119,9 +119,9 @@ func (e maxErr) log(t *testing.T) {
 }
 
 // e2eVsCPU runs the model's inference entry points on the backend under
-// test and on kernels/cpu and compares them. Tolerances are the table's model-level
-// entries (kerneltest.Tolerance "ModelLogits", "ModelLogProbs",
-// "ModelGrad", "ModelUpdate"); token ids must be equal.
+// test and on kernels/cpu and compares them. Tolerances are the table's
+// model-level entries (kerneltest.Tolerance "ModelLogits",
+// "ModelLogProbs", "ModelLogProbsBF16KV"); token ids must be equal.
 func e2eVsCPU(t *testing.T, nb newBackend) {
 	dir := e2eCheckpoint(t)
 	vocab := e2eShape().VocabSize
@@ -226,13 +226,14 @@ func generate(t *testing.T, ctx context.Context, m *model.Model, vocab int) []mo
 // e2eTransfers wraps the backend under test in kerneltest.Counting and
 // asserts the inference crossings model/transfer_test.go asserts on
 // kernels/cpu, with LoRA adapters attached and imports that copy (as
-// loadPair's): Load imports each weight once
-// (the checkpoint's bf16 matrices go to the backend as they are); a decode step of a Batch
-// uploads its ids and positions once, learns one scalar (AllFinite over
-// the logits chunk) and downloads the sampled ids and their two
-// log-probs, never the logits ([rows, V] stays in backend memory);
-// LogProbs moves only its inputs and per-token results; and no compute op
-// gets a host Buffer the backend did not allocate or import (HostArgs 0).
+// loadPair's): Load imports each weight once (the checkpoint's bf16
+// matrices go to the backend as they are) and moves nothing else; a decode
+// step of a Batch uploads its ids and positions once, learns one scalar
+// (AllFinite over the logits chunk) and downloads the sampled ids and
+// their two log-probs, never the logits ([rows, V] stays in backend
+// memory); LogProbs moves only its inputs and per-token results; and no
+// compute op gets a host Buffer the backend did not allocate or import
+// (HostArgs 0).
 func e2eTransfers(t *testing.T, nb newBackend) {
 	c := &kerneltest.Counting{Backend: nb(t), CopyImports: true}
 	m := loadOn(t, e2eCheckpoint(t), c)

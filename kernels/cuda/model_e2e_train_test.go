@@ -47,9 +47,9 @@ func e2eTrainVsCPU(t *testing.T, nb newBackend) {
 	e.log(t)
 	// Each step's forward used the previous step's update: its log-probs
 	// moved by far more than the comparison's tolerance, on both
-	// backends alike (checked above). The first update moves only B (A's
-	// gradient is 0 while B is, as PEFT initialises it); the second
-	// moves A too.
+	// backends alike (checked above). The first update moves B (A's
+	// gradient is 0 while B is, as PEFT initialises it, so A only decays);
+	// the second moves A too.
 	for s := 1; s < len(got); s++ {
 		moved := 0.0
 		for i := range got[s].logp {
