@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/x/kernels"
 	"github.com/x/model"
 )
 
@@ -259,7 +260,7 @@ func pruneCheckpoints(outputDir string, keep int) error {
 }
 
 // LoadCheckpoint restores a checkpoint written by SaveCheckpoint: it
-// copies every saved parameter into w.Params by name (bit for bit; the
+// uploads every saved parameter into w.Params by name (bit for bit; the
 // file must hold exactly these parameters, as float32), loads the
 // optimizer's moments and step into w.Optimizer, and decodes the saved
 // trainer state into state (a pointer, or nil to skip it). Everything is
@@ -273,6 +274,9 @@ func LoadCheckpoint(dir string, w CheckpointWeights, state any) (int, error) {
 	var st trainerStateFile
 	if err := json.Unmarshal(data, &st); err != nil {
 		return 0, fmt.Errorf("load checkpoint %s: %s: %w", dir, TrainerStateFile, err)
+	}
+	if len(w.Params) > 0 && (w.Model == nil || w.Model.Backend == nil) {
+		return 0, errors.New("load checkpoint: no model (with a backend) to restore the parameters into")
 	}
 	if st.Mode != w.mode() {
 		return 0, fmt.Errorf("load checkpoint %s: saved by %s training, resuming %s training", dir, st.Mode, w.mode())
@@ -308,8 +312,12 @@ func LoadCheckpoint(dir string, w CheckpointWeights, state any) (int, error) {
 	if decoded.IsValid() {
 		reflect.ValueOf(state).Elem().Set(decoded.Elem())
 	}
+	// The parameters' values live in the backend's memory (the Buffers the
+	// forward reads and AdamW updates): each goes up in one Upload.
 	for i, p := range w.Params {
-		copy(p.Data, values[i])
+		if err := w.Model.Backend.Upload(p.Data, kernels.HostF32(values[i])); err != nil {
+			return 0, fmt.Errorf("load checkpoint %s: uploading %s: %w", dir, p.Name, err)
+		}
 	}
 	return st.Step, nil
 }
@@ -337,8 +345,8 @@ func readParams(path string, params []model.Param) ([][]float32, error) {
 		for _, d := range t.Shape {
 			n *= d
 		}
-		if n != len(p.Data) {
-			return nil, fmt.Errorf("%s: tensor %s has shape %v (%d values), the parameter has %d", path, p.Name, t.Shape, n, len(p.Data))
+		if n != p.Data.Len() {
+			return nil, fmt.Errorf("%s: tensor %s has shape %v (%d values), the parameter has %d", path, p.Name, t.Shape, n, p.Data.Len())
 		}
 		if out[i], err = f.Float32s(p.Name, t.Shape...); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)

@@ -24,7 +24,11 @@ type testState struct {
 // and takes two optimizer steps on made-up gradients so that the params
 // and the optimizer's moments are not at their initial values.
 func trainedWeights(t *testing.T, dir string, lora *model.LoRAConfig, gradSeed float32) CheckpointWeights {
-	m := loadTiny(t, dir)
+	return trainedWeightsOf(t, loadTiny(t, dir), lora, gradSeed)
+}
+
+// trainedWeightsOf is trainedWeights on the model m.
+func trainedWeightsOf(t *testing.T, m *model.Model, lora *model.LoRAConfig, gradSeed float32) CheckpointWeights {
 	if lora != nil {
 		require.NoError(t, model.AttachLoRA(m, *lora, 1))
 	}
@@ -47,7 +51,7 @@ func trainedWeights(t *testing.T, dir string, lora *model.LoRAConfig, gradSeed f
 func paramData(w CheckpointWeights) [][]float32 {
 	var out [][]float32
 	for _, p := range w.Params {
-		out = append(out, slices.Clone(p.Data))
+		out = append(out, slices.Clone(p.Data.F32()))
 	}
 	return out
 }

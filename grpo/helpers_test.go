@@ -13,6 +13,7 @@ import (
 	"github.com/x/env"
 	"github.com/x/kernels"
 	"github.com/x/kernels/cpu"
+	"github.com/x/kernels/kerneltest"
 	"github.com/x/model"
 	"github.com/x/tokenizer"
 )
@@ -20,6 +21,13 @@ import (
 // tinyModel writes a random tiny Qwen3 sized to the embedded tiny
 // tokenizer into a temp dir and loads it on a 2-thread CPU backend.
 func tinyModel(t testing.TB, seed uint64) (*model.Model, *tokenizer.Tokenizer) {
+	t.Helper()
+	return tinyModelOn(t, seed, false)
+}
+
+// tinyModelOn is tinyModel; with copyImports the backend's Import returns
+// a separate copy, as a device's does (kerneltest.Counting.CopyImports).
+func tinyModelOn(t testing.TB, seed uint64, copyImports bool) (*model.Model, *tokenizer.Tokenizer) {
 	t.Helper()
 	tok := tokenizer.Tiny()
 	cfg, err := model.NamedConfig("tiny")
@@ -29,7 +37,11 @@ func tinyModel(t testing.TB, seed uint64) (*model.Model, *tokenizer.Tokenizer) {
 	dir := t.TempDir()
 	require.NoError(t, model.WriteRandom(dir, cfg, kernels.F32, seed, model.RandomOptions{}))
 	be := cpu.New(2)
-	m, err := model.Load(dir, be)
+	var mb kernels.Backend = be
+	if copyImports {
+		mb = &kerneltest.Counting{Backend: be, CopyImports: true}
+	}
+	m, err := model.Load(dir, mb)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		m.Close()

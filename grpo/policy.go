@@ -50,7 +50,7 @@ func newPolicy(m *model.Model, lora *model.LoRAConfig, seed uint64, temperature 
 	}
 	opt, err := model.NewAdamW(m.Backend, tr.Params(), adamw)
 	if err != nil {
-		tr.Release()
+		tr.Close()
 		return nil, fmt.Errorf("grpo: optimizer: %w", err)
 	}
 	p := &policy{m: m, tr: tr, opt: opt, temp: temperature, batch: 64}
@@ -65,11 +65,12 @@ func newPolicy(m *model.Model, lora *model.LoRAConfig, seed uint64, temperature 
 }
 
 // close gives the policy's backend memory back: the Trainable's pass
-// buffers (Trainable.Release) and the optimizer's moments (AdamW.Release).
-// The model and its trained weights stay; the optimizer cannot step again.
+// buffers and gradients (Trainable.Close) and the optimizer's moments
+// (AdamW.Release). The model and its trained weights (its imports, which
+// the parameters' values are) stay; the policy cannot train again.
 // Calling it twice is harmless.
 func (p *policy) close() {
-	p.tr.Release()
+	p.tr.Close()
 	p.opt.Release()
 }
 

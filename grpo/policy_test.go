@@ -30,8 +30,9 @@ func TestPolicyLossBackendAgrees(t *testing.T) {
 	// Non-zero B so that the adapters matter and the reference differs.
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, p := range pol.params() {
-		for i := range p.Data {
-			p.Data[i] += float32(rng.NormFloat64() * 0.02)
+		data := p.Data.F32() // a CPU backend: the memory the forward reads
+		for i := range data {
+			data[i] += float32(rng.NormFloat64() * 0.02)
 		}
 	}
 	ctx := context.Background()

@@ -191,8 +191,9 @@ func NewTrainer(policy *model.Model, tok *tokenizer.Tokenizer, cfg Config, opts 
 }
 
 // Close closes the environment pools (their envs' sessions) and gives the
-// training's backend memory back (the Trainable's pass buffers and the
-// optimizer's moments): the trainer cannot train after it. The model, with
+// training's backend memory back (the Trainable's pass buffers and
+// gradients and the optimizer's moments): the trainer cannot train after
+// it. The model, with
 // the weights trained so far, is the caller's and stays open.
 func (t *Trainer) Close() error {
 	if t.pol != nil {

@@ -26,7 +26,13 @@ func resumeRows(gen int) []env.Row {
 // depends on the sampled tokens, so groups have spread and the adapters
 // move every step.
 func newResumeTrainer(t *testing.T, out string, edit ...func(*Config)) *Trainer {
-	m, tok := tinyModel(t, 11)
+	return newResumeTrainerOn(t, false, out, edit...)
+}
+
+// newResumeTrainerOn is newResumeTrainer; with copyImports the model runs
+// on a backend whose Import copies, as a device's does (see tinyModelOn).
+func newResumeTrainerOn(t *testing.T, copyImports bool, out string, edit ...func(*Config)) *Trainer {
+	m, tok := tinyModelOn(t, 11, copyImports)
 	cfg := testConfig(4, 2)
 	cfg.MaxCompletionLength = 24
 	cfg.Seed = 5

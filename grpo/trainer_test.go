@@ -43,7 +43,7 @@ func scoredCounters() env.Factory {
 func snapshot(ps []model.Param) [][]float32 {
 	out := make([][]float32, len(ps))
 	for i, p := range ps {
-		out[i] = slices.Clone(p.Data)
+		out[i] = slices.Clone(p.Data.F32())
 	}
 	return out
 }
@@ -51,7 +51,7 @@ func snapshot(ps []model.Param) [][]float32 {
 func changed(t *testing.T, before [][]float32, ps []model.Param) bool {
 	t.Helper()
 	for i, p := range ps {
-		if !slices.Equal(before[i], p.Data) {
+		if !slices.Equal(before[i], p.Data.F32()) {
 			return true
 		}
 	}

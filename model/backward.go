@@ -159,11 +159,12 @@ func (tr *Trainable) linBackward(st *passState, lin *Linear, lg *linGrad, dx, dy
 	if lg.dB.Len() > 0 {
 		be.MatMulTN(lg.dB, dy, u, m, lin.Out(), a.R)
 	}
+	aW, bW := tr.m.loraDev(lin) // the values AdamW updates (Param.Data)
 	du := st.grads.dlora.Slice(0, m*a.R)
-	be.MatMulNN(du, dy, kernels.MatF32(a.B, lin.Out(), a.R), m, false)
+	be.MatMulNN(du, dy, bW, m, false)
 	be.Scale(du, a.Scaling)
 	if lg.dA.Len() > 0 {
 		be.MatMulTN(lg.dA, du, x, m, a.R, lin.In())
 	}
-	be.MatMulNN(dx, du, kernels.MatF32(a.A, a.R, lin.In()), m, true)
+	be.MatMulNN(dx, du, aW, m, true)
 }

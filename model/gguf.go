@@ -112,6 +112,9 @@ func (t *ggufTensor) bytes() uint64 {
 // as a GGUF file llama.cpp loads as a qwen3 model. The model must carry no
 // adapters: merge them (MergeLoRA) first.
 func WriteGGUF(path string, m *Model, opts GGUFOptions) error {
+	if err := m.DownloadParams(); err != nil { // trained weights as training left them
+		return fmt.Errorf("write gguf %s: %w", path, err)
+	}
 	kvs, tensors, err := ggufContents(m, opts)
 	if err != nil {
 		return fmt.Errorf("write gguf %s: %w", path, err)

@@ -369,7 +369,7 @@ func TestWriteGGUFMergedLoRA(t *testing.T) {
 	_, statErr := os.Stat(path)
 	assert.True(t, os.IsNotExist(statErr), "no file after a refused export")
 
-	MergeLoRA(m)
+	require.NoError(t, MergeLoRA(m))
 	assert.NotEqual(t, before, m.Layers[1].MLP.Down.W.U16(), "the merge changed the weights")
 	require.NoError(t, WriteGGUF(path, m, GGUFOptions{Vocab: v}))
 	checkGGUF(t, path, m, ggufExpectedKV(cfg, v, "Qwen3", 32768, 32))

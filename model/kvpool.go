@@ -41,7 +41,8 @@ type KVStats struct {
 
 // SetKVOptions configures the pool that caches attached from now on use.
 // Caches already holding blocks keep their pool until they are Reset or
-// released; the Model drops its reference to the old pool. Like attaching
+// released; the Model drops its reference to the old pool, whose blocks'
+// memory goes back to the backend as soon as no cache uses them. Like attaching
 // adapters, it must not overlap with inference on m.
 func (m *Model) SetKVOptions(o KVOptions) error {
 	if o.BlockSize < 0 || o.BlockSize > maxKVBlockSize {
@@ -52,6 +53,9 @@ func (m *Model) SetKVOptions(o KVOptions) error {
 	}
 	if o.MaxBytes < 0 {
 		return fmt.Errorf("model: KV max bytes %d: must be ≥ 0", o.MaxBytes)
+	}
+	if m.kv != nil && m.Backend != nil {
+		m.kv.retire(m.Backend) // or its blocks' memory would never be freed
 	}
 	m.kv = newKVPool(m.Config, o)
 	return nil
@@ -91,10 +95,14 @@ type kvPool struct {
 	maxBytes           int64
 	blockBytes         int64
 
-	mu     sync.Mutex
-	blocks []kvBlock
-	refs   []int32
-	free   []int32
+	mu sync.Mutex
+	// retired is set (to the backend) once the Model replaced the pool
+	// (SetKVOptions): a block whose last reference goes is freed at once,
+	// since no cache will take it again.
+	retired kernels.Backend
+	blocks  []kvBlock
+	refs    []int32
+	free    []int32
 }
 
 // kvBlock is one block: [BlockSize, KVH·D] of K and of V for every layer,
@@ -168,6 +176,28 @@ func (p *kvPool) trim(be kernels.Backend) int64 {
 	return n
 }
 
+// retire marks the pool replaced (SetKVOptions): its free blocks' memory
+// goes back to be now, the others' when their caches release them.
+func (p *kvPool) retire(be kernels.Backend) {
+	p.trim(be)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.retired = be
+}
+
+// releaseAll gives the memory of every block back to be, in use or not
+// (Model.Close: no cache may use the pool afterwards).
+func (p *kvPool) releaseAll(be kernels.Backend) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id := range p.blocks {
+		if p.blocks[id].held() {
+			be.Free(p.blocks[id].mem)
+			p.blocks[id] = kvBlock{}
+		}
+	}
+}
+
 // held reports whether the block has memory (it was not trimmed).
 func (b kvBlock) held() bool { return b.k != nil }
 
@@ -214,6 +244,10 @@ func (p *kvPool) release(ids []int32) {
 		p.refs[id]--
 		if p.refs[id] == 0 {
 			p.free = append(p.free, id)
+			if p.retired != nil && p.blocks[id].held() {
+				p.retired.Free(p.blocks[id].mem)
+				p.blocks[id] = kvBlock{}
+			}
 		}
 	}
 }

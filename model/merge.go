@@ -12,8 +12,13 @@ import (
 // MergeLoRA folds every attached adapter into its base weight,
 // W ← W + scaling·B·A (products summed in float64, rounded once to the
 // weight's storage type), and detaches the adapters. Merged weights get
-// fresh memory, so memory-mapped checkpoints are never written.
-func MergeLoRA(m *Model) {
+// fresh memory, so memory-mapped checkpoints are never written. Trained
+// values are first brought back from the backend (Model.DownloadParams);
+// if that fails nothing is merged.
+func MergeLoRA(m *Model) error {
+	if err := m.DownloadParams(); err != nil {
+		return fmt.Errorf("merge lora: %w", err)
+	}
 	for li := range m.Layers {
 		for _, nl := range m.Layers[li].Linears() {
 			if nl.Linear.LoRA != nil {
@@ -24,6 +29,7 @@ func MergeLoRA(m *Model) {
 			}
 		}
 	}
+	return nil
 }
 
 // mergedWeight returns w + a.Scaling·a.B·a.A in w's storage type.
@@ -66,7 +72,12 @@ func mergedWeight(w kernels.Mat, a *LoRA) kernels.Mat {
 // storage type (the original dtype, or float32 after full fine-tuning) and
 // the norm weights in float32, as the loader and transformers both read
 // them. Adapters are not saved: call MergeLoRA first, or SaveAdapter.
+// Trained weights are first brought back from the backend
+// (Model.DownloadParams).
 func SaveCheckpoint(dir string, m *Model) error {
+	if err := m.DownloadParams(); err != nil { // the masters as training left them
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
 	for li := range m.Layers {
 		for _, nl := range m.Layers[li].Linears() {
 			if nl.Linear.LoRA != nil {

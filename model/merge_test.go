@@ -29,7 +29,7 @@ func TestMergeMatchesAdapter(t *testing.T) {
 			want, err := m.Logits(ids, Options{})
 			require.NoError(t, err)
 			require.Error(t, SaveCheckpoint(t.TempDir(), m), "adapters must be merged first")
-			MergeLoRA(m)
+			require.NoError(t, MergeLoRA(m))
 			assert.Nil(t, m.Layers[0].Attn.Q.LoRA)
 			assert.Equal(t, tc.dtype, m.Layers[0].Attn.Q.W.DType)
 			merged, err := m.Logits(ids, Options{})

@@ -10,14 +10,17 @@ import (
 )
 
 // Param is one trainable tensor: its float32 master values and the
-// gradient accumulated into it. Data and Grad have the same length and are
-// owned by whoever made the Param (a Trainable); the optimizer updates Data
-// in place. Grad is an F32 Buffer in the backend's memory (a Trainable's
-// come from Backend.Alloc): read it with Backend.Download (on a CPU backend
-// Grad.F32() is the memory itself).
+// gradient accumulated into it, both F32 Buffers of the same length in
+// the backend's memory, owned by whoever made the Param (a Trainable). The
+// optimizer updates Data in place on the backend, and a Trainable's Data
+// is the very Buffer the forward reads (the Model's import of the weight),
+// so during training it, not the Model's host field, holds the value: read
+// it with Backend.Download or Model.DownloadParams, write it with
+// Backend.Upload (on a CPU backend Data.F32() is the host field's memory
+// itself). A Trainable's Grad comes from Backend.Alloc.
 type Param struct {
 	Name  string         // unique; PEFT or Hugging Face tensor name
-	Data  []float32      // [N] values, updated by the optimizer
+	Data  kernels.Buffer // [N] F32 values, updated by the optimizer
 	Grad  kernels.Buffer // [N] F32 accumulated gradient (+=)
 	Decay bool           // whether weight decay applies (false for norm weights)
 }
@@ -90,8 +93,8 @@ func NewAdamW(be kernels.Backend, params []Param, cfg AdamWConfig) (*AdamW, erro
 	seen := make(map[string]bool, len(params))
 	o := &AdamW{be: be, cfg: cfg, params: params}
 	for _, p := range params {
-		if len(p.Data) != p.Grad.Len() || p.Grad.DType() != kernels.F32 {
-			return nil, fmt.Errorf("adamw: param %s has %d values but %d %v gradients", p.Name, len(p.Data), p.Grad.Len(), p.Grad.DType())
+		if p.Data.DType() != kernels.F32 || p.Data.Len() != p.Grad.Len() || p.Grad.DType() != kernels.F32 {
+			return nil, fmt.Errorf("adamw: param %s has %d %v values but %d %v gradients (want F32 of one length)", p.Name, p.Data.Len(), p.Data.DType(), p.Grad.Len(), p.Grad.DType())
 		}
 		if seen[p.Name] {
 			return nil, fmt.Errorf("adamw: param name %s used twice", p.Name)
@@ -99,13 +102,13 @@ func NewAdamW(be kernels.Backend, params []Param, cfg AdamWConfig) (*AdamW, erro
 		seen[p.Name] = true
 	}
 	for _, p := range params {
-		m, err := be.Alloc(kernels.F32, len(p.Data))
+		m, err := be.Alloc(kernels.F32, p.Data.Len())
 		if err != nil {
 			o.Release()
 			return nil, fmt.Errorf("adamw: moments of %s: %w", p.Name, err)
 		}
 		o.m = append(o.m, m)
-		v, err := be.Alloc(kernels.F32, len(p.Data))
+		v, err := be.Alloc(kernels.F32, p.Data.Len())
 		if err != nil {
 			o.Release()
 			return nil, fmt.Errorf("adamw: moments of %s: %w", p.Name, err)
@@ -165,7 +168,7 @@ func (o *AdamW) Step() (StepStats, error) {
 		if p.Decay {
 			hp.WeightDecay = o.cfg.WeightDecay
 		}
-		o.be.AdamW(kernels.HostF32(p.Data), p.Grad, o.m[i], o.v[i], hp, o.step)
+		o.be.AdamW(p.Data, p.Grad, o.m[i], o.v[i], hp, o.step)
 	}
 	return st, nil
 }

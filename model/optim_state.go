@@ -77,10 +77,10 @@ func (o *AdamW) readState(f *SafetensorsFile) error {
 	m, v := make([][]float32, len(o.params)), make([][]float32, len(o.params))
 	for i, p := range o.params {
 		want[p.Name+stateMomentM], want[p.Name+stateMomentV] = true, true
-		if m[i], err = f.Float32s(p.Name+stateMomentM, len(p.Data)); err != nil {
+		if m[i], err = f.Float32s(p.Name+stateMomentM, p.Data.Len()); err != nil {
 			return err
 		}
-		if v[i], err = f.Float32s(p.Name+stateMomentV, len(p.Data)); err != nil {
+		if v[i], err = f.Float32s(p.Name+stateMomentV, p.Data.Len()); err != nil {
 			return err
 		}
 	}

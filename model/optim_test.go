@@ -45,7 +45,7 @@ func TestAdamWStep(t *testing.T) {
 	n := []float32{0.5}
 	gw := []float32{3, 0}
 	gn := []float32{4}
-	params := []Param{{Name: "w", Data: w, Grad: kernels.HostF32(gw), Decay: true}, {Name: "n", Data: n, Grad: kernels.HostF32(gn)}}
+	params := []Param{{Name: "w", Data: kernels.HostF32(w), Grad: kernels.HostF32(gw), Decay: true}, {Name: "n", Data: kernels.HostF32(n), Grad: kernels.HostF32(gn)}}
 	cfg := AdamWConfig{Beta1: 0.9, Beta2: 0.99, Eps: 1e-8, WeightDecay: 0.1, Schedule: Schedule{LR: 0.01}, MaxGradNorm: 1}
 	o, err := NewAdamW(ref.Backend{}, params, cfg)
 	require.NoError(t, err)
@@ -70,7 +70,7 @@ func TestAdamWStep(t *testing.T) {
 		_, err := NewAdamW(ref.Backend{}, nil, bad)
 		assert.Error(t, err, "%+v", bad)
 	}
-	_, err = NewAdamW(ref.Backend{}, []Param{{Name: "a", Data: w, Grad: kernels.HostF32(gn)}}, cfg)
+	_, err = NewAdamW(ref.Backend{}, []Param{{Name: "a", Data: kernels.HostF32(w), Grad: kernels.HostF32(gn)}}, cfg)
 	assert.Error(t, err, "length mismatch")
 	_, err = NewAdamW(ref.Backend{}, []Param{params[0], params[0]}, cfg)
 	assert.Error(t, err, "duplicate name")
@@ -118,7 +118,7 @@ func TestResumeIsBitExact(t *testing.T) {
 		trA, oA := open(base, "")
 		train(trA, oA, 0, total)
 		trInit, _ := open(base, "")
-		assert.NotEqual(t, trInit.Params()[0].Data, trA.Params()[0].Data, "training moved the weights")
+		assert.NotEqual(t, trInit.Params()[0].Data.F32(), trA.Params()[0].Data.F32(), "training moved the weights")
 
 		trB, oB := open(base, "")
 		train(trB, oB, 0, split)
@@ -141,7 +141,7 @@ func TestResumeIsBitExact(t *testing.T) {
 		require.Equal(t, len(trA.Params()), len(trC.Params()))
 		for i, p := range trA.Params() {
 			assert.Equal(t, p.Name, trC.Params()[i].Name)
-			assert.Equal(t, p.Data, trC.Params()[i].Data, "full=%v %s", full, p.Name)
+			assert.Equal(t, p.Data.F32(), trC.Params()[i].Data.F32(), "full=%v %s", full, p.Name)
 		}
 		assert.Equal(t, downloadAll(t, oA.be, oA.m), downloadAll(t, oC.be, oC.m))
 		assert.Equal(t, downloadAll(t, oA.be, oA.v), downloadAll(t, oC.be, oC.v))
@@ -162,9 +162,9 @@ func downloadAll(t *testing.T, be kernels.Backend, bufs []kernels.Buffer) [][]fl
 // TestLoadStateRejectsMismatch: a state saved for other params is refused
 // and leaves the optimizer as it was.
 func TestLoadStateRejectsMismatch(t *testing.T) {
-	a := []Param{{Name: "x", Data: make([]float32, 3), Grad: kernels.HostF32(make([]float32, 3))}}
-	b := []Param{{Name: "x", Data: make([]float32, 4), Grad: kernels.HostF32(make([]float32, 4))}}
-	c := []Param{{Name: "y", Data: make([]float32, 3), Grad: kernels.HostF32(make([]float32, 3))}}
+	a := []Param{{Name: "x", Data: kernels.HostF32(make([]float32, 3)), Grad: kernels.HostF32(make([]float32, 3))}}
+	b := []Param{{Name: "x", Data: kernels.HostF32(make([]float32, 4)), Grad: kernels.HostF32(make([]float32, 4))}}
+	c := []Param{{Name: "y", Data: kernels.HostF32(make([]float32, 3)), Grad: kernels.HostF32(make([]float32, 3))}}
 	cfg := DefaultAdamWConfig(1e-3)
 	oa, err := NewAdamW(ref.Backend{}, a, cfg)
 	require.NoError(t, err)

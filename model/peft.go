@@ -20,9 +20,13 @@ const (
 // adapter_model.safetensors (F32) with PEFT's tensor names, which Python
 // PEFT and vLLM load. Every projection cfg targets must carry an adapter of
 // rank cfg.R, and no other may carry one. baseModel, if not empty, is
-// recorded as base_model_name_or_path.
+// recorded as base_model_name_or_path. Trained adapters are first brought
+// back from the backend (Model.DownloadParams).
 func SaveAdapter(dir string, m *Model, cfg LoRAConfig, baseModel string) error {
 	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("save adapter: %w", err)
+	}
+	if err := m.DownloadParams(); err != nil { // A and B as training left them
 		return fmt.Errorf("save adapter: %w", err)
 	}
 	var tensors []Tensor

@@ -40,7 +40,7 @@ type Model struct {
 
 	kv *kvPool // the KV cache pool; nil until first used (see SetKVOptions)
 
-	imported map[devKey]kernels.Buffer // host weights → their Import (see devBuf)
+	imported map[devKey]devWeight // host weights → their Import (see devBuf)
 }
 
 // Layer is one Qwen3DecoderLayer.
@@ -76,7 +76,11 @@ type Linear struct {
 	LoRA *LoRA       // nil: none
 }
 
-// LoRA is a low-rank adapter on one Linear (PEFT layout).
+// LoRA is a low-rank adapter on one Linear (PEFT layout). The ops read A
+// and B through the Model's imports; while a Trainable trains them the
+// backend's copy is authoritative and A and B are brought up to date by
+// Model.DownloadParams (a no-op on a CPU backend, where they are the same
+// memory; saving and merging call it).
 type LoRA struct {
 	A       []float32 // [R, In]  (lora_A.weight)
 	B       []float32 // [Out, R] (lora_B.weight)
@@ -111,9 +115,17 @@ type NamedLinear struct {
 	Linear *Linear
 }
 
-// Close releases the memory-mapped weight files. The Model must not be
+// Close gives the Model's backend memory back (Backend.Free: every
+// weight's import and the KV pool's blocks) and releases the memory-mapped
+// weight files. The Model, its caches and a Trainable of it must not be
 // used afterwards.
 func (m *Model) Close() error {
+	if m.Backend != nil {
+		m.releaseImports()
+		if m.kv != nil {
+			m.kv.releaseAll(m.Backend)
+		}
+	}
 	if m.closer == nil {
 		return nil
 	}

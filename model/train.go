@@ -125,10 +125,12 @@ func (tr *Trainable) allocGrad(name string, n int) (kernels.Buffer, error) {
 // NewTrainable prepares m for training. With opts.Full every weight is
 // copied to a float32 master (memory-mapped or bf16 weights are never
 // written) that replaces it in m; otherwise the attached adapters (which
-// AttachLoRA and LoadAdapter allocate) are the parameters, updated in
-// place, and the Trainable keeps one transposed copy of the frozen lm_head
-// for a faster backward. Make one Trainable per Model, after attaching
-// adapters.
+// AttachLoRA and LoadAdapter allocate) are the parameters, and the
+// Trainable keeps one transposed copy of the frozen lm_head for a faster
+// backward. Each parameter's Data is the Model's import of the weight,
+// updated in place in the backend's memory (see Param and
+// Model.DownloadParams). Make one Trainable per Model, after attaching
+// adapters; Close it when done.
 func NewTrainable(m *Model, opts TrainOptions) (*Trainable, error) {
 	if opts.LogitsChunk < 0 {
 		return nil, fmt.Errorf("train: logits chunk %d < 0", opts.LogitsChunk)
@@ -145,6 +147,12 @@ func NewTrainable(m *Model, opts TrainOptions) (*Trainable, error) {
 	if m.Backend == nil {
 		return nil, errors.New("train: model has no backend")
 	}
+	// The host weights must be current: Full mode copies them into its
+	// masters and its reference, and an earlier Trainable may have trained
+	// them on the backend.
+	if err := m.DownloadParams(); err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
 	tr := &Trainable{m: m, be: m.Backend, opts: opts, lin: make([][7]linGrad, len(m.Layers)), bT: make([][7]kernels.Buffer, len(m.Layers)), bTLen: make([][7]int, len(m.Layers))}
 	z, err := tr.be.Alloc(kernels.F32, zeroChunk)
 	if err != nil {
@@ -152,10 +160,12 @@ func NewTrainable(m *Model, opts TrainOptions) (*Trainable, error) {
 	}
 	tr.zeros = z
 	if opts.Full {
-		if err := tr.initFull(); err != nil {
-			return nil, err
-		}
-	} else if err := tr.initLoRA(); err != nil {
+		err = tr.initFull()
+	} else {
+		err = tr.initLoRA()
+	}
+	if err != nil {
+		tr.Close() // the gradients allocated so far
 		return nil, err
 	}
 	return tr, nil
@@ -181,9 +191,18 @@ func (tr *Trainable) initLoRA() error {
 			if g.dB, err = tr.allocGrad(nB, len(a.B)); err != nil {
 				return err
 			}
+			aH, bH, _ := loraHost(nl.Linear)
+			dA, err := tr.m.paramBuf(aH)
+			if err != nil {
+				return fmt.Errorf("train: %s: %w", nA, err)
+			}
+			dB, err := tr.m.paramBuf(bH)
+			if err != nil {
+				return fmt.Errorf("train: %s: %w", nB, err)
+			}
 			tr.params = append(tr.params,
-				Param{Name: nA, Data: a.A, Grad: g.dA, Decay: true},
-				Param{Name: nB, Data: a.B, Grad: g.dB, Decay: true})
+				Param{Name: nA, Data: dA, Grad: g.dA, Decay: true},
+				Param{Name: nB, Data: dB, Grad: g.dB, Decay: true})
 		}
 	}
 	if len(tr.params) == 0 {
@@ -202,17 +221,31 @@ func masterF32(w *kernels.Mat) []float32 {
 	return data
 }
 
+// addParam makes the host weight host (just made by initFull) a trained
+// parameter named name: its import is Param.Data (see Model.paramBuf).
+func (tr *Trainable) addParam(name string, host []float32, grad kernels.Buffer, decay bool) error {
+	d, err := tr.m.paramBuf(kernels.HostF32(host))
+	if err != nil {
+		return fmt.Errorf("train: %s: %w", name, err)
+	}
+	tr.params = append(tr.params, Param{Name: name, Data: d, Grad: grad, Decay: decay})
+	return nil
+}
+
 func (tr *Trainable) initFull() error {
 	m := tr.m
 	var err error
+	// Each trained weight replaces the one the model had, whose import is
+	// given back (the reference policy imports what it shares on its own).
 	norm := func(name string, w *[]float32) kernels.Buffer {
 		g, e := tr.allocGrad(name, len(*w))
 		if e != nil {
 			err = cmp.Or(err, e)
 			return kernels.Buffer{}
 		}
+		m.forget(kernels.HostF32(*w))
 		*w = slices.Clone(*w)
-		tr.params = append(tr.params, Param{Name: name, Data: *w, Grad: g})
+		err = cmp.Or(err, tr.addParam(name, *w, g, false))
 		return g
 	}
 	mat := func(name string, w *kernels.Mat) kernels.Buffer {
@@ -221,7 +254,8 @@ func (tr *Trainable) initFull() error {
 			err = cmp.Or(err, e)
 			return kernels.Buffer{}
 		}
-		tr.params = append(tr.params, Param{Name: name, Data: masterF32(w), Grad: g, Decay: true})
+		m.forget(w.Data)
+		err = cmp.Or(err, tr.addParam(name, masterF32(w), g, true))
 		return g
 	}
 	// Refuse adapters before converting anything, so an error leaves the
@@ -279,6 +313,30 @@ func (tr *Trainable) Release() {
 		tr.lmHeadT = kernels.Mat{}
 	}
 	tr.pending = false
+}
+
+// Close gives back everything the Trainable holds in the backend's
+// memory: Release's scratch, the gradients, the zeroed buffer ZeroGrad
+// copies from, and in Full mode the reference policy's imports. The
+// parameters' values are the Model's (its imports of the trained weights)
+// and stay with it until Model.Close. The Trainable must not be used
+// afterwards.
+func (tr *Trainable) Close() {
+	be := tr.be
+	tr.Release()
+	for i := range tr.params {
+		free(be, &tr.params[i].Grad)
+	}
+	for li := range tr.lin {
+		tr.lin[li] = [7]linGrad{}
+	}
+	tr.norms = nil
+	tr.dNorm, tr.dEmbed, tr.dHead = kernels.Buffer{}, kernels.Buffer{}, kernels.Buffer{}
+	free(be, &tr.zeros)
+	if tr.ref != nil {
+		_ = tr.ref.Close() // built in memory: nothing to unmap, so no error
+		tr.ref = nil
+	}
 }
 
 // Params are the trainable tensors with their gradients, in a fixed order

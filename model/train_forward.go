@@ -398,7 +398,8 @@ func (tr *Trainable) refreshBT() error {
 				return fmt.Errorf("train: adapters' Bᵀ: %w", err)
 			}
 			tr.bTLen[li][j] = a.R * out
-			tr.be.Transpose(t, kernels.HostF32(a.B[:out*a.R]), out, a.R)
+			_, b := tr.m.loraDev(nl.Linear) // B as AdamW updates it (Param.Data)
+			tr.be.Transpose(t, b.Data, out, a.R)
 		}
 	}
 	return nil

@@ -47,16 +47,20 @@ import (
 // gradients, the logits chunk, the loss tensors, the adapters' Bᵀ,
 // lm_head's transposed copy, the parameters' gradients and AdamW's moments
 // are the backend's (Alloc), so no compute op gets host memory the
-// backend did not make (HostArgs 0). What the count cannot see: the
-// parameters' values (LoRA A and B, Param.Data) are still Go slices that
-// AdamW updates in place and the backward reads as host Mats; the CPU
-// backend's Import returns the same memory, so Counting takes them for
-// imported weights. On a device they are staged per op and the forward's
-// imports of A would go stale after a step (see DESIGN.md).
+// backend did not make (HostArgs 0). The parameters' values are the
+// Model's imports of the trained weights (Param.Data), which AdamW updates
+// in place and the forward and backward read, so AdamW gets no host
+// argument either. Imports copy here (Counting.CopyImports), as on a
+// device, so a host slice passed in place of an import would count.
+//
+// After the steps, Model.DownloadParams brings the trained values back
+// for a host reader with one Download per parameter (nothing moves on a
+// CPU backend, whose imports are the host memory: see
+// TestDownloadParamsOnCPU).
 func TestTransfers(t *testing.T) {
 	be := cpu.New(2)
 	defer be.Close()
-	c := &kerneltest.Counting{Backend: be}
+	c := &kerneltest.Counting{Backend: be, CopyImports: true}
 	m := trLoadTiny(t, c, true)
 	ctx := t.Context()
 
@@ -141,6 +145,14 @@ func TestTransfers(t *testing.T) {
 		"one training step's explicit crossings (Accumulate, AdamW.Step)")
 	assert.Equal(t, 0, c.N.HostArgs, "training step's host Buffer arguments (first: %v)", c.Foreign)
 
+	c.Reset()
+	require.NoError(t, m.DownloadParams())
+	elems := 0
+	for _, p := range tr.Params() {
+		elems += p.Data.Len()
+	}
+	assert.Equal(t, kerneltest.Transfers{Downloads: len(tr.Params()), DownloadElems: elems}, c.N, "DownloadParams: one Download per parameter")
+
 	// A second step reuses the pass buffers; Release gives them back and a
 	// later step allocates them again; AdamW.Release frees the moments.
 	live = c.Live()
@@ -169,7 +181,7 @@ func TestTransfers(t *testing.T) {
 func TestImportTable(t *testing.T) {
 	be := cpu.New(2)
 	defer be.Close()
-	c := &kerneltest.Counting{Backend: be}
+	c := &kerneltest.Counting{Backend: be, CopyImports: true} // each import an allocation of its own, as on a device
 	m := trLoadTiny(t, c, false)
 	cfg := m.Config
 	perLayer := 4 + 7 // four norms, seven projections
@@ -194,7 +206,7 @@ func TestImportTable(t *testing.T) {
 
 	require.NoError(t, AttachLoRA(m, LoRAConfig{R: 2, Alpha: 4}, 3))
 	fwd()
-	MergeLoRA(m)
+	require.NoError(t, MergeLoRA(m))
 	fwd()
 	assert.Equal(t, base, c.Live(), "merged weights replace the base weights' imports")
 }

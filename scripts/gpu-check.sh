@@ -18,7 +18,12 @@
 #                kernels/ref at the suite's awkward shapes, the one tolerance table,
 #                integer outputs exact), the SIMT probes (mma.sync fragment layout,
 #                barrier/shared/shuffle/ballot) on hardware, and a pinned-memory round trip
-#   model    75  logits of random tiny and Qwen3-0.6B-shaped models, GPU vs kernels/cpu
+#   model    75  logits of random tiny and Qwen3-0.6B-shaped models, GPU vs kernels/cpu;
+#                the model end to end on a tiny random bf16 checkpoint, GPU vs kernels/cpu
+#                (logits, continuous batched generation through the paged KV cache with
+#                forked prefixes, LogProbs, three LoRA training steps), and its crossings
+#                through kerneltest.Counting (a decode step downloads no logits; no op gets
+#                foreign host memory)
 #   gemm     30  bf16 tensor-core GEMM TFLOP/s (and % of the 989 TFLOP/s dense peak)
 #   decode   50  decode tok/s at batch 1, 64, 256 vs the HBM bandwidth ceiling
 #   prefill  25  prefill tok/s (8 × 512 tokens)
@@ -50,7 +55,7 @@ all_stages="info kernels model gemm decode prefill grpo"
 declare -A args timeouts
 args[info]="-test.run ^TestDeviceInfo$ -test.v"
 args[kernels]="-test.run ^(TestGPU|TestPinnedRoundTrip) -test.v"
-args[model]="-test.run ^TestModelLogitsGPUvsCPU$ -test.v"
+args[model]="-test.run ^(TestModelLogitsGPUvsCPU|TestModelE2E) -test.v"
 args[gemm]="-test.run ^$ -test.bench ^BenchmarkGEMM$ -test.benchtime 20x"
 args[decode]="-test.run ^$ -test.bench ^BenchmarkDecode$ -test.benchtime 2x"
 args[prefill]="-test.run ^$ -test.bench ^BenchmarkPrefill$ -test.benchtime 2x"
@@ -171,6 +176,7 @@ for s in $stages; do
 	fi
 	if [ "$s" = model ]; then
 		figures="$figures $(grep -o '[a-z0-9.-]*: [0-9]*×[0-9]* logits, max abs diff GPU vs CPU [0-9.e+-]*' "$log" | tr '\n' ';')"
+		figures="$figures $(grep -o 'Model[A-Za-z]*: max abs difference vs kernels/cpu [0-9.e+-]*' "$log" | sed 's/ max abs difference vs kernels.cpu//' | tr '\n' ';')"
 	fi
 	if [ "$rc" -ne 0 ] && [ "$pass$fail" = "00" ]; then
 		figures="$figures last line: $(tail -n 1 "$log" | cut -c1-160 | sed 's/|/\//g')"

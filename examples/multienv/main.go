@@ -106,7 +106,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return fmt.Errorf("SFT: %w", err)
 		}
 		if sc.LoRA != nil {
-			model.MergeLoRA(pol.Model)
+			if err := model.MergeLoRA(pol.Model); err != nil {
+				return fmt.Errorf("SFT: %w", err)
+			}
 		}
 	}
 

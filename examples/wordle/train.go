@@ -206,7 +206,9 @@ func warmStart(ctx context.Context, cfg config, pol *policy.Policy, out io.Write
 		return err
 	}
 	if sc.LoRA != nil {
-		model.MergeLoRA(pol.Model)
+		if err := model.MergeLoRA(pol.Model); err != nil {
+			return fmt.Errorf("SFT: %w", err)
+		}
 	}
 	if n := len(rep.History); n > 0 {
 		fmt.Fprintf(out, "SFT: final loss %.4f\n", rep.History[n-1].Metrics[grpo.MetricLoss])

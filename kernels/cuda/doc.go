@@ -15,7 +15,10 @@
 //     emulated per the PTX ISA tables), and Host runs them as a
 //     kernels.Backend, so `go test -tags cudahost ./kernels/cuda/` runs the
 //     whole conformance suite against the kernels' own indexing, tiling,
-//     masking and reductions. simt.h states what that cannot catch.
+//     masking and reductions, and the model end to end on Host against
+//     kernels/cpu (model_e2e_test.go: logits, batched generation through
+//     the paged KV cache, LogProbs, LoRA training steps, the host↔backend
+//     crossings). simt.h states what that cannot catch.
 //
 // Launch configurations live in plan.go, shared by the host build and the
 // device launcher.

@@ -221,3 +221,26 @@ func BenchmarkGRPOStep(b *testing.B) {
 	b.ReportMetric(tTrain.Seconds()/n, "score+backward_s")
 	b.ReportMetric(tOpt.Seconds()/n, "optim_s")
 }
+
+// newGPU is newDevice as an e2e backend.
+func newGPU(t *testing.T) kernels.Backend { return newDevice(t) }
+
+// TestModelE2EGPUvsCPU: the model's entry points on the GPU against
+// kernels/cpu: logits, continuous batched generation through the paged KV
+// cache, LogProbs and LoRA training steps (see e2eVsCPU; the host build
+// runs the same checks in make test).
+func TestModelE2EGPUvsCPU(t *testing.T) { e2eVsCPU(t, newGPU) }
+
+// TestModelE2ETransfersGPU: on the GPU, a decode step never downloads
+// logits and no op gets host memory the Device did not allocate or import
+// (see e2eTransfers).
+func TestModelE2ETransfersGPU(t *testing.T) { e2eTransfers(t, newGPU) }
+
+// TestModelE2ETrainGPUvsCPU: LoRA training steps on the GPU against
+// kernels/cpu: loss, log-probs, gradients and updated adapters, each
+// step's forward seeing the previous update (see e2eTrainVsCPU).
+func TestModelE2ETrainGPUvsCPU(t *testing.T) { e2eTrainVsCPU(t, newGPU) }
+
+// TestModelE2ETrainTransfersGPU: a LoRA training step's crossings on the
+// GPU (see e2eTrainTransfers).
+func TestModelE2ETrainTransfersGPU(t *testing.T) { e2eTrainTransfers(t, newGPU) }

@@ -42,7 +42,8 @@ func TestToleranceTable(t *testing.T) {
 	for _, op := range []string{"MatMul", "MatMulNN", "MatMulTN", "MatMulLong", "Embedding", "RMSNorm", "RoPE",
 		"Attention", "AttentionLSE", "SwiGLU", "Add", "Scale", "LogSoftmaxGather", "Entropy", "Softmax",
 		"SampleLogProb", "SampleFullLogProb", "RMSNormBackward", "RoPEBackward", "AttentionBackward", "SwiGLUBackward",
-		"EmbeddingBackward", "LogSoftmaxGatherBackward", "EntropyBackward", "PolicyLoss", "AdamW"} {
+		"EmbeddingBackward", "LogSoftmaxGatherBackward", "EntropyBackward", "PolicyLoss", "AdamW",
+		"ModelLogits", "ModelLogProbs", "ModelLogProbsBF16KV", "ModelGrad", "ModelUpdate"} {
 		tol := Tolerance(op)
 		assert.NotEmpty(t, tol.Why, op)
 		assert.GreaterOrEqual(t, tol.ATol, 0.0, op)

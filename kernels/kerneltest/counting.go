@@ -37,9 +37,22 @@ func (n Transfers) Total() int {
 // remembers the address range of every Buffer its Alloc and Import return
 // on a host backend (Free forgets it). Everything else is the wrapped
 // backend's.
+//
+// With CopyImports set, Import behaves as a device backend's does: it
+// returns a separate copy of the host Buffer (the wrapped backend's
+// Alloc, filled by its Upload) instead of the CPU backends' "the host
+// memory itself". Code that runs through such a wrapper must then keep
+// host and backend copies apart as it would on a device: a host weight
+// written after it was imported is not seen by the ops, and a value
+// updated on the backend (an optimizer step) is not seen on the host
+// until it is downloaded. Tests run a model through it to catch what the
+// CPU backends' aliasing hides; the copy is counted as the one Import.
 type Counting struct {
 	kernels.Backend
 	N Transfers
+	// CopyImports makes Import return a separate copy, as a device does
+	// (see above). Set it before the first Import.
+	CopyImports bool
 	// Foreign names the first few host arguments counted in N.HostArgs,
 	// as "op arg" (for a test's failure message).
 	Foreign []string
@@ -149,11 +162,31 @@ func (c *Counting) Download(dst, src kernels.Buffer) error {
 func (c *Counting) Import(src kernels.Buffer) (kernels.Buffer, error) {
 	c.N.Imports++
 	c.N.UploadElems += src.Len()
-	b, err := c.Backend.Import(src)
+	b, err := c.importBuf(src)
 	if err == nil {
 		c.own(b)
 	}
 	return b, err
+}
+
+// importBuf is the wrapped backend's Import, or with CopyImports a copy
+// in memory of its own.
+func (c *Counting) importBuf(src kernels.Buffer) (kernels.Buffer, error) {
+	if !c.CopyImports {
+		return c.Backend.Import(src)
+	}
+	if !src.Host() {
+		return kernels.Buffer{}, fmt.Errorf("kerneltest: Counting.Import: src %v is device memory", src)
+	}
+	b, err := c.Backend.Alloc(src.DType(), src.Len())
+	if err != nil {
+		return kernels.Buffer{}, fmt.Errorf("kerneltest: Counting.Import: %w", err)
+	}
+	if err := c.Backend.Upload(b, src); err != nil {
+		c.Backend.Free(b)
+		return kernels.Buffer{}, fmt.Errorf("kerneltest: Counting.Import: %w", err)
+	}
+	return b, nil
 }
 
 // SumSquares counts one scalar.

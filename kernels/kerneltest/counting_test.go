@@ -72,3 +72,32 @@ func TestCountingHostArgs(t *testing.T) {
 	c.Scale(d, 1)
 	assert.Equal(t, Transfers{HostArgs: 1}, c.N, "freed memory is not the backend's")
 }
+
+// TestCountingCopyImports: with CopyImports, Import returns a separate
+// copy holding src's values, as a device does (without it, the CPU
+// backends' Import returns src itself); the copy is backend memory, counted
+// as one Import, and Free forgets it.
+func TestCountingCopyImports(t *testing.T) {
+	for _, copies := range []bool{false, true} {
+		c := &Counting{Backend: ref.Backend{}, CopyImports: copies}
+		src := []float32{1, 2, 3}
+		d, err := c.Import(kernels.HostF32(src))
+		require.NoError(t, err)
+		assert.Equal(t, src, d.F32(), "copies=%v: the import holds src's values", copies)
+		assert.Equal(t, !copies, d.HostPtr() == kernels.HostF32(src).HostPtr(), "copies=%v: same memory only without CopyImports", copies)
+		src[0] = 9 // a host write after the import
+		assert.Equal(t, copies, d.F32()[0] == 1, "copies=%v: the copy does not see a later host write", copies)
+		assert.Equal(t, Transfers{Imports: 1, UploadElems: 3}, c.N, "copies=%v", copies)
+		assert.True(t, c.Owned(d))
+		assert.Equal(t, 1, c.Live())
+		c.Free(d)
+		assert.Equal(t, 0, c.Live())
+	}
+	_, err := (&Counting{Backend: ref.Backend{}, CopyImports: true}).Import(kernels.DeviceBuffer(fakeMem(4), kernels.F32, 0, 4))
+	assert.ErrorContains(t, err, "device memory")
+}
+
+// fakeMem is a DeviceMem no backend can reach.
+type fakeMem int
+
+func (f fakeMem) Elems() int { return int(f) }

@@ -71,6 +71,28 @@ func Tolerance(op string) Tol {
 		return Tol{ATol: 1e-9, RTol: 2e-6, NMSE: 1e-12,
 			Why: "per-token float64 arithmetic like the reference, rounded to float32 once (twice for GSPO's spread ratio gradient, where the direct and spread terms cancel); measured max rel 1.0e-7, 1.7e-6 on GSPO DLogP values near 1e-5, max abs 9.3e-10; ATol only admits rounding near 0 (outputs are weight-scaled, often 1e-5, so a larger ATol would hide relative errors of 10%)"}
 
+	// Model-level entries: one backend's model against another's (the CUDA
+	// kernels, through the SIMT host build or on a GPU, vs kernels/cpu),
+	// both float32 with bf16 weights widened exactly, so only summation
+	// order differs, compounded over the layers. Measured on the 2-layer
+	// e2e model of kernels/cuda's model_host_test.go (host build vs
+	// kernels/cpu, 2026-12-02).
+	case "ModelLogits":
+		return Tol{ATol: 1e-5, RTol: 1e-4, NMSE: 1e-10,
+			Why: "every position's logits (|logit| ≲ 5): the model tests' bound vs the float64 reference; measured max abs 2.5e-6, NMSE 7.2e-13"}
+	case "ModelLogProbs":
+		return Tol{ATol: 1e-5, RTol: 1e-5, NMSE: 1e-11,
+			Why: "log-probs, entropies and the summed loss: a log-softmax gather of ModelLogits-close logits (|logp| ≲ 8); measured max abs 2.9e-6, max rel 5.1e-7, NMSE 5.8e-14"}
+	case "ModelLogProbsBF16KV":
+		return Tol{ATol: 1e-3, RTol: 0, NMSE: 1e-8,
+			Why: "log-probs of generation through a bf16 KV cache: the two backends' float32 K/V differ by ModelLogits-sized amounts, which now and then falls on the other side of a bf16 rounding and moves that element by one bf16 ulp (2⁻⁸ relative), a subset of the whole bf16 error AttentionBF16KV bounds; measured max abs 2.8e-4, NMSE 1.1e-9"}
+	case "ModelGrad":
+		return Tol{ATol: 1e-6, RTol: 1e-3, NMSE: 1e-9,
+			Why: "LoRA gradients (|g| ≲ 1e-2): the backward's chain of float32 reductions in another order; measured max abs 3.4e-7, NMSE 5.3e-12; RTol only admits the relative noise of elements near 0"}
+	case "ModelUpdate":
+		return Tol{ATol: 2e-5, RTol: 1e-4, NMSE: 1e-9,
+			Why: "parameters after AdamW steps: a step moves a parameter by ≤ lr·|Δg|/eps for a gradient error Δg, so the e2e test's lr 2e-2 and eps 1e-3 with ModelGrad's 1e-6 give 2e-5 (eps 1e-8 would turn a near-zero gradient's sign noise into a 2·lr jump); measured max abs 1.5e-6 after two steps"}
+
 	// Backward ops: 2–4× the forward's tolerance (they chain two or three
 	// reductions of the forward's kind).
 	case "RMSNormBackward":

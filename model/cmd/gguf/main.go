@@ -66,7 +66,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		model.MergeLoRA(m)
+		if err := model.MergeLoRA(m); err != nil {
+			return err
+		}
 		fmt.Fprintf(stdout, "merged LoRA adapter %s (rank %d, alpha %g)\n", *adapter, cfg.R, cfg.Alpha)
 	}
 	ctx, err := model.GGUFContextLength(*modelDir)

@@ -55,7 +55,7 @@ func TestRun(t *testing.T) {
 	}
 	adapter := t.TempDir()
 	require.NoError(t, model.SaveAdapter(adapter, m, lcfg, dir))
-	model.MergeLoRA(m)
+	require.NoError(t, model.MergeLoRA(m))
 
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
