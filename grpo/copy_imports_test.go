@@ -14,6 +14,7 @@ import (
 	"github.com/x/kernels/cpu"
 	"github.com/x/kernels/kerneltest"
 	"github.com/x/model"
+	"github.com/x/tokenizer"
 )
 
 // The tests of this file run training through a backend whose Import
@@ -101,6 +102,77 @@ func TestCheckpointThroughCopyingImports(t *testing.T) {
 			got, err := dst.Model.Logits(ids, model.Options{})
 			require.NoError(t, err)
 			assert.Equal(t, want, got, "the forward reads the restored values")
+		})
+	}
+}
+
+// TestTrainerGivesBackendMemoryBack: a GRPO trainer's whole cycle (two
+// generation batches with the KL reference pass, a checkpoint, a resume
+// from it, Close) and then Model.Close leave no allocation of the
+// (copying, so device-like) backend live.
+func TestTrainerGivesBackendMemoryBack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model")
+	}
+	ctx := context.Background()
+	tr := newResumeTrainerOn(t, true, t.TempDir())
+	m := tr.pol.m
+	c, ok := m.Backend.(*kerneltest.Counting)
+	require.True(t, ok, "the model runs on the counting backend")
+	for g := range 2 {
+		_, err := tr.Step(ctx, resumeRows(g))
+		require.NoError(t, err)
+	}
+	ck, err := tr.SaveCheckpoint()
+	require.NoError(t, err)
+	require.NoError(t, tr.Resume(ck))
+	_, err = tr.Step(ctx, resumeRows(2))
+	require.NoError(t, err)
+	require.NoError(t, tr.Close())
+	require.NoError(t, m.Close())
+	assert.Equal(t, 0, c.Live(), "allocations live after Trainer.Close and Model.Close")
+}
+
+// TestSFTGivesBackendMemoryBack: SFT (LoRA and Full, with a checkpoint)
+// through the copying backend equals the CPU backend's run (same losses,
+// same saved weights) and, after Model.Close, leaves no allocation live.
+func TestSFTGivesBackendMemoryBack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model")
+	}
+	dir := tinyModelDir(t)
+	for _, lora := range []*model.LoRAConfig{{R: 4, Alpha: 8}, nil} {
+		name := map[bool]string{true: "lora", false: "full"}[lora != nil]
+		t.Run(name, func(t *testing.T) {
+			run := func(copyImports bool) ([]float64, []byte, *kerneltest.Counting) {
+				be := cpu.New(1)
+				defer be.Close()
+				c := &kerneltest.Counting{Backend: be, CopyImports: copyImports}
+				m, err := model.Load(dir, c)
+				require.NoError(t, err)
+				cfg := DefaultSFTConfig()
+				cfg.MaxSteps, cfg.BatchSize, cfg.LearningRate = 3, 2, 3e-3
+				cfg.LoRA, cfg.OutputDir, cfg.SaveSteps = lora, t.TempDir(), 3
+				rep, err := SFT(context.Background(), m, tokenizer.Tiny(), guessConversations(), cfg)
+				require.NoError(t, err)
+				var losses []float64
+				for _, h := range rep.History {
+					losses = append(losses, h.Metrics[MetricLoss])
+				}
+				file := modelWeightsFile
+				if lora != nil {
+					file = model.AdapterWeightsFile
+				}
+				saved, err := os.ReadFile(filepath.Join(cfg.OutputDir, CheckpointPrefix+"3", file))
+				require.NoError(t, err)
+				require.NoError(t, m.Close())
+				return losses, saved, c
+			}
+			wantLoss, wantSaved, _ := run(false)
+			gotLoss, gotSaved, c := run(true)
+			assert.Equal(t, wantLoss, gotLoss, "losses")
+			assert.True(t, string(wantSaved) == string(gotSaved), "saved weights equal byte for byte")
+			assert.Equal(t, 0, c.Live(), "allocations live after SFT and Model.Close")
 		})
 	}
 }
