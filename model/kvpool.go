@@ -41,9 +41,9 @@ type KVStats struct {
 
 // SetKVOptions configures the pool that caches attached from now on use.
 // Caches already holding blocks keep their pool until they are Reset or
-// released; the Model drops its reference to the old pool, whose blocks'
-// memory goes back to the backend as soon as no cache uses them. Like attaching
-// adapters, it must not overlap with inference on m.
+// released; the old pool's blocks' memory goes back to the backend as
+// soon as no cache uses them, or at Model.Close for those still held
+// then. Like attaching adapters, it must not overlap with inference on m.
 func (m *Model) SetKVOptions(o KVOptions) error {
 	if o.BlockSize < 0 || o.BlockSize > maxKVBlockSize {
 		return fmt.Errorf("model: KV block size %d: must be in [0, %d]", o.BlockSize, maxKVBlockSize)
@@ -56,6 +56,16 @@ func (m *Model) SetKVOptions(o KVOptions) error {
 	}
 	if m.kv != nil && m.Backend != nil {
 		m.kv.retire(m.Backend) // or its blocks' memory would never be freed
+		// Close frees what caches still hold of it; a retired pool with no
+		// block left can take none again (an empty cache takes the current
+		// pool), so it is dropped.
+		var live []*kvPool
+		for _, p := range append(m.retiredKV, m.kv) {
+			if p.stats().Blocks > 0 {
+				live = append(live, p)
+			}
+		}
+		m.retiredKV = live
 	}
 	m.kv = newKVPool(m.Config, o)
 	return nil

@@ -39,6 +39,9 @@ type Model struct {
 	closer io.Closer // the mapped files; nil for models built in memory
 
 	kv *kvPool // the KV cache pool; nil until first used (see SetKVOptions)
+	// retiredKV are pools SetKVOptions replaced while caches still held
+	// blocks of them; Close frees those blocks too.
+	retiredKV []*kvPool
 
 	imported map[devKey]devWeight // host weights → their Import (see devBuf)
 }
@@ -122,9 +125,12 @@ type NamedLinear struct {
 func (m *Model) Close() error {
 	if m.Backend != nil {
 		m.releaseImports()
-		if m.kv != nil {
-			m.kv.releaseAll(m.Backend)
+		for _, p := range append(m.retiredKV, m.kv) {
+			if p != nil {
+				p.releaseAll(m.Backend)
+			}
 		}
+		m.retiredKV = nil
 	}
 	if m.closer == nil {
 		return nil

@@ -300,12 +300,15 @@ func (c *Counting) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDi
 	c.Backend.Attention(seqs, heads, kvHeads, headDim, scale)
 }
 
-// AttentionBackward checks every sequence's Buffers.
+// AttentionBackward checks every sequence's Buffers, paged K/V blocks
+// included.
 func (c *Counting) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHeads, headDim int, scale float32) {
 	for i := range seqs {
 		s := &seqs[i]
 		c.args("AttentionBackward", fmt.Sprintf("seq %d dout,q,k,v,out,lse,dq,dk,dv", i),
 			[]kernels.Buffer{s.DOut, s.Q, s.K, s.V, s.Out, s.LSE, s.DQ, s.DK, s.DV})
+		c.args("AttentionBackward", fmt.Sprintf("seq %d paged K", i), s.Paged.K)
+		c.args("AttentionBackward", fmt.Sprintf("seq %d paged V", i), s.Paged.V)
 	}
 	c.Backend.AttentionBackward(seqs, heads, kvHeads, headDim, scale)
 }

@@ -101,3 +101,38 @@ func TestCountingCopyImports(t *testing.T) {
 type fakeMem int
 
 func (f fakeMem) Elems() int { return int(f) }
+
+// TestCountingAttentionPagedArgs: Attention and AttentionBackward check
+// the paged K/V blocks too (the model passes K/V only through block
+// tables), so a foreign host block counts as a hidden crossing in both;
+// blocks the wrapper allocated do not.
+func TestCountingAttentionPagedArgs(t *testing.T) {
+	const heads, kvHeads, d, tt, bs = 2, 1, 4, 3, 2
+	c := &Counting{Backend: ref.Backend{}}
+	alloc := func(n int) kernels.Buffer {
+		b, err := c.Alloc(kernels.F32, n)
+		require.NoError(t, err)
+		return b
+	}
+	nq, nkv, blk := tt*heads*d, tt*kvHeads*d, bs*kvHeads*d
+	own := kernels.PagedKV{BlockSize: bs, DType: kernels.F32,
+		K: []kernels.Buffer{alloc(blk), alloc(blk)}, V: []kernels.Buffer{alloc(blk), alloc(blk)}}
+	foreign := own
+	foreign.K = []kernels.Buffer{own.K[0], kernels.HostF32(make([]float32, blk))}
+	q, out, lse := alloc(nq), alloc(nq), alloc(tt*heads)
+	for _, tc := range []struct {
+		name  string
+		paged kernels.PagedKV
+		want  []string
+	}{
+		{"own blocks", own, nil},
+		{"a foreign K block", foreign, []string{"Attention seq 0 paged K[1]", "AttentionBackward seq 0 paged K[1]"}},
+	} {
+		c.Reset()
+		c.Attention([]kernels.AttentionSeq{{Q: q, Out: out, LSE: lse, Paged: tc.paged, T: tt}}, heads, kvHeads, d, 0.5)
+		c.AttentionBackward([]kernels.AttentionGradSeq{{DOut: alloc(nq), Q: q, Out: out, LSE: lse, DQ: alloc(nq),
+			DK: alloc(nkv), DV: alloc(nkv), Paged: tc.paged, T: tt}}, heads, kvHeads, d, 0.5)
+		assert.Equal(t, len(tc.want), c.N.HostArgs, tc.name)
+		assert.Equal(t, tc.want, c.Foreign, tc.name)
+	}
+}
