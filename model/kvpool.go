@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/x/kernels"
@@ -41,9 +42,9 @@ type KVStats struct {
 
 // SetKVOptions configures the pool that caches attached from now on use.
 // Caches already holding blocks keep their pool until they are Reset or
-// released; the Model drops its reference to the old pool, whose blocks'
-// memory goes back to the backend as soon as no cache uses them. Like attaching
-// adapters, it must not overlap with inference on m.
+// released; the old pool's blocks' memory goes back to the backend as
+// soon as no cache uses them, or at Model.Close, which frees every block.
+// Like attaching adapters, it must not overlap with inference on m.
 func (m *Model) SetKVOptions(o KVOptions) error {
 	if o.BlockSize < 0 || o.BlockSize > maxKVBlockSize {
 		return fmt.Errorf("model: KV block size %d: must be in [0, %d]", o.BlockSize, maxKVBlockSize)
@@ -56,6 +57,8 @@ func (m *Model) SetKVOptions(o KVOptions) error {
 	}
 	if m.kv != nil && m.Backend != nil {
 		m.kv.retire(m.Backend) // or its blocks' memory would never be freed
+		// Close frees what caches still hold; pools they gave back are dropped.
+		m.retiredKV = append(slices.DeleteFunc(m.retiredKV, (*kvPool).empty), m.kv)
 	}
 	m.kv = newKVPool(m.Config, o)
 	return nil
@@ -196,6 +199,18 @@ func (p *kvPool) releaseAll(be kernels.Backend) {
 			p.blocks[id] = kvBlock{}
 		}
 	}
+}
+
+// empty reports whether no block of p holds memory.
+func (p *kvPool) empty() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id := range p.blocks {
+		if p.blocks[id].held() {
+			return false
+		}
+	}
+	return true
 }
 
 // held reports whether the block has memory (it was not trimmed).

@@ -39,6 +39,9 @@ type Model struct {
 	closer io.Closer // the mapped files; nil for models built in memory
 
 	kv *kvPool // the KV cache pool; nil until first used (see SetKVOptions)
+	// retiredKV are pools SetKVOptions replaced while caches held their
+	// blocks: Close frees what is still held.
+	retiredKV []*kvPool
 
 	imported map[devKey]devWeight // host weights → their Import (see devBuf)
 }
@@ -125,6 +128,10 @@ func (m *Model) Close() error {
 		if m.kv != nil {
 			m.kv.releaseAll(m.Backend)
 		}
+		for _, p := range m.retiredKV {
+			p.releaseAll(m.Backend)
+		}
+		m.retiredKV = nil
 	}
 	if m.closer == nil {
 		return nil
