@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/x/kernels"
 	"github.com/x/kernels/cpu"
 	"github.com/x/kernels/kerneltest"
 )
@@ -39,16 +38,4 @@ func TestCloseFreesRetiredPoolBlocks(t *testing.T) {
 		}
 		assert.Zero(t, f.frees, "replacements=%d: releasing after Close frees nothing more", replacements)
 	}
-}
-
-// freeCounting counts the Free calls that reach the wrapped backend.
-type freeCounting struct {
-	kernels.Backend
-	frees int
-}
-
-// Free counts one call and frees b.
-func (f *freeCounting) Free(b kernels.Buffer) {
-	f.frees++
-	f.Backend.Free(b)
 }
