@@ -38,6 +38,7 @@ func TestNewTrainerErrorGivesBackendMemoryBack(t *testing.T) {
 			require.ErrorContains(t, err, "no environment today")
 			require.NoError(t, m.Close())
 			assert.Equal(t, 0, c.Live(), "allocations live after the failed NewTrainer and Model.Close")
+			assert.Empty(t, c.BadFrees, "memory freed twice")
 		})
 	}
 }

@@ -37,5 +37,6 @@ func TestCloseFreesRetiredPoolBlocks(t *testing.T) {
 			s.Release()
 		}
 		assert.Zero(t, f.frees, "replacements=%d: releasing after Close frees nothing more", replacements)
+		assert.Empty(t, c.BadFrees, "replacements=%d: memory freed twice", replacements)
 	}
 }

@@ -89,6 +89,7 @@ func TestNoBackendMemoryLeaks(t *testing.T) {
 	assert.Positive(t, c.Live()-start, "weights and the KV pool are live before Close")
 	require.NoError(t, m.Close())
 	assert.Equal(t, start, c.Live(), "allocations live after everything was released and closed")
+	assert.Empty(t, c.BadFrees, "memory freed twice")
 }
 
 // TestTrainableCloseFreesGradients: Trainable.Close gives back the
@@ -112,6 +113,7 @@ func TestTrainableCloseFreesGradients(t *testing.T) {
 	f.frees = 0
 	tr.Close()
 	assert.Zero(t, f.frees, "a second Close frees nothing more")
+	assert.Empty(t, c.BadFrees, "memory freed twice")
 	assert.Equal(t, before, c.Live())
 	for _, p := range tr.Params() {
 		assert.Equal(t, kernels.F32, p.Data.DType(), "%s: the value stays", p.Name)
