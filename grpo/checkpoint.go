@@ -265,7 +265,9 @@ func pruneCheckpoints(outputDir string, keep int) error {
 // optimizer's moments and step into w.Optimizer, and decodes the saved
 // trainer state into state (a pointer, or nil to skip it). Everything is
 // read and checked before anything changes, so on error w and state are as
-// they were. It returns the checkpoint's step.
+// they were; only a failing backend transfer (a device error while
+// uploading the moments or the parameters) can leave w partly restored,
+// and state is then still as it was. It returns the checkpoint's step.
 func LoadCheckpoint(dir string, w CheckpointWeights, state any) (int, error) {
 	data, err := os.ReadFile(filepath.Join(dir, TrainerStateFile))
 	if err != nil {
@@ -309,15 +311,15 @@ func LoadCheckpoint(dir string, w CheckpointWeights, state any) (int, error) {
 			return 0, fmt.Errorf("load checkpoint %s: %w", dir, err)
 		}
 	}
-	if decoded.IsValid() {
-		reflect.ValueOf(state).Elem().Set(decoded.Elem())
-	}
 	// The parameters' values live in the backend's memory (the Buffers the
 	// forward reads and AdamW updates): each goes up in one Upload.
 	for i, p := range w.Params {
 		if err := w.Model.Backend.Upload(p.Data, kernels.HostF32(values[i])); err != nil {
 			return 0, fmt.Errorf("load checkpoint %s: uploading %s: %w", dir, p.Name, err)
 		}
+	}
+	if decoded.IsValid() { // last: nothing can fail after it
+		reflect.ValueOf(state).Elem().Set(decoded.Elem())
 	}
 	return st.Step, nil
 }
@@ -408,7 +410,8 @@ func (t *Trainer) SaveCheckpoint() (string, error) {
 // dir "latest" means the newest checkpoint under Config.OutputDir.
 // Settings that differ from the saved config are logged as a warning: the
 // run then continues, but not as the original would have. On error the
-// Trainer is unchanged.
+// Trainer is unchanged, but for a device error while the weights were
+// uploaded (see LoadCheckpoint).
 func (t *Trainer) Resume(dir string) error {
 	if dir == "latest" {
 		var err error

@@ -131,6 +131,7 @@ func TestTrainerGivesBackendMemoryBack(t *testing.T) {
 	require.NoError(t, tr.Close())
 	require.NoError(t, m.Close())
 	assert.Equal(t, 0, c.Live(), "allocations live after Trainer.Close and Model.Close")
+	assert.Empty(t, c.BadFrees, "memory freed twice")
 }
 
 // TestSFTGivesBackendMemoryBack: SFT (LoRA and Full, with a checkpoint)
@@ -173,6 +174,7 @@ func TestSFTGivesBackendMemoryBack(t *testing.T) {
 			assert.Equal(t, wantLoss, gotLoss, "losses")
 			assert.True(t, string(wantSaved) == string(gotSaved), "saved weights equal byte for byte")
 			assert.Equal(t, 0, c.Live(), "allocations live after SFT and Model.Close")
+			assert.Empty(t, c.BadFrees, "memory freed twice")
 		})
 	}
 }

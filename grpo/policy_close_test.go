@@ -17,7 +17,8 @@ import (
 // TestPolicyCloseFreesBackendMemory checks that closing a policy gives its
 // backend memory back: the optimizer's two moments per parameter and the
 // Trainable's pass buffers (so strictly more than the moments), and that a
-// second close frees nothing more.
+// second close frees nothing more: nothing live, and nothing twice (imports
+// copy, as on a device, so Counting records a double free in BadFrees).
 func TestPolicyCloseFreesBackendMemory(t *testing.T) {
 	tok := tokenizer.Tiny()
 	cfg, err := model.NamedConfig("tiny")
@@ -27,7 +28,7 @@ func TestPolicyCloseFreesBackendMemory(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, model.WriteRandom(dir, cfg, kernels.F32, 3, model.RandomOptions{}))
 	inner := cpu.New(2)
-	c := &kerneltest.Counting{Backend: inner}
+	c := &kerneltest.Counting{Backend: inner, CopyImports: true}
 	m, err := model.Load(dir, c)
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -48,4 +49,5 @@ func TestPolicyCloseFreesBackendMemory(t *testing.T) {
 	live = c.Live()
 	pol.close()
 	assert.Equal(t, live, c.Live(), "a second close frees nothing more")
+	assert.Empty(t, c.BadFrees, "nothing is freed twice")
 }

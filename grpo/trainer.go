@@ -147,12 +147,14 @@ func NewTrainer(policy *model.Model, tok *tokenizer.Tokenizer, cfg Config, opts 
 	case o.factory != nil:
 		p, err := env.NewPool(ctx, o.factory)
 		if err != nil {
+			t.Close() // the policy's gradients and moments
 			return nil, fmt.Errorf("grpo: environment: %w", err)
 		}
 		t.pools, src, pools = p, p, []*env.Pool{p}
 	case o.factories != nil:
 		r, err := env.NewRouter(ctx, o.factories)
 		if err != nil {
+			t.Close() // the policy's gradients and moments
 			return nil, fmt.Errorf("grpo: environments: %w", err)
 		}
 		t.pools, src, t.router = r, r, r

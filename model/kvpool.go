@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/x/kernels"
@@ -56,16 +57,8 @@ func (m *Model) SetKVOptions(o KVOptions) error {
 	}
 	if m.kv != nil && m.Backend != nil {
 		m.kv.retire(m.Backend) // or its blocks' memory would never be freed
-		// Close frees what caches still hold of it; a retired pool with no
-		// block left can take none again (an empty cache takes the current
-		// pool), so it is dropped.
-		var live []*kvPool
-		for _, p := range append(m.retiredKV, m.kv) {
-			if p.stats().Blocks > 0 {
-				live = append(live, p)
-			}
-		}
-		m.retiredKV = live
+		// Close frees what caches still hold; pools they gave back are dropped.
+		m.retiredKV = append(slices.DeleteFunc(m.retiredKV, (*kvPool).empty), m.kv)
 	}
 	m.kv = newKVPool(m.Config, o)
 	return nil
@@ -206,6 +199,18 @@ func (p *kvPool) releaseAll(be kernels.Backend) {
 			p.blocks[id] = kvBlock{}
 		}
 	}
+}
+
+// empty reports whether no block of p holds memory.
+func (p *kvPool) empty() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id := range p.blocks {
+		if p.blocks[id].held() {
+			return false
+		}
+	}
+	return true
 }
 
 // held reports whether the block has memory (it was not trimmed).

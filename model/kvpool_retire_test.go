@@ -44,6 +44,7 @@ func TestCloseFreesRetiredKVPools(t *testing.T) {
 			}
 			assert.Equal(t, start, cb.Live(), "after releasing the caches")
 			require.NoError(t, cb.Err())
+			assert.Empty(t, cb.BadFrees, "memory freed twice")
 		})
 	}
 }

@@ -11,6 +11,9 @@ import (
 // ±1/√In), B zeros, so the model's output is unchanged. The draws come from
 // one PCG stream seeded by seed, layer by layer in q, k, v, o, gate, up,
 // down order. Projections cfg does not target lose any adapter they had.
+// Replacing adapters frees the old ones' backend copies, which are a
+// Trainable's parameters when it trains them: do not use such a Trainable
+// afterwards (save its adapters first, SaveAdapter).
 func AttachLoRA(m *Model, cfg LoRAConfig, seed uint64) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -41,7 +44,8 @@ func AttachLoRA(m *Model, cfg LoRAConfig, seed uint64) error {
 	return nil
 }
 
-// DetachLoRA removes every adapter from m.
+// DetachLoRA removes every adapter from m, freeing their backend copies:
+// a Trainable that trained them must not be used afterwards.
 func DetachLoRA(m *Model) {
 	for li := range m.Layers {
 		for _, nl := range m.Layers[li].Linears() {

@@ -14,7 +14,8 @@ import (
 // weight's storage type), and detaches the adapters. Merged weights get
 // fresh memory, so memory-mapped checkpoints are never written. Trained
 // values are first brought back from the backend (Model.DownloadParams);
-// if that fails nothing is merged.
+// if that fails nothing is merged. A Trainable of the adapters must not be
+// used afterwards (their backend copies, its parameters, are freed).
 func MergeLoRA(m *Model) error {
 	if err := m.DownloadParams(); err != nil {
 		return fmt.Errorf("merge lora: %w", err)

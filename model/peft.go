@@ -76,7 +76,9 @@ var peftTensorName = regexp.MustCompile(`^base_model\.model\.model\.layers\.(\d+
 // to m, replacing any it had. Configurations the model does not implement
 // (DoRA, fan_in_fan_out, rank_pattern/alpha_pattern, LoRA biases,
 // modules_to_save) and tensors that are missing, unexpected or misshapen
-// are errors naming the field or tensor; m is left unchanged on error.
+// are errors naming the field or tensor; m is left unchanged on error. As
+// with AttachLoRA, a Trainable of m's previous adapters must not be used
+// afterwards.
 func LoadAdapter(dir string, m *Model) (LoRAConfig, error) {
 	data, err := os.ReadFile(filepath.Join(dir, AdapterConfigFile))
 	if err != nil {

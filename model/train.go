@@ -78,12 +78,13 @@ type Trainable struct {
 	opts TrainOptions
 
 	params []Param
-	lin    [][7]linGrad   // [L][q,k,v,o,gate,up,down]
-	norms  []normGrad     // [L]
-	dNorm  kernels.Buffer // [C] final norm (Full)
-	dEmbed kernels.Buffer // [V, C] (Full)
-	dHead  kernels.Buffer // [V, C] untied lm_head (Full)
-	zeros  kernels.Buffer // zeroed, never written: ZeroGrad copies from it
+	grads  []kernels.Buffer // every gradient allocGrad made, a Param's or not yet (Close frees them)
+	lin    [][7]linGrad     // [L][q,k,v,o,gate,up,down]
+	norms  []normGrad       // [L]
+	dNorm  kernels.Buffer   // [C] final norm (Full)
+	dEmbed kernels.Buffer   // [V, C] (Full)
+	dHead  kernels.Buffer   // [V, C] untied lm_head (Full)
+	zeros  kernels.Buffer   // zeroed, never written: ZeroGrad copies from it
 
 	lmHeadT kernels.Mat         // [C, V] lm_head transposed (LoRA mode), see headT
 	bT      [][7]kernels.Buffer // [L][proj] adapters' Bᵀ [R, Out] (Backend.Alloc), see refreshBT
@@ -113,12 +114,14 @@ type normGrad struct {
 const zeroChunk = 1 << 16
 
 // allocGrad returns a zeroed F32 gradient Buffer of n elements from the
-// backend, for param name.
+// backend, for param name, and records it for Close (so that one made
+// before NewTrainable failed is given back too).
 func (tr *Trainable) allocGrad(name string, n int) (kernels.Buffer, error) {
 	g, err := tr.be.Alloc(kernels.F32, n)
 	if err != nil {
 		return kernels.Buffer{}, fmt.Errorf("train: gradient of %s: %w", name, err)
 	}
+	tr.grads = append(tr.grads, g)
 	return g, nil
 }
 
@@ -324,8 +327,12 @@ func (tr *Trainable) Release() {
 func (tr *Trainable) Close() {
 	be := tr.be
 	tr.Release()
+	for i := range tr.grads {
+		free(be, &tr.grads[i])
+	}
+	tr.grads = nil
 	for i := range tr.params {
-		free(be, &tr.params[i].Grad)
+		tr.params[i].Grad = kernels.Buffer{}
 	}
 	for li := range tr.lin {
 		tr.lin[li] = [7]linGrad{}

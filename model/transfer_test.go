@@ -171,6 +171,7 @@ func TestTransfers(t *testing.T) {
 	_, err = opt.Step()
 	assert.ErrorIs(t, err, ErrReleased)
 	assert.ErrorIs(t, opt.SaveState(filepath.Join(t.TempDir(), "state.safetensors")), ErrReleased)
+	assert.Empty(t, c.BadFrees, "memory freed twice")
 }
 
 // TestImportTable: Load imports every weight (one Import each; the tied
@@ -209,4 +210,5 @@ func TestImportTable(t *testing.T) {
 	require.NoError(t, MergeLoRA(m))
 	fwd()
 	assert.Equal(t, base, c.Live(), "merged weights replace the base weights' imports")
+	assert.Empty(t, c.BadFrees, "memory freed twice")
 }

@@ -56,6 +56,13 @@ type Counting struct {
 	// Foreign names the first few host arguments counted in N.HostArgs,
 	// as "op arg" (for a test's failure message).
 	Foreign []string
+	// BadFrees names, with CopyImports set, the first few Frees of host
+	// memory the wrapper does not hold: freed already, or never returned
+	// by its Alloc or Import. On a device that is a double free, which
+	// hands one block to two later allocations; Live cannot show it. (Without
+	// CopyImports two imports of one host weight are the same memory, so
+	// a second Free is legitimate and not recorded.) Reset keeps it.
+	BadFrees []string
 
 	owned map[uintptr]ownedMem // host allocations by first byte
 }
@@ -135,10 +142,14 @@ func (c *Counting) Alloc(dt kernels.DType, n int) (kernels.Buffer, error) {
 	return b, err
 }
 
-// Free forgets the Buffer.
+// Free forgets the Buffer (see BadFrees).
 func (c *Counting) Free(b kernels.Buffer) {
 	if b.Host() && b.Len() > 0 {
-		delete(c.owned, uintptr(b.HostPtr()))
+		a := uintptr(b.HostPtr())
+		if _, ok := c.owned[a]; !ok && c.CopyImports && len(c.BadFrees) < maxForeign {
+			c.BadFrees = append(c.BadFrees, b.String())
+		}
+		delete(c.owned, a)
 	}
 	c.Backend.Free(b)
 }

@@ -97,6 +97,31 @@ func TestCountingCopyImports(t *testing.T) {
 	assert.ErrorContains(t, err, "device memory")
 }
 
+// TestCountingBadFrees: with CopyImports, a second Free of one allocation
+// and a Free of memory the wrapper never returned are recorded in
+// BadFrees (a double free on a device); without it, where an import is
+// the host memory itself, they are not.
+func TestCountingBadFrees(t *testing.T) {
+	for _, copies := range []bool{false, true} {
+		c := &Counting{Backend: ref.Backend{}, CopyImports: copies}
+		d, err := c.Alloc(kernels.F32, 4)
+		require.NoError(t, err)
+		w, err := c.Import(kernels.HostF32([]float32{1, 2}))
+		require.NoError(t, err)
+		c.Free(d)
+		c.Free(w)
+		assert.Empty(t, c.BadFrees, "copies=%v: one Free each", copies)
+		c.Free(d)
+		c.Free(kernels.HostF32(make([]float32, 3)))
+		c.Reset()
+		if copies {
+			assert.Equal(t, []string{"F32[4]", "F32[3]"}, c.BadFrees, "a second Free, a Free of foreign memory")
+		} else {
+			assert.Empty(t, c.BadFrees)
+		}
+	}
+}
+
 // fakeMem is a DeviceMem no backend can reach.
 type fakeMem int
 
