@@ -57,13 +57,7 @@ func TestResumeThroughCopyingImports(t *testing.T) {
 	assert.Equal(t, whole.State(), resumed.State())
 	got, err := resumed.SaveCheckpoint()
 	require.NoError(t, err)
-	for _, name := range []string{model.AdapterWeightsFile, OptimizerStateFile} {
-		a, err := os.ReadFile(filepath.Join(want, name))
-		require.NoError(t, err)
-		b, err := os.ReadFile(filepath.Join(got, name))
-		require.NoError(t, err)
-		assert.True(t, string(a) == string(b), "%s: the copying backend's resumed run equals the CPU run byte for byte", name)
-	}
+	assertSameCheckpointFiles(t, want, got, "the copying backend's resumed run equals the CPU run")
 }
 
 // TestCheckpointThroughCopyingImports: a checkpoint saved from a copying

@@ -93,14 +93,7 @@ func TestResumeBitExact(t *testing.T) {
 	assert.Equal(t, whole.State(), resumed.State())
 	got, err := resumed.SaveCheckpoint()
 	require.NoError(t, err)
-
-	for _, name := range []string{model.AdapterWeightsFile, OptimizerStateFile} {
-		a, err := os.ReadFile(filepath.Join(want, name))
-		require.NoError(t, err)
-		b, err := os.ReadFile(filepath.Join(got, name))
-		require.NoError(t, err)
-		assert.True(t, string(a) == string(b), "%s: resumed run equals the uninterrupted run byte for byte", name)
-	}
+	assertSameCheckpointFiles(t, want, got, "the resumed run equals the uninterrupted run")
 	// And the run moved: the adapters differ from those at the checkpoint.
 	a, err := os.ReadFile(filepath.Join(ck, model.AdapterWeightsFile))
 	require.NoError(t, err)
@@ -174,4 +167,18 @@ func TestResumeErrors(t *testing.T) {
 	err = tr.Resume(dir)
 	assert.ErrorContains(t, err, "trainer state at step 2, checkpoint of step 3")
 	assert.Equal(t, before, paramData(tr.checkpointWeights()))
+}
+
+// assertSameCheckpointFiles checks that the adapter and optimizer files of
+// the checkpoint folders want and got are equal byte for byte; what says
+// which two runs wrote them.
+func assertSameCheckpointFiles(t *testing.T, want, got, what string) {
+	t.Helper()
+	for _, name := range []string{model.AdapterWeightsFile, OptimizerStateFile} {
+		a, err := os.ReadFile(filepath.Join(want, name))
+		require.NoError(t, err)
+		b, err := os.ReadFile(filepath.Join(got, name))
+		require.NoError(t, err)
+		assert.True(t, string(a) == string(b), "%s: %s byte for byte", name, what)
+	}
 }
