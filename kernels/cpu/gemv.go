@@ -7,7 +7,7 @@ import "github.com/x/kernels"
 // and a token reads them all (about 1.2 GB at Qwen3-0.6B in bf16). The
 // gemv2 kernels (asm/gen.go) walk one weight row at a time front to back,
 // so each core reads a single sequential stream that the hardware
-// prefetchers follow; the cores split the rows in blocks of nbNT. Both
+// prefetchers follow; the cores split the rows in guided chunks. Both
 // SIMD paths run the AVX2 kernels: on Zen 4 they read 20–30% more weight
 // bytes per CPU-second than the same loop on 512-bit registers (see
 // BENCHMARKS.md; not measured on an Intel AVX-512 CPU).
@@ -15,7 +15,13 @@ import "github.com/x/kernels"
 // gemvLine is the elements of one line of a gemv kernel (a 64-byte cache
 // line of bf16 or f16 weights); gemvHalf is the block of x that gemv2's
 // bf16 kernel takes deinterleaved (gemvPermute): 2·8 elements.
+//
+// gemvRows is the fewest weight rows a core claims at a time: the cores
+// split the rows in guided chunks (parallelForGuided), long contiguous
+// ranges first and chunks of gemvRows rows at the end, so that on two
+// cores the one that finishes first waits for at most a few microseconds.
 const (
+	gemvRows = 16
 	gemvLine = 32
 	gemvHalf = 8
 )
@@ -31,9 +37,7 @@ func (b *Backend) matVec(kn mmKernels, out, x []float32, w kernels.Mat, accumula
 		gemvPermute(xs, x[:lines*gemvLine], gemvHalf)
 	}
 	acc := b2i(accumulate)
-	blocks := (n + nbNT - 1) / nbNT
-	b.parallelFor(blocks, func(lo, hi int) {
-		j0, j1 := lo*nbNT, min(hi*nbNT, n)
+	b.parallelForGuided(n, gemvRows, func(j0, j1 int) {
 		kn.gemv(dt, &xs[0], rowPtr(w, j0, 0), k*es, lines, &out[j0], j1-j0, acc)
 		if lines*gemvLine < k {
 			dotTail(out, x, w, 0, 1, j0, j1-j0, lines*gemvLine, k)

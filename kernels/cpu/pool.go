@@ -20,7 +20,7 @@ package cpu
 // too small to be worth waking the workers should call fn(0, n) directly.
 //
 // Workers spin on a generation counter for a short while after each job
-// (about spinIters loads, tens of microseconds) and then park on a
+// (about spinIters loads, some 150 µs) and then park on a
 // condition variable; the caller wakes parked workers only when some are
 // parked. Chunks are claimed from an atomic counter, so a worker that is
 // slow to wake (a busy machine) just finds less work: the caller waits for
@@ -33,8 +33,17 @@ import (
 )
 
 // spinIters is how many times an idle worker polls for a new job before it
-// parks.
-const spinIters = 1 << 15
+// parks: about 150 µs on a Zen 4 core (1<<15 polls took 36 µs). Decode at
+// batch 1 leaves gaps of 5–100 µs between jobs (norms, RoPE, the residual
+// adds run on the caller); with the shorter spin the worker parked about 44
+// times a token and every wake-up came late (BENCHMARKS.md, "Decode at
+// batch 1 with two threads").
+const spinIters = 1 << 17
+
+// waitSpinIters is how many times the caller polls for the workers' last
+// chunks before it yields between polls: a worker's last chunk usually ends
+// within microseconds, and runtime.Gosched costs about one.
+const waitSpinIters = 1 << 13
 
 type pool struct {
 	workers int // goroutines besides the caller
@@ -56,10 +65,11 @@ type pool struct {
 type job struct {
 	fn     func(w, lo, hi int)
 	n      int
-	chunk  int
-	chunks int64
-	next   atomic.Int64 // next chunk to claim
-	done   atomic.Int64 // chunks finished
+	chunk  int          // items per chunk; with guided, the smallest chunk
+	chunks int64        // chunks of size chunk (unused with guided)
+	guided int          // > 0: claim max(chunk, remaining/guided) items at a time
+	next   atomic.Int64 // next chunk to claim; with guided, next item
+	done   atomic.Int64 // items finished
 }
 
 func newPool(workers int) *pool {
@@ -106,27 +116,53 @@ func (p *pool) await(seen uint64) bool {
 
 // run claims chunks of j until none are left.
 func (j *job) run(w int) {
+	if j.guided > 0 {
+		j.runGuided(w)
+		return
+	}
 	for {
 		c := j.next.Add(1) - 1
 		if c >= j.chunks {
 			return
 		}
 		lo := int(c) * j.chunk
-		j.fn(w, lo, min(lo+j.chunk, j.n))
-		j.done.Add(1)
+		hi := min(lo+j.chunk, j.n)
+		j.fn(w, lo, hi)
+		j.done.Add(int64(hi - lo))
 	}
 }
 
-// do runs fn over [0,n) in chunks of size chunk on the caller and the
-// workers.
-func (p *pool) do(n, chunk int, fn func(w, lo, hi int)) {
+// runGuided claims chunks that shrink with the work left (guided
+// scheduling): large ones first, so that each goroutine mostly walks long
+// contiguous ranges, and small ones at the end, so that the goroutines
+// finish close together.
+func (j *job) runGuided(w int) {
+	n := int64(j.n)
+	for {
+		lo := j.next.Load()
+		if lo >= n {
+			return
+		}
+		hi := min(n, lo+max(int64(j.chunk), (n-lo)/int64(j.guided)))
+		if !j.next.CompareAndSwap(lo, hi) {
+			continue
+		}
+		j.fn(w, int(lo), int(hi))
+		j.done.Add(hi - lo)
+	}
+}
+
+// do runs fn over [0,n) on the caller and the workers, in chunks of size
+// chunk or, with guided > 0, in guided chunks (see runGuided) of at least
+// chunk items.
+func (p *pool) do(n, chunk, guided int, fn func(w, lo, hi int)) {
 	if p.workers == 0 || p.closed.Load() || !p.busy.CompareAndSwap(false, true) {
 		for lo := 0; lo < n; lo += chunk {
 			fn(0, lo, min(lo+chunk, n))
 		}
 		return
 	}
-	j := &job{fn: fn, n: n, chunk: chunk, chunks: int64((n + chunk - 1) / chunk)}
+	j := &job{fn: fn, n: n, chunk: chunk, chunks: int64((n + chunk - 1) / chunk), guided: guided}
 	p.job.Store(j)
 	p.gen.Add(1)
 	p.mu.Lock()
@@ -135,8 +171,8 @@ func (p *pool) do(n, chunk int, fn func(w, lo, hi int)) {
 	}
 	p.mu.Unlock()
 	j.run(0)
-	for i := 0; j.done.Load() != j.chunks; i++ {
-		if i > 256 {
+	for i := 0; j.done.Load() != int64(n); i++ {
+		if i > waitSpinIters {
 			runtime.Gosched() // a worker may be descheduled on a busy machine
 		}
 	}
@@ -174,5 +210,19 @@ func (b *Backend) parallelForWorker(n int, fn func(w, lo, hi int)) {
 	// where one thread idles) on a shared, noisy machine; a chunk costs one
 	// atomic add.
 	chunk := max(1, (n+8*b.threads-1)/(8*b.threads))
-	b.pool.do(n, chunk, fn)
+	b.pool.do(n, chunk, 0, fn)
+}
+
+// parallelForGuided is parallelFor with guided chunks: each claim takes
+// max(minChunk, remaining/(4·threads)) items, so the goroutines walk long
+// contiguous ranges first and finish close together on small ones.
+func (b *Backend) parallelForGuided(n, minChunk int, fn func(lo, hi int)) {
+	if n <= 0 {
+		return
+	}
+	if n <= minChunk || b.threads == 1 {
+		fn(0, n)
+		return
+	}
+	b.pool.do(n, minChunk, 4*b.threads, func(_, lo, hi int) { fn(lo, hi) })
 }

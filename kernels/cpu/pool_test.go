@@ -67,3 +67,44 @@ func BenchmarkParallelForOverhead(b *testing.B) {
 		be.parallelFor(be.threads, func(lo, hi int) { sink.Add(int64(hi - lo)) })
 	}
 }
+
+// TestParallelForGuided checks that guided chunks cover every index exactly
+// once, that no chunk is smaller than minChunk except the last, and that a
+// nested call runs inline.
+func TestParallelForGuided(t *testing.T) {
+	for _, threads := range []int{1, 2, 3, 8} {
+		b := New(threads)
+		for _, tc := range []struct{ n, minChunk int }{
+			{0, 16}, {1, 16}, {16, 16}, {17, 16}, {1000, 16}, {1024, 1}, {151936, 16}, {100003, 7},
+		} {
+			hits := make([]atomic.Int32, tc.n)
+			var small atomic.Int32 // chunks below minChunk that do not end at n
+			for range 3 {
+				b.parallelForGuided(tc.n, tc.minChunk, func(lo, hi int) {
+					if hi-lo < tc.minChunk && hi != tc.n {
+						small.Add(1)
+					}
+					for i := lo; i < hi; i++ {
+						hits[i].Add(1)
+					}
+				})
+			}
+			for i := range hits {
+				if !assert.EqualValues(t, 3, hits[i].Load(), "threads %d n %d index %d", threads, tc.n, i) {
+					break
+				}
+			}
+			assert.Zero(t, small.Load(), "threads %d n %d: chunks under minChunk", threads, tc.n)
+		}
+		var inner atomic.Int64
+		b.parallelForGuided(100, 4, func(lo, hi int) {
+			b.parallelForGuided(50, 4, func(lo2, hi2 int) { inner.Add(int64(hi2 - lo2)) })
+		})
+		assert.Positive(t, inner.Load(), "nested calls")
+		assert.Zero(t, inner.Load()%50, "nested calls cover all 50 items each time")
+		b.Close()
+		var after atomic.Int64
+		b.parallelForGuided(100, 4, func(lo, hi int) { after.Add(int64(hi - lo)) })
+		assert.EqualValues(t, 100, after.Load(), "after Close")
+	}
+}
