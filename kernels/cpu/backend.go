@@ -31,6 +31,8 @@ type Backend struct {
 	bufs    [][]float32 // per-worker scratch, see scratch
 	vecX    []float32   // matVec's permuted x, see gemvVec
 	vecExp  bool        // expRowAVX2 equals math.Exp here, see rowExps
+	prec    MatMulPrecision
+	xBF16   []float32 // MatMul's x rounded to bf16 under MatMulBF16, see roundedX
 }
 
 // New returns a Backend that runs each kernel on threads goroutines (the
@@ -71,7 +73,8 @@ func (b *Backend) Threads() int { return b.threads }
 // row-at-a-time loop over its helpers. All three pass the same
 // conformance suite. To run a lower path on a machine that has a higher
 // one (to measure or debug it), start the program with
-// GODEBUG=cpu.avx512f=off (AVX2) or GODEBUG=cpu.avx2=off (generic).
+// GODEBUG=cpu.avx512f=off (AVX2) or GODEBUG=cpu.avx2=off (generic);
+// GODEBUG=cpu.avx512bf16=off keeps MatMulBF16 off VDPBF16PS.
 func (b *Backend) SIMD() string {
 	return b.simd.isa().String()
 }

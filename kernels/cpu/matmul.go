@@ -124,6 +124,9 @@ func (b *Backend) matMul(out, x []float32, w kernels.Mat, m int, accumulate bool
 		}
 		return
 	}
+	if b.roundsX(w) {
+		x = b.roundedX(x[:m*k])
+	}
 	kn, ok := b.mm()
 	switch {
 	case !ok:

@@ -8,14 +8,19 @@ import "golang.org/x/sys/cpu"
 type features struct {
 	avx512 bool // AVX-512 F/BW/VL/DQ kernels (f32 FMA, bf16 and f16 widening)
 	avx2   bool // AVX2 + FMA + F16C kernels
+
+	// avx512bf16: VDPBF16PS may run MatMulBF16's products (with avx512).
+	avx512bf16 bool
 }
 
 // detect reads the CPU's features (golang.org/x/sys/cpu, which honours
-// GODEBUG=cpu.avx512f=off and cpu.avx2=off).
+// GODEBUG=cpu.avx512f=off, cpu.avx2=off and cpu.avx512bf16=off).
 func detect() features {
 	return features{
 		avx512: cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512DQ,
 		avx2:   cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C,
+
+		avx512bf16: cpu.X86.HasAVX512F && cpu.X86.HasAVX512BF16,
 	}
 }
 

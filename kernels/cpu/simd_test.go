@@ -12,6 +12,7 @@ import (
 // simdPath is one instruction-set path the tests force a Backend onto.
 type simdPath struct {
 	name    string   // as Backend.SIMD names it
+	label   string   // the subtest's name when it is not name (a variant of a path)
 	f       features // what the Backend is told it may use
 	missing string   // why this CPU cannot run the path; "" when it can
 }
@@ -35,6 +36,14 @@ func simdPaths() []simdPath {
 		ps[1].missing = "this CPU lacks AVX2 + FMA + F16C (or GODEBUG turned it off)"
 	}
 	return ps
+}
+
+// testName is the path's subtest name: its label, or else its name.
+func (p simdPath) testName() string {
+	if p.label != "" {
+		return p.label
+	}
+	return p.name
 }
 
 // pathBackend is a Backend of threads threads forced onto path p, closed

@@ -76,6 +76,8 @@ type options struct {
 	groups   int
 	rp, rn   int
 	kv       string
+	// precision is the Backend's matmul precision (-matmul).
+	precision cpu.MatMulPrecision
 }
 
 // Result is one test's figures (one JSON object per line with -json).
@@ -86,6 +88,7 @@ type Result struct {
 	DType      string    `json:"dtype"`
 	Threads    int       `json:"threads"`
 	SIMD       string    `json:"simd"`
+	MatMul     string    `json:"matmul"` // the matmul precision: exact or bf16
 	Test       string    `json:"test"`
 	NPrompt    int       `json:"n_prompt"`
 	NGen       int       `json:"n_gen"`
@@ -124,7 +127,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o options
-	var threads, prompts, gens, scores, batches, dtype string
+	var threads, prompts, gens, scores, batches, dtype, precision string
 	fs.StringVar(&o.modelDir, "model", "", "Hugging Face Qwen3 folder (config.json + model.safetensors)")
 	fs.StringVar(&o.random, "random", "", "write random weights of a named shape instead: qwen3-0.6b, qwen3-1.7b, tiny")
 	fs.StringVar(&dtype, "dtype", "bf16", "dtype of -random weights: bf16, f16, f32")
@@ -144,6 +147,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.rp, "rp", 128, "rollout test: prompt tokens")
 	fs.IntVar(&o.rn, "rn", 128, "rollout test: generated tokens per sequence")
 	fs.StringVar(&o.kv, "kv", "f32", "KV cache storage: f32 or bf16")
+	fs.StringVar(&precision, "matmul", "exact", "matmul precision for bf16 weights: exact, or bf16 (activations rounded to bf16, as llama.cpp does; see cpu.MatMulBF16)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -155,6 +159,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		if *l.dst, err = intList(l.s); err != nil {
 			return o, err
 		}
+	}
+	if o.precision, err = cpu.ParseMatMulPrecision(precision); err != nil {
+		return o, fmt.Errorf("-matmul: %w", err)
 	}
 	switch strings.ToLower(dtype) {
 	case "bf16":
@@ -229,6 +236,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 func runThreads(ctx context.Context, o options, dir, name, shape string, threads int, stdout io.Writer) error {
 	be := cpu.New(threads)
 	defer be.Close()
+	if err := be.SetMatMulPrecision(o.precision); err != nil {
+		return err
+	}
 	m, err := model.Load(dir, be)
 	if err != nil {
 		return err
@@ -238,7 +248,7 @@ func runThreads(ctx context.Context, o options, dir, name, shape string, threads
 	if err != nil {
 		return err
 	}
-	base := Result{Model: name, Shape: shape, Params: params(m.Config), DType: m.DType.String(), Threads: be.Threads(), SIMD: be.SIMD(), Reps: o.reps}
+	base := Result{Model: name, Shape: shape, Params: params(m.Config), DType: m.DType.String(), Threads: be.Threads(), SIMD: be.SIMD(), MatMul: o.precision.String(), Reps: o.reps}
 	rng := rand.New(rand.NewPCG(o.seed, 99))
 	V := m.Config.VocabSize
 	emit := func(r Result, samples []float64, ns float64) error {

@@ -53,6 +53,19 @@ func TestRunSampledDecodeJSON(t *testing.T) {
 	assert.Positive(t, r.AvgTS)
 }
 
+func TestRunMatMulPrecisionJSON(t *testing.T) {
+	for _, p := range []string{"exact", "bf16"} {
+		var out bytes.Buffer
+		err := run(t.Context(), []string{"-random", "tiny", "-threads", "1", "-p", "8", "-n", "0", "-matmul", p, "-r", "1", "-json"}, &out, io.Discard)
+		require.NoError(t, err)
+		var r Result
+		require.NoError(t, json.Unmarshal(out.Bytes(), &r), out.String())
+		assert.Equal(t, p, r.MatMul)
+		assert.Equal(t, "pp8", r.Test)
+		assert.Positive(t, r.AvgTS)
+	}
+}
+
 func TestRunRolloutsJSON(t *testing.T) {
 	for _, kv := range []string{"f32", "bf16"} {
 		var out bytes.Buffer
@@ -88,6 +101,7 @@ func TestRunFlagErrors(t *testing.T) {
 		{"-random", "tiny", "-temp", "NaN"},
 		{"-random", "gpt2"},
 		{"-random", "tiny", "-kv", "q8", "-p", "0", "-n", "0"},
+		{"-random", "tiny", "-matmul", "fp8", "-p", "0", "-n", "0"},
 		{"-random", "tiny", "-rollouts", "5", "-groups", "2"},
 		{"-model", "/nonexistent"},
 	} {

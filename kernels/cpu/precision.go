@@ -1,0 +1,85 @@
+package cpu
+
+import (
+	"fmt"
+
+	"github.com/x/kernels"
+)
+
+// MatMulPrecision says how MatMul multiplies its activations x by bf16
+// weights. The default, MatMulExact, is what the conformance suite's
+// tolerances hold every backend to.
+type MatMulPrecision int
+
+const (
+	// MatMulExact multiplies float32 x by the weights widened exactly to
+	// float32, accumulating in float32 (the default).
+	MatMulExact MatMulPrecision = iota
+	// MatMulBF16 first rounds x to bf16 (nearest, ties to even), then
+	// multiplies: each product of two bf16 values is exact in float32 and
+	// the sums are float32, so the one new error is x's rounding, a
+	// relative 2⁻⁸ at most per element (half the spacing of bf16's 8-bit significand). This is the arithmetic of
+	// llama.cpp's CPU backend for bf16 weights and of PyTorch's
+	// torch.set_float32_matmul_precision("medium"); on a CPU with
+	// AVX512_BF16 it lets MatMul run on VDPBF16PS, twice the
+	// multiply-adds per instruction of the exact path. It applies to
+	// MatMul with bf16 weights only (f32 and f16 weights stay exact, as do
+	// MatMulNN and MatMulTN, so gradients are unaffected) and suits
+	// inference and rollout generation; log-probs computed with it differ
+	// from exact ones by the rounding of every linear layer's input.
+	MatMulBF16
+)
+
+// String names the precision as SetMatMulPrecision's callers spell it on
+// command lines: "exact" or "bf16".
+func (p MatMulPrecision) String() string {
+	switch p {
+	case MatMulExact:
+		return "exact"
+	case MatMulBF16:
+		return "bf16"
+	}
+	return fmt.Sprintf("MatMulPrecision(%d)", int(p))
+}
+
+// ParseMatMulPrecision reads "exact" or "bf16" (String's names).
+func ParseMatMulPrecision(s string) (MatMulPrecision, error) {
+	for _, p := range []MatMulPrecision{MatMulExact, MatMulBF16} {
+		if s == p.String() {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("matmul precision %q: want exact or bf16", s)
+}
+
+// SetMatMulPrecision sets how later MatMul calls with bf16 weights treat
+// their activations (see MatMulPrecision); an unknown value is an error
+// and leaves the precision unchanged.
+func (b *Backend) SetMatMulPrecision(p MatMulPrecision) error {
+	if p != MatMulExact && p != MatMulBF16 {
+		return fmt.Errorf("kernels/cpu: SetMatMulPrecision: unknown precision %d", int(p))
+	}
+	b.prec = p
+	return nil
+}
+
+// MatMulPrecision is the precision SetMatMulPrecision last set.
+func (b *Backend) MatMulPrecision() MatMulPrecision { return b.prec }
+
+// roundsX reports whether MatMul rounds x to bf16 for weights w.
+func (b *Backend) roundsX(w kernels.Mat) bool {
+	return b.prec == MatMulBF16 && w.DType == kernels.BF16
+}
+
+// roundedX returns x rounded to bf16 and widened back to float32 (exact),
+// in a buffer of the Backend's own that stays valid until the next MatMul.
+func (b *Backend) roundedX(x []float32) []float32 {
+	if cap(b.xBF16) < len(x) {
+		b.xBF16 = make([]float32, len(x))
+	}
+	r := b.xBF16[:len(x)]
+	for i, v := range x {
+		r[i] = kernels.BF16ToF32(kernels.F32ToBF16(v))
+	}
+	return r
+}

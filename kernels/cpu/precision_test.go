@@ -1,0 +1,228 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x/kernels"
+	"github.com/x/kernels/kerneltest"
+	"github.com/x/kernels/ref"
+)
+
+// precisionPaths are the SIMD paths MatMulBF16 runs on: every forced path
+// of simdPaths, and the AVX-512 path with VDPBF16PS where the CPU has
+// AVX512_BF16.
+func precisionPaths() []simdPath {
+	ps := simdPaths()
+	bf := simdPath{name: "avx512", label: "avx512bf16", f: features{avx512: true, avx2: true, avx512bf16: true}}
+	if have := detect(); !have.avx512 || !have.avx512bf16 {
+		bf.missing = "this CPU lacks AVX-512 F/BW/VL/DQ with AVX512_BF16 (or GODEBUG turned one off)"
+	}
+	return append(ps[:1:1], append([]simdPath{bf}, ps[1:]...)...)
+}
+
+// precisionShapes are MatMul (M, N, K) shapes for MatMulBF16: every M
+// regime (1: matVec; 2–15: direct; ≥ 16: packed, with a row block past
+// mbNT), K below, at and past SIMD widths and pairs (odd K included), N
+// across register and task blocks.
+func precisionShapes() [][3]int {
+	return [][3]int{
+		{1, 1, 1}, {1, 37, 19}, {1, 67, 544}, {2, 3, 2}, {3, 5, 33}, {7, 9, 95}, {8, 70, 256},
+		{13, 130, 64}, {15, 4, 1056}, {16, 64, 64}, {17, 70, 129}, {33, 200, 1024}, {64, 48, 256},
+		{130, 66, 200}, {247, 67, 96},
+	}
+}
+
+// roundBF16 is x with every element rounded to bf16 (nearest, ties to
+// even) and widened back: what MatMulBF16 multiplies.
+func roundBF16(x []float32) []float32 {
+	r := make([]float32, len(x))
+	for i, v := range x {
+		r[i] = kernels.BF16ToF32(kernels.F32ToBF16(v))
+	}
+	return r
+}
+
+// TestMatMulPrecisionBF16 checks MatMulBF16 on every path, both thread
+// counts and both accumulate modes: for bf16 weights the result must equal
+// the reference MatMul of x rounded to bf16 within MatMul's own tolerance
+// (the products of bf16 values are exact in float32, so only the float32
+// summation differs, as on the exact path), and lie within the rounding's
+// bound of the exact product, |Δ| ≤ 2⁻⁸·Σ|x||w|; for f32 and f16 weights
+// the result is the exact MatMul's.
+func TestMatMulPrecisionBF16(t *testing.T) {
+	tol := kerneltest.Tolerance("MatMul")
+	cases := precisionCases(tol)
+	for _, p := range precisionPaths() {
+		t.Run(p.testName(), func(t *testing.T) {
+			if p.missing != "" {
+				t.Skipf("%s path not run: %s", p.testName(), p.missing)
+			}
+			for _, threads := range []int{2, 1} {
+				b := pathBackend(t, p, threads)
+				require.NoError(t, b.SetMatMulPrecision(MatMulBF16))
+				for _, c := range cases {
+					t.Run(fmt.Sprintf("threads%d/%s", threads, c.name), func(t *testing.T) {
+						got := append([]float32(nil), c.init...)
+						b.MatMul(kernels.HostF32(got), kernels.HostF32(c.x), c.w, c.m, c.acc)
+						kerneltest.CheckClose(t, "out vs reference on rounded x", got, c.want, tol)
+						for i, bound := range c.bound {
+							d := math.Abs(float64(got[i]) - float64(c.exact[i]))
+							if !assert.LessOrEqualf(t, d, bound, "out[%d] off the exact product by more than bf16 rounding of x allows", i) {
+								return
+							}
+						}
+					})
+				}
+			}
+		})
+	}
+}
+
+// precisionCase is one MatMul of TestMatMulPrecisionBF16 with its
+// expected results, computed once for every path.
+type precisionCase struct {
+	name    string
+	m       int
+	acc     bool
+	x, init []float32
+	w       kernels.Mat
+	want    []float32 // reference MatMul of x rounded to bf16 (of x itself for f32/f16 weights)
+	exact   []float32 // reference MatMul of x (bf16 weights only)
+	bound   []float64 // per output: 2⁻⁸·Σ|x||w| + tol (bf16 weights only)
+}
+
+// precisionCases builds every shape × weight dtype × accumulate case.
+func precisionCases(tol kerneltest.Tol) []precisionCase {
+	var r ref.Backend
+	var cases []precisionCase
+	for _, s := range precisionShapes() {
+		m, n, k := s[0], s[1], s[2]
+		for _, dt := range []kernels.DType{kernels.BF16, kernels.F32, kernels.F16} {
+			for _, acc := range []bool{false, true} {
+				rng := rand.New(rand.NewPCG(uint64(m*1000003+n*1009+k), uint64(dt)))
+				c := precisionCase{name: fmt.Sprintf("M%d_N%d_K%d_%s_acc%v", m, n, k, dt, acc), m: m, acc: acc}
+				c.x = uniformF32(rng, m*k, 1/math.Sqrt(float64(k)))
+				c.w = randomMat(rng, dt, n, k)
+				c.init = uniformF32(rng, m*n, 1)
+				xr := c.x
+				if dt == kernels.BF16 {
+					xr = roundBF16(c.x)
+				}
+				c.want = append([]float32(nil), c.init...)
+				r.MatMul(kernels.HostF32(c.want), kernels.HostF32(xr), c.w, m, acc)
+				if dt == kernels.BF16 {
+					c.exact = append([]float32(nil), c.init...)
+					r.MatMul(kernels.HostF32(c.exact), kernels.HostF32(c.x), c.w, m, acc)
+					c.bound = make([]float64, m*n)
+					for i := range m {
+						for j := range n {
+							var sum float64
+							for q := range k {
+								sum += math.Abs(float64(c.x[i*k+q]) * float64(c.w.At(j, q)))
+							}
+							c.bound[i*n+j] = math.Ldexp(sum, -8) + tol.ATol + tol.RTol*math.Abs(float64(c.exact[i*n+j]))
+						}
+					}
+				}
+				cases = append(cases, c)
+			}
+		}
+	}
+	return cases
+}
+
+// TestMatMulPrecisionRounds checks that MatMulBF16 really rounds: on a
+// shape where rounding x moves the product by far more than MatMul's
+// tolerance, the exact and bf16 results differ, and setting the
+// precision back to MatMulExact restores the exact result bit for bit.
+func TestMatMulPrecisionRounds(t *testing.T) {
+	b := New(2)
+	t.Cleanup(b.Close)
+	rng := rand.New(rand.NewPCG(7, 8))
+	m, n, k := 20, 40, 512
+	x := uniformF32(rng, m*k, 1/math.Sqrt(float64(k)))
+	w := randomMat(rng, kernels.BF16, n, k)
+	exact := make([]float32, m*n)
+	b.MatMul(kernels.HostF32(exact), kernels.HostF32(x), w, m, false)
+	require.NoError(t, b.SetMatMulPrecision(MatMulBF16))
+	assert.Equal(t, MatMulBF16, b.MatMulPrecision())
+	rounded := make([]float32, m*n)
+	b.MatMul(kernels.HostF32(rounded), kernels.HostF32(x), w, m, false)
+	var maxd float64
+	for i := range exact {
+		maxd = math.Max(maxd, math.Abs(float64(exact[i]-rounded[i])))
+	}
+	assert.Greater(t, maxd, 1e-4, "MatMulBF16 left x unrounded")
+	require.NoError(t, b.SetMatMulPrecision(MatMulExact))
+	again := make([]float32, m*n)
+	b.MatMul(kernels.HostF32(again), kernels.HostF32(x), w, m, false)
+	assert.Equal(t, exact, again)
+}
+
+// TestMatMulPrecisionNames checks the names, their parsing and the refusal
+// of unknown values.
+func TestMatMulPrecisionNames(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    MatMulPrecision
+		wantErr string
+	}{
+		{"exact", MatMulExact, ""},
+		{"bf16", MatMulBF16, ""},
+		{"BF16", 0, `matmul precision "BF16": want exact or bf16`},
+		{"", 0, `matmul precision "": want exact or bf16`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParseMatMulPrecision(tt.in)
+			if tt.wantErr != "" {
+				assert.EqualError(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+			assert.Equal(t, tt.in, got.String())
+		})
+	}
+	b := New(1)
+	t.Cleanup(b.Close)
+	assert.EqualError(t, b.SetMatMulPrecision(MatMulPrecision(5)), "kernels/cpu: SetMatMulPrecision: unknown precision 5")
+	assert.Equal(t, MatMulExact, b.MatMulPrecision())
+	assert.Equal(t, "MatMulPrecision(5)", MatMulPrecision(5).String())
+}
+
+// uniformF32 is n values uniform in [−scale, scale).
+func uniformF32(rng *rand.Rand, n int, scale float64) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32((2*rng.Float64() - 1) * scale)
+	}
+	return v
+}
+
+// randomMat is a rows×cols weight of dtype dt with values uniform in
+// [−1, 1), rounded to dt.
+func randomMat(rng *rand.Rand, dt kernels.DType, rows, cols int) kernels.Mat {
+	v := uniformF32(rng, rows*cols, 1)
+	switch dt {
+	case kernels.BF16:
+		h := make([]uint16, len(v))
+		for i, f := range v {
+			h[i] = kernels.F32ToBF16(f)
+		}
+		return kernels.MatBF16(h, rows, cols)
+	case kernels.F16:
+		h := make([]uint16, len(v))
+		for i, f := range v {
+			h[i] = kernels.F32ToF16(f)
+		}
+		return kernels.MatF16(h, rows, cols)
+	}
+	return kernels.MatF32(v, rows, cols)
+}
