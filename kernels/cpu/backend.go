@@ -33,6 +33,7 @@ type Backend struct {
 	vecExp  bool        // expRowAVX2 equals math.Exp here, see rowExps
 	prec    MatMulPrecision
 	xBF16   []float32 // MatMul's x rounded to bf16 under MatMulBF16, see roundedX
+	xH      []uint16  // the same as bf16 bits in VDPBF16PS's layout, see bf16Rows
 }
 
 // New returns a Backend that runs each kernel on threads goroutines (the

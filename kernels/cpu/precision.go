@@ -83,3 +83,25 @@ func (b *Backend) roundedX(x []float32) []float32 {
 	}
 	return r
 }
+
+// bf16Rows returns the m×k x rounded to bf16 as rows of ld = k rounded up
+// to even elements (the pad zero), so that every pair of columns (2c,
+// 2c+1) is one aligned 32-bit word, as VDPBF16PS takes its operands. The
+// buffer is the Backend's own and stays valid until the next MatMul.
+func (b *Backend) bf16Rows(x []float32, m, k int) (h []uint16, ld int) {
+	ld = (k + 1) &^ 1
+	if cap(b.xH) < m*ld {
+		b.xH = make([]uint16, m*ld)
+	}
+	h = b.xH[:m*ld]
+	for i := range m {
+		row := h[i*ld : (i+1)*ld]
+		for c, v := range x[i*k : (i+1)*k] {
+			row[c] = kernels.F32ToBF16(v)
+		}
+		if ld > k {
+			row[k] = 0
+		}
+	}
+	return h, ld
+}

@@ -226,3 +226,33 @@ func randomMat(rng *rand.Rand, dt kernels.DType, rows, cols int) kernels.Mat {
 	}
 	return kernels.MatF32(v, rows, cols)
 }
+
+// TestBF16Rows checks the bf16 layout the VDPBF16PS kernels read: each
+// element rounded as kernels.F32ToBF16 rounds it, rows padded to an even
+// length with a zero.
+func TestBF16Rows(t *testing.T) {
+	b := New(1)
+	t.Cleanup(b.Close)
+	tests := []struct {
+		name   string
+		m, k   int
+		wantLD int
+	}{{"even", 3, 4, 4}, {"odd", 2, 5, 6}, {"one", 1, 1, 2}, {"empty", 0, 3, 4}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			x := uniformF32(rand.New(rand.NewPCG(1, uint64(tt.k))), tt.m*tt.k, 3)
+			h, ld := b.bf16Rows(x, tt.m, tt.k)
+			require.Equal(t, tt.wantLD, ld)
+			require.Len(t, h, tt.m*ld)
+			for i := range tt.m {
+				for c := range ld {
+					want := uint16(0)
+					if c < tt.k {
+						want = kernels.F32ToBF16(x[i*tt.k+c])
+					}
+					assert.Equalf(t, want, h[i*ld+c], "row %d column %d", i, c)
+				}
+			}
+		})
+	}
+}
