@@ -19,6 +19,12 @@ import (
 //   - MatMul with 1 < M < mBig (batched decode) streams bf16/f16/f32
 //     weights straight into the kernel, widening in registers: each weight
 //     is read once per group of up to 6 rows of x; the cores split N.
+//   - Under MatMulBF16 with bf16 weights, on a CPU with AVX512_BF16,
+//     MatMul with 1 < M < mBig instead rounds x to bf16 once and runs the
+//     dpNT kernels (matmul_dp_direct.go): VDPBF16PS straight from the bf16
+//     weight rows, blocks of up to dpMR = 8 rows of x × dpNR = 3 weight
+//     rows, each weight read once per step of up to 8 sequences; the cores
+//     split N in tasks of nbDP rows.
 //   - MatMul with M ≥ mBig (prefill, training) transposes a block of nbNT
 //     weight rows × kc columns into K-major float32 panels once (per worker
 //     scratch, L2-resident), then runs the outer-product (axpy) kernel over
@@ -122,6 +128,10 @@ func (b *Backend) matMul(out, x []float32, w kernels.Mat, m int, accumulate bool
 		if !accumulate {
 			clear(out[:m*n])
 		}
+		return
+	}
+	if b.dpDirect(w, m) {
+		b.matMulDPDirect(out, x, w, m, accumulate)
 		return
 	}
 	if b.roundsX(w) {

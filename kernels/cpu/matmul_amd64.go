@@ -702,6 +702,134 @@ func swigluAsm(out, gate, up *float32, n int)
 //go:noescape
 func lseAsm(x *float32, n int, st *float32)
 
+//go:noescape
+func dpNT_1x1(x *uint16, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func dpNT_1x2(x *uint16, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func dpNT_1x3(x *uint16, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func dpNT_2x1(x *uint16, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func dpNT_2x2(x *uint16, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func dpNT_2x3(x *uint16, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func dpNT_3x1(x *uint16, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func dpNT_3x2(x *uint16, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func dpNT_3x3(x *uint16, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func dpNT_4x1(x *uint16, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func dpNT_4x2(x *uint16, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func dpNT_4x3(x *uint16, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func dpNT_5x1(x *uint16, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func dpNT_5x2(x *uint16, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func dpNT_5x3(x *uint16, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func dpNT_6x1(x *uint16, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func dpNT_6x2(x *uint16, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func dpNT_6x3(x *uint16, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func dpNT_7x1(x *uint16, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func dpNT_7x2(x *uint16, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func dpNT_7x3(x *uint16, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func dpNT_8x1(x *uint16, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func dpNT_8x2(x *uint16, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+//go:noescape
+func dpNT_8x3(x *uint16, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int)
+
+// dpNTAsm runs the AVX512_BF16 dpNT kernel of an mr×nr block (mr ≤ 8, nr ≤ 3).
+func dpNTAsm(mr, nr int, x *uint16, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int) {
+	switch mr<<4 | nr {
+	case 17:
+		dpNT_1x1(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 18:
+		dpNT_1x2(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 19:
+		dpNT_1x3(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 33:
+		dpNT_2x1(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 34:
+		dpNT_2x2(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 35:
+		dpNT_2x3(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 49:
+		dpNT_3x1(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 50:
+		dpNT_3x2(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 51:
+		dpNT_3x3(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 65:
+		dpNT_4x1(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 66:
+		dpNT_4x2(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 67:
+		dpNT_4x3(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 81:
+		dpNT_5x1(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 82:
+		dpNT_5x2(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 83:
+		dpNT_5x3(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 97:
+		dpNT_6x1(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 98:
+		dpNT_6x2(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 99:
+		dpNT_6x3(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 113:
+		dpNT_7x1(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 114:
+		dpNT_7x2(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 115:
+		dpNT_7x3(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 129:
+		dpNT_8x1(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 130:
+		dpNT_8x2(x, ldx, w, ldw, steps, out, ldo, acc)
+	case 131:
+		dpNT_8x3(x, ldx, w, ldw, steps, out, ldo, acc)
+	default:
+		panic("kernels/cpu: no dpNT kernel for this block")
+	}
+}
+
 // dotNTAsm runs the AVX-512 dotNT kernel for dtype dt and an mr×nr block.
 func dotNTAsm(dt int, mr, nr int, x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int) {
 	switch dt<<8 | mr<<4 | nr {

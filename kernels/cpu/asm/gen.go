@@ -78,6 +78,7 @@ func main() {
 	fmaLoop2(&s, &g)
 	swiglu(&s, &g)
 	lse(&s, &g)
+	dpDirect(&s, &g)
 	dispatch(&g)
 	packDispatch(&g)
 	gemvDispatch(&g)
