@@ -188,9 +188,18 @@ func dotNT(s, g *bytes.Buffer, dt string, mr, nr int) {
 		}
 		fmt.Fprintf(s, "\tANDQ $1, BX\n\tJZ %s_reduce\n", name)
 	} else {
+		// The batched-decode blocks stream weights from memory too (each
+		// weight row once per row group): prefetch the next block's rows,
+		// nr·ldw further on (R13: rows 0–2, R14: row 3), into L2, which
+		// holds a whole next block (no prefetchMax cap, unlike L1).
+		fmt.Fprintf(s, "\tMOVQ R11, R13\n\tIMULQ $%d, R13\n", nr)
+		fmt.Fprintf(s, "\tADDQ DI, R13\n\tLEAQ (R13)(R11*2), R14\n\tADDQ R11, R14\n")
 		fmt.Fprintf(s, "\tTESTQ CX, CX\n\tJZ %s_reduce\n%s_loop:\n", name, name)
 	}
 	for j := 0; j < nr; j++ {
+		if mr > 2 {
+			fmt.Fprintf(s, "\tPREFETCHT1 %s\n", rowAddr("R13", "R14", "R11", j, 0))
+		}
 		load16(s, dt, rowAddr("DI", "R12", "R11", j, 0), 24+j)
 	}
 	for i := 0; i < mr; i++ {
@@ -200,7 +209,7 @@ func dotNT(s, g *bytes.Buffer, dt string, mr, nr int) {
 		}
 	}
 	if mr > 2 {
-		fmt.Fprintf(s, "\tADDQ $64, SI\n\tADDQ $64, R10\n\tADDQ $%d, DI\n\tADDQ $%d, R12\n", ws, ws)
+		fmt.Fprintf(s, "\tADDQ $64, SI\n\tADDQ $64, R10\n\tADDQ $%d, DI\n\tADDQ $%d, R12\n\tADDQ $%d, R13\n\tADDQ $%d, R14\n", ws, ws, ws, ws)
 		fmt.Fprintf(s, "\tDECQ CX\n\tJNZ %s_loop\n", name)
 	}
 	fmt.Fprintf(s, "%s_reduce:\n", name)
