@@ -1,8 +1,10 @@
 package grpo
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"testing"
 
@@ -321,4 +323,30 @@ func TestRolloutPrecisionRestoresPrevious(t *testing.T) {
 	}))
 	assert.Equal(t, cpu.MatMulBF16, spy.MatMulPrecision())
 	require.NoError(t, spy.SetMatMulPrecision(cpu.MatMulExact))
+}
+
+// TestRolloutPrecisionWarnsWithoutBF16Weights: "bf16" on a policy with no
+// bf16 weight (a float32 model, or full fine-tuning's float32 masters)
+// changes no number; NewTrainer says so in the log, and only for "bf16".
+func TestRolloutPrecisionWarnsWithoutBF16Weights(t *testing.T) {
+	for _, tc := range []struct {
+		prec string
+		warn bool
+	}{{RolloutBF16, true}, {RolloutExact, false}} {
+		t.Run(tc.prec, func(t *testing.T) {
+			m, tok := tinyModel(t, 1) // float32 weights
+			cfg := testConfig(2, 1)
+			cfg.RolloutMatMulPrecision = tc.prec
+			var log bytes.Buffer
+			tr, err := NewTrainer(m, tok, cfg, WithReward("one", 1, constant(1)), WithLoRA(model.LoRAConfig{R: 2, Alpha: 4}),
+				WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
+			require.NoError(t, err)
+			require.NoError(t, tr.Close())
+			if tc.warn {
+				assert.Contains(t, log.String(), "rollout_matmul_precision bf16 changes nothing: the policy has no bf16 weights")
+			} else {
+				assert.NotContains(t, log.String(), "rollout_matmul_precision")
+			}
+		})
+	}
 }
