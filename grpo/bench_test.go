@@ -20,6 +20,13 @@ import (
 // GRPO_BENCH_SHAPE=qwen3-0.6b for the real one (random bf16 weights).
 func benchModel(b *testing.B) (*model.Model, *tokenizer.Tokenizer, string) {
 	b.Helper()
+	return benchModelOf(b, kernels.F32)
+}
+
+// benchModelOf is benchModel with the tiny shape's weights stored as
+// tinyDType (the real shapes' are bf16).
+func benchModelOf(b *testing.B, tinyDType kernels.DType) (*model.Model, *tokenizer.Tokenizer, string) {
+	b.Helper()
 	shape := os.Getenv("GRPO_BENCH_SHAPE")
 	if shape == "" {
 		shape = "tiny"
@@ -27,10 +34,9 @@ func benchModel(b *testing.B) (*model.Model, *tokenizer.Tokenizer, string) {
 	tok := tokenizer.Tiny()
 	cfg, err := model.NamedConfig(shape)
 	require.NoError(b, err)
-	dtype := kernels.F32
-	if shape != "tiny" {
-		dtype = kernels.BF16
-	} else {
+	dtype := kernels.BF16
+	if shape == "tiny" {
+		dtype = tinyDType
 		cfg.VocabSize = tok.VocabSize()
 	}
 	cfg.EOSTokenIDs = []int32{tok.EOS()}
@@ -149,4 +155,52 @@ func BenchmarkStep(b *testing.B) {
 	b.ReportMetric(stepTime/float64(b.N), "step-s")
 	b.ReportMetric(100*overhead/stepTime, "overhead-%")
 	b.Logf("shape %s: %d rollouts (%d prompts × %d), completions ≤ %d tokens, LoRA r=8", shape, prompts*g, prompts, g, cfg.MaxCompletionLength)
+}
+
+// BenchmarkRolloutPrecision times the trainer's rollout generation
+// (single-turn, no environment, LoRA on bf16 weights) with
+// RolloutMatMulPrecision's two settings, alternating exact and bf16 each
+// iteration on one trainer, and reports each one's tokens per second and
+// bf16's speed-up. GRPO_BENCH_PROMPTS (4), GRPO_BENCH_G (4) and
+// GRPO_BENCH_COMPLETION (64 new tokens) size the batch.
+func BenchmarkRolloutPrecision(b *testing.B) {
+	m, tok, shape := benchModelOf(b, kernels.BF16)
+	prompts, g := benchEnvInt(b, "GRPO_BENCH_PROMPTS", 4), benchEnvInt(b, "GRPO_BENCH_G", 4)
+	newTokens := benchEnvInt(b, "GRPO_BENCH_COMPLETION", 64)
+	cfg := DefaultConfig()
+	cfg.NumGenerations = g
+	cfg.PerDeviceTrainBatchSize = prompts * g
+	cfg.MaxCompletionLength = newTokens
+	cfg.MaxSteps = 1
+	cfg.EnableThinking = tokenizer.ThinkingOff
+	cfg.RolloutMatMulPrecision = RolloutBF16
+	tr, err := NewTrainer(m, tok, cfg, WithReward("one", 1, constant(1)), WithLoRA(model.LoRAConfig{R: 8, Alpha: 16}))
+	require.NoError(b, err)
+	defer tr.Close()
+	tr.eng.stop = nil // never stop early: every rollout generates newTokens
+	rows := make([]env.Row, prompts)
+	for i := range rows {
+		rows[i] = env.Row{"prompt": fmt.Sprintf("Tell me about the number %d.", i)}
+	}
+	ctx := context.Background()
+	precs := []cpu.MatMulPrecision{cpu.MatMulExact, cpu.MatMulBF16}
+	elapsed := make([]time.Duration, len(precs))
+	b.ResetTimer()
+	for i := range b.N {
+		for k, p := range precs {
+			tr.pol.rollout = p
+			t0 := time.Now()
+			gen, err := tr.generate(ctx, rows, g, tr.sampling(), uint64(i))
+			require.NoError(b, err)
+			elapsed[k] += time.Since(t0)
+			gen.release()
+		}
+	}
+	tokens := float64(b.N * prompts * g * newTokens)
+	for k, p := range precs {
+		b.ReportMetric(tokens/elapsed[k].Seconds(), p.String()+"-tok/s")
+	}
+	b.ReportMetric(elapsed[0].Seconds()/elapsed[1].Seconds(), "bf16-speedup")
+	b.ReportMetric(0, "ns/op")
+	b.Logf("shape %s: %d rollouts × %d tokens, %s", shape, prompts*g, newTokens, m.Backend.(*cpu.Backend).SIMD())
 }

@@ -240,6 +240,29 @@ type Config struct {
 	// pool's memory back after each generation either way (model.TrimKV),
 	// so the cache's peak does not last into learning.
 	KVCacheDType string `json:"kv_cache_dtype"`
+	// RolloutMatMulPrecision is the matmul precision of generation: the
+	// prompts' prefills and every decode step of rollouts, in Step and in
+	// Evaluate alike (evaluation is generation) (Go trainer's own,
+	// RolloutExact). RolloutExact ("exact"; "" means the same) leaves the
+	// backend as it is. RolloutBF16 ("bf16") runs them at
+	// cpu.MatMulBF16 (activations rounded to bf16 for bf16 weights,
+	// llama.cpp's arithmetic, faster on AVX512_BF16 CPUs) and puts the
+	// backend's previous precision back right after each prefill and
+	// step, so the training passes (old and reference log-probs, the loss
+	// forward and backward) run at the backend's own setting,
+	// cpu.MatMulExact unless the caller changed it: the split verl and TRL
+	// make when vLLM samples in bf16 and the trainer scores in fp32. The
+	// model's backend must then have SetMatMulPrecision and
+	// MatMulPrecision (kernels/cpu's Backend does; NewTrainer refuses one
+	// that lacks them). Only bf16 weights are affected: with full
+	// fine-tuning the trained weights are float32 masters and "bf16"
+	// changes nothing (NewTrainer warns), so it is for LoRA on a bf16
+	// model. The sampling log-probs then come from other numbers than
+	// training's, so they are treated as a RolloutFunc's: a scoring pass
+	// recomputes the old log-probs when the layout needs them
+	// (Layout.NeedsOldLogProbs) or ISCorrection is on, and ISCorrection
+	// corrects for the difference (sampling/* reports its size).
+	RolloutMatMulPrecision string `json:"rollout_matmul_precision"`
 
 	// --- batch layout (see the type's doc) ---
 
@@ -392,14 +415,15 @@ func DefaultConfig() Config {
 		Temperature:              1,
 		TopP:                     1,
 
-		LearningRate:          1e-6,
-		LRSchedule:            model.ScheduleLinear,
-		AdamBeta1:             0.9,
-		AdamBeta2:             0.999,
-		AdamEpsilon:           1e-8,
-		MaxGradNorm:           1,
-		GradientCheckpointing: true,
-		MicroBatchTokens:      8192,
+		LearningRate:           1e-6,
+		LRSchedule:             model.ScheduleLinear,
+		AdamBeta1:              0.9,
+		AdamBeta2:              0.999,
+		AdamEpsilon:            1e-8,
+		MaxGradNorm:            1,
+		GradientCheckpointing:  true,
+		MicroBatchTokens:       8192,
+		RolloutMatMulPrecision: RolloutExact,
 
 		PerDeviceTrainBatchSize:   8,
 		GradientAccumulationSteps: 1,
@@ -640,6 +664,9 @@ func (c Config) Validate() error {
 	}
 	if c.KVCacheDType != "" && c.KVCacheDType != KVFloat32 && c.KVCacheDType != KVBFloat16 {
 		bad("KVCacheDType", "kv_cache_dtype", "%q: want %q, %q or \"\" (the model's own setting)", c.KVCacheDType, KVFloat32, KVBFloat16)
+	}
+	if _, err := c.rolloutPrecision(); err != nil {
+		bad("RolloutMatMulPrecision", "rollout_matmul_precision", "%q: want %q or %q (\"\" means %q)", c.RolloutMatMulPrecision, RolloutExact, RolloutBF16, RolloutExact)
 	}
 
 	// batch layout

@@ -66,6 +66,7 @@ func TestDefaultConfigMatchesTRL(t *testing.T) {
 	assert.Equal(t, [4]float64{2, 3, 3, 2}, [4]float64{c.VESPOKPos, c.VESPOLambdaPos, c.VESPOKNeg, c.VESPOLambdaNeg})
 	assert.Equal(t, ISCorrectionSequenceMask, c.ISCorrection)
 	assert.Equal(t, 3.0, c.ISCorrectionCap)
+	assert.Equal(t, RolloutExact, c.RolloutMatMulPrecision, "the Go trainer's own: rollouts as training computes")
 
 	l := c.Layout()
 	assert.Equal(t, Layout{G: 8, MicroBatch: 8, GradientAccumulationSteps: 1, StepsPerGeneration: 1, GenerationBatchSize: 8, Prompts: 1, NumIterations: 1}, l)
@@ -94,6 +95,10 @@ func TestConfigValidate(t *testing.T) {
 		{"KV dtype names are exact", func(c *Config) { c.KVCacheDType = "bf16" }, []string{"KVCacheDType"}},
 		{"bfloat16 KV ok", func(c *Config) { c.KVCacheDType = KVBFloat16 }, nil},
 		{"float32 KV ok", func(c *Config) { c.KVCacheDType = KVFloat32 }, nil},
+		{"unknown rollout precision", func(c *Config) { c.RolloutMatMulPrecision = "fp8" }, []string{"RolloutMatMulPrecision"}},
+		{"rollout precision names are exact", func(c *Config) { c.RolloutMatMulPrecision = "BF16" }, []string{"RolloutMatMulPrecision"}},
+		{"bf16 rollouts ok", func(c *Config) { c.RolloutMatMulPrecision = RolloutBF16 }, nil},
+		{"empty rollout precision ok (exact)", func(c *Config) { c.RolloutMatMulPrecision = "" }, nil},
 		{"epsilon_high below epsilon", func(c *Config) { c.EpsilonHigh = 0.1 }, []string{"EpsilonHigh"}},
 		{"epsilon_high 0.28 ok", func(c *Config) { c.EpsilonHigh = 0.28 }, nil},
 		{"epsilon 1", func(c *Config) { c.Epsilon = 1 }, []string{"Epsilon"}},
@@ -237,7 +242,7 @@ func TestConfigJSONUsesTRLNames(t *testing.T) {
 	require.NoError(t, err)
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(b, &m))
-	for _, k := range []string{"num_generations", "max_completion_length", "loss_type", "epsilon_high", "scale_rewards", "importance_sampling_level", "per_device_train_batch_size", "micro_batch_tokens", "kv_cache_dtype"} {
+	for _, k := range []string{"num_generations", "max_completion_length", "loss_type", "epsilon_high", "scale_rewards", "importance_sampling_level", "per_device_train_batch_size", "micro_batch_tokens", "kv_cache_dtype", "rollout_matmul_precision"} {
 		assert.Contains(t, m, k)
 	}
 	assert.Equal(t, "dapo", m["loss_type"])

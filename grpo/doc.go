@@ -64,10 +64,13 @@
 // When the policy moves within a generation, old log-probs are those the
 // sampler recorded: the full tempered distribution's (before any
 // top-k/top-p/min-p filter), computed by the training kernels, so they are
-// what a scoring pass would give; after a RolloutFunc a scoring pass
-// computes them and Config.ISCorrection corrects for the generator's
-// differing numbers. sampling/* logs how far the recorded log-probs are
-// from the training forward's.
+// what a scoring pass would give; after a RolloutFunc, or rollouts
+// generated at a reduced matmul precision (Config.RolloutMatMulPrecision
+// "bf16": prefills and decode steps with activations rounded to bf16, the
+// training passes exact, as verl and TRL split a bf16 vLLM sampler from
+// an fp32 trainer), a scoring pass computes them and Config.ISCorrection
+// corrects for the generator's differing numbers. sampling/* logs how far
+// the recorded log-probs are from the training forward's.
 //
 // # Producing rollouts apart from learning
 //

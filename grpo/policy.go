@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/x/kernels"
+	"github.com/x/kernels/cpu"
 	"github.com/x/model"
 )
 
@@ -29,6 +30,11 @@ type policy struct {
 	lora  *model.LoRAConfig // nil: full fine-tuning
 	temp  float32           // training temperature (the sampling temperature)
 	batch int               // most sequences decoded together
+	// prec is the backend that generation switches to the rollout
+	// precision (Config.RolloutMatMulPrecision); nil: generation leaves
+	// the backend's precision alone.
+	prec    matMulPrecisioner
+	rollout cpu.MatMulPrecision
 }
 
 // newPolicy prepares m for training: it attaches adapters when lora is set
@@ -143,13 +149,14 @@ func (sq seq) appendTokens(ids []int32) { sq.s.Append(ids...) }
 // sequences still using them).
 func (sq seq) release() { sq.s.Release() }
 
-// prefill feeds the sequences' pending tokens into their caches.
+// prefill feeds the sequences' pending tokens into their caches, at the
+// rollout precision.
 func (p *policy) prefill(ctx context.Context, seqs []seq) error {
 	ms := make([]*model.Sequence, len(seqs))
 	for i, s := range seqs {
 		ms[i] = s.s
 	}
-	return p.m.Prefill(ctx, ms, model.BatchOptions{})
+	return p.generating(func() error { return p.m.Prefill(ctx, ms, model.BatchOptions{}) })
 }
 
 // genRequest asks for one turn of a sequence.
@@ -183,8 +190,10 @@ type turnDecoder interface {
 }
 
 // decoder is the model's turnDecoder: each step decodes one token of every
-// running request.
+// running request (and feeds the pending tokens of those that joined), at
+// the rollout precision.
 type decoder struct {
+	p    *policy
 	b    *model.Batch
 	stop []int32
 	smp  kernels.SamplingParams
@@ -192,6 +201,7 @@ type decoder struct {
 
 func (p *policy) newDecoder(s sampling, stop []int32) turnDecoder {
 	return &decoder{
+		p:    p,
 		b:    p.m.NewBatch(model.BatchOptions{MaxBatch: p.batch}),
 		stop: stop,
 		smp:  kernels.SamplingParams{Temperature: s.Temperature, TopK: s.TopK, TopP: s.TopP, MinP: s.MinP},
@@ -212,7 +222,11 @@ func (d *decoder) close() { d.b.Release() }
 // step decodes one token of every running request and returns the turns
 // that finished, by id.
 func (d *decoder) step(ctx context.Context) (map[int]turn, error) {
-	fin, err := d.b.Step(ctx)
+	var fin []model.Finished
+	err := d.p.generating(func() (err error) {
+		fin, err = d.b.Step(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -30,8 +30,9 @@ type Rollout struct {
 	Mask          []bool  // [len(CompletionIDs)] true for the tokens the model sampled (they get loss)
 	// LogProbs are the model tokens' log-probs under the policy that sampled
 	// them, at the sampling temperature without top-k/top-p/min-p filters
-	// (what the training forward gives at that policy); 0 on tool tokens.
-	// From a RolloutFunc they are whatever it returned.
+	// (what the training forward gives at that policy, or its bf16-rounded
+	// version under Config.RolloutMatMulPrecision "bf16"); 0 on tool
+	// tokens. From a RolloutFunc they are whatever it returned.
 	LogProbs []float32 // [len(CompletionIDs)]
 
 	ToolCalls    int  // tool calls made (malformed ones included)

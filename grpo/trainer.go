@@ -110,6 +110,11 @@ func NewTrainer(policy *model.Model, tok *tokenizer.Tokenizer, cfg Config, opts 
 	if err := policy.CheckTokens([]int32{tok.EOS()}); err != nil {
 		return nil, fmt.Errorf("grpo: the tokenizer's end-of-turn token does not fit the model's vocabulary: %w", err)
 	}
+	rp, _ := cfg.rolloutPrecision() // validated
+	prec, err := rolloutPrecisioner(policy.Backend, rp)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Beta > 0 && o.lora == nil && !hasAdapters(policy) {
 		return nil, &ConfigError{Field: "Beta", TRLName: "beta", Problem: fmt.Sprintf("%v with full fine-tuning: the KL reference is the model with its adapters off, so it needs LoRA (WithLoRA); set Beta to 0 or train adapters", cfg.Beta)}
 	}
@@ -125,7 +130,11 @@ func NewTrainer(policy *model.Model, tok *tokenizer.Tokenizer, cfg Config, opts 
 	if err != nil {
 		return nil, err
 	}
+	pol.prec, pol.rollout = prec, rp
 	t.pol = pol
+	if prec != nil && !hasBF16Weights(policy) && t.log != nil {
+		t.log.Warn("grpo: rollout_matmul_precision " + cfg.RolloutMatMulPrecision + " changes nothing: the policy has no bf16 weights (full fine-tuning trains float32 masters), yet old log-probs are recomputed as after a RolloutFunc")
+	}
 	if d, ok := cfg.kvDType(); ok {
 		if st := policy.KVStats(); st.DType != d {
 			if err := policy.SetKVOptions(model.KVOptions{BlockSize: st.BlockSize, DType: d, MaxBytes: st.MaxBytes}); err != nil {

@@ -15,9 +15,12 @@ type learnBatch struct {
 	adv  []float64  // [j]
 	// policy are [j][i] log-probs of the policy that sampled, as the
 	// training forward computes them (the engine's full-distribution
-	// log-probs, or a scoring pass after a RolloutFunc).
+	// log-probs, or a scoring pass after a RolloutFunc or a generation at
+	// a reduced rollout precision).
 	policy [][]float32
-	// sampling are the RolloutFunc's log-probs; the IS correction is
+	// sampling are the generator's log-probs when they are not the
+	// training forward's (a RolloutFunc's, or the engine's at
+	// Config.RolloutMatMulPrecision "bf16"); the IS correction is
 	// exp(policy − sampling).
 	sampling [][]float32
 	old, ref [][]float32 // [j][i]; old nil when on-policy, ref nil when Beta is 0
@@ -30,12 +33,14 @@ type learnBatch struct {
 // when configured), and the old and reference log-probs the layout needs.
 // Old log-probs are the sampling-time policy's, which the engine records
 // as it samples (the full tempered distribution, as training scores it);
-// after a RolloutFunc a scoring pass computes them.
+// after a RolloutFunc, or an engine that generated at a reduced matmul
+// precision, a scoring pass computes them.
 func (t *Trainer) prepare(ctx context.Context, rs []*Rollout, adv Advantages) (*learnBatch, error) {
 	b := &learnBatch{}
 	var masks [][]bool
 	var trunc []bool
-	fromFunc := t.o.rollout != nil
+	// fromFunc: the rollouts' log-probs are not the training forward's.
+	fromFunc := t.o.rollout != nil || t.pol.inexactRollouts()
 	for i, r := range rs {
 		if !adv.Loss[i] || len(r.CompletionIDs) == 0 {
 			continue
@@ -71,9 +76,11 @@ func (t *Trainer) prepare(ctx context.Context, rs []*Rollout, adv Advantages) (*
 		return b, nil
 	}
 	// The correction is for a generator whose numbers differ from
-	// training's (TRL: vLLM, whose log-probs are of the raw distribution).
-	// The engine's log-probs come from the training kernels at the
-	// training temperature: nothing to correct, whatever the filters.
+	// training's (TRL: vLLM, whose log-probs are of the raw distribution
+	// and, in bf16, of other arithmetic; here a RolloutFunc, or the engine
+	// at a bf16 rollout precision). Otherwise the engine's log-probs come
+	// from the training kernels at the training temperature: nothing to
+	// correct, whatever the filters.
 	b.correct = t.cfg.ISCorrection != ISCorrectionNone && fromFunc
 	if fromFunc && (b.correct || t.layout.NeedsOldLogProbs()) {
 		lp, err := t.pol.logProbs(ctx, b.seqs, true)

@@ -26,6 +26,7 @@ import (
 	"syscall"
 
 	"github.com/x/examples/internal/wordlegame"
+	"github.com/x/grpo"
 )
 
 func main() {
@@ -60,6 +61,10 @@ type config struct {
 	EnvURL    string
 	EnvToken  string
 	Hidden    int // the embedded model's hidden size (0: the tiny shape's 128)
+
+	// RolloutMatMul is the matmul precision of generation (rollouts and
+	// evaluations): grpo.RolloutExact or grpo.RolloutBF16.
+	RolloutMatMul string
 }
 
 // demoWords is the default run's secret words: the first ten of
@@ -89,6 +94,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&c.Beta, "beta", 0.1, "weight of GRPO's KL penalty to the SFT model (the model with its LoRA adapters off; needs -lora-rank > 0)")
 	fs.Float64Var(&c.Temp, "temperature", 0.5, "GRPO's sampling temperature (the recipe's is 0.8; the tiny model needs less: at 0.8 most of its sampled tool calls were malformed and GRPO learned to stop calling guess)")
 	fs.IntVar(&c.TopK, "top-k", 10, "GRPO samples among the this many likeliest tokens (0: all)")
+	fs.StringVar(&c.RolloutMatMul, "rollout-matmul", grpo.RolloutExact, "matmul precision of generation (GRPO's rollouts and the evaluations; training stays exact): exact, or bf16 (activations rounded to bf16, llama.cpp's arithmetic, faster on AVX512_BF16 CPUs); it changes only bf16 weights, so only a bf16 -model with -sft-steps 0 (the embedded model and a warm-started one are float32)")
 	fs.IntVar(&c.LoRARank, "lora-rank", 16, "LoRA rank for GRPO (0: train every weight)")
 	fs.StringVar(&c.Out, "out", "wordle-out", "output folder")
 	fs.IntVar(&c.Hidden, "hidden", 0, "hidden size of the embedded model (0: 128, the tiny shape's); ignored with -model")
@@ -137,6 +143,8 @@ func (c config) validate() error {
 		return fmt.Errorf("-temperature %g: want a positive temperature", c.Temp)
 	case c.TopK < 0:
 		return fmt.Errorf("-top-k %d is negative", c.TopK)
+	case c.RolloutMatMul != grpo.RolloutExact && c.RolloutMatMul != grpo.RolloutBF16:
+		return fmt.Errorf("-rollout-matmul %q: want %s or %s", c.RolloutMatMul, grpo.RolloutExact, grpo.RolloutBF16)
 	case c.Beta < 0:
 		return fmt.Errorf("-beta %g is negative", c.Beta)
 	case c.Beta > 0 && c.LoRARank == 0:

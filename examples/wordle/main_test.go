@@ -91,6 +91,8 @@ func TestFlags(t *testing.T) {
 		{args: []string{"-lora-rank", "0", "-beta", "0", "-eval-words", "crane,chart"}},
 		{args: []string{"-temperature", "0"}, wantErr: "-temperature"},
 		{args: []string{"-top-k", "-1"}, wantErr: "-top-k"},
+		{args: []string{"-rollout-matmul", "fp8"}, wantErr: "-rollout-matmul \"fp8\": want exact or bf16"},
+		{args: []string{"-rollout-matmul", "bf16", "-eval-words", "crane,chart"}},
 		{args: []string{"extra"}, wantErr: "unexpected"},
 		{args: []string{"-eval-words", "crane,chart"}},
 	}
@@ -103,6 +105,21 @@ func TestFlags(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []string{"crane", "chart"}, c.EvalWords)
 		assert.Len(t, c.Words, 10)
+	}
+}
+
+// TestRolloutMatMulFlag: -rollout-matmul reaches the trainer's config;
+// the default is exact.
+func TestRolloutMatMulFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{{nil, grpo.RolloutExact}, {[]string{"-rollout-matmul", "bf16"}, grpo.RolloutBF16}} {
+		c, err := parseFlags(tc.args, &bytes.Buffer{})
+		require.NoError(t, err)
+		gc := grpoConfig(c)
+		assert.Equal(t, tc.want, gc.RolloutMatMulPrecision, "%q", tc.args)
+		assert.NoError(t, gc.Validate())
 	}
 }
 

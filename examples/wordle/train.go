@@ -165,6 +165,7 @@ func grpoConfig(cfg config) grpo.Config {
 	c.Beta = cfg.Beta
 	c.LRSchedule = model.ScheduleLinear
 	c.Temperature, c.TopK = float32(cfg.Temp), cfg.TopK
+	c.RolloutMatMulPrecision = cfg.RolloutMatMul
 	c.MaxCompletionLength = 400              // a six-guess game is about 330 tokens of the tiny tokenizer
 	c.MaxToolCallingIterations = 8           // six guesses and two refused ones
 	c.EnableThinking = tokenizer.ThinkingOff // the reasoning is in the message, before the call
