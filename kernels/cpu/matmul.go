@@ -124,10 +124,14 @@ func (b *Backend) matMul(out, x []float32, w kernels.Mat, m int, accumulate bool
 		}
 		return
 	}
+	kn, ok := b.mm()
+	if b.dpPacked(w, m) {
+		b.matMulDPPacked(kn, out, x, w, m, accumulate)
+		return
+	}
 	if b.roundsX(w) {
 		x = b.roundedX(x[:m*k])
 	}
-	kn, ok := b.mm()
 	switch {
 	case !ok:
 		b.matMulGeneric(out, x, w, m, accumulate)

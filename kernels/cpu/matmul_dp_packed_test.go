@@ -1,0 +1,173 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x/kernels"
+	"github.com/x/kernels/kerneltest"
+	"github.com/x/kernels/ref"
+)
+
+// dpPath is the AVX-512 path with VDPBF16PS, or the reason this CPU cannot
+// run it.
+func dpPath() simdPath {
+	p := simdPath{name: "avx512", label: "avx512bf16", f: features{avx512: true, avx2: true, avx512bf16: true}}
+	if have := detect(); !have.avx512 || !have.avx512bf16 {
+		p.missing = "this CPU lacks AVX-512 F/BW/VL/DQ with AVX512_BF16 (or GODEBUG turned one off)"
+	}
+	return p
+}
+
+// TestDPAxpyKernels checks every dpaxpy register block (mr 1–6 × nv 1–4)
+// against a float64 sum of the same bf16 products, for 0, 1 and 7 column
+// pairs and both accumulate modes, and that the kernel writes nothing
+// outside its mr × 16·nv block. Inputs are bf16 values in [−1, 1) with
+// init values in [−1, 1), so each output is a float32 sum of at most 15
+// terms below 1 in magnitude: 1e-5 bounds its rounding (15 · 15 · 2⁻²⁴
+// ≈ 1.3e-5 is the crude worst case; the float32 error of such sums is
+// measured around 1e-7).
+func TestDPAxpyKernels(t *testing.T) {
+	if p := dpPath(); p.missing != "" {
+		t.Skip(p.missing)
+	}
+	const (
+		ldc  = 80 // output row stride (floats): 16 sentinel columns past 64
+		rows = 8  // output rows: 2+ sentinel rows past mr
+		tol  = 1e-5
+	)
+	rng := rand.New(rand.NewPCG(11, 12))
+	bf := func(n int) []uint16 {
+		h := make([]uint16, n)
+		for i := range h {
+			h[i] = kernels.F32ToBF16(float32(2*rng.Float64() - 1))
+		}
+		return h
+	}
+	for mr := 1; mr <= 6; mr++ {
+		for nv := 1; nv <= 4; nv++ {
+			for _, steps := range []int{0, 1, 7} {
+				for _, acc := range []int{0, 1} {
+					t.Run(fmt.Sprintf("%dx%d_steps%d_acc%d", mr, nv, steps, acc), func(t *testing.T) {
+						lda := 2*steps + 2 // bf16 per x row (a pair of padding)
+						a := bf(mr * lda)
+						panel := bf(max(steps, 1) * 2 * 64) // [steps][64 lanes][2]
+						init := make([]float32, rows*ldc)
+						for i := range init {
+							init[i] = float32(2*rng.Float64() - 1)
+						}
+						c := append([]float32(nil), init...)
+						dpaxpyAsm(mr, nv, unsafe.Pointer(&a[0]), lda*2, 4, unsafe.Pointer(&panel[0]), 64*4, steps, &c[0], ldc*4, acc)
+						for i := range rows {
+							for j := range ldc {
+								if i >= mr || j >= 16*nv {
+									require.Equalf(t, init[i*ldc+j], c[i*ldc+j], "wrote outside the block at (%d, %d)", i, j)
+									continue
+								}
+								var want float64
+								if acc == 1 {
+									want = float64(init[i*ldc+j])
+								}
+								for p := range steps {
+									for h := range 2 {
+										want += float64(kernels.BF16ToF32(a[i*lda+2*p+h])) * float64(kernels.BF16ToF32(panel[(p*64+j)*2+h]))
+									}
+								}
+								require.InDeltaf(t, want, c[i*ldc+j], tol, "out[%d, %d]", i, j)
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+// TestMatMulDPPacked checks matMulDPPacked on the shapes that reach its
+// every branch: K over several dpkc blocks with a K tail and odd K, K
+// below one packT2 step (all through dotTail), N below, at and past
+// multiples of 16 (ragged columns through the exact kernels), M past
+// mbNT with a short last row group. Each result must equal the reference
+// MatMul of x rounded to bf16 within MatMul's tolerance (the products are
+// exact in float32 on both sides; only the summation order differs), and
+// be bit-identical with one thread and two (the sum order is fixed by
+// the blocking, not the scheduling) and run to run.
+func TestMatMulDPPacked(t *testing.T) {
+	p := dpPath()
+	if p.missing != "" {
+		t.Skip(p.missing)
+	}
+	var r ref.Backend
+	tol := kerneltest.Tolerance("MatMul")
+	one, two := pathBackend(t, p, 1), pathBackend(t, p, 2)
+	for _, b := range []*Backend{one, two} {
+		require.NoError(t, b.SetMatMulPrecision(MatMulBF16))
+	}
+	shapes := [][3]int{
+		{16, 16, 16}, {31, 15, 40}, {18, 48, 2*dpkc + 19}, {50, 130, dpkc + 32}, {245, 64, 8},
+		{97, 200, 1040}, {mbNT + 1, 80, 33}, {20, 1, 1},
+	}
+	for _, s := range shapes {
+		m, n, k := s[0], s[1], s[2]
+		for _, acc := range []bool{false, true} {
+			t.Run(fmt.Sprintf("M%d_N%d_K%d_acc%v", m, n, k, acc), func(t *testing.T) {
+				require.Truef(t, one.dpPacked(kernels.Mat{DType: kernels.BF16}, m), "M %d does not take the packed VDPBF16PS path", m)
+				rng := rand.New(rand.NewPCG(uint64(m*7919+n), uint64(k)))
+				x := uniformF32(rng, m*k, 1/math.Sqrt(float64(k)))
+				w := randomMat(rng, kernels.BF16, n, k)
+				init := uniformF32(rng, m*n, 1)
+				want := append([]float32(nil), init...)
+				r.MatMul(kernels.HostF32(want), kernels.HostF32(roundBF16(x)), w, m, acc)
+				var got [3][]float32
+				for i, b := range []*Backend{one, two, two} {
+					got[i] = append([]float32(nil), init...)
+					b.MatMul(kernels.HostF32(got[i]), kernels.HostF32(x), w, m, acc)
+				}
+				kerneltest.CheckClose(t, "out vs reference on rounded x", got[0], want, tol)
+				assert.Equal(t, got[0], got[1], "one thread and two differ")
+				assert.Equal(t, got[1], got[2], "two runs differ")
+			})
+		}
+	}
+}
+
+// BenchmarkMicroKernelDP times the VDPBF16PS register block alone, one
+// thread, next to its ceiling: dpaxpy 6×64 over a 512-pair (K 1024)
+// bf16 panel (128 KiB, L2) and a 64-pair one (16 KiB, L1), and dpLoop, 24
+// independent VDPBF16PS chains. BenchmarkMicroKernel has the float32
+// twins (axpy 6×64, fmaLoop).
+func BenchmarkMicroKernelDP(b *testing.B) {
+	if p := dpPath(); p.missing != "" {
+		b.Skip(p.missing)
+	}
+	a := make([]uint16, 6*1024)
+	for i := range a {
+		a[i] = kernels.F32ToBF16(float32(i%7) - 3)
+	}
+	panel, c := make([]uint16, 512*128), make([]float32, 6*64)
+	for i := range panel {
+		panel[i] = kernels.F32ToBF16(float32(i%5) - 2)
+	}
+	for _, pairs := range []int{512, 64} {
+		b.Run(fmt.Sprintf("dpaxpy_6x64_P%d", pairs), func(b *testing.B) {
+			cpu0 := cpuSeconds()
+			for range b.N {
+				dpaxpyAsm(6, 4, unsafe.Pointer(&a[0]), 1024*2, 4, unsafe.Pointer(&panel[0]), 64*4, pairs, &c[0], 64*4, 1)
+			}
+			flops(b, 2*6*64*2*float64(pairs), cpu0)
+		})
+	}
+	b.Run("dpLoop", func(b *testing.B) {
+		cpu0 := cpuSeconds()
+		for range b.N {
+			dpLoop(1000)
+		}
+		flops(b, 1536*1000, cpu0)
+	})
+}
