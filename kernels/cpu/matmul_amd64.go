@@ -815,6 +815,11 @@ func dpaxpyAsm(mr, nv int, a unsafe.Pointer, sai int, sap int, b unsafe.Pointer,
 //go:noescape
 func dpLoop(iters int)
 
+// narrowBF16 rounds src[n] to bf16 bits in dst[n] as kernels.F32ToBF16 does, n a multiple of 16.
+//
+//go:noescape
+func narrowBF16(dst *uint16, src *float32, n int)
+
 // fmaLoop runs iters × 24 independent 16-lane FMAs (768 FLOP per iteration).
 //
 //go:noescape

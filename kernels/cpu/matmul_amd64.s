@@ -23068,6 +23068,37 @@ dp_done:
 	VZEROUPPER
 	RET
 
+// func narrowBF16(dst *uint16, src *float32, n int)
+TEXT ·narrowBF16(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVL $0x7fff, AX
+	VPBROADCASTD AX, Z31
+	MOVL $0x1, AX
+	VPBROADCASTD AX, Z30
+	MOVL $0x40, AX
+	VPBROADCASTD AX, Z29
+	SHRQ $4, CX
+	JZ narrow_done
+narrow_loop:
+	VMOVDQU32 (SI), Z0
+	VPSRLD $16, Z0, Z1
+	VPANDD Z30, Z1, Z2
+	VPADDD Z31, Z2, Z2
+	VPADDD Z0, Z2, Z2
+	VPSRLD $16, Z2, Z2
+	VCMPPS $3, Z0, Z0, K1
+	VPORD Z29, Z1, K1, Z2
+	VPMOVDW Z2, (DI)
+	ADDQ $64, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ narrow_loop
+narrow_done:
+	VZEROUPPER
+	RET
+
 // func fmaLoop(iters int)
 TEXT ·fmaLoop(SB), NOSPLIT, $0-8
 	MOVQ iters+0(FP), CX

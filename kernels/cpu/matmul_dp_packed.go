@@ -9,7 +9,9 @@ import (
 // dpkc is the K columns per packed weight block of matMulDPPacked (a
 // multiple of 16). Its panels hold bf16, half the bytes of the float32
 // panels of matMulPacked, so at the same L2 footprint (nbNT·dpkc·2 bytes
-// = 128 KiB) a block spans twice matMulPacked's kc.
+// = 128 KiB) a block could span twice matMulPacked's kc; 2048 measured no
+// different from 1024 (BenchmarkMatMulPrecision, M 64 and M 512 × K 3072,
+// interleaved, on a loaded 2-core Zen 4), so the smaller footprint stays.
 const dpkc = 1024
 
 // dpPacked reports whether MatMul takes matMulDPPacked: MatMulBF16 on bf16

@@ -137,6 +137,57 @@ func TestMatMulDPPacked(t *testing.T) {
 	}
 }
 
+// TestBF16RowsRounding checks bf16Rows bit for bit against
+// kernels.F32ToBF16 on every SIMD path (narrowBF16 on AVX-512), serial
+// and split over two workers (m·k past bf16RowsPar), K with and without
+// a tail past 16 and odd (the pad zero), on values that probe the
+// rounding: ties to even both ways, values that round up across an
+// exponent, to infinity, denormals, ±0, ±Inf and NaNs (quiet and
+// signalling, which must stay NaN).
+func TestBF16RowsRounding(t *testing.T) {
+	special := []uint32{
+		0x3f808000, 0x3f818000, 0x3f808001, 0x3f807fff, // ties to even (down, up), just above, just below
+		0x3fffffff, 0x7f7fffff, 0xff7fffff, // round up into the next exponent, to ±Inf
+		0x00000001, 0x807fffff, 0x00008000, // denormals
+		0x00000000, 0x80000000, 0x7f800000, 0xff800000, // ±0, ±Inf
+		0x7fc00000, 0x7f800001, 0xffbfffff, 0x7f80ffff, // NaNs: quiet, signalling, negative, payload in the low half only
+	}
+	shapes := []struct{ m, k int }{{3, 16}, {2, 37}, {5, 19}, {70, 517}, {64, 1024}}
+	for _, p := range simdPaths() {
+		t.Run(p.testName(), func(t *testing.T) {
+			if p.missing != "" {
+				t.Skip(p.missing)
+			}
+			b := pathBackend(t, p, 2)
+			for _, sh := range shapes {
+				t.Run(fmt.Sprintf("M%d_K%d", sh.m, sh.k), func(t *testing.T) {
+					rng := rand.New(rand.NewPCG(uint64(sh.m), uint64(sh.k)))
+					x := uniformF32(rng, sh.m*sh.k, 4)
+					for i := range x {
+						if rng.IntN(3) == 0 {
+							x[i] = math.Float32frombits(special[rng.IntN(len(special))])
+						}
+					}
+					h, ld := b.bf16Rows(x, sh.m, sh.k)
+					require.Equal(t, (sh.k+1)&^1, ld)
+					for i := range sh.m {
+						for c := range ld {
+							want := uint16(0)
+							if c < sh.k {
+								want = kernels.F32ToBF16(x[i*sh.k+c])
+							}
+							if h[i*ld+c] != want {
+								require.Failf(t, "bf16Rows", "row %d column %d: x bits %#08x rounded to %#04x, want %#04x",
+									i, c, math.Float32bits(x[i*sh.k+c]), h[i*ld+c], want)
+							}
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
 // BenchmarkMicroKernelDP times the VDPBF16PS register block alone, one
 // thread, next to its ceiling: dpaxpy 6×64 over a 512-pair (K 1024)
 // bf16 panel (128 KiB, L2) and a 64-pair one (16 KiB, L1), and dpLoop, 24

@@ -26,6 +26,30 @@ func dpPack(s, g *bytes.Buffer) {
 	}
 	dpDispatch(g)
 	dpLoop(s, g)
+	narrowBF16(s, g)
+}
+
+// narrowBF16 writes narrowBF16(dst, src, n): dst[i] = the bf16 bits of
+// src[i] rounded to nearest, ties to even, for n a multiple of 16, bit for
+// bit as kernels.F32ToBF16 (denormals kept, NaN kept quiet by setting bit
+// 6 of its high half), on AVX-512 F/BW integer ops: u + 0x7fff + (u>>16 &
+// 1), shifted down 16, truncated to 16 bits by VPMOVDW. (VCVTNEPS2BF16
+// would flush denormals to zero.) MatMulBF16 rounds x with it.
+func narrowBF16(s, g *bytes.Buffer) {
+	fmt.Fprintf(g, "// narrowBF16 rounds src[n] to bf16 bits in dst[n] as kernels.F32ToBF16 does, n a multiple of 16.\n//\n//go:noescape\nfunc narrowBF16(dst *uint16, src *float32, n int)\n\n")
+	fmt.Fprintf(s, "\n// func narrowBF16(dst *uint16, src *float32, n int)\nTEXT ·narrowBF16(SB), NOSPLIT, $0-24\n")
+	fmt.Fprintf(s, "\tMOVQ dst+0(FP), DI\n\tMOVQ src+8(FP), SI\n\tMOVQ n+16(FP), CX\n")
+	for _, c := range []struct {
+		v uint32
+		z int
+	}{{0x7fff, 31}, {1, 30}, {0x40, 29}} {
+		fmt.Fprintf(s, "\tMOVL $0x%x, AX\n\tVPBROADCASTD AX, Z%d\n", c.v, c.z)
+	}
+	fmt.Fprintf(s, "\tSHRQ $4, CX\n\tJZ narrow_done\nnarrow_loop:\n")
+	fmt.Fprintf(s, "\tVMOVDQU32 (SI), Z0\n\tVPSRLD $16, Z0, Z1\n\tVPANDD Z30, Z1, Z2\n\tVPADDD Z31, Z2, Z2\n\tVPADDD Z0, Z2, Z2\n\tVPSRLD $16, Z2, Z2\n")
+	// NaN lanes (unordered with themselves) take the high half, quieted.
+	fmt.Fprintf(s, "\tVCMPPS $3, Z0, Z0, K1\n\tVPORD Z29, Z1, K1, Z2\n\tVPMOVDW Z2, (DI)\n")
+	fmt.Fprintf(s, "\tADDQ $64, SI\n\tADDQ $32, DI\n\tDECQ CX\n\tJNZ narrow_loop\nnarrow_done:\n\tVZEROUPPER\n\tRET\n")
 }
 
 // dpLoop writes dpLoop(iters): iters × 24 independent VDPBF16PS chains,
