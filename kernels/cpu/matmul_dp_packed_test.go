@@ -222,3 +222,34 @@ func BenchmarkMicroKernelDP(b *testing.B) {
 		flops(b, 1536*1000, cpu0)
 	})
 }
+
+// BenchmarkMatMulPrecisionCold is BenchmarkMatMulPrecision's batched
+// decode and prefill shapes with the weights read from memory, as in a
+// model step (1.19 GB of weights, far past the caches): each call takes
+// the next of 8 weight matrices, 48 MiB in all, past the 32 MiB L3 of the
+// machine it was tuned on.
+func BenchmarkMatMulPrecisionCold(b *testing.B) {
+	be := New(0)
+	defer be.Close()
+	const n, k, copies = 3072, 1024, 8
+	ws := make([]kernels.Mat, copies)
+	for i := range ws {
+		ws[i] = benchMat(kernels.BF16, n, k)
+	}
+	for _, m := range []int{64, 512} {
+		x, out := benchVec(m*k), make([]float32, m*n)
+		for _, p := range []MatMulPrecision{MatMulExact, MatMulBF16} {
+			b.Run(fmt.Sprintf("M%d_N%d_K%d/%s", m, n, k, p), func(b *testing.B) {
+				if err := be.SetMatMulPrecision(p); err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				cpu0 := cpuSeconds()
+				for i := range b.N {
+					be.MatMul(kernels.HostF32(out), kernels.HostF32(x), ws[i%copies], m, false)
+				}
+				flops(b, 2*float64(m*n*k), cpu0)
+			})
+		}
+	}
+}
