@@ -29,7 +29,10 @@ import (
 //     weight rows × kc columns into K-major float32 panels once (per worker
 //     scratch, L2-resident), then runs the outer-product (axpy) kernel over
 //     every row group of its M block; tasks are (N block, M block) pairs
-//     (matmul_packed.go).
+//     (matmul_packed.go). Under MatMulBF16 on a CPU with AVX512_BF16 the
+//     same blocking runs on VDPBF16PS instead: x rounded to bf16 pairs,
+//     weight blocks of nbNT rows × dpkc columns packed as bf16
+//     K-pair-interleaved panels, the dpaxpy kernels (matmul_dp_packed.go).
 //   - MatMulNN and MatMulTN cut the output into (row block, 64-column)
 //     tiles and reduce in chunks of pc; each chunk's panel of the second
 //     operand (and for TN the dy columns) is first packed contiguous and
@@ -134,10 +137,14 @@ func (b *Backend) matMul(out, x []float32, w kernels.Mat, m int, accumulate bool
 		b.matMulDPDirect(out, x, w, m, accumulate)
 		return
 	}
+	kn, ok := b.mm()
+	if b.dpPacked(w, m) {
+		b.matMulDPPacked(kn, out, x, w, m, accumulate)
+		return
+	}
 	if b.roundsX(w) {
 		x = b.roundedX(x[:m*k])
 	}
-	kn, ok := b.mm()
 	switch {
 	case !ok:
 		b.matMulGeneric(out, x, w, m, accumulate)

@@ -682,6 +682,144 @@ func packT2_f16(dst *float32, src unsafe.Pointer, lds int, kl int, ldd int)
 //go:noescape
 func gemv2_f16(x *float32, w unsafe.Pointer, ldw int, lines int, out *float32, rows int, acc int)
 
+//go:noescape
+func dpaxpy_1x1(a unsafe.Pointer, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dpaxpy_1x2(a unsafe.Pointer, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dpaxpy_1x3(a unsafe.Pointer, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dpaxpy_1x4(a unsafe.Pointer, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dpaxpy_2x1(a unsafe.Pointer, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dpaxpy_2x2(a unsafe.Pointer, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dpaxpy_2x3(a unsafe.Pointer, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dpaxpy_2x4(a unsafe.Pointer, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dpaxpy_3x1(a unsafe.Pointer, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dpaxpy_3x2(a unsafe.Pointer, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dpaxpy_3x3(a unsafe.Pointer, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dpaxpy_3x4(a unsafe.Pointer, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dpaxpy_4x1(a unsafe.Pointer, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dpaxpy_4x2(a unsafe.Pointer, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dpaxpy_4x3(a unsafe.Pointer, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dpaxpy_4x4(a unsafe.Pointer, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dpaxpy_5x1(a unsafe.Pointer, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dpaxpy_5x2(a unsafe.Pointer, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dpaxpy_5x3(a unsafe.Pointer, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dpaxpy_5x4(a unsafe.Pointer, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dpaxpy_6x1(a unsafe.Pointer, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dpaxpy_6x2(a unsafe.Pointer, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dpaxpy_6x3(a unsafe.Pointer, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+//go:noescape
+func dpaxpy_6x4(a unsafe.Pointer, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int)
+
+// dpaxpyAsm runs the AVX512_BF16 dpaxpy kernel of an mr×nv block.
+func dpaxpyAsm(mr, nv int, a unsafe.Pointer, sai int, sap int, b unsafe.Pointer, ldb int, steps int, c *float32, ldc int, acc int) {
+	switch mr<<4 | nv {
+	case 17:
+		dpaxpy_1x1(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 18:
+		dpaxpy_1x2(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 19:
+		dpaxpy_1x3(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 20:
+		dpaxpy_1x4(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 33:
+		dpaxpy_2x1(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 34:
+		dpaxpy_2x2(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 35:
+		dpaxpy_2x3(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 36:
+		dpaxpy_2x4(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 49:
+		dpaxpy_3x1(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 50:
+		dpaxpy_3x2(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 51:
+		dpaxpy_3x3(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 52:
+		dpaxpy_3x4(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 65:
+		dpaxpy_4x1(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 66:
+		dpaxpy_4x2(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 67:
+		dpaxpy_4x3(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 68:
+		dpaxpy_4x4(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 81:
+		dpaxpy_5x1(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 82:
+		dpaxpy_5x2(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 83:
+		dpaxpy_5x3(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 84:
+		dpaxpy_5x4(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 97:
+		dpaxpy_6x1(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 98:
+		dpaxpy_6x2(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 99:
+		dpaxpy_6x3(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	case 100:
+		dpaxpy_6x4(a, sai, sap, b, ldb, steps, c, ldc, acc)
+	default:
+		panic("kernels/cpu: no dpaxpy kernel for this block")
+	}
+}
+
+// dpLoop runs iters × 24 independent VDPBF16PS (1536 FLOP per iteration).
+//
+//go:noescape
+func dpLoop(iters int)
+
+// narrowBF16 rounds src[n] to bf16 bits in dst[n] as kernels.F32ToBF16 does, n a multiple of 16.
+//
+//go:noescape
+func narrowBF16(dst *uint16, src *float32, n int)
+
 // fmaLoop runs iters × 24 independent 16-lane FMAs (768 FLOP per iteration).
 //
 //go:noescape

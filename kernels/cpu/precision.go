@@ -22,7 +22,14 @@ const (
 	// llama.cpp's CPU backend for bf16 weights and of PyTorch's
 	// torch.set_float32_matmul_precision("medium"); on a CPU with
 	// AVX512_BF16 it lets MatMul run on VDPBF16PS, twice the
-	// multiply-adds per instruction of the exact path. It applies to
+	// multiply-adds per instruction of the exact path. Where it runs:
+	// with AVX-512 + AVX512_BF16 and M ≥ 16 (prefill, batched decode from
+	// 16 rows) on VDPBF16PS (matMulDPPacked: x rounded once into bf16
+	// pairs, weights packed into K-pair-interleaved bf16 panels; ragged
+	// edges on the exact kernels over the rounded x); everywhere else x is
+	// rounded to float32 values that bf16 can hold and the exact kernels
+	// run (same products, no speed gain; VDPBF16PS also flushes denormals
+	// to zero, a difference below 2⁻¹²⁶ per term). It applies to
 	// MatMul with bf16 weights only (f32 and f16 weights stay exact, as do
 	// MatMulNN and MatMulTN, so gradients are unaffected) and suits
 	// inference and rollout generation; log-probs computed with it differ
@@ -87,21 +94,42 @@ func (b *Backend) roundedX(x []float32) []float32 {
 // bf16Rows returns the m×k x rounded to bf16 as rows of ld = k rounded up
 // to even elements (the pad zero), so that every pair of columns (2c,
 // 2c+1) is one aligned 32-bit word, as VDPBF16PS takes its operands. The
-// buffer is the Backend's own and stays valid until the next MatMul.
+// buffer is the Backend's own and stays valid until the next MatMul. The
+// rows are split over the workers from bf16RowsPar elements on, and
+// rounded 16 at a time by narrowBF16 on the AVX-512 path (bit for bit
+// kernels.F32ToBF16, which rounds the rest).
 func (b *Backend) bf16Rows(x []float32, m, k int) (h []uint16, ld int) {
 	ld = (k + 1) &^ 1
 	if cap(b.xH) < m*ld {
 		b.xH = make([]uint16, m*ld)
 	}
 	h = b.xH[:m*ld]
-	for i := range m {
-		row := h[i*ld : (i+1)*ld]
-		for c, v := range x[i*k : (i+1)*k] {
-			row[c] = kernels.F32ToBF16(v)
+	k16 := 0
+	if b.simd.avx512 {
+		k16 = k &^ 15
+	}
+	fill := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			row, xi := h[i*ld:(i+1)*ld], x[i*k:(i+1)*k]
+			if k16 > 0 {
+				narrowBF16(&row[0], &xi[0], k16)
+			}
+			for c := k16; c < k; c++ {
+				row[c] = kernels.F32ToBF16(xi[c])
+			}
+			if ld > k {
+				row[k] = 0
+			}
 		}
-		if ld > k {
-			row[k] = 0
-		}
+	}
+	if m*k < bf16RowsPar {
+		fill(0, m)
+	} else {
+		b.parallelFor(m, fill)
 	}
 	return h, ld
 }
+
+// bf16RowsPar is the elements of x from which bf16Rows splits its rows
+// over the workers (below it the hand-off costs more than the rounding).
+const bf16RowsPar = 1 << 15

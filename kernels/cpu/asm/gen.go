@@ -74,6 +74,7 @@ func main() {
 		packT2(&s, &g, dt)
 		gemv2(&s, &g, dt)
 	}
+	dpPack(&s, &g)
 	fmaLoop(&s, &g)
 	fmaLoop2(&s, &g)
 	swiglu(&s, &g)
