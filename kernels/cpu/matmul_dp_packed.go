@@ -36,9 +36,10 @@ func (b *Backend) dpPacked(w kernels.Mat, m int) bool {
 //
 // Each output's sum is the dpkc blocks in order, each block's pairs in
 // order, then the block's K tail: an order fixed by the blocking, never by
-// scheduling, so results are deterministic run to run. VDPBF16PS flushes
-// denormal inputs and sums to zero (the exact kernels do not): a
-// difference below 2⁻¹²⁶ per term.
+// scheduling, so results are deterministic run to run. VDPBF16PS treats
+// denormal inputs and sums as zero (the exact kernels do not): per term a
+// difference below 2⁻¹²⁶ times the other factor, plus 2⁻¹²⁶ for a
+// flushed sum (TestMatMulBF16Specials).
 func (b *Backend) matMulDPPacked(kn mmKernels, out, x []float32, w kernels.Mat, m int, accumulate bool) {
 	n, k := w.Rows, w.Cols
 	var xr []float32 // x rounded to bf16 as float32, for the ragged edges

@@ -23,13 +23,16 @@ const (
 	// torch.set_float32_matmul_precision("medium"); on a CPU with
 	// AVX512_BF16 it lets MatMul run on VDPBF16PS, twice the
 	// multiply-adds per instruction of the exact path. Where it runs:
-	// with AVX-512 + AVX512_BF16 and M ≥ 16 (prefill, batched decode from
-	// 16 rows) on VDPBF16PS (matMulDPPacked: x rounded once into bf16
-	// pairs, weights packed into K-pair-interleaved bf16 panels; ragged
-	// edges on the exact kernels over the rounded x); everywhere else x is
-	// rounded to float32 values that bf16 can hold and the exact kernels
-	// run (same products, no speed gain; VDPBF16PS also flushes denormals
-	// to zero, a difference below 2⁻¹²⁶ per term). It applies to
+	// with AVX-512 + AVX512_BF16 and M ≥ 2 on VDPBF16PS, for 2 ≤ M < 16
+	// (batched decode) straight from the bf16 weight rows
+	// (matMulDPDirect), for M ≥ 16 (prefill, larger batches) on weights
+	// packed into K-pair-interleaved bf16 panels (matMulDPPacked), x
+	// rounded once into bf16 pairs and ragged edges on the exact kernels
+	// over the rounded x; everywhere else (M = 1, other CPUs) x is rounded
+	// to float32 values that bf16 can hold and the exact kernels run (same
+	// products, no speed gain). VDPBF16PS also treats denormal factors (of
+	// x or w) and sums as zero: per term a difference below 2⁻¹²⁶ times
+	// the other factor, plus 2⁻¹²⁶ for a flushed sum. It applies to
 	// MatMul with bf16 weights only (f32 and f16 weights stay exact, as do
 	// MatMulNN and MatMulTN, so gradients are unaffected) and suits
 	// inference and rollout generation; log-probs computed with it differ

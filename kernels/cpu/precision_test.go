@@ -256,3 +256,88 @@ func TestBF16Rows(t *testing.T) {
 		})
 	}
 }
+
+// TestMatMulBF16Specials checks MatMulBF16's documented handling of
+// denormals, infinities and NaNs on every path (matVec, the direct and
+// the packed VDPBF16PS paths, the exact kernels over rounded x): x rows of
+// denormals (2⁻¹²⁷) against a weight row of 2¹²⁰, a +Inf met by weights
+// of 0 (NaN) and of either sign (±Inf), a NaN, and ordinary rows. NaN and
+// ±Inf outputs must be the reference's on x rounded to bf16; finite ones
+// within MatMul's tolerance plus the documented flush-to-zero allowance,
+// 2⁻¹²⁶·(|x| + |w| + 1) per term: VDPBF16PS treats a denormal factor as
+// 0, which loses that factor times the other one (here 2⁻¹²⁷·2¹²⁰ per
+// term, far above 2⁻¹²⁶), and flushes denormal sums.
+func TestMatMulBF16Specials(t *testing.T) {
+	var r ref.Backend
+	tol := kerneltest.Tolerance("MatMul")
+	denormal := math.Float32frombits(0x00400000) // 2⁻¹²⁷, a bf16 value
+	for _, p := range precisionPaths() {
+		t.Run(p.testName(), func(t *testing.T) {
+			if p.missing != "" {
+				t.Skipf("%s path not run: %s", p.testName(), p.missing)
+			}
+			b := pathBackend(t, p, 2)
+			require.NoError(t, b.SetMatMulPrecision(MatMulBF16))
+			for _, s := range [][3]int{{1, 19, 64}, {4, 19, 64}, {5, 16, 70}, {32, 19, 64}, {33, 16, 70}} {
+				m, n, k := s[0], s[1], s[2]
+				t.Run(fmt.Sprintf("M%d_N%d_K%d", m, n, k), func(t *testing.T) {
+					rng := rand.New(rand.NewPCG(uint64(m), uint64(n*k)))
+					wv := make([]float32, n*k)
+					for q := range k {
+						wv[q] = 0x1p120 // row 0
+						if q != 3 {
+							wv[k+q] = 1 // row 1: 0 where x has its +Inf
+						}
+					}
+					copy(wv[2*k:], uniformF32(rng, (n-2)*k, 1))
+					wh := make([]uint16, n*k)
+					for i, v := range wv {
+						wh[i] = kernels.F32ToBF16(v)
+					}
+					w := kernels.MatBF16(wh, n, k)
+					x := make([]float32, m*k)
+					for i := range m {
+						row := x[i*k : (i+1)*k]
+						switch i % 4 {
+						case 0:
+							for q := range row {
+								row[q] = denormal
+							}
+						case 1:
+							row[3] = float32(math.Inf(1))
+						case 2:
+							copy(row, uniformF32(rng, k, 1))
+							row[5] = float32(math.NaN())
+						case 3:
+							for q := range row {
+								row[q] = float32(rng.Float64()) // ≥ 0: no cancellation against row 0's 2¹²⁰
+							}
+						}
+					}
+					want := make([]float32, m*n)
+					r.MatMul(kernels.HostF32(want), kernels.HostF32(roundBF16(x)), w, m, false)
+					got := make([]float32, m*n)
+					b.MatMul(kernels.HostF32(got), kernels.HostF32(x), w, m, false)
+					for i := range m {
+						for j := range n {
+							g, e := float64(got[i*n+j]), float64(want[i*n+j])
+							switch {
+							case math.IsNaN(e):
+								assert.Truef(t, math.IsNaN(g), "out[%d, %d] = %v, want NaN", i, j, g)
+							case math.IsInf(e, 0):
+								assert.Equalf(t, e, g, "out[%d, %d]", i, j)
+							default:
+								var flush float64
+								for q := range k {
+									flush += math.Abs(float64(x[i*k+q])) + math.Abs(float64(w.At(j, q))) + 1
+								}
+								bound := tol.ATol + tol.RTol*math.Abs(e) + math.Ldexp(flush, -126)
+								assert.LessOrEqualf(t, math.Abs(g-e), bound, "out[%d, %d] = %v, want %v", i, j, g, e)
+							}
+						}
+					}
+				})
+			}
+		})
+	}
+}
