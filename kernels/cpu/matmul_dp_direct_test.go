@@ -79,3 +79,43 @@ func bf16Values(rng *rand.Rand, n int) []uint16 {
 	}
 	return h
 }
+
+// TestMatMulDPDirectDeterministic checks matMulDPDirect's claim that each
+// output's sum order depends on K alone: for every M of the direct path,
+// with N spanning several nbDP tasks and a ragged dpNR block and K with
+// and without a tail past dpK, the result is bit-identical with one
+// thread and two, run to run, and row by row to the same rows multiplied
+// two at a time (other row groups, other blocks).
+func TestMatMulDPDirectDeterministic(t *testing.T) {
+	p := dpPath()
+	if p.missing != "" {
+		t.Skip(p.missing)
+	}
+	one, two := pathBackend(t, p, 1), pathBackend(t, p, 2)
+	for _, b := range []*Backend{one, two} {
+		require.NoError(t, b.SetMatMulPrecision(MatMulBF16))
+	}
+	for _, k := range []int{64, 95} {
+		for m := 2; m < mBig; m++ {
+			n := 2*nbDP + 7
+			t.Run(fmt.Sprintf("M%d_N%d_K%d", m, n, k), func(t *testing.T) {
+				require.Truef(t, one.dpDirect(kernels.Mat{DType: kernels.BF16}, m), "M %d does not take the direct VDPBF16PS path", m)
+				rng := rand.New(rand.NewPCG(uint64(m), uint64(k)))
+				x := uniformF32(rng, m*k, 1/math.Sqrt(float64(k)))
+				w := randomMat(rng, kernels.BF16, n, k)
+				var got [3][]float32
+				for i, b := range []*Backend{one, two, two} {
+					got[i] = make([]float32, m*n)
+					b.MatMul(kernels.HostF32(got[i]), kernels.HostF32(x), w, m, false)
+				}
+				assert.Equal(t, got[0], got[1], "one thread and two differ")
+				assert.Equal(t, got[1], got[2], "two runs differ")
+				pair := make([]float32, 2*n)
+				for i := 0; i+2 <= m; i++ {
+					two.MatMul(kernels.HostF32(pair), kernels.HostF32(x[i*k:(i+2)*k]), w, 2, false)
+					require.Equalf(t, got[0][i*n:(i+2)*n], pair, "rows %d–%d of M %d differ from the same rows multiplied alone", i, i+1, m)
+				}
+			})
+		}
+	}
+}
