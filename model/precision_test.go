@@ -22,9 +22,11 @@ import (
 // model a logit sees 9 such roundings (per layer the attention input,
 // shared by q, k and v, o_proj's input, the MLP input, shared by gate
 // and up, and down_proj's input; 2 layers; then lm_head's input), so to
-// first order its relative error is at most 9 · 2⁻⁸ ≈ 0.035 of the
-// logits' scale, and the RMS over a position's logits less (the errors
-// are independent and partly cancel). The test checks that relative RMS
+// first order, if no layer amplifies a relative error of its input (a
+// heuristic, not a bound: a weight matrix can, in directions where it is
+// ill-conditioned), its relative error is about 9 · 2⁻⁸ ≈ 0.035 of the
+// logits' scale at most, and the RMS over a position's logits less (the
+// errors are independent and partly cancel). The test checks that relative RMS
 // difference at every position against 9 · 2⁻⁸ (measured 0.004–0.009 on
 // this shape; a wrong kernel, e.g. a misplaced pair or a dropped K block,
 // moves it to O(1)), that it is not zero (the rounding happened), and that
