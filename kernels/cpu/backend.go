@@ -75,7 +75,9 @@ func (b *Backend) Threads() int { return b.threads }
 // conformance suite. To run a lower path on a machine that has a higher
 // one (to measure or debug it), start the program with
 // GODEBUG=cpu.avx512f=off (AVX2) or GODEBUG=cpu.avx2=off (generic);
-// GODEBUG=cpu.avx512bf16=off keeps MatMulBF16 off VDPBF16PS.
+// GODEBUG=cpu.avx512bf16=off keeps MatMulBF16 off VDPBF16PS (the Go
+// runtime then prints "GODEBUG: unknown cpu feature", as the name is not
+// one of its own; golang.org/x/sys/cpu, which detect reads, honours it).
 func (b *Backend) SIMD() string {
 	return b.simd.isa().String()
 }
