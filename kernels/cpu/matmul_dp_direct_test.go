@@ -85,7 +85,8 @@ func bf16Values(rng *rand.Rand, n int) []uint16 {
 // with N spanning several nbDP tasks and a ragged dpNR block and K with
 // and without a tail past dpK, the result is bit-identical with one
 // thread and two, run to run, and row by row to the same rows multiplied
-// two at a time (other row groups, other blocks).
+// two at a time (other row groups) and to the weight rows shifted by one
+// (other blocks).
 func TestMatMulDPDirectDeterministic(t *testing.T) {
 	p := dpPath()
 	if p.missing != "" {
@@ -114,6 +115,13 @@ func TestMatMulDPDirectDeterministic(t *testing.T) {
 				for i := 0; i+2 <= m; i++ {
 					two.MatMul(kernels.HostF32(pair), kernels.HostF32(x[i*k:(i+2)*k]), w, 2, false)
 					require.Equalf(t, got[0][i*n:(i+2)*n], pair, "rows %d–%d of M %d differ from the same rows multiplied alone", i, i+1, m)
+				}
+				// The weight rows shifted by one: each meets the kernel at
+				// another position of its dpNR block and of its task.
+				shifted := make([]float32, m*(n-1))
+				two.MatMul(kernels.HostF32(shifted), kernels.HostF32(x), kernels.MatBF16(w.Data.BF16()[k:], n-1, k), m, false)
+				for i := range m {
+					require.Equalf(t, got[0][i*n+1:(i+1)*n], shifted[i*(n-1):(i+1)*(n-1)], "row %d: weight rows 1… differ when multiplied from row 0 and from row 1", i)
 				}
 			})
 		}
