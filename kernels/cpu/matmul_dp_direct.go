@@ -28,7 +28,7 @@ const (
 // VDPBF16PS path: MatMulBF16, bf16 weights, AVX-512 with AVX512_BF16, and
 // 2 ≤ m < mBig.
 func (b *Backend) dpDirect(w kernels.Mat, m int) bool {
-	return b.roundsX(w) && b.simd.avx512 && b.simd.avx512bf16 && m >= 2 && m < mBig
+	return b.roundsX(w) && b.BF16Dot() && m >= 2 && m < mBig
 }
 
 // matMulDPDirect is MatMul on the direct VDPBF16PS path (see dpDirect):

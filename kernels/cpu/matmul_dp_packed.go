@@ -17,7 +17,7 @@ const dpkc = 1024
 // dpPacked reports whether MatMul takes matMulDPPacked: MatMulBF16 on bf16
 // weights, a CPU with AVX-512 and AVX512_BF16, and M ≥ mBig.
 func (b *Backend) dpPacked(w kernels.Mat, m int) bool {
-	return b.roundsX(w) && b.simd.avx512 && b.simd.avx512bf16 && m >= mBig
+	return b.roundsX(w) && b.BF16Dot() && m >= mBig
 }
 
 // matMulDPPacked is MatMul under MatMulBF16 for M ≥ mBig on VDPBF16PS, in

@@ -76,6 +76,12 @@ func (b *Backend) SetMatMulPrecision(p MatMulPrecision) error {
 // MatMulPrecision is the precision SetMatMulPrecision last set.
 func (b *Backend) MatMulPrecision() MatMulPrecision { return b.prec }
 
+// BF16Dot reports whether MatMulBF16 runs its batched and packed products
+// (2 ≤ M) on VDPBF16PS here: the CPU has AVX-512 with AVX512_BF16 and
+// GODEBUG did not turn either off. Where it is false MatMulBF16 still
+// rounds x the same way, on the exact kernels.
+func (b *Backend) BF16Dot() bool { return b.simd.avx512 && b.simd.avx512bf16 }
+
 // roundsX reports whether MatMul rounds x to bf16 for weights w.
 func (b *Backend) roundsX(w kernels.Mat) bool {
 	return b.prec == MatMulBF16 && w.DType == kernels.BF16

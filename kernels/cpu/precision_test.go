@@ -341,3 +341,25 @@ func TestMatMulBF16Specials(t *testing.T) {
 		})
 	}
 }
+
+// TestBF16Dot checks which forced paths report VDPBF16PS: only AVX-512
+// with AVX512_BF16.
+func TestBF16Dot(t *testing.T) {
+	tests := []struct {
+		name string
+		f    features
+		want bool
+	}{
+		{"avx512+bf16", features{avx512: true, avx2: true, avx512bf16: true}, true},
+		{"avx512", features{avx512: true, avx2: true}, false},
+		{"avx2", features{avx2: true}, false},
+		{"bf16 flag without avx512", features{avx2: true, avx512bf16: true}, false},
+		{"generic", features{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := &Backend{simd: tt.f}
+			assert.Equal(t, tt.want, b.BF16Dot())
+		})
+	}
+}

@@ -88,7 +88,8 @@ type Result struct {
 	DType      string    `json:"dtype"`
 	Threads    int       `json:"threads"`
 	SIMD       string    `json:"simd"`
-	MatMul     string    `json:"matmul"` // the matmul precision: exact or bf16
+	MatMul     string    `json:"matmul"`    // the matmul precision: exact or bf16
+	BF16Dot    bool      `json:"vdpbf16ps"` // bf16 precision ran on VDPBF16PS (not the exact kernels on rounded x)
 	Test       string    `json:"test"`
 	NPrompt    int       `json:"n_prompt"`
 	NGen       int       `json:"n_gen"`
@@ -237,7 +238,7 @@ func runThreads(ctx context.Context, o options, dir, name, shape string, threads
 	be := cpu.New(threads)
 	defer be.Close()
 	if err := be.SetMatMulPrecision(o.precision); err != nil {
-		return err
+		return fmt.Errorf("bench: %w", err)
 	}
 	m, err := model.Load(dir, be)
 	if err != nil {
@@ -248,7 +249,7 @@ func runThreads(ctx context.Context, o options, dir, name, shape string, threads
 	if err != nil {
 		return err
 	}
-	base := Result{Model: name, Shape: shape, Params: params(m.Config), DType: m.DType.String(), Threads: be.Threads(), SIMD: be.SIMD(), MatMul: o.precision.String(), Reps: o.reps}
+	base := Result{Model: name, Shape: shape, Params: params(m.Config), DType: m.DType.String(), Threads: be.Threads(), SIMD: be.SIMD(), MatMul: o.precision.String(), BF16Dot: o.precision == cpu.MatMulBF16 && be.BF16Dot(), Reps: o.reps}
 	rng := rand.New(rand.NewPCG(o.seed, 99))
 	V := m.Config.VocabSize
 	emit := func(r Result, samples []float64, ns float64) error {

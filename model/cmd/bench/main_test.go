@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/x/kernels/cpu"
 )
 
 func TestRunRandomTinyJSON(t *testing.T) {
@@ -61,6 +63,9 @@ func TestRunMatMulPrecisionJSON(t *testing.T) {
 		var r Result
 		require.NoError(t, json.Unmarshal(out.Bytes(), &r), out.String())
 		assert.Equal(t, p, r.MatMul)
+		be := cpu.New(1)
+		assert.Equal(t, p == "bf16" && be.BF16Dot(), r.BF16Dot, "vdpbf16ps reported as this CPU runs it")
+		be.Close()
 		assert.Equal(t, "pp8", r.Test)
 		assert.Positive(t, r.AvgTS)
 	}
