@@ -18,7 +18,10 @@ import (
 //     weight row at a time, front to back; the cores split N.
 //   - MatMul with 1 < M < mBig (batched decode) streams bf16/f16/f32
 //     weights straight into the kernel, widening in registers: each weight
-//     is read once per group of up to 6 rows of x; the cores split N.
+//     is read once per group of up to 6 rows of x; the cores split N. The
+//     AVX2 path runs its own blocks for this (matMulDirect2: groups of up
+//     to 4 rows × 2 weight rows, prefetching the weights ahead), whose sums
+//     equal the dotNT2 blocks' bit for bit.
 //   - MatMul with M ≥ mBig (prefill, training) transposes a block of nbNT
 //     weight rows × kc columns into K-major float32 panels once (per worker
 //     scratch, L2-resident), then runs the outer-product (axpy) kernel over
@@ -130,6 +133,8 @@ func (b *Backend) matMul(out, x []float32, w kernels.Mat, m int, accumulate bool
 		b.matMulGeneric(out, x, w, m, accumulate)
 	case m == 1:
 		b.matVec(kn, out, x, w, accumulate)
+	case m < mBig && kn.vec == 8:
+		b.matMulDirect2(kn, out, x, w, m, accumulate)
 	case m < mBig:
 		b.matMulDirect(kn, out, x, w, m, accumulate)
 	default:
