@@ -19,9 +19,8 @@ import (
 //   - MatMul with 1 < M < mBig (batched decode) streams bf16/f16/f32
 //     weights straight into the kernel, widening in registers: each weight
 //     is read once per group of up to 6 rows of x; the cores split N. The
-//     AVX2 path runs its own blocks for this (matMulDirect2: groups of up
-//     to 4 rows × 2 weight rows, prefetching the weights ahead), whose sums
-//     equal the dotNT2 blocks' bit for bit.
+//     AVX2 path runs dotNT2's blocks with a weight prefetch for this
+//     (matMulDirect2), whose sums equal dotNT2's bit for bit.
 //   - MatMul with M ≥ mBig (prefill, training) transposes a block of nbNT
 //     weight rows × kc columns into K-major float32 panels once (per worker
 //     scratch, L2-resident), then runs the outer-product (axpy) kernel over

@@ -12,8 +12,8 @@ import (
 )
 
 // TestDirect2MatchesDotNT2 checks that the AVX2 direct path (direct2
-// kernels: 4×2 blocks, prefetching) gives bitwise the outputs of the dotNT2
-// blocks it replaced, for every M it serves, every weight dtype, ragged N
+// kernels: dotNT2's blocks with a prefetch) gives bitwise the outputs of the
+// dotNT2 kernels, for every M it serves, every weight dtype, ragged N
 // (odd, not a multiple of the 64-row task), K with and without a tail past
 // the last multiple of 8, and both store modes.
 func TestDirect2MatchesDotNT2(t *testing.T) {
