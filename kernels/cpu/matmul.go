@@ -18,7 +18,11 @@ import (
 //     weight row at a time, front to back; the cores split N.
 //   - MatMul with 1 < M < mBig (batched decode) streams bf16/f16/f32
 //     weights straight into the kernel, widening in registers: each weight
-//     is read once per group of up to 6 rows of x; the cores split N.
+//     is read once per group of up to 6 rows of x, and the kernels
+//     prefetch the next block's weight rows into L2 (on AVX-512 every
+//     group's dotNT; on AVX2 matMulDirect2, dotNT2's blocks plus a
+//     prefetch by the first group, whose sums equal dotNT2's bit for bit);
+//     the cores split N.
 //   - Under MatMulBF16 with bf16 weights, on a CPU with AVX512_BF16,
 //     MatMul with 1 < M < mBig instead rounds x to bf16 once and runs the
 //     dpNT kernels (matmul_dp_direct.go): VDPBF16PS straight from the bf16
@@ -150,6 +154,8 @@ func (b *Backend) matMul(out, x []float32, w kernels.Mat, m int, accumulate bool
 		b.matMulGeneric(out, x, w, m, accumulate)
 	case m == 1:
 		b.matVec(kn, out, x, w, accumulate)
+	case m < mBig && kn.vec == 8:
+		b.matMulDirect2(kn, out, x, w, m, accumulate)
 	case m < mBig:
 		b.matMulDirect(kn, out, x, w, m, accumulate)
 	default:

@@ -1459,3 +1459,191 @@ func gemv2Asm(dt int, x *float32, w unsafe.Pointer, ldw int, lines int, out *flo
 		panic("kernels/cpu: no gemv2 kernel for this dtype")
 	}
 }
+
+//go:noescape
+func direct2_f32_1x1(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_f32_1x2(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_f32_1x3(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_f32_1x4(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_f32_2x1(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_f32_2x2(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_f32_2x3(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_f32_2x4(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_f32_3x1(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_f32_3x2(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_f32_3x3(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_f32_3x4(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_bf16_1x1(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_bf16_1x2(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_bf16_1x3(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_bf16_1x4(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_bf16_2x1(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_bf16_2x2(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_bf16_2x3(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_bf16_2x4(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_bf16_3x1(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_bf16_3x2(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_bf16_3x3(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_bf16_3x4(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_f16_1x1(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_f16_1x2(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_f16_1x3(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_f16_1x4(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_f16_2x1(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_f16_2x2(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_f16_2x3(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_f16_2x4(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_f16_3x1(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_f16_3x2(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_f16_3x3(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+//go:noescape
+func direct2_f16_3x4(x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer)
+
+// direct2Asm runs the AVX2 direct2 kernel for dtype dt and an mr×nr block (mr ≤ 3, nr ≤ 4).
+func direct2Asm(dt int, mr, nr int, x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer) {
+	switch dt<<8 | mr<<4 | nr {
+	case 17:
+		direct2_f32_1x1(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 18:
+		direct2_f32_1x2(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 19:
+		direct2_f32_1x3(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 20:
+		direct2_f32_1x4(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 33:
+		direct2_f32_2x1(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 34:
+		direct2_f32_2x2(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 35:
+		direct2_f32_2x3(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 36:
+		direct2_f32_2x4(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 49:
+		direct2_f32_3x1(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 50:
+		direct2_f32_3x2(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 51:
+		direct2_f32_3x3(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 52:
+		direct2_f32_3x4(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 273:
+		direct2_bf16_1x1(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 274:
+		direct2_bf16_1x2(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 275:
+		direct2_bf16_1x3(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 276:
+		direct2_bf16_1x4(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 289:
+		direct2_bf16_2x1(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 290:
+		direct2_bf16_2x2(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 291:
+		direct2_bf16_2x3(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 292:
+		direct2_bf16_2x4(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 305:
+		direct2_bf16_3x1(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 306:
+		direct2_bf16_3x2(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 307:
+		direct2_bf16_3x3(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 308:
+		direct2_bf16_3x4(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 529:
+		direct2_f16_1x1(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 530:
+		direct2_f16_1x2(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 531:
+		direct2_f16_1x3(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 532:
+		direct2_f16_1x4(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 545:
+		direct2_f16_2x1(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 546:
+		direct2_f16_2x2(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 547:
+		direct2_f16_2x3(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 548:
+		direct2_f16_2x4(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 561:
+		direct2_f16_3x1(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 562:
+		direct2_f16_3x2(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 563:
+		direct2_f16_3x3(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	case 564:
+		direct2_f16_3x4(x, ldx, w, ldw, steps, out, ldo, acc, pf)
+	default:
+		panic("kernels/cpu: no direct2 kernel for this block")
+	}
+}

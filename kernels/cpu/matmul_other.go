@@ -60,3 +60,7 @@ func packT2Asm(dt int, dst *float32, src unsafe.Pointer, lds int, kl int, ldd in
 func gemv2Asm(dt int, x *float32, w unsafe.Pointer, ldw int, lines int, out *float32, rows int, acc int) {
 	panic("kernels/cpu: no SIMD kernels on this architecture")
 }
+
+func direct2Asm(dt int, mr, nr int, x *float32, ldx int, w unsafe.Pointer, ldw int, steps int, out *float32, ldo int, acc int, pf unsafe.Pointer) {
+	panic("kernels/cpu: no SIMD kernels on this architecture")
+}

@@ -71,8 +71,9 @@ func (b *Backend) rowLogProb(x []float32, id int32, e []float32) float32 {
 		m, logS, _ := rowLSE(x)
 		return float32(float64(x[id]) - m - logS)
 	}
-	m := maxGo(x)
-	s := expSumGo(e, x, len(x), m)
+	avx := b.simd.isa()
+	m := bwMax(avx, x)
+	s := bwExpSum(avx, e, x, len(x), m)
 	return (x[id] - m) - float32(math.Log(float64(s)))
 }
 

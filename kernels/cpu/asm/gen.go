@@ -83,6 +83,7 @@ func main() {
 	dispatch(&g)
 	packDispatch(&g)
 	gemvDispatch(&g)
+	direct2Kernels(&s, &g)
 	src, err := format.Source(g.Bytes())
 	if err != nil {
 		log.Fatalf("format %s: %v", *goOut, err)
