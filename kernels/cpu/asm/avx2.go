@@ -91,26 +91,7 @@ func direct2(s, g *bytes.Buffer, dt string, mr, nr int) {
 	fmt.Fprintf(s, "%s_tail:\n\tTESTQ BX, BX\n\tJZ %s_reduce\n%s_one:\n", name, name, name)
 	step(0)
 	fmt.Fprintf(s, "\tADDQ $32, SI\n\tADDQ $32, R10\n\tADDQ $%d, DI\n\tADDQ $%d, R12\n\tDECQ BX\n\tJNZ %s_one\n%s_reduce:\n", es, es, name, name)
-	// The reduction and stores of dotNT2, for accumulators acc(i, 0..nr-1).
-	fmt.Fprintf(s, "\tMOVQ out+40(FP), DX\n\tMOVQ ldo+48(FP), R9\n\tMOVQ acc+56(FP), BX\n\tVXORPS Y15, Y15, Y15\n")
-	for i := 0; i < mr; i++ {
-		r := [4]int{15, 15, 15, 15}
-		for j := 0; j < nr; j++ {
-			r[j] = acc(i, j)
-		}
-		fmt.Fprintf(s, "\tVHADDPS Y%d, Y%d, Y12\n\tVHADDPS Y%d, Y%d, Y13\n\tVHADDPS Y13, Y12, Y12\n", r[1], r[0], r[3], r[2])
-		fmt.Fprintf(s, "\tVEXTRACTF128 $1, Y12, X13\n\tVADDPS X13, X12, X12\n")
-		fmt.Fprintf(s, "\tTESTQ BX, BX\n\tJZ %s_set%d\n", name, i)
-		for j := 0; j < nr; j++ {
-			fmt.Fprintf(s, "\tVPERMILPS $%d, X12, X14\n\tVADDSS %d(DX), X14, X14\n\tVMOVSS X14, %d(DX)\n", j, 4*j, 4*j)
-		}
-		fmt.Fprintf(s, "\tJMP %s_next%d\n%s_set%d:\n", name, i, name, i)
-		for j := 0; j < nr; j++ {
-			fmt.Fprintf(s, "\tVPERMILPS $%d, X12, X14\n\tVMOVSS X14, %d(DX)\n", j, 4*j)
-		}
-		fmt.Fprintf(s, "%s_next%d:\n\tADDQ R9, DX\n", name, i)
-	}
-	fmt.Fprintf(s, "\tVZEROUPPER\n\tRET\n")
+	dotReduce256(s, name, mr, nr, acc) // dotNT2's reduction and stores
 }
 
 // direct2Kernels writes every direct2 block and direct2Asm, which picks

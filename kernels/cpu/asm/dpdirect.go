@@ -92,26 +92,5 @@ func dpNT(s, g *bytes.Buffer, mr, nr int) {
 	}
 	fmt.Fprintf(s, "\tADDQ $64, SI\n\tADDQ $64, R10\n\tADDQ $64, R13\n\tADDQ $64, DI\n\tADDQ $64, R12\n\tADDQ $64, R14\n")
 	fmt.Fprintf(s, "\tDECQ CX\n\tJNZ %s_loop\n%s_reduce:\n", name, name)
-	// K1 picks lanes 0, 4, 8, 12; K2 the nr outputs; K3 = K2 if acc else 0.
-	fmt.Fprintf(s, "\tMOVQ out+40(FP), DX\n\tMOVQ ldo+48(FP), R9\n\tMOVQ acc+56(FP), BX\n")
-	fmt.Fprintf(s, "\tMOVL $0x1111, AX\n\tKMOVW AX, K1\n\tMOVL $%d, AX\n\tKMOVW AX, K2\n", 1<<nr-1)
-	fmt.Fprintf(s, "\tXORL CX, CX\n\tTESTQ BX, BX\n\tCMOVLNE AX, CX\n\tKMOVW CX, K3\n")
-	fmt.Fprintf(s, "\tVPXORD Z31, Z31, Z31\n")
-	for i := 0; i < mr; i++ {
-		r := [4]int{31, 31, 31, 31}
-		for j := 0; j < nr; j++ {
-			r[j] = acc(i, j)
-		}
-		// Lanes 0–3 of Z26 after the tree are Σ of r[0], r[1], r[2], r[3]
-		// … at lanes 0, 4, 8, 12 (as in dotNT's reduction).
-		fmt.Fprintf(s, "\tVSHUFF64X2 $0x44, Z%d, Z%d, Z24\n\tVSHUFF64X2 $0xEE, Z%d, Z%d, Z25\n\tVADDPS Z25, Z24, Z24\n", r[1], r[0], r[1], r[0])
-		fmt.Fprintf(s, "\tVSHUFF64X2 $0x44, Z%d, Z%d, Z25\n\tVSHUFF64X2 $0xEE, Z%d, Z%d, Z26\n\tVADDPS Z26, Z25, Z25\n", r[3], r[2], r[3], r[2])
-		fmt.Fprintf(s, "\tVSHUFF64X2 $0x88, Z25, Z24, Z26\n\tVSHUFF64X2 $0xDD, Z25, Z24, Z27\n\tVADDPS Z27, Z26, Z26\n")
-		fmt.Fprintf(s, "\tVPERMILPS $0x4E, Z26, Z27\n\tVADDPS Z27, Z26, Z26\n\tVPERMILPS $0xB1, Z26, Z27\n\tVADDPS Z27, Z26, Z26\n")
-		fmt.Fprintf(s, "\tVCOMPRESSPS Z26, K1, Z27\n\tVMOVUPS.Z (DX), K3, X28\n\tVADDPS X28, X27, X27\n\tVMOVUPS X27, K2, (DX)\n")
-		if i < mr-1 {
-			fmt.Fprintf(s, "\tADDQ R9, DX\n")
-		}
-	}
-	fmt.Fprintf(s, "\tVZEROUPPER\n\tRET\n")
+	dotReduce512(s, mr, nr, acc) // the same tree as dotNT's
 }

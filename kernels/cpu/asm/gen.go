@@ -215,6 +215,14 @@ func dotNT(s, g *bytes.Buffer, dt string, mr, nr int) {
 		fmt.Fprintf(s, "\tDECQ CX\n\tJNZ %s_loop\n", name)
 	}
 	fmt.Fprintf(s, "%s_reduce:\n", name)
+	dotReduce512(s, mr, nr, acc)
+}
+
+// dotReduce512 ends a zmm dot-product kernel (dotNT, dpNT): it sums the 16
+// lanes of each accumulator acc(i, j), i < mr, j < nr ≤ 4, by a fixed
+// shuffle tree and stores (or, if the acc argument is set, adds) row i's
+// nr sums at out + i·ldo. It uses Z24–Z28, Z31, K1–K3, AX, BX, CX, DX, R9.
+func dotReduce512(s *bytes.Buffer, mr, nr int, acc func(i, j int) int) {
 	// K1 picks lanes 0, 4, 8, 12; K2 the nr outputs; K3 = K2 if acc else 0.
 	fmt.Fprintf(s, "\tMOVQ out+40(FP), DX\n\tMOVQ ldo+48(FP), R9\n\tMOVQ acc+56(FP), BX\n")
 	fmt.Fprintf(s, "\tMOVL $0x1111, AX\n\tKMOVW AX, K1\n\tMOVL $%d, AX\n\tKMOVW AX, K2\n", 1<<nr-1)
@@ -386,6 +394,15 @@ func dotNT2(s, g *bytes.Buffer, dt string, mr, nr int) {
 	}
 	fmt.Fprintf(s, "\tADDQ $32, SI\n\tADDQ $%d, DI\n\tADDQ $%d, R12\n", 8*size(dt), 8*size(dt))
 	fmt.Fprintf(s, "\tDECQ CX\n\tJNZ %s_loop\n%s_reduce:\n", name, name)
+	dotReduce256(s, name, mr, nr, acc)
+}
+
+// dotReduce256 ends a ymm dot-product kernel (dotNT2, direct2): it sums
+// the 8 lanes of each accumulator acc(i, j), i < mr, j < nr ≤ 4, by
+// horizontal adds and stores (or, if the acc argument is set, adds) row
+// i's nr sums at out + i·ldo. It uses Y12–Y15, BX, DX, R9 and labels
+// name_set<i>, name_next<i>.
+func dotReduce256(s *bytes.Buffer, name string, mr, nr int, acc func(i, j int) int) {
 	fmt.Fprintf(s, "\tMOVQ out+40(FP), DX\n\tMOVQ ldo+48(FP), R9\n\tMOVQ acc+56(FP), BX\n\tVXORPS Y15, Y15, Y15\n")
 	for i := 0; i < mr; i++ {
 		r := [4]int{15, 15, 15, 15}
