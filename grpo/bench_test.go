@@ -59,20 +59,12 @@ func benchModelOf(b *testing.B, tinyDType kernels.DType) (*model.Model, *tokeniz
 func BenchmarkRollout(b *testing.B) {
 	m, tok, shape := benchModel(b)
 	const prompts, g, newTokens = 4, 4, 64
-	cfg := DefaultConfig()
-	cfg.NumGenerations = g
-	cfg.PerDeviceTrainBatchSize = prompts * g
-	cfg.MaxCompletionLength = newTokens
-	cfg.MaxSteps = 1
-	cfg.EnableThinking = tokenizer.ThinkingOff
+	cfg := benchRolloutConfig(prompts, g, newTokens)
 	tr, err := NewTrainer(m, tok, cfg, WithReward("one", 1, constant(1)))
 	require.NoError(b, err)
 	defer tr.Close()
 	tr.eng.stop = nil // never stop early: every rollout generates newTokens
-	rows := make([]env.Row, prompts)
-	for i := range rows {
-		rows[i] = env.Row{"prompt": fmt.Sprintf("Tell me about the number %d.", i)}
-	}
+	rows := benchPromptRows(prompts)
 	ctx := context.Background()
 	var trainerTime, rawTime time.Duration
 	var tokens int
@@ -167,21 +159,13 @@ func BenchmarkRolloutPrecision(b *testing.B) {
 	m, tok, shape := benchModelOf(b, kernels.BF16)
 	prompts, g := benchEnvInt(b, "GRPO_BENCH_PROMPTS", 4), benchEnvInt(b, "GRPO_BENCH_G", 4)
 	newTokens := benchEnvInt(b, "GRPO_BENCH_COMPLETION", 64)
-	cfg := DefaultConfig()
-	cfg.NumGenerations = g
-	cfg.PerDeviceTrainBatchSize = prompts * g
-	cfg.MaxCompletionLength = newTokens
-	cfg.MaxSteps = 1
-	cfg.EnableThinking = tokenizer.ThinkingOff
+	cfg := benchRolloutConfig(prompts, g, newTokens)
 	cfg.RolloutMatMulPrecision = RolloutBF16
 	tr, err := NewTrainer(m, tok, cfg, WithReward("one", 1, constant(1)), WithLoRA(model.LoRAConfig{R: 8, Alpha: 16}))
 	require.NoError(b, err)
 	defer tr.Close()
 	tr.eng.stop = nil // never stop early: every rollout generates newTokens
-	rows := make([]env.Row, prompts)
-	for i := range rows {
-		rows[i] = env.Row{"prompt": fmt.Sprintf("Tell me about the number %d.", i)}
-	}
+	rows := benchPromptRows(prompts)
 	ctx := context.Background()
 	precs := []cpu.MatMulPrecision{cpu.MatMulExact, cpu.MatMulBF16}
 	elapsed := make([]time.Duration, len(precs))
@@ -203,4 +187,25 @@ func BenchmarkRolloutPrecision(b *testing.B) {
 	b.ReportMetric(elapsed[0].Seconds()/elapsed[1].Seconds(), "bf16-speedup")
 	b.ReportMetric(0, "ns/op")
 	b.Logf("shape %s: %d rollouts × %d tokens, %s", shape, prompts*g, newTokens, m.Backend.(*cpu.Backend).SIMD())
+}
+
+// benchRolloutConfig is the rollout benchmarks' config: one step of
+// prompts × g single-turn rollouts of up to newTokens, thinking off.
+func benchRolloutConfig(prompts, g, newTokens int) Config {
+	cfg := DefaultConfig()
+	cfg.NumGenerations = g
+	cfg.PerDeviceTrainBatchSize = prompts * g
+	cfg.MaxCompletionLength = newTokens
+	cfg.MaxSteps = 1
+	cfg.EnableThinking = tokenizer.ThinkingOff
+	return cfg
+}
+
+// benchPromptRows is n distinct one-line prompts.
+func benchPromptRows(n int) []env.Row {
+	rows := make([]env.Row, n)
+	for i := range rows {
+		rows[i] = env.Row{"prompt": fmt.Sprintf("Tell me about the number %d.", i)}
+	}
+	return rows
 }
