@@ -16,22 +16,24 @@ import (
 //
 //   - MatMul with M = 1 (decode at batch 1) is matVec (gemv.go): one
 //     weight row at a time, front to back; the cores split N.
-//   - MatMul with 1 < M < mBig (batched decode) streams bf16/f16/f32
-//     weights straight into the kernel, widening in registers: each weight
-//     is read once per group of up to 6 rows of x, and the kernels
-//     prefetch the next block's weight rows into L2 (on AVX-512 every
-//     group's dotNT; on AVX2 matMulDirect2, dotNT2's blocks plus a
-//     prefetch by the first group, whose sums equal dotNT2's bit for bit);
-//     the cores split N.
+//   - MatMul with 1 < M < mBig (batched decode), and on AVX-512 up to
+//     M < mDirect (where packing starts to pay for itself), streams
+//     bf16/f16/f32 weights straight into the kernel, widening in
+//     registers: each weight is read once per group of up to 6 rows of x,
+//     and the kernels prefetch the next block's weight rows into L2 (on
+//     AVX-512 every group's dotNT; on AVX2 matMulDirect2, dotNT2's blocks
+//     plus a prefetch by the first group, whose sums equal dotNT2's bit
+//     for bit); the cores split N.
 //   - Under MatMulBF16 with bf16 weights, on a CPU with AVX512_BF16,
 //     MatMul with 1 < M < mBig instead rounds x to bf16 once and runs the
 //     dpNT kernels (matmul_dp_direct.go): VDPBF16PS straight from the bf16
 //     weight rows, blocks of up to dpMR = 8 rows of x × dpNR = 3 weight
 //     rows, each weight read once per step of up to 8 sequences; the cores
 //     split N in tasks of nbDP rows.
-//   - MatMul with M ≥ mBig (prefill, training) transposes a block of nbNT
-//     weight rows × kc columns into K-major float32 panels once (per worker
-//     scratch, L2-resident), then runs the outer-product (axpy) kernel over
+//   - MatMul with M ≥ mBig (AVX2) or M ≥ mDirect (AVX-512) (prefill,
+//     training) transposes a block of nbNT weight rows × kc columns into
+//     K-major float32 panels once (per worker scratch, L2-resident), then
+//     runs the outer-product (axpy) kernel over
 //     every row group of its M block; tasks are (N block, M block) pairs
 //     (matmul_packed.go). Under MatMulBF16 on a CPU with AVX512_BF16 the
 //     same blocking runs on VDPBF16PS instead: x rounded to bf16 pairs,
@@ -47,17 +49,18 @@ import (
 // never on scheduling, so results are deterministic run to run.
 // mr, cols and vecSz are the AVX-512 block (attention uses them directly).
 const (
-	mr    = 6    // rows of x (or dy, or dw) per register block
-	nr    = 4    // weight rows per dotNT register block
-	nbNT  = 64   // weight rows per MatMul task
-	mbNT  = 240  // x rows per MatMul task on the blocked path (a multiple of mr)
-	kc    = 1024 // K columns per widened weight block (a multiple of 16)
-	mBig  = 16   // M from which MatMul widens weight blocks once and reuses them
-	cols  = 64   // output columns per axpy block (4 zmm)
-	pc    = 512  // reduction chunk of MatMulNN and MatMulTN
-	mbAx  = 96   // output rows per MatMulNN / MatMulTN task (a multiple of mr)
-	cgAx  = 8    // most column blocks per MatMulNN task (they share each dy chunk)
-	vecSz = 16   // float32 lanes per zmm
+	mr      = 6    // rows of x (or dy, or dw) per register block
+	nr      = 4    // weight rows per dotNT register block
+	nbNT    = 64   // weight rows per MatMul task
+	mbNT    = 240  // x rows per MatMul task on the blocked path (a multiple of mr)
+	kc      = 1024 // K columns per widened weight block (a multiple of 16)
+	mBig    = 16   // M from which the AVX2 path packs weight blocks (MatMulBF16's VDPBF16PS path too)
+	mDirect = 112  // on AVX-512, M from which MatMul packs weight blocks (below: the direct dotNT path)
+	cols    = 64   // output columns per axpy block (4 zmm)
+	pc      = 512  // reduction chunk of MatMulNN and MatMulTN
+	mbAx    = 96   // output rows per MatMulNN / MatMulTN task (a multiple of mr)
+	cgAx    = 8    // most column blocks per MatMulNN task (they share each dy chunk)
+	vecSz   = 16   // float32 lanes per zmm
 )
 
 // mmKernels is one instruction set's matmul kernels and block shape.
@@ -156,7 +159,7 @@ func (b *Backend) matMul(out, x []float32, w kernels.Mat, m int, accumulate bool
 		b.matVec(kn, out, x, w, accumulate)
 	case m < mBig && kn.vec == 8:
 		b.matMulDirect2(kn, out, x, w, m, accumulate)
-	case m < mBig:
+	case m < mBig || (kn.vec == 16 && m < mDirect):
 		b.matMulDirect(kn, out, x, w, m, accumulate)
 	default:
 		b.matMulPacked(kn, out, x, w, m, accumulate)

@@ -111,10 +111,11 @@ func TestSIMDPaths(t *testing.T) {
 	}
 }
 
-// TestMatMulBlockEdges runs MatMul's blocked paths (M ≥ mBig) on every
+// TestMatMulBlockEdges runs MatMul's direct and packed paths (M ≥ mBig) on every
 // SIMD path against the reference at shapes the conformance suite leaves
 // out: K over two kc chunks with a tail, N over several nbNT blocks with
-// ragged columns, M over an mbNT block, for each weight dtype, = and +=.
+// ragged columns, M over an mbNT block, on both sides of mDirect, for
+// each weight dtype, = and +=.
 // Inputs are uniform in (−1, 1), so Σ|x·w| is about K/4 (525 at K = 2100)
 // and float32 sums in another order differ by ~1e-5 absolute near zero
 // outputs: ATol 1e-4 is 2e-7 of that scale (the suite's MatMul tolerance
@@ -124,7 +125,7 @@ func TestMatMulBlockEdges(t *testing.T) {
 	var r ref.Backend
 	forEachPath(t, func(t *testing.T, p simdPath) {
 		b := pathBackend(t, p, 2)
-		for _, s := range [][3]int{{40, 70, 2100}, {250, 45, 300}, {16, 8, 7}} {
+		for _, s := range [][3]int{{40, 70, 2100}, {mDirect, 70, 2100}, {250, 45, 300}, {16, 8, 7}} {
 			m, n, k := s[0], s[1], s[2]
 			for _, dt := range []kernels.DType{kernels.F32, kernels.BF16, kernels.F16} {
 				vals := bwRand(uint64(n*k), n*k, 1)
