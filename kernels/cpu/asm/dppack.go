@@ -57,16 +57,8 @@ func narrowBF16(s, g *bytes.Buffer) {
 // the dpaxpy kernels): 1536 FLOP per iteration, 32 multiply-adds per
 // instruction.
 func dpLoop(s, g *bytes.Buffer) {
-	fmt.Fprintf(g, "// dpLoop runs iters × 24 independent VDPBF16PS (1536 FLOP per iteration).\n//\n//go:noescape\nfunc dpLoop(iters int)\n\n")
-	fmt.Fprintf(s, "\n// func dpLoop(iters int)\nTEXT ·dpLoop(SB), NOSPLIT, $0-8\n\tMOVQ iters+0(FP), CX\n")
-	for i := 0; i < 24; i++ {
-		fmt.Fprintf(s, "\tVPXORD Z%d, Z%d, Z%d\n", i, i, i)
-	}
-	fmt.Fprintf(s, "\tVPXORD Z30, Z30, Z30\n\tVPXORD Z31, Z31, Z31\n\tTESTQ CX, CX\n\tJZ dp_done\ndp_loop:\n")
-	for i := 0; i < 24; i++ {
-		s.WriteString(vdpbf16ps(i, 30, 31))
-	}
-	fmt.Fprintf(s, "\tDECQ CX\n\tJNZ dp_loop\ndp_done:\n\tVZEROUPPER\n\tRET\n")
+	zmmPeakLoop(s, g, "dpLoop", "dp", "// dpLoop runs iters × 24 independent VDPBF16PS (1536 FLOP per iteration).\n",
+		func(i int) string { return vdpbf16ps(i, 30, 31) })
 }
 
 // dpAxpy writes dpaxpy_<mr>x<nv>. Registers as axpy's (axpyAccumulators

@@ -326,16 +326,24 @@ func cvt(s, g *bytes.Buffer, dt string) {
 // fmaLoop writes a loop of 24 independent zmm FMA chains, the machine's
 // float32 FMA peak (used by the peak benchmark): 768 FLOP per iteration.
 func fmaLoop(s, g *bytes.Buffer) {
-	fmt.Fprintf(g, "// fmaLoop runs iters × 24 independent 16-lane FMAs (768 FLOP per iteration).\n//\n//go:noescape\nfunc fmaLoop(iters int)\n\n")
-	fmt.Fprintf(s, "\n// func fmaLoop(iters int)\nTEXT ·fmaLoop(SB), NOSPLIT, $0-8\n\tMOVQ iters+0(FP), CX\n")
+	zmmPeakLoop(s, g, "fmaLoop", "fma", "// fmaLoop runs iters × 24 independent 16-lane FMAs (768 FLOP per iteration).\n",
+		func(i int) string { return fmt.Sprintf("\tVFMADD231PS Z30, Z31, Z%d\n", i) })
+}
+
+// zmmPeakLoop writes name(iters): Z0–Z23, Z30 and Z31 zeroed, then iters
+// × the 24 independent instructions op(0..23), each accumulating into Z_i
+// from Z30 and Z31 (fmaLoop, dpLoop). doc is the Go declaration's comment.
+func zmmPeakLoop(s, g *bytes.Buffer, name, label, doc string, op func(i int) string) {
+	fmt.Fprintf(g, "%s//\n//go:noescape\nfunc %s(iters int)\n\n", doc, name)
+	fmt.Fprintf(s, "\n// func %s(iters int)\nTEXT ·%s(SB), NOSPLIT, $0-8\n\tMOVQ iters+0(FP), CX\n", name, name)
 	for i := 0; i < 24; i++ {
 		fmt.Fprintf(s, "\tVPXORD Z%d, Z%d, Z%d\n", i, i, i)
 	}
-	fmt.Fprintf(s, "\tVPXORD Z30, Z30, Z30\n\tVPXORD Z31, Z31, Z31\n\tTESTQ CX, CX\n\tJZ fma_done\nfma_loop:\n")
+	fmt.Fprintf(s, "\tVPXORD Z30, Z30, Z30\n\tVPXORD Z31, Z31, Z31\n\tTESTQ CX, CX\n\tJZ %s_done\n%s_loop:\n", label, label)
 	for i := 0; i < 24; i++ {
-		fmt.Fprintf(s, "\tVFMADD231PS Z30, Z31, Z%d\n", i)
+		s.WriteString(op(i))
 	}
-	fmt.Fprintf(s, "\tDECQ CX\n\tJNZ fma_loop\nfma_done:\n\tVZEROUPPER\n\tRET\n")
+	fmt.Fprintf(s, "\tDECQ CX\n\tJNZ %s_loop\n%s_done:\n\tVZEROUPPER\n\tRET\n", label, label)
 }
 
 // fmaLoop2 is fmaLoop for AVX2 + FMA: 12 independent ymm FMA chains
