@@ -25,25 +25,11 @@ func TestDirect2MatchesDotNT2(t *testing.T) {
 	require.True(t, ok, "AVX2 kernels")
 	r := rand.New(rand.NewPCG(11, 12))
 	mats := func(dt kernels.DType, n, k int) kernels.Mat {
-		switch dt {
-		case kernels.F32:
-			f := make([]float32, n*k)
-			for i := range f {
-				f[i] = float32(r.NormFloat64())
-			}
-			return kernels.MatF32(f, n, k)
-		case kernels.F16:
-			u := make([]uint16, n*k)
-			for i := range u {
-				u[i] = kernels.F32ToF16(float32(r.NormFloat64()))
-			}
-			return kernels.MatF16(u, n, k)
+		f := make([]float32, n*k)
+		for i := range f {
+			f[i] = float32(r.NormFloat64())
 		}
-		u := make([]uint16, n*k)
-		for i := range u {
-			u[i] = kernels.F32ToBF16(float32(r.NormFloat64()))
-		}
-		return kernels.MatBF16(u, n, k)
+		return matAs(dt, f, n, k)
 	}
 	for _, dt := range []kernels.DType{kernels.BF16, kernels.F16, kernels.F32} {
 		for _, nk := range [][2]int{{1, 8}, {3, 24}, {7, 40}, {130, 1024}, {197, 1100}, {64, 13}, {5, 4}} {

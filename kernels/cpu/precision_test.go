@@ -209,22 +209,24 @@ func uniformF32(rng *rand.Rand, n int, scale float64) []float32 {
 // randomMat is a rows×cols weight of dtype dt with values uniform in
 // [−1, 1), rounded to dt.
 func randomMat(rng *rand.Rand, dt kernels.DType, rows, cols int) kernels.Mat {
-	v := uniformF32(rng, rows*cols, 1)
-	switch dt {
-	case kernels.BF16:
-		h := make([]uint16, len(v))
-		for i, f := range v {
-			h[i] = kernels.F32ToBF16(f)
-		}
-		return kernels.MatBF16(h, rows, cols)
-	case kernels.F16:
-		h := make([]uint16, len(v))
-		for i, f := range v {
-			h[i] = kernels.F32ToF16(f)
-		}
-		return kernels.MatF16(h, rows, cols)
+	return matAs(dt, uniformF32(rng, rows*cols, 1), rows, cols)
+}
+
+// matAs is the rows×cols weight v stored as dtype dt (each value rounded
+// to nearest, ties to even).
+func matAs(dt kernels.DType, v []float32, rows, cols int) kernels.Mat {
+	to := map[kernels.DType]func(float32) uint16{kernels.BF16: kernels.F32ToBF16, kernels.F16: kernels.F32ToF16}[dt]
+	if to == nil {
+		return kernels.MatF32(v, rows, cols)
 	}
-	return kernels.MatF32(v, rows, cols)
+	h := make([]uint16, len(v))
+	for i, f := range v {
+		h[i] = to(f)
+	}
+	if dt == kernels.BF16 {
+		return kernels.MatBF16(h, rows, cols)
+	}
+	return kernels.MatF16(h, rows, cols)
 }
 
 // TestBF16Rows checks the bf16 layout the VDPBF16PS kernels read: each

@@ -128,23 +128,7 @@ func TestMatMulBlockEdges(t *testing.T) {
 		for _, s := range [][3]int{{40, 70, 2100}, {mDirect, 70, 2100}, {250, 45, 300}, {16, 8, 7}} {
 			m, n, k := s[0], s[1], s[2]
 			for _, dt := range []kernels.DType{kernels.F32, kernels.BF16, kernels.F16} {
-				vals := bwRand(uint64(n*k), n*k, 1)
-				w := kernels.MatF32(vals, n, k)
-				if dt != kernels.F32 {
-					u := make([]uint16, n*k)
-					for i, v := range vals {
-						if dt == kernels.BF16 {
-							u[i] = kernels.F32ToBF16(v)
-						} else {
-							u[i] = kernels.F32ToF16(v)
-						}
-					}
-					if dt == kernels.BF16 {
-						w = kernels.MatBF16(u, n, k)
-					} else {
-						w = kernels.MatF16(u, n, k)
-					}
-				}
+				w := matAs(dt, bwRand(uint64(n*k), n*k, 1), n, k)
 				x := bwRand(uint64(m*k+1), m*k, 1)
 				for _, acc := range []bool{false, true} {
 					got, want := bwRand(5, m*n, 1), bwRand(5, m*n, 1)
