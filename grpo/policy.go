@@ -341,10 +341,10 @@ func modelLoss(p LossParams, in *LossInput) model.Loss {
 	l := model.Loss{LossParams: kernels.LossParams{
 		SequenceRatio: p.Level == ISSequence,
 		EpsLow:        float32(p.EpsLow), EpsHigh: float32(p.EpsHigh), Delta: float32(p.Delta),
-		SAPOTauPos: float32(p.SAPOTempPos), SAPOTauNeg: float32(p.SAPOTempNeg),
+		SAPOTemperaturePos: float32(p.SAPOTempPos), SAPOTemperatureNeg: float32(p.SAPOTempNeg),
 		VESPOKPos: float32(p.VESPOKPos), VESPOLambdaPos: float32(p.VESPOLambdaPos),
 		VESPOKNeg: float32(p.VESPOKNeg), VESPOLambdaNeg: float32(p.VESPOLambdaNeg),
-		Beta: float32(p.Beta), EntropyCoef: float32(p.EntropyCoef), KLBiasCorrection: p.BiasCorrectionKL,
+		Beta: float32(p.Beta), EntropyCoef: float32(p.EntropyCoef), UseBiasCorrectionKL: p.BiasCorrectionKL,
 	}}
 	switch p.Type {
 	case LossCISPO:

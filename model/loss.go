@@ -32,6 +32,13 @@ type Loss struct {
 	// ISRatio, if not nil, is a per-token importance-sampling correction
 	// (see kernels.LossInput.ISRatio).
 	ISRatio [][]float32
+	// EntropyMask, if not nil, is TRL's top_entropy_quantile mask, 1 or 0
+	// per token (see kernels.LossInput.EntropyMask).
+	EntropyMask [][]float32
+	// SamplingLogP, if not nil, are the sampler's log-probs the
+	// off-policy mask reads (see kernels.LossParams.OffPolicyMask); nil
+	// falls back to OldLogP.
+	SamplingLogP [][]float32
 }
 
 // LossResult is what Accumulate computed, per token [seq][i] like its
@@ -124,6 +131,12 @@ func (l *Loss) check(seqs []TrainSeq) error {
 	if err := per("ISRatio", l.ISRatio, false); err != nil {
 		return err
 	}
+	if err := per("EntropyMask", l.EntropyMask, false); err != nil {
+		return err
+	}
+	if err := per("SamplingLogP", l.SamplingLogP, false); err != nil {
+		return err
+	}
 	return per("RefLogP", l.RefLogP, l.Beta != 0)
 }
 
@@ -133,7 +146,7 @@ func (l *Loss) check(seqs []TrainSeq) error {
 type lossTensors struct {
 	p                   *Loss
 	rowSeq, rowI        []int32   // [N] each row's sequence and token index (from Start)
-	is                  []float32 // [N] ISRatio, nil when not given
+	is, emask, samp     []float32 // [N] ISRatio, EntropyMask, SamplingLogP, nil when not given
 	seg                 []int32   // [S+1] row offsets of the sequences
 	segScratch          []int32
 	pack                []float32 // a group's per-token inputs, packed for one Upload
@@ -169,6 +182,12 @@ func newLossTensors(seqs []TrainSeq, l *Loss) *lossTensors {
 			}
 			if l.ISRatio != nil {
 				lt.is = append(lt.is, l.ISRatio[s][i])
+			}
+			if l.EntropyMask != nil {
+				lt.emask = append(lt.emask, l.EntropyMask[s][i])
+			}
+			if l.SamplingLogP != nil {
+				lt.samp = append(lt.samp, l.SamplingLogP[s][i])
 			}
 		}
 		lt.seg = append(lt.seg, int32(len(lt.rowSeq)))
@@ -209,8 +228,13 @@ func (lt *lossTensors) upload(be kernels.Backend, st *passState, lo int, seqs [2
 	if lt.ref != nil {
 		parts, dst = append(parts, lt.ref[lo:hi]), append(dst, &in.RefLogP)
 	}
-	if lt.is != nil {
-		parts, dst = append(parts, lt.is[lo:hi]), append(dst, &in.ISRatio)
+	for _, opt := range []struct {
+		x   []float32
+		dst *kernels.Buffer
+	}{{lt.is, &in.ISRatio}, {lt.emask, &in.EntropyMask}, {lt.samp, &in.SamplingLogP}} {
+		if opt.x != nil {
+			parts, dst = append(parts, opt.x[lo:hi]), append(dst, opt.dst)
+		}
 	}
 	buf, err := fit(be, &st.lossIn, kernels.F32, len(parts)*r)
 	if err != nil {
@@ -274,7 +298,8 @@ func sliceLossInput(in kernels.LossInput, lo, hi int) kernels.LossInput {
 		return b.Slice(lo, hi)
 	}
 	return kernels.LossInput{LogP: s(in.LogP), Entropy: s(in.Entropy), OldLogP: s(in.OldLogP), RefLogP: s(in.RefLogP),
-		Adv: s(in.Adv), Mask: s(in.Mask), ISRatio: s(in.ISRatio), Weight: s(in.Weight)}
+		Adv: s(in.Adv), Mask: s(in.Mask), ISRatio: s(in.ISRatio), Weight: s(in.Weight), EntropyMask: s(in.EntropyMask),
+		SamplingLogP: s(in.SamplingLogP)}
 }
 
 // sliceLossOutput is out over tokens [lo, hi).

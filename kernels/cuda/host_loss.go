@@ -44,13 +44,14 @@ func (h *Host) PolicyLoss(out kernels.LossOutput, in kernels.LossInput, p kernel
 	a := lossArgs{
 		logp: pinned(&pin, hi.LogP), entropy: pinned(&pin, hi.Entropy), oldLogP: pinned(&pin, hi.OldLogP),
 		refLogP: pinned(&pin, hi.RefLogP), adv: pinned(&pin, hi.Adv), seqAdv: pinned(&pin, hi.SeqAdv),
-		mask: pinned(&pin, hi.Mask), isRatio: pinned(&pin, hi.ISRatio), weight: pinned(&pin, hi.Weight), seg: pinned(&pin, seg),
+		mask: pinned(&pin, hi.Mask), isRatio: pinned(&pin, hi.ISRatio), weight: pinned(&pin, hi.Weight),
+		entropyMask: pinned(&pin, hi.EntropyMask), samplingLogP: pinned(&pin, hi.SamplingLogP), seg: pinned(&pin, seg),
 		loss: pinned(&pin, ho.Loss), dlogp: pinned(&pin, ho.DLogP), dentropy: pinned(&pin, ho.DEntropy),
 		ratio: pinned(&pin, ho.Ratio), kl: pinned(&pin, ho.KL), clip: pinned(&pin, ho.Clip), phi: pinned(&pin, ho.Phi),
-		objective: int32(p.Objective), sequenceRatio: flag(p.SequenceRatio), klBias: flag(p.KLBiasCorrection),
-		epsLow: p.EpsLow, epsHigh: p.EpsHigh, delta: p.Delta, tauPos: p.SAPOTauPos, tauNeg: p.SAPOTauNeg,
+		objective: int32(p.Objective), sequenceRatio: flag(p.SequenceRatio), klBias: flag(p.UseBiasCorrectionKL), offPolicy: flag(p.OffPolicyMask),
+		epsLow: p.EpsLow, epsHigh: p.EpsHigh, delta: p.Delta, tauPos: p.SAPOTemperaturePos, tauNeg: p.SAPOTemperatureNeg,
 		kPos: p.VESPOKPos, lamPos: p.VESPOLambdaPos, kNeg: p.VESPOKNeg, lamNeg: p.VESPOLambdaNeg,
-		beta: p.Beta, entropyCoef: p.EntropyCoef,
+		beta: p.Beta, entropyCoef: p.EntropyCoef, offPolicyThreshold: p.OffPolicyMaskThreshold,
 	}
 	d := rowPlan(len(seg)-1, 256)
 	launched(op, C.host_policy_loss(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
