@@ -54,13 +54,14 @@
 // responses that would leave no room are dropped (the tools did run).
 //
 // Rewards (WithReward, and env.Rewarder environments, named by their type)
-// see each Rollout with its environment in its final state; advantages,
-// the loss of every TRL loss type, and the metrics are pure functions of
-// the scored batch (advantage.go, loss.go, stats.go). The batch is then
-// shuffled and cut into StepsPerGeneration micro-batches, trained on
-// NumIterations times, with an optimizer step every
-// GradientAccumulationSteps micro-batches (TRL's layout). The loss runs on
-// the model's backend (model.Loss); loss.go's PolicyLoss is its reference.
+// see each Rollout with its environment in its final state; advantages
+// and the metrics are pure functions of the scored batch (advantage.go,
+// stats.go). The batch is then shuffled and cut into StepsPerGeneration
+// micro-batches, trained on NumIterations times, with an optimizer step
+// every GradientAccumulationSteps micro-batches (TRL's layout). The loss
+// of every TRL loss type, at either importance-sampling level, runs on the
+// model's backend (model.Loss); its one spec is kernels/ref, and loss.go
+// maps the Config onto it (Config.LossParams, LossWeights).
 // When the policy moves within a generation, old log-probs are those the
 // sampler recorded: the full tempered distribution's (before any
 // top-k/top-p/min-p filter), computed by the training kernels, so they are
@@ -70,7 +71,11 @@
 // training passes exact, as verl and TRL split a bf16 vLLM sampler from
 // an fp32 trainer), a scoring pass computes them and Config.ISCorrection
 // corrects for the generator's differing numbers. sampling/* logs how far
-// the recorded log-probs are from the training forward's.
+// the recorded log-probs are from the training forward's before the policy
+// moves: the scoring pass's when there is one (as TRL compares vLLM's with
+// its forward right after generation), else the loss forwards of the
+// micro-batches that run before the generation's first optimizer step,
+// reduced in rollout order whatever order they ran in.
 //
 // # Producing rollouts apart from learning
 //

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -285,89 +284,27 @@ func (p *policy) refLogProbs(ctx context.Context, seqs []trainSeq) ([][]float32,
 }
 
 // accumulate evaluates the policy loss of in (whose LogP and Entropy it
-// fills) over seqs and adds its gradient to the parameters. The loss runs
-// on the backend (model.Loss, kernels' PolicyLoss) in one pass; inputs the
-// backend op does not take (an entropy mask) go through a forward, the
-// reference PolicyLoss and a backward instead.
-func (p *policy) accumulate(ctx context.Context, seqs []trainSeq, params LossParams, in *LossInput) (LossOutput, error) {
-	if in.EntropyMask != nil {
-		return p.accumulateReference(ctx, seqs, params, in)
-	}
+// fills) over seqs and adds its gradient to the parameters: the loss runs
+// on the backend (model.Loss, kernels' PolicyLoss, whose spec is
+// kernels/ref) in one pass.
+func (p *policy) accumulate(ctx context.Context, seqs []trainSeq, params kernels.LossParams, in *LossInput) (LossOutput, error) {
 	res, err := p.tr.Accumulate(ctx, toModel(seqs), modelLoss(params, in))
 	if err != nil {
 		return LossOutput{}, err
 	}
 	in.LogP, in.Entropy = res.LogP, res.Entropy
-	out := LossOutput{Loss: res.Loss, Ratio: widen(res.Ratio), ClipLow: flags(res.Clip, kernels.ClipLow), ClipHigh: flags(res.Clip, kernels.ClipHigh)}
-	if params.Beta != 0 {
-		out.KL = widen(res.KL)
-	}
-	if params.Type == LossVESPO {
-		out.Phi = make([]float64, len(res.Phi))
-		for i, row := range res.Phi {
-			out.Phi[i] = math.NaN()
-			for t, v := range row {
-				if in.Mask[i][t] {
-					out.Phi[i] = float64(v)
-					break
-				}
-			}
-		}
-	}
-	return out, nil
-}
-
-// accumulateReference is accumulate through the training forward, the
-// table-tested PolicyLoss of loss.go and a backward from its d/dlogp. It
-// has no entropy gradient.
-func (p *policy) accumulateReference(ctx context.Context, seqs []trainSeq, params LossParams, in *LossInput) (LossOutput, error) {
-	if params.EntropyCoef != 0 {
-		return LossOutput{}, errors.New("grpo: an entropy mask (TopEntropyQuantile < 1) with an entropy bonus (EntropyCoef) is not supported")
-	}
-	logp, ent, err := p.tr.Forward(ctx, toModel(seqs))
-	if err != nil {
-		return LossOutput{}, err
-	}
-	in.LogP, in.Entropy = cloneRows(logp), cloneRows(ent)
-	out, err := PolicyLoss(params, *in)
-	if err != nil {
-		return LossOutput{}, err
-	}
-	return out, p.tr.Backward(ctx, out.DLogP)
+	return lossOutput(params, in, res), nil
 }
 
 // modelLoss maps the trainer's loss inputs one to one onto model.Loss.
-func modelLoss(p LossParams, in *LossInput) model.Loss {
-	l := model.Loss{LossParams: kernels.LossParams{
-		SequenceRatio: p.Level == ISSequence,
-		EpsLow:        float32(p.EpsLow), EpsHigh: float32(p.EpsHigh), Delta: float32(p.Delta),
-		SAPOTemperaturePos: float32(p.SAPOTempPos), SAPOTemperatureNeg: float32(p.SAPOTempNeg),
-		VESPOKPos: float32(p.VESPOKPos), VESPOLambdaPos: float32(p.VESPOLambdaPos),
-		VESPOKNeg: float32(p.VESPOKNeg), VESPOLambdaNeg: float32(p.VESPOLambdaNeg),
-		Beta: float32(p.Beta), EntropyCoef: float32(p.EntropyCoef), UseBiasCorrectionKL: p.BiasCorrectionKL,
-	}}
-	switch p.Type {
-	case LossCISPO:
-		l.Objective = kernels.ObjectiveCISPO
-	case LossSAPO:
-		l.Objective = kernels.ObjectiveSAPO
-	case LossVESPO:
-		l.Objective = kernels.ObjectiveVESPO
-	default:
-		l.Objective = kernels.ObjectiveClipped
-	}
+func modelLoss(p kernels.LossParams, in *LossInput) model.Loss {
+	l := model.Loss{LossParams: p}
 	l.SeqAdv = make([]float32, len(in.Adv))
 	for i, a := range in.Adv {
 		l.SeqAdv[i] = float32(a)
 	}
-	l.Weight = make([][]float32, len(in.Weight))
-	for i, row := range in.Weight {
-		l.Weight[i] = make([]float32, len(row))
-		for t, w := range row {
-			l.Weight[i][t] = float32(w)
-		}
-	}
-	l.OldLogP, l.RefLogP = in.Old, in.Ref
+	l.Weight = narrow(in.Weight)
+	l.OldLogP, l.RefLogP, l.SamplingLogP = in.Old, in.Ref, in.Sampling
 	if in.ISRatio != nil {
 		l.ISRatio = make([][]float32, len(in.ISRatio))
 		for i, row := range in.ISRatio {
@@ -375,7 +312,7 @@ func modelLoss(p LossParams, in *LossInput) model.Loss {
 			first := true
 			for t, r := range row {
 				switch {
-				case p.Type == LossVESPO && in.ISRatioPerSequence:
+				case p.Objective == kernels.ObjectiveVESPO && in.ISRatioPerSequence:
 					// VESPO adds log ρ to the sequence sum over loss tokens;
 					// a sequence ratio counts once: on its first loss token.
 					l.ISRatio[i][t] = 1
@@ -388,7 +325,53 @@ func modelLoss(p LossParams, in *LossInput) model.Loss {
 			}
 		}
 	}
+	if in.EntropyMask != nil {
+		l.EntropyMask = make([][]float32, len(in.EntropyMask))
+		for i, row := range in.EntropyMask {
+			l.EntropyMask[i] = make([]float32, len(row))
+			for t, keep := range row {
+				if keep {
+					l.EntropyMask[i][t] = 1
+				}
+			}
+		}
+	}
 	return l
+}
+
+// lossOutput is the backend's result in the trainer's terms: float64
+// diagnostics, clip flags split, and vespo's φ one per row (1 for a row
+// with no loss token, TRL's rule).
+func lossOutput(p kernels.LossParams, in *LossInput, res model.LossResult) LossOutput {
+	out := LossOutput{Loss: res.Loss, DLogP: res.DLogP, DEntropy: res.DEntropy, Ratio: widen(res.Ratio),
+		ClipLow: flags(res.Clip, kernels.ClipLow), ClipHigh: flags(res.Clip, kernels.ClipHigh)}
+	if p.Beta != 0 {
+		out.KL = widen(res.KL)
+	}
+	if p.Objective == kernels.ObjectiveVESPO {
+		out.Phi = make([]float64, len(res.Phi))
+		for i, row := range res.Phi {
+			out.Phi[i] = 1
+			for t, v := range row {
+				if in.Mask[i][t] {
+					out.Phi[i] = float64(v)
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+func narrow(x [][]float64) [][]float32 {
+	out := make([][]float32, len(x))
+	for i, row := range x {
+		out[i] = make([]float32, len(row))
+		for t, v := range row {
+			out[i][t] = float32(v)
+		}
+	}
+	return out
 }
 
 func widen(x [][]float32) [][]float64 {

@@ -133,8 +133,8 @@ func (p LossParams) Validate() error {
 			return fmt.Errorf("loss Delta = %v: must be ≥ 0 (0 = off)", p.Delta)
 		}
 	case ObjectiveCISPO:
-		if p.EpsHigh <= 0 {
-			return fmt.Errorf("loss EpsHigh = %v: CISPO caps the ratio at EpsHigh, which must be > 0", p.EpsHigh)
+		if p.EpsHigh < 0 {
+			return fmt.Errorf("loss EpsHigh = %v: CISPO caps the ratio at EpsHigh, which must be ≥ 0", p.EpsHigh)
 		}
 	case ObjectiveSAPO:
 		if p.SAPOTemperaturePos <= 0 || p.SAPOTemperatureNeg <= 0 {

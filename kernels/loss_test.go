@@ -35,7 +35,7 @@ func TestLossParamsValidate(t *testing.T) {
 		{"threshold nan", kernels.LossParams{OffPolicyMask: true, OffPolicyMaskThreshold: float32(math.Inf(1))}, "OffPolicyMaskThreshold"},
 		{"nan", kernels.LossParams{Beta: float32(math.NaN())}, "Beta"},
 		{"negative beta", kernels.LossParams{Beta: -1}, "Beta = -1"},
-		{"cispo cap", kernels.LossParams{Objective: kernels.ObjectiveCISPO}, "EpsHigh"},
+		{"cispo cap", kernels.LossParams{Objective: kernels.ObjectiveCISPO, EpsHigh: -1}, "EpsHigh"},
 		{"sapo tau", kernels.LossParams{Objective: kernels.ObjectiveSAPO, SAPOTemperaturePos: 1}, "SAPO"},
 		{"sapo sequence", kernels.LossParams{Objective: kernels.ObjectiveSAPO, SAPOTemperaturePos: 1, SAPOTemperatureNeg: 1, SequenceRatio: true}, ""},
 		{"unknown", kernels.LossParams{Objective: 42}, "Objective(42)"},

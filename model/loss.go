@@ -44,9 +44,11 @@ type Loss struct {
 // LossResult is what Accumulate computed, per token [seq][i] like its
 // inputs (0 at masked-out tokens).
 type LossResult struct {
-	Loss    float64     // Σ over scored tokens of Weight·(ℓ + β·KL − c·H)
-	LogP    [][]float32 // the current policy's log-probs
-	Entropy [][]float32 // and entropies
+	Loss     float64     // Σ over scored tokens of Weight·(ℓ + β·KL − c·H)
+	LogP     [][]float32 // the current policy's log-probs
+	Entropy  [][]float32 // and entropies
+	DLogP    [][]float32 // d Loss / d LogP
+	DEntropy [][]float32 // d Loss / d Entropy
 	Ratio   [][]float32 // importance ratio used by the objective
 	KL      [][]float32 // k3 KL estimate (0 when Beta = 0)
 	Clip    [][]uint8   // kernels.ClipLow | kernels.ClipHigh flags
@@ -323,7 +325,7 @@ func (lt *lossTensors) result(seqs []TrainSeq) LossResult {
 		}
 		return x
 	}
-	r := LossResult{LogP: f(), Entropy: f(), Ratio: f(), KL: f(), Phi: f(), Clip: make([][]uint8, len(seqs)), Tokens: len(lt.rowSeq)}
+	r := LossResult{LogP: f(), Entropy: f(), DLogP: f(), DEntropy: f(), Ratio: f(), KL: f(), Phi: f(), Clip: make([][]uint8, len(seqs)), Tokens: len(lt.rowSeq)}
 	for s, seq := range seqs {
 		r.Clip[s] = make([]uint8, max(0, seq.Scored()))
 	}
@@ -331,9 +333,42 @@ func (lt *lossTensors) result(seqs []TrainSeq) LossResult {
 	for j, s := range lt.rowSeq {
 		i := lt.rowI[j]
 		r.LogP[s][i], r.Entropy[s][i] = lt.logp[j], lt.ent[j]
+		r.DLogP[s][i], r.DEntropy[s][i] = lt.dlogp[j], lt.dent[j]
 		r.Ratio[s][i], r.KL[s][i], r.Phi[s][i], r.Clip[s][i] = lt.ratio[j], lt.kl[j], lt.phi[j], lt.clip[j]
 		sum += float64(lt.loss[j])
 	}
 	r.Loss = sum
 	return r
+}
+
+// EvalLoss evaluates loss on the given log-probs and entropies ([seq][i]
+// like the scored tokens of seqs) with be's PolicyLoss over host memory
+// (kernels/ref, kernels/cpu): what Accumulate computes on the forward's
+// log-probs, without a model, a forward or a backward. LossResult.DLogP and
+// DEntropy are the loss's derivatives. It is how a caller checks a loss on
+// chosen values (the trainer's tests hold their loss settings to the
+// reference this way).
+func EvalLoss(be kernels.Backend, seqs []TrainSeq, loss Loss, logp, entropy [][]float32) (LossResult, error) {
+	if err := loss.check(seqs); err != nil {
+		return LossResult{}, err
+	}
+	for name, x := range map[string][][]float32{"log-probs": logp, "entropies": entropy} {
+		if len(x) != len(seqs) {
+			return LossResult{}, fmt.Errorf("train: loss %s have %d sequences, the batch %d", name, len(x), len(seqs))
+		}
+		for s, row := range x {
+			if len(row) != max(0, seqs[s].Scored()) {
+				return LossResult{}, fmt.Errorf("train: loss %s sequence %d has %d entries, want %d", name, s, len(row), seqs[s].Scored())
+			}
+		}
+	}
+	lt := newLossTensors(seqs, &loss)
+	for j, s := range lt.rowSeq {
+		lt.logp[j], lt.ent[j] = logp[s][lt.rowI[j]], entropy[s][lt.rowI[j]]
+	}
+	in := kernels.HostLossInput{LogP: lt.logp, Entropy: lt.ent, Adv: lt.adv, Weight: lt.weight, OldLogP: lt.old, RefLogP: lt.ref,
+		ISRatio: lt.is, EntropyMask: lt.emask, SamplingLogP: lt.samp, Seg: lt.seg}
+	out := kernels.HostLossOutput{Loss: lt.loss, DLogP: lt.dlogp, DEntropy: lt.dent, Ratio: lt.ratio, KL: lt.kl, Clip: lt.clip, Phi: lt.phi}
+	be.PolicyLoss(out.Buffers(), in.Buffers(), loss.LossParams, len(lt.rowSeq))
+	return lt.result(seqs), nil
 }

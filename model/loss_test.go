@@ -16,35 +16,13 @@ import (
 )
 
 // lossTotal evaluates loss on given log-probs and entropies with the
-// reference PolicyLoss: the plain-Go loss the model's gradient must be the
-// derivative of.
+// reference PolicyLoss (EvalLoss): the plain-Go loss the model's gradient
+// must be the derivative of.
 func lossTotal(t *testing.T, seqs []TrainSeq, loss Loss, logp, ent [][]float32) float64 {
 	t.Helper()
-	lt := newLossTensors(seqs, &loss)
-	for j, s := range lt.rowSeq {
-		lt.logp[j], lt.ent[j] = logp[s][lt.rowI[j]], ent[s][lt.rowI[j]]
-	}
-	n := len(lt.rowSeq)
-	ref.Backend{}.PolicyLoss(hostLossOutput(lt), hostLossInput(lt), loss.LossParams, n)
-	var sum float64
-	for _, l := range lt.loss {
-		sum += float64(l)
-	}
-	return sum
-}
-
-// hostLossInput is lt's inputs over all rows as host Buffers, with the
-// segments of all its sequences.
-func hostLossInput(lt *lossTensors) kernels.LossInput {
-	in := kernels.HostLossInput{LogP: lt.logp, Entropy: lt.ent, Adv: lt.adv, Weight: lt.weight,
-		OldLogP: lt.old, RefLogP: lt.ref, ISRatio: lt.is, EntropyMask: lt.emask, SamplingLogP: lt.samp, Seg: lt.seg}
-	return in.Buffers()
-}
-
-// hostLossOutput is lt's outputs over all rows as host Buffers.
-func hostLossOutput(lt *lossTensors) kernels.LossOutput {
-	return kernels.HostLossOutput{Loss: lt.loss, DLogP: lt.dlogp, DEntropy: lt.dent,
-		Ratio: lt.ratio, KL: lt.kl, Clip: lt.clip, Phi: lt.phi}.Buffers()
+	res, err := EvalLoss(ref.Backend{}, seqs, loss, logp, ent)
+	require.NoError(t, err)
+	return res.Loss
 }
 
 // grpoLoss builds a Loss over seqs: old log-probs at base − δ (δ from
