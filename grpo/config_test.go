@@ -155,7 +155,11 @@ func TestConfigValidate(t *testing.T) {
 		{"IS truncate without bounds", func(c *Config) { c.ISCorrection = ISCorrectionTokenTruncate; c.ISCorrectionClipMax = 0 }, []string{"ISCorrectionClipMax"}},
 		{"IS mask without bounds ok", func(c *Config) { c.ISCorrectionClipMax = 0 }, nil},
 		{"IS both bounds ok", func(c *Config) { c.ISCorrectionClipMin = 0.5; c.ISCorrectionClipMax = 2 }, nil},
-		{"IS lower bound only ok", func(c *Config) { c.ISCorrection = ISCorrectionSequenceTruncate; c.ISCorrectionClipMin = 0.5; c.ISCorrectionClipMax = 0 }, nil},
+		{"IS lower bound only ok", func(c *Config) {
+			c.ISCorrection = ISCorrectionSequenceTruncate
+			c.ISCorrectionClipMin = 0.5
+			c.ISCorrectionClipMax = 0
+		}, nil},
 		{"IS negative cap", func(c *Config) { c.ISCorrectionClipMax = -1 }, []string{"ISCorrectionClipMax"}},
 		{"IS none ignores bounds", func(c *Config) { c.ISCorrection = ISCorrectionNone; c.ISCorrectionClipMax = 0 }, nil},
 		{"tool concurrency 0", func(c *Config) { c.ToolConcurrency = 0 }, []string{"ToolConcurrency"}},

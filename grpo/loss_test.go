@@ -626,7 +626,7 @@ func TestSamplingISRatio(t *testing.T) {
 		// token_truncate: clamp(e^d, min, max); a masked token has d = 0.
 		{ISCorrectionTokenTruncate, 0, 3, [][]float64{{e(0.5), 1, e(-0.25)}, {e(-0.5), 1}}, false},
 		{ISCorrectionTokenTruncate, 0, 1.5, [][]float64{{1.5, 1, e(-0.25)}, {e(-0.5), 1}}, false},
-		{ISCorrectionTokenTruncate, 0.7, 1.5, [][]float64{{1.5, 1, e(-0.25)}, {0.7, 1}}, false}, // e^−.5 ≈ 0.61 raised to 0.7
+		{ISCorrectionTokenTruncate, 0.7, 1.5, [][]float64{{1.5, 1, e(-0.25)}, {0.7, 1}}, false},  // e^−.5 ≈ 0.61 raised to 0.7
 		{ISCorrectionTokenTruncate, 0.7, 0, [][]float64{{e(0.5), 1, e(-0.25)}, {0.7, 1}}, false}, // no upper bound
 		// token_mask: 0 outside [min, max].
 		{ISCorrectionTokenMask, 0, 1.5, [][]float64{{0, 1, e(-0.25)}, {e(-0.5), 1}}, false},

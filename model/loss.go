@@ -49,11 +49,11 @@ type LossResult struct {
 	Entropy  [][]float32 // and entropies
 	DLogP    [][]float32 // d Loss / d LogP
 	DEntropy [][]float32 // d Loss / d Entropy
-	Ratio   [][]float32 // importance ratio used by the objective
-	KL      [][]float32 // k3 KL estimate (0 when Beta = 0)
-	Clip    [][]uint8   // kernels.ClipLow | kernels.ClipHigh flags
-	Phi     [][]float32 // VESPO's φ (1 for other objectives)
-	Tokens  int         // scored tokens (after masks)
+	Ratio    [][]float32 // importance ratio used by the objective
+	KL       [][]float32 // k3 KL estimate (0 when Beta = 0)
+	Clip     [][]uint8   // kernels.ClipLow | kernels.ClipHigh flags
+	Phi      [][]float32 // VESPO's φ (1 for other objectives)
+	Tokens   int         // scored tokens (after masks)
 }
 
 // SFTLoss is the mean negative log-likelihood of every scored token of
