@@ -384,6 +384,22 @@ type Config struct {
 	// Truncate modes raise a smaller ratio to it, mask modes drop it.
 	ISCorrectionClipMin float64 `json:"vllm_importance_sampling_clip_min"`
 
+	// --- asynchronous training ---
+
+	// MaxStaleness turns on asynchronous GRPO in Train (TRL's
+	// AsyncGRPOTrainer max_staleness; verl's fully-async staleness,
+	// prime-rl's max_async_level) when > 0: a producer plays and scores
+	// the next generations while the learner trains on the current one,
+	// each generation sampled with the policy of exactly MaxStaleness
+	// optimizer steps before the learner starts on it (or the first
+	// policy, early in a run), so that a batch is at most MaxStaleness
+	// steps behind the policy that trains on it. 0 (the default) trains
+	// synchronously. It needs LoRA adapters (the older policy is a
+	// snapshot of them) and the trainer's own rollouts (no RolloutFunc).
+	// TRL's default is 4; a value of Layout().OptimizerSteps() samples
+	// each generation while the previous one trains.
+	MaxStaleness int `json:"max_staleness"`
+
 	// --- rollouts (Go trainer) ---
 
 	// ToolConcurrency bounds the tool calls running at once across
@@ -840,6 +856,10 @@ func (c Config) Validate() error {
 	default:
 		bad("ISCorrection", "vllm_importance_sampling_mode", "%q: use %q, %q, %q, %q or %q", c.ISCorrection,
 			ISCorrectionNone, ISCorrectionTokenTruncate, ISCorrectionTokenMask, ISCorrectionSequenceTruncate, ISCorrectionSequenceMask)
+	}
+
+	if c.MaxStaleness < 0 {
+		bad("MaxStaleness", "max_staleness", "%d: must be ≥ 0 (0 = synchronous)", c.MaxStaleness)
 	}
 
 	// rollouts

@@ -150,7 +150,7 @@ func TestRolloutPrecisionBF16(t *testing.T) {
 
 	spy.reset()
 	gm := Metrics{}
-	b, err := tr.prepare(ctx, gen.rollouts, lossAdvantages(len(gen.rollouts)), gm)
+	b, err := tr.prepare(ctx, &scoredGen{rs: gen.rollouts, adv: lossAdvantages(len(gen.rollouts))}, 0, gm)
 	require.NoError(t, err)
 	require.NotEmpty(t, b.seqs)
 	assert.Positive(t, spy.calls[cpu.MatMulExact], "old log-probs were recomputed")
@@ -212,7 +212,7 @@ func TestRolloutPrecisionExact(t *testing.T) {
 			assert.Zero(t, spy.calls[cpu.MatMulBF16])
 
 			spy.reset()
-			b, err := tr.prepare(context.Background(), gen.rollouts, lossAdvantages(len(gen.rollouts)), Metrics{})
+			b, err := tr.prepare(context.Background(), &scoredGen{rs: gen.rollouts, adv: lossAdvantages(len(gen.rollouts))}, 0, Metrics{})
 			require.NoError(t, err)
 			assert.Zero(t, spy.calls[cpu.MatMulExact]+spy.calls[cpu.MatMulBF16], "no scoring pass: the sampler's log-probs are the old ones")
 			assert.False(t, b.scored)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/x/kernels"
+	"github.com/x/model"
 )
 
 // learnBatch is the part of a generation batch that takes part in the
@@ -36,24 +37,17 @@ type learnBatch struct {
 	width    int // longest completion of the generation (luspo's T)
 }
 
-// prepare builds the loss batch of a generation: the rollouts in the loss
-// with at least one completion token, their masks (truncated ones emptied
-// when configured), and the old and reference log-probs the layout needs.
-// Old log-probs are the sampling-time policy's, which the engine records
-// as it samples (the full tempered distribution, as training scores it);
-// after a RolloutFunc, or an engine that generated at a reduced matmul
-// precision, a scoring pass computes them, and with it the IS correction
-// and the sampling/* metrics (into gm), before the policy moves, as TRL
-// computes them right after generation.
-func (t *Trainer) prepare(ctx context.Context, rs []*Rollout, adv Advantages, gm Metrics) (*learnBatch, error) {
+// lossBatch is the start of a generation's loss batch: the rollouts in
+// the loss with at least one completion token, their sequences and masks
+// (truncated ones emptied when configured), advantages and the sampler's
+// log-probs, in rollout order.
+func (t *Trainer) lossBatch(rs []*Rollout, adv Advantages) (*learnBatch, [][]bool, error) {
 	b := &learnBatch{}
 	var masks [][]bool
 	var trunc []bool
 	for _, r := range rs {
 		b.width = max(b.width, len(r.CompletionIDs))
 	}
-	// fromFunc: the rollouts' log-probs are not the training forward's.
-	fromFunc := t.o.rollout != nil || t.pol.inexactRollouts()
 	for i, r := range rs {
 		if !adv.Loss[i] || len(r.CompletionIDs) == 0 {
 			continue
@@ -70,7 +64,7 @@ func (t *Trainer) prepare(ctx context.Context, rs []*Rollout, adv Advantages, gm
 	if t.cfg.MaskTruncatedCompletions {
 		var err error
 		if masks, err = TruncatedMask(masks, trunc); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	for j := range b.seqs {
@@ -81,42 +75,101 @@ func (t *Trainer) prepare(ctx context.Context, rs []*Rollout, adv Advantages, gm
 			}
 		}
 	}
-	if len(b.seqs) == 0 {
-		return b, nil
+	return b, masks, nil
+}
+
+// isCorrection reports whether Config.ISCorrection applies: to a generator
+// whose numbers differ from training's (TRL: vLLM, whose log-probs are of
+// the raw distribution and, in bf16, of other arithmetic; here a
+// RolloutFunc, or the engine at a bf16 rollout precision). Otherwise the
+// engine's log-probs come from the training kernels at the training
+// temperature: nothing to correct, whatever the filters.
+func (t *Trainer) isCorrection() bool {
+	return t.cfg.ISCorrection != ISCorrectionNone && (t.o.rollout != nil || t.pol.inexactRollouts())
+}
+
+// samplingStats puts sampling/* into gm: the training forward's log-probs
+// of the policy that sampled (policy) against the sampler's, with the IS
+// correction in use, rollout by rollout in rollout order.
+func (t *Trainer) samplingStats(gm Metrics, b *learnBatch, masks [][]bool) error {
+	st := NewSamplingStats()
+	if err := st.Add(b.policy, b.sampler, masks, b.isRatio, b.isPerSeq); err != nil {
+		return err
 	}
-	if !fromFunc {
+	st.Metrics(gm)
+	return nil
+}
+
+// scoreSampling is asynchronous training's scoring pass, run by the
+// producer: the loss rollouts of sg scored with the adapters that sampled
+// them (snap; nil: the live ones, which are then the sampling policy's),
+// into sg.old, and sampling/* from it into sg.gm. Teacher-forced in
+// rollout order, these log-probs are the same whichever rollouts shared a
+// decode step, which the decoder's own depend on at the rounding level.
+func (t *Trainer) scoreSampling(ctx context.Context, sg *scoredGen, snap *model.AdapterSnapshot) error {
+	b, masks, err := t.lossBatch(sg.rs, sg.adv)
+	if err != nil || len(b.seqs) == 0 {
+		return err
+	}
+	if b.policy, err = t.pol.logProbsWith(ctx, b.seqs, true, true, snap); err != nil {
+		return fmt.Errorf("old log-probs of the sampling policy: %w", err)
+	}
+	if t.isCorrection() {
+		if b.isRatio, b.isPerSeq, err = SamplingISRatio(t.cfg.ISCorrection, t.cfg.ISCorrectionClipMin, t.cfg.ISCorrectionClipMax, b.policy, b.sampler, masks); err != nil {
+			return fmt.Errorf("sampling correction: %w", err)
+		}
+	}
+	sg.old = make([][]float32, len(sg.rs))
+	for j, i := range b.rows {
+		sg.old[i] = b.policy[j]
+	}
+	return t.samplingStats(sg.gm, b, masks)
+}
+
+// prepare builds the loss batch of a generation: the rollouts in the loss
+// (lossBatch) and the old and reference log-probs the layout needs. Old
+// log-probs are the sampling policy's: in asynchronous training the
+// producer's scoring pass with the adapters that sampled (sg.old); else
+// those the engine recorded as it sampled (the full tempered
+// distribution, as training scores it) or, after a RolloutFunc or an
+// engine that generated at a reduced matmul precision, a scoring pass's,
+// which then also gives the IS correction and the sampling/* metrics
+// (into gm), before the policy moves, as TRL computes them right after
+// generation. Old log-probs enter the loss when the policy moves within
+// the generation (Layout.NeedsOldLogProbs) or moved since it sampled
+// (lag > 0 optimizer steps); otherwise the ratio is exactly 1.
+func (t *Trainer) prepare(ctx context.Context, sg *scoredGen, lag int, gm Metrics) (*learnBatch, error) {
+	b, masks, err := t.lossBatch(sg.rs, sg.adv)
+	if err != nil || len(b.seqs) == 0 {
+		return b, err
+	}
+	correct := t.isCorrection()
+	fromFunc := t.o.rollout != nil || t.pol.inexactRollouts()
+	switch {
+	case sg.old != nil:
+		b.policy, b.scored = make([][]float32, len(b.rows)), true
+		for j, i := range b.rows {
+			b.policy[j] = sg.old[i]
+		}
+	case !fromFunc:
 		b.policy = b.sampler
-	}
-	// The correction is for a generator whose numbers differ from
-	// training's (TRL: vLLM, whose log-probs are of the raw distribution
-	// and, in bf16, of other arithmetic; here a RolloutFunc, or the engine
-	// at a bf16 rollout precision). Otherwise the engine's log-probs come
-	// from the training kernels at the training temperature: nothing to
-	// correct, whatever the filters.
-	correct := t.cfg.ISCorrection != ISCorrectionNone && fromFunc
-	if fromFunc && (correct || t.layout.NeedsOldLogProbs()) {
-		lp, err := t.pol.logProbs(ctx, b.seqs, true)
-		if err != nil {
+	case correct || t.layout.NeedsOldLogProbs():
+		if b.policy, err = t.pol.logProbs(ctx, b.seqs, true); err != nil {
 			return nil, fmt.Errorf("grpo: old log-probs: %w", err)
 		}
-		b.policy, b.scored = lp, true
+		b.scored = true
 	}
-	if correct {
-		var err error
+	if correct && b.policy != nil {
 		if b.isRatio, b.isPerSeq, err = SamplingISRatio(t.cfg.ISCorrection, t.cfg.ISCorrectionClipMin, t.cfg.ISCorrectionClipMax, b.policy, b.sampler, masks); err != nil {
 			return nil, fmt.Errorf("grpo: sampling correction: %w", err)
 		}
 	}
-	if b.scored {
-		// sampling/*: the training forward against the sampler, before
-		// the policy moves, rollout by rollout in rollout order.
-		st := NewSamplingStats()
-		if err := st.Add(b.policy, b.sampler, masks, b.isRatio, b.isPerSeq); err != nil {
+	if b.scored && sg.old == nil {
+		if err := t.samplingStats(gm, b, masks); err != nil {
 			return nil, err
 		}
-		st.Metrics(gm)
 	}
-	if t.layout.NeedsOldLogProbs() {
+	if t.layout.NeedsOldLogProbs() || lag > 0 {
 		b.old = b.policy
 	}
 	if t.cfg.Beta > 0 {
@@ -154,9 +207,13 @@ func (t *Trainer) microBatches(b *learnBatch) [][]int {
 // remaining steps run. It returns one Metrics per optimizer step:
 // gm (the generation's metrics, sampling/* among them) plus the step's
 // loss, clip, KL, entropy, learning-rate and timing figures.
-func (t *Trainer) learn(ctx context.Context, rs []*Rollout, adv Advantages, gm Metrics, begin time.Time) ([]Metrics, error) {
+func (t *Trainer) learn(ctx context.Context, sg *scoredGen, gm Metrics, begin time.Time) ([]Metrics, error) {
 	t0 := time.Now()
-	b, err := t.prepare(ctx, rs, adv, gm)
+	lag := t.state.GlobalStep - sg.version
+	if t.cfg.MaxStaleness > 0 {
+		gm[MetricAsyncStalenessMean], gm[MetricAsyncStalenessMax] = float64(lag), float64(lag)
+	}
+	b, err := t.prepare(ctx, sg, lag, gm)
 	if err != nil {
 		return nil, err
 	}
@@ -214,6 +271,11 @@ func (t *Trainer) learn(ctx context.Context, rs []*Rollout, adv Advantages, gm M
 			}
 			out = append(out, m)
 			mctx = context.WithoutCancel(ctx)
+			if t.stepped != nil {
+				if err := t.stepped(); err != nil {
+					return out, err
+				}
+			}
 			if err := t.logStep(m.Clone()); err != nil {
 				return out, err
 			}
@@ -331,9 +393,8 @@ func (a *stepAccumulator) metrics(m Metrics) {
 
 // generationMetrics are the figures of a generation batch that every
 // optimizer step it feeds reports: rewards, advantages' zero-std share,
-// completion lengths and tool use (failed rollouts left out), tokens seen
-// (the state's count plus this generation's, which it also returns for
-// Step to add once the generation is complete).
+// completion lengths and tool use (failed rollouts left out); it returns
+// the generation's tokens too, which consume adds to num_tokens.
 func (t *Trainer) generationMetrics(gen *batchOut, tab *RewardTable, adv Advantages, ok []bool) (Metrics, int, error) {
 	m := Metrics{}
 	tab.Metrics(m, ok)
@@ -347,8 +408,6 @@ func (t *Trainer) generationMetrics(gen *batchOut, tab *RewardTable, adv Advanta
 			tokens += len(r.PromptIDs) + r.ModelTokens()
 		}
 	}
-	m[MetricNumTokens] = float64(t.state.NumTokens + tokens)
-	m[MetricEpoch] = float64(t.state.Epoch)
 	return m, tokens, nil
 }
 
