@@ -32,7 +32,7 @@ type Report struct {
 	// every call failed (malformed, unknown tool, bad arguments, refused);
 	// Working the rest: at least one call that worked.
 	NoCall, CallsFailed, Working int
-	ToolCalls, ToolFailures     int // over all rollouts
+	ToolCalls, ToolFailures      int // over all rollouts
 	// FracZeroStd is frac_reward_zero_std: the share of rollouts whose
 	// group (the rollouts of one row) all scored the same, which GRPO
 	// cannot learn from.
