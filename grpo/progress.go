@@ -201,6 +201,9 @@ func figures(m Metrics) string {
 	var parts []string
 	for _, f := range progressFigures {
 		if v, ok := m[f.key]; ok && !math.IsNaN(v) {
+			if math.Abs(v) < 1e-12 {
+				v = 0 // rounding noise (a std of equal rewards) reads as 0
+			}
 			parts = append(parts, fmt.Sprintf(f.format, v))
 		}
 	}
