@@ -63,7 +63,7 @@ type config struct {
 // wordlegame.DefaultWordList. With ten words the warm start covers every
 // secret and a GRPO step takes a few seconds, so the run fits 30 GRPO
 // steps in minutes; with sixteen, six secrets the SFT model never saw made
-// GRPO's groups mostly all-lose or all-win (BENCHMARKS.md, "Examples: the
+// GRPO's groups mostly all-lose or all-win (BENCHMARKS-log.md, "Examples: the
 // Wordle demo").
 const demoWords = "brave brick bride chair charm chart crane crash grace grade"
 
