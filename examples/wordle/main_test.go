@@ -125,6 +125,21 @@ func TestFlagsInTheUsersOrder(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 2, c.SFTWords)
 
+	// -model that is not a checkpoint: said in terms of the folder.
+	garbage := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(garbage, "config.json"), []byte(`{"hidden_size": "big"}`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(garbage, "model.safetensors"), nil, 0o644))
+	for _, tc := range []struct{ dir, want string }{
+		{filepath.Join(t.TempDir(), "qwen3-0.6b"), "qwen3-0.6b does not exist (want a Hugging Face Qwen3 folder"},
+		{t.TempDir(), "has neither config.json nor *.safetensors"},
+		{garbage, "field hidden_size: want a whole number, have a JSON string"},
+	} {
+		err := run(context.Background(), []string{"-model", tc.dir, "-out", t.TempDir()}, &bytes.Buffer{})
+		assert.ErrorContains(t, err, tc.want)
+		assert.NotContains(t, err.Error(), "tokenizer.json")
+		assert.NotContains(t, err.Error(), "rawConfig")
+	}
+
 	var usage bytes.Buffer
 	err = run(context.Background(), []string{"-h"}, &usage)
 	assert.ErrorIs(t, err, flag.ErrHelp, "main exits 0 on it (examples/internal/cli)")
