@@ -4,9 +4,9 @@
 // fine-tuned too long plays every rollout alike and GRPO has nothing to
 // learn either. The four calls, in order:
 //
-//	p, err := warmstart.Load(warmstart.Options{}, nil)           // the embedded small Qwen3 and tokenizer, no download
+//	p, err := warmstart.Load(warmstart.Options{}, nil) // the embedded small Qwen3 and tokenizer, no download
 //	convs, err := warmstart.Conversations(ctx, factory, rows, expert, grpo.PlayOptions{Config: &cfg})
-//	_, err = warmstart.SFT(ctx, p, convs, sftCfg)                 // supervised fine-tuning on them
+//	_, err = warmstart.SFT(ctx, p, convs, sftCfg) // supervised fine-tuning on them
 //	tr, err := grpo.NewTrainer(p.Model, p.Tokenizer, cfg, ...)
 //	rep, err := warmstart.Check(ctx, tr, rows[:4], warmstart.CheckOptions{})
 //	// errors.Is(err, warmstart.ErrNoSignal): rep says what to change
