@@ -99,9 +99,10 @@ func (a *asyncRun) version(k int) int {
 func (a *asyncRun) snapshotted(k int) bool { return a.version(k) < a.genStart(k) }
 
 // trainAsync is Train's loop with a producer (see the comment above);
-// after is called with each learnt generation's report, its data position
-// and the step before it.
-func (t *Trainer) trainAsync(ctx context.Context, next func() ([]env.Row, Position), total int, after func(*StepReport, Position, int) error) (err error) {
+// next gives a generation's rows, the data position after them and the
+// fractional epoch; after is called with each learnt generation's report,
+// its data position and the step before it.
+func (t *Trainer) trainAsync(ctx context.Context, next func() ([]env.Row, Position, float64), total int, after func(*StepReport, Position, int) error) (err error) {
 	if t.pol.lora == nil && t.cfg.MaxStaleness > 0 {
 		return &ConfigError{Field: "MaxStaleness", TRLName: "max_staleness", Problem: "asynchronous training needs LoRA adapters (WithLoRA): the policy that samples is a snapshot of them, and full fine-tuning would copy the whole model"}
 	}
@@ -166,6 +167,9 @@ func (t *Trainer) trainAsync(ctx context.Context, next func() ([]env.Row, Positi
 			return err
 		}
 		before := t.state.GlobalStep
+		if t.run != nil {
+			t.run.epoch = sg.epochs
+		}
 		rep, err := t.consume(ctx, sg, begin)
 		a.learnt(sg)
 		if err != nil {
@@ -225,7 +229,7 @@ func (a *asyncRun) publish() error {
 
 // produce is the producer: generation after generation, wait for its
 // policy version, play and score it, queue it.
-func (a *asyncRun) produce(ctx context.Context, next func() ([]env.Row, Position)) {
+func (a *asyncRun) produce(ctx context.Context, next func() ([]env.Row, Position, float64)) {
 	fail := func(err error) {
 		a.mu.Lock()
 		a.perr = err
@@ -234,7 +238,7 @@ func (a *asyncRun) produce(ctx context.Context, next func() ([]env.Row, Position
 	}
 	defer a.t.pol.lk.clearAnnounced()
 	for k := a.k0; a.genStart(k) < a.total; k++ {
-		rows, pos := next()
+		rows, pos, epochs := next()
 		v, start := a.version(k), a.genStart(k)
 		var snap *model.AdapterSnapshot
 		a.mu.Lock()
@@ -263,7 +267,7 @@ func (a *asyncRun) produce(ctx context.Context, next func() ([]env.Row, Position
 			}
 			return
 		}
-		sg.pos = pos
+		sg.pos, sg.epochs = pos, epochs
 		a.mu.Lock()
 		if nk := k + 1; a.genStart(nk) < a.total {
 			if nv := a.version(nk); nv < a.genStart(nk) && a.snaps[nv] != nil {

@@ -197,19 +197,10 @@ func NewTrainer(policy *model.Model, tok *tokenizer.Tokenizer, cfg Config, opts 
 		return nil, errors.New("grpo: no reward source provided: add WithReward, or use an environment that implements env.Rewarder")
 	}
 	t.eng = &engine{
-		pol:  pol,
-		chat: chat,
-		envs: src,
-		cfg: rolloutConfig{
-			maxCompletion:   cfg.MaxCompletionLength,
-			maxIters:        cfg.MaxToolCallingIterations,
-			thinking:        cfg.EnableThinking,
-			attempts:        cfg.RolloutAttempts,
-			budget:          cfg.RolloutRetryBudget,
-			toolTimeout:     cfg.ToolTimeout,
-			toolConcurrency: cfg.ToolConcurrency,
-			maxPrompt:       cfg.MaxPromptLength,
-		},
+		pol:     pol,
+		chat:    chat,
+		envs:    src,
+		cfg:     cfg.rolloutConfig(),
 		stop:    []int32{tok.EOS()},
 		log:     o.log,
 		decoder: pol.newDecoder,
@@ -324,8 +315,9 @@ type scoredGen struct {
 	// policy that sampled (its adapter snapshot) as the training forward
 	// computes them, for the rollouts in the loss (nil for the others);
 	// nil in synchronous training.
-	old [][]float32
-	pos Position // the data position after its rows (Train)
+	old    [][]float32
+	pos    Position // the data position after its rows (Train)
+	epochs float64  // the fractional epoch after its rows (Train)
 }
 
 // produce plays rows (generation index, seeded by it) with the adapters
@@ -390,6 +382,9 @@ func (t *Trainer) consume(ctx context.Context, sg *scoredGen, begin time.Time) (
 	gm := sg.gm
 	gm[MetricNumTokens] = float64(t.state.NumTokens + sg.tokens)
 	gm[MetricEpoch] = float64(t.state.Epoch)
+	if t.run != nil && t.run.epoch >= 0 {
+		gm[MetricEpoch] = t.run.epoch // fractional, under Train
+	}
 	ms, err := t.learn(ctx, sg, gm, begin)
 	rep := &StepReport{Rollouts: sg.rs, Rewards: sg.tab.Total(), Scores: sg.tab, Advantages: sg.adv.A, Metrics: ms}
 	for _, r := range sg.rs {

@@ -85,7 +85,10 @@ func (t *Trainer) Train(ctx context.Context, data Dataset) (err error) {
 		return nil
 	}
 	if t.cfg.MaxStaleness > 0 || t.alwaysAsync {
-		next := func() ([]env.Row, Position) { return sampler.Next(), sampler.Position() }
+		next := func() ([]env.Row, Position, float64) {
+			rows := sampler.Next()
+			return rows, sampler.Position(), sampler.Epochs()
+		}
 		if err := t.trainAsync(ctx, next, total, after); err != nil {
 			return err
 		}
@@ -97,7 +100,9 @@ func (t *Trainer) Train(ctx context.Context, data Dataset) (err error) {
 			return err
 		}
 		before := t.state.GlobalStep
-		rep, err := t.Step(ctx, sampler.Next())
+		rows := sampler.Next()
+		t.run.epoch = sampler.Epochs()
+		rep, err := t.Step(ctx, rows)
 		if err != nil {
 			return err
 		}
