@@ -148,23 +148,29 @@ func TestAsyncResumeBitExact(t *testing.T) {
 	assert.Nil(t, syncRun.resumed)
 }
 
-// slowToolTrainer is a LoRA trainer whose scripted rollouts call a slow
-// tool twice (envtest.Slow, delay d) before answering, so that a
-// generation spends most of its time waiting on tools.
+// slowToolTrainer is a LoRA trainer on the tiny model whose scripted
+// rollouts call a slow tool twice (envtest.Slow, delay d) before
+// answering, so that a generation spends most of its time waiting on
+// tools; every rollout's calls run at once (ToolConcurrency 8).
 func slowToolTrainer(t testing.TB, gauge *envtest.Gauge, d time.Duration, edit func(*Config)) *Trainer {
 	t.Helper()
 	cfg := testConfig(4, 2)
 	cfg.MaxCompletionLength = 512
 	cfg.MaxSteps = 3
+	cfg.ToolConcurrency = 8
 	edit(&cfg)
-	script := func(_, turn int) string {
+	m, tok := tinyModel(t, 1)
+	tr, err := NewTrainer(m, tok, cfg, WithEnv(envtest.SlowFactory(d, gauge)), WithLoRA(model.LoRAConfig{R: 4, Alpha: 8}),
+		WithReward("len", 1, func(_ context.Context, r *Rollout) (float64, error) { return float64(len(r.CompletionIDs) % 3), nil }))
+	require.NoError(t, err)
+	t.Cleanup(func() { tr.Close() })
+	_, f := scripted(tok, func(_, turn int) string {
 		if turn < 2 {
 			return call("work", `{"job": "build"}`)
 		}
 		return "Done."
-	}
-	tr, _ := newScripted(t.(*testing.T), cfg, script, WithEnv(envtest.SlowFactory(d, gauge)), WithLoRA(model.LoRAConfig{R: 4, Alpha: 8}),
-		WithReward("len", 1, func(_ context.Context, r *Rollout) (float64, error) { return float64(len(r.CompletionIDs) % 3), nil }))
+	})
+	tr.eng.decoder = f
 	return tr
 }
 
