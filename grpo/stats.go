@@ -263,7 +263,6 @@ type samplingRow struct {
 	diffN                        int
 	ratioSum, ratioMin, ratioMax float64
 	ratioN                       int
-	hasRatio                     bool
 }
 
 // NewSamplingStats returns an empty accumulator.
