@@ -241,3 +241,7 @@ func TestModelE2ETrainGPUvsCPU(t *testing.T) { e2eTrainVsCPU(t, newGPU) }
 // TestModelE2ETrainTransfersGPU: a LoRA training step's crossings on the
 // GPU (see e2eTrainTransfers).
 func TestModelE2ETrainTransfersGPU(t *testing.T) { e2eTrainTransfers(t, newGPU) }
+
+// TestModelE2ESyncsGPU: a decode step waits for the GPU once, a training
+// step only where the host reads a value (see e2eSyncs).
+func TestModelE2ESyncsGPU(t *testing.T) { e2eSyncs(t, newGPU) }

@@ -11,9 +11,9 @@ import (
 	"github.com/x/kernels/cuda"
 )
 
-// newHost is the SIMT host build as the backend under test (the e2e
-// checks wrap it in kerneltest.Counting with CopyImports, so its imports
-// are copies as a device's are).
+// newHost is a Device on the host twin as the backend under test (its
+// imports are copies, as on a GPU; the e2e checks also wrap it in
+// kerneltest.Counting with CopyImports).
 func newHost(t *testing.T) kernels.Backend {
 	d := cuda.NewHost(2)
 	t.Cleanup(func() { require.NoError(t, d.Close()) })
@@ -36,3 +36,8 @@ func TestModelHostTrainVsCPU(t *testing.T) { e2eTrainVsCPU(t, newHost) }
 // TestModelHostTrainTransfers: a training step's crossings through the
 // host build (see e2eTrainTransfers).
 func TestModelHostTrainTransfers(t *testing.T) { e2eTrainTransfers(t, newHost) }
+
+// TestModelHostSyncs: a decode step waits for the device once, a training
+// step only where the host reads a value, counted at the driver seam of
+// the host twin (see e2eSyncs).
+func TestModelHostSyncs(t *testing.T) { e2eSyncs(t, newHost) }
