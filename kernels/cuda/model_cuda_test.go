@@ -138,6 +138,19 @@ func BenchmarkDecode(b *testing.B) {
 	}
 }
 
+// BenchmarkDecodeStep: one decode step of the random Qwen3-0.6B shape at
+// batch 1, 64 and 256: wall and host microseconds per step (issue 20's
+// goal: host ≤ 100 µs whatever the batch), launches and waits per step
+// (see benchDecodeStep).
+func BenchmarkDecodeStep(b *testing.B) {
+	dir, _, _ := randomCheckpoint(b, "qwen3-0.6b")
+	d := newDevice(b)
+	m := load(b, dir, d)
+	for _, batch := range []int{1, 64, 256} {
+		b.Run(fmt.Sprintf("batch%d", batch), func(b *testing.B) { benchDecodeStep(b, d, m, batch) })
+	}
+}
+
 // BenchmarkPrefill: tokens/s of prefilling 8 prompts of 512 tokens on the
 // random Qwen3-0.6B shape (staging Device, as BenchmarkDecode).
 func BenchmarkPrefill(b *testing.B) {
