@@ -321,15 +321,7 @@ func e2eSyncs(t *testing.T, nb newBackend) {
 	}
 	t.Logf("a decode step of %d layers, batch 2: %d launches, %d staged uploads, 1 wait", m.Config.NumLayers, launches[0], uploads[0])
 
-	tr, err := model.NewTrainable(m, model.TrainOptions{})
-	require.NoError(t, err)
-	t.Cleanup(tr.Release)
-	opt, err := model.NewAdamW(d, tr.Params(), model.DefaultAdamWConfig(1e-2))
-	require.NoError(t, err)
-	t.Cleanup(opt.Release)
-	seqs := []model.TrainSeq{{IDs: []int32{1, 2, 3, 4, 5}, Start: 2}, {IDs: []int32{6, 7, 8}, Start: 1}}
-	loss := model.Loss{LossParams: kernels.LossParams{Objective: kernels.ObjectiveClipped, EpsLow: 0.2, EpsHigh: 0.2},
-		SeqAdv: []float32{1, -1}, Weight: [][]float32{{0.2, 0.2, 0.2}, {0.2, 0.2}}, OldLogP: [][]float32{{-6, -5.5, -6}, {-5.8, -6}}}
+	tr, opt, seqs, loss := smallTraining(t, m, d)
 	for step := range 2 {
 		c0 := d.Counters()
 		_, err := tr.Accumulate(ctx, seqs, loss)
