@@ -340,11 +340,10 @@ func (d *cudaDriver) launchKernel(k kernelH, dm dims, smem int, a *args, s strea
 		return fmt.Errorf("cuda: cuLaunchKernel %s: %d parameter bytes > %d", name, len(a.b), maxParamBytes)
 	}
 	f := d.h.fns[k]
-	if smem > 48<<10 && smem > d.h.smem[k] {
-		if err := result("cuFuncSetAttribute "+name, C.d_set_max_smem(d.h.ctx, f, C.int(smem))); err != nil {
+	if smem > 48<<10 {
+		if err := d.allowSmem(k, smem); err != nil {
 			return err
 		}
-		d.h.smem[k] = smem
 	}
 	cs, err := d.lookStream(s)
 	if err != nil {
@@ -352,12 +351,25 @@ func (d *cudaDriver) launchKernel(k kernelH, dm dims, smem int, a *args, s strea
 	}
 	var p unsafe.Pointer
 	if len(a.b) > 0 {
-		p = C.CBytes(a.b) // the driver copies the block at launch
-		defer C.free(p)
+		p = unsafe.Pointer(&a.b[0]) // holds no Go pointers; cuLaunchKernel copies it before returning
 	}
 	r := C.d_launch(d.h.ctx, f, C.uint(dm.gx), C.uint(dm.gy), C.uint(dm.gz), C.uint(dm.bx), C.uint(dm.by), C.uint(dm.bz),
 		C.uint(smem), cs, p, C.size_t(len(a.b)))
 	return result("cuLaunchKernel "+name, r)
+}
+
+// allowSmem lets kernel k use smem bytes of dynamic shared memory.
+func (d *cudaDriver) allowSmem(k kernelH, smem int) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if smem <= d.h.smem[k] {
+		return nil
+	}
+	if err := result("cuFuncSetAttribute "+d.names[k], C.d_set_max_smem(d.h.ctx, d.h.fns[k], C.int(smem))); err != nil {
+		return err
+	}
+	d.h.smem[k] = smem
+	return nil
 }
 
 func (d *cudaDriver) captureBegin(s streamH) error {
