@@ -501,6 +501,9 @@ func (p *policy) step(m Metrics, backward time.Duration) error {
 	err := p.locked(func() (err error) {
 		st, err = p.opt.Step()
 		p.tr.ZeroGrad()
+		if err == nil {
+			memoryMetrics(m, p.m.Backend) // the backend's figures, read while no one else runs it
+		}
 		return err
 	})
 	if err != nil {
@@ -510,7 +513,6 @@ func (p *policy) step(m Metrics, backward time.Duration) error {
 	m[MetricGradNorm] = st.GradNorm
 	m[MetricTimeOptimizer] = time.Since(t0).Seconds()
 	m[MetricTimeBackward] = backward.Seconds()
-	memoryMetrics(m, p.m.Backend)
 	return nil
 }
 
