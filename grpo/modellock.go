@@ -11,8 +11,12 @@ import "sync"
 // yet taken the lock. A generation call is short and is followed by tool
 // calls that need no model, so the learner's long passes then run while
 // tools work; the other way round, a learner pass that holds the lock
-// delays the producer's next decode step until it ends. In synchronous
-// training one goroutine makes every call and the lock is never contended.
+// delays the producer's next decode step until it ends. The announcement
+// has a cost: the learner's next pass waits for the producer's first
+// model call of the next generation, which comes after that generation's
+// environment resets, so slow resets (a remote sandbox) delay learning by
+// their duration instead of overlapping it. In synchronous training one
+// goroutine makes every call and the lock is never contended.
 type modelLock struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
