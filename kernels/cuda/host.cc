@@ -43,6 +43,29 @@ KERNEL void simt_broken_diverge(int* out) {
 // simt_broken_mask: a shuffle whose mask leaves out live lanes.
 KERNEL void simt_broken_mask(int* out) { out[threadIdx.x] = __shfl_xor_sync(0x0000ffffu, int(threadIdx.x), 1); }
 
+// simt_broken_ldmatrix: an ldmatrix row address that is not 16-byte
+// aligned (a misaddressed fragment load).
+KERNEL void simt_broken_ldmatrix(int* out) {
+  __shared__ __align__(16) uint16_t s[32 * 8 + 1];
+  uint32_t r[4];
+  ldmatrix_x4<false>(r, &s[threadIdx.x * 8 + 1]);
+  out[threadIdx.x] = int(r[0]);
+}
+
+// simt_broken_cp_async: each thread reads its cp.async destination before
+// waiting for the copy: out gets the shared memory's old value here (the
+// copy lands at the wait), as it may on the GPU.
+KERNEL void simt_broken_cp_async(int* out) {
+  __shared__ __align__(16) int s[32 * 4];
+  int* d = &s[threadIdx.x * 4];
+  d[0] = -1;
+  cp_async16(d, out + threadIdx.x * 4, 16);
+  cp_async_commit();
+  out[threadIdx.x * 4 + 1] = d[0];  // before the wait
+  cp_async_wait<0>();
+  out[threadIdx.x * 4 + 2] = d[0];  // after it
+}
+
 #define UNPAREN(...) __VA_ARGS__
 #define HOST_ENTRY(name, params, args)                                                               \
   extern "C" char* host_##name(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, \
@@ -97,8 +120,13 @@ HOST_ENTRY(sample_rows,
            (ids, logp, full, logits, static_cast<const SampleParams*>(params), us, R, V))
 HOST_ENTRY(simt_probe_mma, (float* d, const uint16_t* a, const uint16_t* b, const float* c), (d, a, b, c))
 HOST_ENTRY(simt_probe_barrier, (int* out), (out))
+HOST_ENTRY(simt_probe_ldmatrix, (uint32_t* out, const uint16_t* m), (out, m))
+HOST_ENTRY(simt_probe_cp_async, (float* out, const float* src), (out, src))
+HOST_ENTRY(simt_probe_mma_chain, (float* d, const float* a, const uint16_t* b, int R), (d, a, b, R))
 HOST_ENTRY(simt_broken_diverge, (int* out), (out))
 HOST_ENTRY(simt_broken_mask, (int* out), (out))
+HOST_ENTRY(simt_broken_ldmatrix, (int* out), (out))
+HOST_ENTRY(simt_broken_cp_async, (int* out), (out))
 HOST_ENTRY(gemm_bf16_wt, (float* out, const float* a, const uint16_t* w, int I, int J, int R, int accumulate),
            (out, a, w, I, J, R, accumulate))
 HOST_ENTRY(gemm_bf16_wn, (float* out, const float* a, const uint16_t* w, int I, int J, int R, int accumulate),

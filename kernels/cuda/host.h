@@ -26,8 +26,13 @@ char* host_argmax_f32(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsign
 char* host_sample_rows(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, int32_t* ids, float* logp, float* full, const float* logits, const void* params, const double* us, int R, int V);
 char* host_simt_probe_mma(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* d, const uint16_t* a, const uint16_t* b, const float* c);
 char* host_simt_probe_barrier(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, int* out);
+char* host_simt_probe_ldmatrix(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, uint32_t* out, const uint16_t* m);
+char* host_simt_probe_cp_async(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* out, const float* src);
+char* host_simt_probe_mma_chain(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* d, const float* a, const uint16_t* b, int R);
 char* host_simt_broken_diverge(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, int* out);
 char* host_simt_broken_mask(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, int* out);
+char* host_simt_broken_ldmatrix(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, int* out);
+char* host_simt_broken_cp_async(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, int* out);
 char* host_gemm_bf16_wt(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* out, const float* a, const uint16_t* w, int I, int J, int R, int accumulate);
 char* host_gemm_bf16_wn(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* out, const float* a, const uint16_t* w, int I, int J, int R, int accumulate);
 char* host_gemm_f32(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* out, const float* a, long sai, long sar, const void* b, int bdt, long sbr, long sbj, int I, int J, int R, int accumulate);

@@ -33,14 +33,6 @@ namespace matmul_impl {
 
 constexpr int BM = 32, BN = 64, BK = 32, PAD = 8;
 
-// split3 writes the bf16 terms hi, mid, lo with hi + mid + lo == f.
-__device__ __forceinline__ void split3(float f, uint16_t& hi, uint16_t& mid, uint16_t& lo) {
-  hi = f32_to_bf16(f);
-  float r = f - bf16_to_f32(hi);  // exact: the bits of f below hi's
-  mid = f32_to_bf16(r);
-  lo = f32_to_bf16(r - bf16_to_f32(mid));
-}
-
 template <bool WT>
 __device__ __forceinline__ void gemm_bf16(float* out, const float* a, const uint16_t* w, int I, int J, int R,
                                           int accumulate) {

@@ -43,6 +43,10 @@ func probeBroken(kernel string, out []int32) error {
 		return hostError(C.host_simt_broken_diverge(1, 1, 1, 32, 1, 1, 1, p))
 	case "mask":
 		return hostError(C.host_simt_broken_mask(1, 1, 1, 32, 1, 1, 1, p))
+	case "ldmatrix":
+		return hostError(C.host_simt_broken_ldmatrix(1, 1, 1, 32, 1, 1, 1, p))
+	case "cp_async":
+		return hostError(C.host_simt_broken_cp_async(1, 1, 1, 32, 1, 1, 1, p))
 	}
 	return errors.New("no broken kernel " + kernel)
 }

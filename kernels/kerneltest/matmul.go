@@ -41,6 +41,29 @@ func MatMulNN(t *testing.T, b kernels.Backend) {
 // matmulOp is the shape of MatMul and MatMulNN.
 type matmulOp func(out, in kernels.Buffer, w kernels.Mat, m int, accumulate bool)
 
+// MatMulInputs returns the inputs of one case of the MatMul ("MatMul")
+// or MatMulNN ("MatMulNN") family, exactly as the family draws them: in
+// [M, reduce] (x or dy), the weight w [N, K] of dtype dt, and out's initial
+// value [M, width] (reduce, width = K, N for MatMul; N, K for MatMulNN).
+// A test that replays a case elsewhere (kernels/cuda's check of its
+// tensor-core model against a GPU's recorded outputs) reads them here.
+func MatMulInputs(op string, m, n, k int, dt kernels.DType, acc bool) (in []float32, w kernels.Mat, init []float32) {
+	reduce, width := k, n
+	if op == "MatMulNN" {
+		reduce, width = n, k
+	}
+	rng := newRNG(op + matmulCaseName(m, n, k, dt, acc))
+	in = uniform(rng, m*reduce, 1/math.Sqrt(float64(reduce)))
+	w = randMat(rng, dt, n, k, 1)
+	init = uniform(rng, m*width, 1)
+	return in, w, init
+}
+
+// matmulCaseName is the subtest name of one MatMul/MatMulNN case.
+func matmulCaseName(m, n, k int, dt kernels.DType, acc bool) string {
+	return fmt.Sprintf("M%d_N%d_K%d_%s_acc%v", m, n, k, dt, acc)
+}
+
 // matmulFamily checks op against its reference for every shape, dtype and
 // accumulate mode: in is [M, reduce], out is [M, width], where dims gives
 // (reduce, width) from w's [N, K].
@@ -50,12 +73,9 @@ func matmulFamily(t *testing.T, op string, got, want matmulOp, dims func(n, k in
 		reduce, width := dims(n, k)
 		for _, dt := range dtypes() {
 			for _, acc := range []bool{false, true} {
-				name := fmt.Sprintf("M%d_N%d_K%d_%s_acc%v", m, n, k, dt, acc)
+				name := matmulCaseName(m, n, k, dt, acc)
 				t.Run(name, func(t *testing.T) {
-					rng := newRNG(op + name)
-					in := uniform(rng, m*reduce, 1/math.Sqrt(float64(reduce)))
-					w := randMat(rng, dt, n, k, 1)
-					init := uniform(rng, m*width, 1)
+					in, w, init := MatMulInputs(op, m, n, k, dt, acc)
 					ref := clone(init)
 					want(kernels.HostF32(ref), kernels.HostF32(in), w, m, acc)
 					out := padded(init, 5)
