@@ -15,6 +15,14 @@
 
 #define KERNEL extern "C" __global__
 
+// UNROLL asks nvcc to unroll the next loop fully (register arrays indexed
+// by its counter then stay in registers); the host build ignores it.
+#if defined(__CUDACC__)
+#define UNROLL _Pragma("unroll")
+#else
+#define UNROLL
+#endif
+
 enum { DT_F32 = 0, DT_BF16 = 1, DT_F16 = 2 };
 
 __device__ __forceinline__ float bf16_to_f32(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }

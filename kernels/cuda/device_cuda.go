@@ -45,6 +45,7 @@ type Device struct {
 	weights map[weightKey]Buffer // CacheWeights
 	cache   bool
 	err     error // the first failure of an op without an error result (Err)
+	prec    gemmPrecision
 }
 
 type weightKey struct {
@@ -320,7 +321,7 @@ func (s *session) launch(kernel string, dm dims, a *args) {
 	if s.err != nil {
 		return
 	}
-	s.err = s.d.drv.launch(kernel, dm, 0, a)
+	s.err = s.d.drv.launch(kernel, dm, int(dm.smem), a)
 }
 
 func argsOf() *args { return &args{} }

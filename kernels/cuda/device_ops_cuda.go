@@ -28,63 +28,6 @@ var _ kernels.Backend = (*Device)(nil)
 
 func dp(p cu.DevicePtr) uintptr { return uintptr(p) }
 
-// MatMul is out[M,N] (=, +=) x[M,K]·wᵀ (bf16 weights on tensor cores).
-func (d *Device) MatMul(out, x kernels.Buffer, w kernels.Mat, m int, accumulate bool) {
-	const op = "MatMul"
-	kernels.CheckMatMul(out, x, w, m)
-	n, k := w.Rows, w.Cols
-	d.gemmW(op, out.Slice(0, m*n), x.Slice(0, m*k), w, m, n, k, true, accumulate)
-}
-
-// MatMulNN is out[M,K] (=, +=) dy[M,N]·w[N,K].
-func (d *Device) MatMulNN(out, dy kernels.Buffer, w kernels.Mat, m int, accumulate bool) {
-	const op = "MatMulNN"
-	kernels.CheckMatMulNN(out, dy, w, m)
-	n, k := w.Rows, w.Cols
-	d.gemmW(op, out.Slice(0, m*k), dy.Slice(0, m*n), w, m, k, n, false, accumulate)
-}
-
-func (d *Device) gemmW(op string, out, a kernels.Buffer, w kernels.Mat, i, j, r int, wt, accumulate bool) {
-	if i == 0 || j == 0 {
-		return
-	}
-	acc := 0
-	if accumulate {
-		acc = 1
-	}
-	d.launchOp(op, func(s *session) {
-		po, pa, pw := s.out(op, out, accumulate), s.buf(op, a, false), s.mat(op, w) // every element written
-		if w.DType == kernels.BF16 {
-			name := "gemm_bf16_wn"
-			if wt {
-				name = "gemm_bf16_wt"
-			}
-			s.launch(name, gemmBF16Plan(i, j), argsOf().ptr(po).ptr(pa).ptr(pw).i32(i).i32(j).i32(r).i32(acc))
-			return
-		}
-		sbr, sbj := j, 1
-		if wt {
-			sbr, sbj = 1, r
-		}
-		s.launch("gemm_f32", gemmF32Plan(i, j), argsOf().ptr(po).ptr(pa).i64(r).i64(1).ptr(pw).i32(int(w.DType)).
-			i64(sbr).i64(sbj).i32(i).i32(j).i32(r).i32(acc))
-	})
-}
-
-// MatMulTN is dw[N,K] += dy[M,N]ᵀ·x[M,K].
-func (d *Device) MatMulTN(dw, dy, x kernels.Buffer, m, n, k int) {
-	const op = "MatMulTN"
-	kernels.CheckMatMulTN(dw, dy, x, m, n, k)
-	if n == 0 || k == 0 {
-		return
-	}
-	d.launchOp(op, func(s *session) {
-		pdw, pdy, px := s.buf(op, dw.Slice(0, n*k), true), s.buf(op, dy.Slice(0, m*n), false), s.buf(op, x.Slice(0, m*k), false)
-		s.launch("gemm_f32", gemmF32Plan(n, k), argsOf().ptr(pdw).ptr(pdy).i64(1).i64(n).ptr(px).i32(int(kernels.F32)).
-			i64(k).i64(1).i32(n).i32(k).i32(m).i32(1))
-	})
-}
-
 // Embedding is out[T,C] = table[ids[t], :].
 func (d *Device) Embedding(out kernels.Buffer, table kernels.Mat, ids kernels.Buffer) {
 	const op = "Embedding"

@@ -75,6 +75,17 @@ KERNEL void simt_broken_cp_async(int* out) {
     return err.empty() ? nullptr : strdup((std::string(#name ": ") + err).c_str());                 \
   }
 
+// HOST_ENTRY_SMEM is HOST_ENTRY for a kernel with smem bytes of dynamic
+// shared memory (the kernel's own constant: the device launcher's copy in
+// plan.go is checked against it).
+#define HOST_ENTRY_SMEM(name, smem, params, args)                                                     \
+  extern "C" char* host_##name(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, \
+                               int workers, UNPAREN params) {                                        \
+    std::function<void()> body = [=] { name args; };                                               \
+    std::string err = simt::launch(dim3(gx, gy, gz), dim3(bx, by, bz), workers, body, smem);        \
+    return err.empty() ? nullptr : strdup((std::string(#name ": ") + err).c_str());                 \
+  }
+
 HOST_ENTRY(add_f32, (float* dst, const float* src, long n), (dst, src, n))
 HOST_ENTRY(scale_f32, (float* x, float s, long n), (x, s, n))
 HOST_ENTRY(swiglu_forward, (float* out, const float* gate, const float* up, long n), (out, gate, up, n))
@@ -127,14 +138,24 @@ HOST_ENTRY(simt_broken_diverge, (int* out), (out))
 HOST_ENTRY(simt_broken_mask, (int* out), (out))
 HOST_ENTRY(simt_broken_ldmatrix, (int* out), (out))
 HOST_ENTRY(simt_broken_cp_async, (int* out), (out))
-HOST_ENTRY(gemm_bf16_wt, (float* out, const float* a, const uint16_t* w, int I, int J, int R, int accumulate),
-           (out, a, w, I, J, R, accumulate))
-HOST_ENTRY(gemm_bf16_wn, (float* out, const float* a, const uint16_t* w, int I, int J, int R, int accumulate),
-           (out, a, w, I, J, R, accumulate))
+#define GEMM_BF16_ENTRY(name, large, wt, terms)                                                         \
+  HOST_ENTRY_SMEM(name, gemm_bf16_smem(large, wt, terms),                                               \
+                  (float* out, float* ws, const float* a, const uint16_t* w, int I, int J, int R, int accumulate, \
+                   int splits),                                                                         \
+                  (out, ws, a, w, I, J, R, accumulate, splits))
+GEMM_BF16_ENTRY(gemm_bf16_s_wt_x1, 0, 1, 1)
+GEMM_BF16_ENTRY(gemm_bf16_s_wt_x3, 0, 1, 3)
+GEMM_BF16_ENTRY(gemm_bf16_l_wt_x1, 1, 1, 1)
+GEMM_BF16_ENTRY(gemm_bf16_l_wt_x3, 1, 1, 3)
+GEMM_BF16_ENTRY(gemm_bf16_s_wn_x3, 0, 0, 3)
+GEMM_BF16_ENTRY(gemm_bf16_l_wn_x3, 1, 0, 3)
+extern "C" int host_gemm_bf16_smem(int large, int wt, int terms) { return gemm_bf16_smem(large, wt, terms); }
 HOST_ENTRY(gemm_f32,
-           (float* out, const float* a, long sai, long sar, const void* b, int bdt, long sbr, long sbj, int I, int J,
-            int R, int accumulate),
-           (out, a, sai, sar, b, bdt, sbr, sbj, I, J, R, accumulate))
+           (float* out, float* ws, const float* a, long sai, long sar, const void* b, int bdt, long sbr, long sbj, int I,
+            int J, int R, int accumulate, int splits),
+           (out, ws, a, sai, sar, b, bdt, sbr, sbj, I, J, R, accumulate, splits))
+HOST_ENTRY(gemm_splitk_reduce, (float* out, const float* ws, long n, int parts, int accumulate),
+           (out, ws, n, parts, accumulate))
 HOST_ENTRY(copy_cast, (void* dst, const void* src, int dt_dst, int dt_src, int es, long n),
            (dst, src, dt_dst, dt_src, es, n))
 HOST_ENTRY(gather_rows, (void* dst, const void* src, const int32_t* idx, int es, long nidx, long cols),

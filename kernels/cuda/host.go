@@ -29,6 +29,7 @@ import (
 type Host struct {
 	kernels.HostMemory
 	workers int
+	prec    gemmPrecision
 }
 
 // NewHost returns a host backend running blocks on workers OS threads
@@ -80,67 +81,6 @@ func matData(w kernels.Mat) unsafe.Pointer {
 }
 
 func (h *Host) w() C.int { return C.int(h.workers) }
-
-// MatMul is out[M,N] (=, +=) x[M,K]·wᵀ: bf16 weights on the (emulated)
-// tensor cores, f32 and f16 weights on CUDA cores.
-func (h *Host) MatMul(out, x kernels.Buffer, w kernels.Mat, m int, accumulate bool) {
-	const op = "MatMul"
-	kernels.CheckMatMul(out, x, w, m)
-	n, k := w.Rows, w.Cols
-	h.gemmW(op, out.F32(), x.F32(), w, m, n, k, true, accumulate)
-}
-
-// MatMulNN is out[M,K] (=, +=) dy[M,N]·w[N,K].
-func (h *Host) MatMulNN(out, dy kernels.Buffer, w kernels.Mat, m int, accumulate bool) {
-	const op = "MatMulNN"
-	kernels.CheckMatMulNN(out, dy, w, m)
-	n, k := w.Rows, w.Cols
-	h.gemmW(op, out.F32(), dy.F32(), w, m, k, n, false, accumulate)
-}
-
-// gemmW is out[I,J] (=, +=) a[I,R]·B with B = wᵀ (wt, w is [J,R]) or w
-// (w is [R,J]).
-func (h *Host) gemmW(op string, out, a []float32, w kernels.Mat, i, j, r int, wt, accumulate bool) {
-	if i == 0 || j == 0 {
-		return
-	}
-	acc := C.int(0)
-	if accumulate {
-		acc = 1
-	}
-	if w.DType == kernels.BF16 {
-		d := gemmBF16Plan(i, j)
-		if wt {
-			launched(op, C.host_gemm_bf16_wt(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-				f32p(out), f32p(a), u16p(w.U16()), C.int(i), C.int(j), C.int(r), acc))
-			return
-		}
-		launched(op, C.host_gemm_bf16_wn(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-			f32p(out), f32p(a), u16p(w.U16()), C.int(i), C.int(j), C.int(r), acc))
-		return
-	}
-	sbr, sbj := j, 1 // w is [R,J]: B(r, j) = w[r·J + j]
-	if wt {
-		sbr, sbj = 1, r // w is [J,R]: B(r, j) = w[j·R + r]
-	}
-	h.gemmF32(op, out, a, r, 1, matData(w), int(w.DType), sbr, sbj, i, j, r, acc)
-}
-
-func (h *Host) gemmF32(op string, out, a []float32, sai, sar int, b unsafe.Pointer, bdt, sbr, sbj, i, j, r int, acc C.int) {
-	d := gemmF32Plan(i, j)
-	launched(op, C.host_gemm_f32(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		f32p(out), f32p(a), C.long(sai), C.long(sar), b, C.int(bdt), C.long(sbr), C.long(sbj), C.int(i), C.int(j), C.int(r), acc))
-}
-
-// MatMulTN is dw[N,K] += dy[M,N]ᵀ·x[M,K].
-func (h *Host) MatMulTN(dw, dy, x kernels.Buffer, m, n, k int) {
-	const op = "MatMulTN"
-	kernels.CheckMatMulTN(dw, dy, x, m, n, k)
-	if n == 0 || k == 0 {
-		return
-	}
-	h.gemmF32(op, dw.F32(), dy.F32(), 1, n, unsafe.Pointer(f32p(x.F32())), int(kernels.F32), k, 1, n, k, m, 1)
-}
 
 // Embedding is out[T,C] = table[ids[t], :].
 func (h *Host) Embedding(out kernels.Buffer, table kernels.Mat, ids kernels.Buffer) {

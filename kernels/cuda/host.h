@@ -33,9 +33,15 @@ char* host_simt_broken_diverge(unsigned gx, unsigned gy, unsigned gz, unsigned b
 char* host_simt_broken_mask(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, int* out);
 char* host_simt_broken_ldmatrix(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, int* out);
 char* host_simt_broken_cp_async(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, int* out);
-char* host_gemm_bf16_wt(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* out, const float* a, const uint16_t* w, int I, int J, int R, int accumulate);
-char* host_gemm_bf16_wn(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* out, const float* a, const uint16_t* w, int I, int J, int R, int accumulate);
-char* host_gemm_f32(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* out, const float* a, long sai, long sar, const void* b, int bdt, long sbr, long sbj, int I, int J, int R, int accumulate);
+char* host_gemm_bf16_s_wt_x1(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* out, float* ws, const float* a, const uint16_t* w, int I, int J, int R, int accumulate, int splits);
+char* host_gemm_bf16_s_wt_x3(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* out, float* ws, const float* a, const uint16_t* w, int I, int J, int R, int accumulate, int splits);
+char* host_gemm_bf16_l_wt_x1(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* out, float* ws, const float* a, const uint16_t* w, int I, int J, int R, int accumulate, int splits);
+char* host_gemm_bf16_l_wt_x3(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* out, float* ws, const float* a, const uint16_t* w, int I, int J, int R, int accumulate, int splits);
+char* host_gemm_bf16_s_wn_x3(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* out, float* ws, const float* a, const uint16_t* w, int I, int J, int R, int accumulate, int splits);
+char* host_gemm_bf16_l_wn_x3(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* out, float* ws, const float* a, const uint16_t* w, int I, int J, int R, int accumulate, int splits);
+int host_gemm_bf16_smem(int large, int wt, int terms);
+char* host_gemm_f32(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* out, float* ws, const float* a, long sai, long sar, const void* b, int bdt, long sbr, long sbj, int I, int J, int R, int accumulate, int splits);
+char* host_gemm_splitk_reduce(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* out, const float* ws, long n, int parts, int accumulate);
 char* host_copy_cast(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, void* dst, const void* src, int dt_dst, int dt_src, int es, long n);
 char* host_gather_rows(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, void* dst, const void* src, const int32_t* idx, int es, long nidx, long cols);
 char* host_scatter_rows(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, void* dst, const void* src, const int32_t* idx, int es, long nidx, long cols);

@@ -2,10 +2,13 @@
 
 package cuda
 
-// dims is a launch configuration: grid and block sizes.
+// dims is a launch configuration: grid and block sizes, and the bytes of
+// dynamic shared memory per block (0 for kernels with static shared
+// memory only).
 type dims struct {
 	gx, gy, gz uint32
 	bx, by, bz uint32
+	smem       uint32
 }
 
 // ceilDiv is ⌈a/b⌉ for a ≥ 0, b > 0.
@@ -28,18 +31,6 @@ func rowPlan(rows, threads int) dims {
 // columnPlan gives one thread to each of n columns, 256 per block.
 func columnPlan(n int) dims {
 	return dims{gx: uint32(ceilDiv(n, 256)), gy: 1, gz: 1, bx: 256, by: 1, bz: 1}
-}
-
-// gemmBF16Plan is gemm_bf16_*'s grid for an [I,J] output: 32×64 tiles,
-// 4 warps.
-func gemmBF16Plan(i, j int) dims {
-	return dims{gx: uint32(ceilDiv(j, 64)), gy: uint32(ceilDiv(i, 32)), gz: 1, bx: 128, by: 1, bz: 1}
-}
-
-// gemmF32Plan is gemm_f32's grid for an [I,J] output: 64×64 tiles, 256
-// threads.
-func gemmF32Plan(i, j int) dims {
-	return dims{gx: uint32(ceilDiv(j, 64)), gy: uint32(ceilDiv(i, 64)), gz: 1, bx: 256, by: 1, bz: 1}
 }
 
 // warpRowsPlan gives one warp to each of rows rows of each of nseq
