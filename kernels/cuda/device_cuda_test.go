@@ -58,9 +58,12 @@ func TestDeviceInfo(t *testing.T) {
 	}))
 }
 
-func TestGPUMatMul(t *testing.T)            { gpuConformance(t, kerneltest.MatMul) }
-func TestGPUMatMulNN(t *testing.T)          { gpuConformance(t, kerneltest.MatMulNN) }
-func TestGPUMatMulTN(t *testing.T)          { gpuConformance(t, kerneltest.MatMulTN) }
+func TestGPUMatMul(t *testing.T)   { gpuConformance(t, kerneltest.MatMul) }
+func TestGPUMatMulNN(t *testing.T) { gpuConformance(t, kerneltest.MatMulNN) }
+func TestGPUMatMulTN(t *testing.T) { gpuConformance(t, kerneltest.MatMulTN) }
+func TestGPUMatMulBatchInvariance(t *testing.T) {
+	gpuConformance(t, kerneltest.MatMulBatchInvariance)
+}
 func TestGPUEmbedding(t *testing.T)         { gpuConformance(t, kerneltest.Embedding) }
 func TestGPUEmbeddingBackward(t *testing.T) { gpuConformance(t, kerneltest.EmbeddingBackward) }
 func TestGPURMSNorm(t *testing.T)           { gpuConformance(t, kerneltest.RMSNorm) }

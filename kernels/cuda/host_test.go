@@ -18,9 +18,12 @@ func conformance(t *testing.T, family func(*testing.T, kernels.Backend)) {
 	family(t, NewHost(2))
 }
 
-func TestMatMul(t *testing.T)            { conformance(t, kerneltest.MatMul) }
-func TestMatMulNN(t *testing.T)          { conformance(t, kerneltest.MatMulNN) }
-func TestMatMulTN(t *testing.T)          { conformance(t, kerneltest.MatMulTN) }
+func TestMatMul(t *testing.T)   { conformance(t, kerneltest.MatMul) }
+func TestMatMulNN(t *testing.T) { conformance(t, kerneltest.MatMulNN) }
+func TestMatMulTN(t *testing.T) { conformance(t, kerneltest.MatMulTN) }
+func TestMatMulBatchInvariance(t *testing.T) {
+	conformance(t, kerneltest.MatMulBatchInvariance)
+}
 func TestEmbedding(t *testing.T)         { conformance(t, kerneltest.Embedding) }
 func TestEmbeddingBackward(t *testing.T) { conformance(t, kerneltest.EmbeddingBackward) }
 func TestRMSNorm(t *testing.T)           { conformance(t, kerneltest.RMSNorm) }
