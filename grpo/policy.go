@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/x/kernels"
-	"github.com/x/kernels/cpu"
 	"github.com/x/model"
 )
 
@@ -33,8 +32,8 @@ type policy struct {
 	// prec is the backend that generation switches to the rollout
 	// precision (Config.RolloutMatMulPrecision); nil: generation leaves
 	// the backend's precision alone.
-	prec    matMulPrecisioner
-	rollout cpu.MatMulPrecision
+	prec    kernels.MatMulPrecisionSetter
+	rollout kernels.MatMulPrecision
 }
 
 // newPolicy prepares m for training: it attaches adapters when lora is set
