@@ -115,6 +115,20 @@ __device__ __forceinline__ int block_min_i(int v) {
 
 __device__ __forceinline__ int block_max_i(int v) { return -block_min_i(-v); }
 
+// report_bad_index records an index a kernel found outside [0, bound)
+// in its op's status slot, four ints (flag, position, value, bound): the
+// first one wins. Kernels that index with data call it and skip the index
+// instead of reading or writing out of bounds; the host reads the slots at
+// its next sync point and turns a raised flag into the sticky error
+// (status.go), so no index crosses to the host before a launch.
+__device__ __forceinline__ void report_bad_index(int* status, long pos, long value, long bound) {
+  if (atomicCAS(status, 0, 1) == 0) {
+    status[1] = int(pos);
+    status[2] = int(value);
+    status[3] = int(bound);
+  }
+}
+
 // mma_bf16_16816 is d += A·B with mma.sync.aligned.m16n8k16.row.col
 // f32.bf16.bf16.f32 (fragment layout in simt.h and the PTX ISA).
 __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
@@ -236,6 +250,31 @@ __device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], const void* row) {
   }
 #elif !defined(__CUDACC__)
   simt::ldmatrix(r, 2, TRANS, row);
+#endif
+}
+
+// dynamic_smem_size is the bytes of dynamic shared memory the block was
+// launched with (PTX's %dynamic_smem_size).
+__device__ __forceinline__ unsigned dynamic_smem_size() {
+#if defined(__CUDA_ARCH__)
+  unsigned r;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
+  return r;
+#elif !defined(__CUDACC__)
+  return unsigned(simt::cur().dyn_bytes);
+#else
+  return 0;
+#endif
+}
+
+// launch_error stops the kernel on a launch that breaks its contract: a
+// trap on the GPU (the launch fails with an error the Device reports), a
+// launch error naming msg on the host build.
+__device__ __forceinline__ void launch_error(const char* msg) {
+#if defined(__CUDA_ARCH__)
+  __trap();
+#elif !defined(__CUDACC__)
+  simt::fail(msg);
 #endif
 }
 

@@ -45,7 +45,8 @@
 //     s: 16(I) × 64(J) tiles, 4 warps each 16 × 16 (I ≤ 16: decode, the
 //        GEMV: a row of the weight is read once per tile of 16 rows of x);
 //     l: 128 × 128 tiles (x1), 8 warps each 64 × 32; 128 × 64 (x3), 8
-//        warps each 32 × 32; 256 threads (up to 255 registers each).
+//        warps each 32 × 32; 256 threads, one block per SM (up to 255
+//        registers each: __launch_bounds__(256, 1)).
 //   Split-K: blockIdx.z takes chunks [z·per, (z+1)·per) of the reduction
 //   (per = ⌈chunks/splits⌉) and, when splits > 1, stores each chunk's
 //   partial to ws[chunk][I][J] instead of adding it; gemm_splitk_reduce then
@@ -63,9 +64,10 @@
 //   mma.sync.m16n8k16. Operands whose rows are not 16-byte aligned (R or J
 //   not a multiple of 4 or 8 elements, or an unaligned base) take plain
 //   loads into the same ring instead of cp.async.
-//   Shared memory (dynamic): gemmBF16Smem (the C++ TC::kSmem; plan.go's
-//   copy is checked against it: TestGemmSmemMatchesKernels): s 36 KB
-//   (x1 30 KB), l 124 KB (x1) / 164 KB (x3).
+//   Shared memory (dynamic): TC::kSmem, which the kernel checks against
+//   the size it was launched with (plan_gemm.go's gemmBF16Smem: a trap on
+//   the GPU, a launch error on the host build): s 36 KB (x1 31 KB), l
+//   124 KB (x1) / 144 KB (x3, wt) / 142 KB (x3, wn).
 //
 // gemm_f32 (f32 and f16 weights, and MatMulTN): CUDA-core FMA with general
 // strides, A(i,r) = a[i·sai + r·sar], B(r,j) = b[r·sbr + j·sbj], b of dtype
@@ -241,6 +243,7 @@ template <class C>
 __device__ __forceinline__ void gemm_tc(float* out, float* ws, const float* a, const uint16_t* w, int I, int J, int R,
                                         int accumulate, int splits) {
   DYNAMIC_SHARED(unsigned char, smem);
+  if (dynamic_smem_size() != unsigned(C::kSmem)) launch_error("gemm_bf16: launched with another shared-memory size than TC::kSmem");
   float* a32 = reinterpret_cast<float*>(smem);
   uint16_t* bs = reinterpret_cast<uint16_t*>(smem + C::kB);
   uint16_t* abf = reinterpret_cast<uint16_t*>(smem + C::kAbf);
@@ -399,11 +402,11 @@ KERNEL void __launch_bounds__(128) gemm_bf16_s_wt_x3(float* out, float* ws, cons
                                                      int J, int R, int accumulate, int splits) {
   gemm_tc<TCs<true, 3>>(out, ws, a, w, I, J, R, accumulate, splits);
 }
-KERNEL void __launch_bounds__(256) gemm_bf16_l_wt_x1(float* out, float* ws, const float* a, const uint16_t* w,
+KERNEL void __launch_bounds__(256, 1) gemm_bf16_l_wt_x1(float* out, float* ws, const float* a, const uint16_t* w,
                                                         int I, int J, int R, int accumulate, int splits) {
   gemm_tc<TCl<true, 1>>(out, ws, a, w, I, J, R, accumulate, splits);
 }
-KERNEL void __launch_bounds__(256) gemm_bf16_l_wt_x3(float* out, float* ws, const float* a, const uint16_t* w,
+KERNEL void __launch_bounds__(256, 1) gemm_bf16_l_wt_x3(float* out, float* ws, const float* a, const uint16_t* w,
                                                         int I, int J, int R, int accumulate, int splits) {
   gemm_tc<TCl<true, 3>>(out, ws, a, w, I, J, R, accumulate, splits);
 }
@@ -413,7 +416,7 @@ KERNEL void __launch_bounds__(128) gemm_bf16_s_wn_x3(float* out, float* ws, cons
                                                      int J, int R, int accumulate, int splits) {
   gemm_tc<TCs<false, 3>>(out, ws, a, w, I, J, R, accumulate, splits);
 }
-KERNEL void __launch_bounds__(256) gemm_bf16_l_wn_x3(float* out, float* ws, const float* a, const uint16_t* w,
+KERNEL void __launch_bounds__(256, 1) gemm_bf16_l_wn_x3(float* out, float* ws, const float* a, const uint16_t* w,
                                                         int I, int J, int R, int accumulate, int splits) {
   gemm_tc<TCl<false, 3>>(out, ws, a, w, I, J, R, accumulate, splits);
 }
@@ -433,15 +436,4 @@ KERNEL void __launch_bounds__(256) gemm_splitk_reduce(float* out, const float* w
     for (int p = 0; p < parts; p++) s += ws[long(p) * n + e];
     out[e] = accumulate ? out[e] + s : s;
   }
-}
-
-// gemm_bf16_smem is TC::kSmem of variant (large, wt, terms), for the
-// launchers' copy in plan.go (TestGemmSmemMatchesKernels).
-__host__ __device__ inline int gemm_bf16_smem(int large, int wt, int terms) {
-  if (large) {
-    if (wt) return terms == 1 ? TCl<true, 1>::kSmem : TCl<true, 3>::kSmem;
-    return terms == 1 ? TCl<false, 1>::kSmem : TCl<false, 3>::kSmem;
-  }
-  if (wt) return terms == 1 ? TCs<true, 1>::kSmem : TCs<true, 3>::kSmem;
-  return terms == 1 ? TCs<false, 1>::kSmem : TCs<false, 3>::kSmem;
 }

@@ -1,14 +1,9 @@
-//go:build cudahost || cuda
-
 package cuda
 
-// dims is a launch configuration: grid and block sizes, and the bytes of
-// dynamic shared memory per block (0 for kernels with static shared
-// memory only).
+// dims is a launch configuration: grid and block sizes.
 type dims struct {
 	gx, gy, gz uint32
 	bx, by, bz uint32
-	smem       uint32
 }
 
 // ceilDiv is ⌈a/b⌉ for a ≥ 0, b > 0.

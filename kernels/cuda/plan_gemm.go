@@ -1,5 +1,3 @@
-//go:build cudahost || cuda
-
 package cuda
 
 // Launch plans of matmul.cu's GEMMs, shared by the host build and the
@@ -41,11 +39,12 @@ type gemmVariant struct {
 	terms int  // termsExact or termsBF16
 }
 
-// gemmPlan is one GEMM: its launch, split-K factor, and the partials
-// gemm_splitk_reduce adds when split (parts slices of I·J floats of
-// workspace; 0 when unsplit).
+// gemmPlan is one GEMM: its launch (smem bytes of dynamic shared
+// memory), split-K factor, and the partials gemm_splitk_reduce adds when
+// split (parts slices of I·J floats of workspace; 0 when unsplit).
 type gemmPlan struct {
 	d      dims
+	smem   int
 	splits int
 	parts  int
 }
@@ -83,8 +82,8 @@ func gemmBF16Plan(i, j, r int, v gemmVariant) gemmPlan {
 	tiles := ceilDiv(i, bm) * ceilDiv(j, bn)
 	chunks := ceilDiv(r, gemmChunk)
 	splits := gemmSplits(tiles, chunks, i*j, true)
-	p := gemmPlan{splits: splits, d: dims{gx: uint32(ceilDiv(j, bn)), gy: uint32(ceilDiv(i, bm)), gz: uint32(splits),
-		bx: uint32(threads), by: 1, bz: 1, smem: uint32(gemmBF16Smem(v))}}
+	p := gemmPlan{splits: splits, smem: gemmBF16Smem(v),
+		d: dims{gx: uint32(ceilDiv(j, bn)), gy: uint32(ceilDiv(i, bm)), gz: uint32(splits), bx: uint32(threads), by: 1, bz: 1}}
 	if splits > 1 {
 		p.parts = chunks
 	}
@@ -112,7 +111,9 @@ func gemmBF16Variant(i int, wt bool, terms int) gemmVariant {
 // gemmBF16Smem is the dynamic shared memory of a variant: matmul.cu's
 // TC::kSmem (a 4-stage ring of the f32 A tile and the bf16 B tile, rows
 // padded by 8 bf16, and two bf16 A tiles of terms terms), written out
-// here for the launcher; TestGemmSmemMatchesKernels compares the two.
+// here for the launch; every gemm_bf16 kernel compares the size it was
+// launched with against its own (a trap on the GPU, a launch error on the
+// host build), so the two cannot drift apart unnoticed.
 func gemmBF16Smem(v gemmVariant) int {
 	const stages, bk, pad = 4, 32, 8
 	bm, bn := gemmBF16Tile(v)

@@ -1,52 +1,95 @@
-//go:build cudahost
-
 package cuda
 
-/*
-#include <stdlib.h>
-#include "host.h"
-*/
-import "C"
-
 import (
-	"errors"
 	"unsafe"
+
+	"github.com/x/kernels"
 )
 
-// hostError turns a host launch's message into an error (nil if none).
-func hostError(msg *C.char) error {
-	if msg == nil {
-		return nil
-	}
-	s := C.GoString(msg)
-	C.free(unsafe.Pointer(msg))
-	return errors.New(s)
-}
+// The SIMT probes (simt_probe.cu) through the one launch path: the host
+// build's tests check the shim with them, the GPU check the hardware, with
+// the same launches.
 
 // probeMMA runs simt_probe_mma: d[16,8] = a[16,16]·b[16,8] + c (a, b bf16
-// bits) through one emulated mma.sync.
-func probeMMA(d []float32, a, b []uint16, c []float32) error {
-	return hostError(C.host_simt_probe_mma(1, 1, 1, 32, 1, 1, 1, f32p(d), u16p(a), u16p(b), f32p(c)))
+// bits) through one mma.sync, and waits.
+func (dev *Device) probeMMA(d []float32, a, b []uint16, c []float32) error {
+	s := dev.begin("probe mma")
+	po, pa, pb, pc := s.out(kernels.HostF32(d)), s.in(kernels.HostBF16(a)), s.in(kernels.HostBF16(b)), s.in(kernels.HostF32(c))
+	s.launch("simt_probe_mma", dims{gx: 1, gy: 1, gz: 1, bx: 32, by: 1, bz: 1}, argsOf().ptr(po).ptr(pa).ptr(pb).ptr(pc))
+	s.end()
+	return dev.err
 }
 
-// probeBarrier runs simt_probe_barrier on one block of len(out) threads.
-func probeBarrier(out []int32, workers int) error {
-	return hostError(C.host_simt_probe_barrier(1, 1, 1, C.uint(len(out)), 1, 1, C.int(workers), (*C.int)(unsafe.Pointer(&out[0]))))
+// probeBarrier runs simt_probe_barrier on one block of len(out) threads,
+// and waits.
+func (dev *Device) probeBarrier(out []int32) error {
+	s := dev.begin("probe barrier")
+	s.launch("simt_probe_barrier", dims{gx: 1, gy: 1, gz: 1, bx: uint32(len(out)), by: 1, bz: 1}, argsOf().ptr(s.out(kernels.HostI32(out))))
+	s.end()
+	return dev.err
 }
 
-// probeBroken runs one of the deliberately broken kernels on one warp; it
-// returns the shim's error.
-func probeBroken(kernel string, out []int32) error {
-	p := (*C.int)(unsafe.Pointer(&out[0]))
+// probeLdmatrix runs simt_probe_ldmatrix on one warp (out[32·12],
+// m[32·8]) and waits.
+func (dev *Device) probeLdmatrix(out []uint32, m []uint16) error {
+	s := dev.begin("probe ldmatrix")
+	po, pm := s.out(kernels.HostI32(u32AsI32(out))), s.in(kernels.HostBF16(m))
+	s.launch("simt_probe_ldmatrix", dims{gx: 1, gy: 1, gz: 1, bx: 32, by: 1, bz: 1}, argsOf().ptr(po).ptr(pm))
+	s.end()
+	return dev.err
+}
+
+// probeCpAsync runs simt_probe_cp_async on one warp (out[2·384],
+// src[384]) and waits.
+func (dev *Device) probeCpAsync(out, src []float32) error {
+	s := dev.begin("probe cp.async")
+	po, ps := s.out(kernels.HostF32(out)), s.in(kernels.HostF32(src))
+	s.launch("simt_probe_cp_async", dims{gx: 1, gy: 1, gz: 1, bx: 32, by: 1, bz: 1}, argsOf().ptr(po).ptr(ps))
+	s.end()
+	return dev.err
+}
+
+// probeMMAChain runs simt_probe_mma_chain (d[16,8] = a[16,r]·b[r,8] in one
+// chain of mma.sync, a split into three bf16 terms) and waits.
+func (dev *Device) probeMMAChain(d, a []float32, b []uint16, r int) error {
+	s := dev.begin("probe mma chain")
+	po, pa, pb := s.out(kernels.HostF32(d)), s.in(kernels.HostF32(a)), s.in(kernels.HostBF16(b))
+	s.launch("simt_probe_mma_chain", dims{gx: 1, gy: 1, gz: 1, bx: 32, by: 1, bz: 1}, argsOf().ptr(po).ptr(pa).ptr(pb).i32(r))
+	s.end()
+	return dev.err
+}
+
+// u32AsI32 views a []uint32 as []int32 (the same bits).
+func u32AsI32(x []uint32) []int32 {
+	if len(x) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*int32)(unsafe.Pointer(&x[0])), len(x))
+}
+
+// probeBroken runs one of host.cc's deliberately broken kernels
+// ("diverge", "mask", "ldmatrix": the shim must fail the launch;
+// "cp_async": a read before the wait, whose values TestCpAsyncLandsAtWait
+// checks) on one warp and waits.
+func (dev *Device) probeBroken(kernel string, out []int32) error {
+	s := dev.begin("probe " + kernel)
+	var p devptr
+	if kernel == "cp_async" {
+		p = s.inout(kernels.HostI32(out)) // its source
+	} else {
+		p = s.out(kernels.HostI32(out))
+	}
+	one := dims{gx: 1, gy: 1, gz: 1, bx: 32, by: 1, bz: 1}
 	switch kernel {
 	case "diverge":
-		return hostError(C.host_simt_broken_diverge(1, 1, 1, 32, 1, 1, 1, p))
+		s.launch("simt_broken_diverge", one, argsOf().ptr(p))
 	case "mask":
-		return hostError(C.host_simt_broken_mask(1, 1, 1, 32, 1, 1, 1, p))
+		s.launch("simt_broken_mask", one, argsOf().ptr(p))
 	case "ldmatrix":
-		return hostError(C.host_simt_broken_ldmatrix(1, 1, 1, 32, 1, 1, 1, p))
+		s.launch("simt_broken_ldmatrix", one, argsOf().ptr(p))
 	case "cp_async":
-		return hostError(C.host_simt_broken_cp_async(1, 1, 1, 32, 1, 1, 1, p))
+		s.launch("simt_broken_cp_async", one, argsOf().ptr(p))
 	}
-	return errors.New("no broken kernel " + kernel)
+	s.end()
+	return dev.err
 }
