@@ -67,6 +67,7 @@ func TestGPUMatMulTN(t *testing.T) { gpuConformance(t, kerneltest.MatMulTN) }
 func TestGPUMatMulBatchInvariance(t *testing.T) {
 	gpuConformance(t, kerneltest.MatMulBatchInvariance)
 }
+func TestGPUMatMulBF16(t *testing.T)        { gpuConformance(t, kerneltest.MatMulBF16) }
 func TestGPUEmbedding(t *testing.T)         { gpuConformance(t, kerneltest.Embedding) }
 func TestGPUEmbeddingBackward(t *testing.T) { gpuConformance(t, kerneltest.EmbeddingBackward) }
 func TestGPURMSNorm(t *testing.T)           { gpuConformance(t, kerneltest.RMSNorm) }

@@ -30,6 +30,7 @@ func TestMatMulTN(t *testing.T) { conformance(t, kerneltest.MatMulTN) }
 func TestMatMulBatchInvariance(t *testing.T) {
 	conformance(t, kerneltest.MatMulBatchInvariance)
 }
+func TestMatMulBF16(t *testing.T)        { conformance(t, kerneltest.MatMulBF16) }
 func TestEmbedding(t *testing.T)         { conformance(t, kerneltest.Embedding) }
 func TestEmbeddingBackward(t *testing.T) { conformance(t, kerneltest.EmbeddingBackward) }
 func TestRMSNorm(t *testing.T)           { conformance(t, kerneltest.RMSNorm) }

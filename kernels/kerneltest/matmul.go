@@ -30,12 +30,12 @@ func matmulTol(op string, red int) Tol {
 
 // MatMul checks out[M,N] (=, +=) x[M,K]·wᵀ for every weight dtype.
 func MatMul(t *testing.T, b kernels.Backend) {
-	matmulFamily(t, "MatMul", b.MatMul, ref.Backend{}.MatMul, func(n, k int) (int, int) { return k, n })
+	matmulFamily(t, "MatMul", b.MatMul, ref.Backend{}.MatMul, func(n, k int) (int, int) { return k, n }, dtypes())
 }
 
 // MatMulNN checks out[M,K] (=, +=) dy[M,N]·w[N,K] for every weight dtype.
 func MatMulNN(t *testing.T, b kernels.Backend) {
-	matmulFamily(t, "MatMulNN", b.MatMulNN, ref.Backend{}.MatMulNN, func(n, k int) (int, int) { return n, k })
+	matmulFamily(t, "MatMulNN", b.MatMulNN, ref.Backend{}.MatMulNN, func(n, k int) (int, int) { return n, k }, dtypes())
 }
 
 // matmulOp is the shape of MatMul and MatMulNN.
@@ -64,14 +64,14 @@ func matmulCaseName(m, n, k int, dt kernels.DType, acc bool) string {
 	return fmt.Sprintf("M%d_N%d_K%d_%s_acc%v", m, n, k, dt, acc)
 }
 
-// matmulFamily checks op against its reference for every shape, dtype and
-// accumulate mode: in is [M, reduce], out is [M, width], where dims gives
-// (reduce, width) from w's [N, K].
-func matmulFamily(t *testing.T, op string, got, want matmulOp, dims func(n, k int) (reduce, width int)) {
+// matmulFamily checks op against its reference for every shape, dtype of
+// dts and accumulate mode: in is [M, reduce], out is [M, width], where
+// dims gives (reduce, width) from w's [N, K].
+func matmulFamily(t *testing.T, op string, got, want matmulOp, dims func(n, k int) (reduce, width int), dts []kernels.DType) {
 	for _, s := range matmulShapes() {
 		m, n, k := s[0], s[1], s[2]
 		reduce, width := dims(n, k)
-		for _, dt := range dtypes() {
+		for _, dt := range dts {
 			for _, acc := range []bool{false, true} {
 				name := matmulCaseName(m, n, k, dt, acc)
 				t.Run(name, func(t *testing.T) {
