@@ -10,64 +10,76 @@
 //   Precision: x3 ("exact", the default) splits each f32 activation
 //   exactly into three bf16 terms (split3 in common.cuh: hi + mid + lo,
 //   8 significant bits each) and multiplies each term by the weight on the
-//   tensor cores (mma.sync.m16n8k16, bf16 products exact in f32), so the
-//   products are those of an f32 GEMM, as the conformance tolerance
-//   (MatMul: atol 2e-6, rtol 2e-5) requires; x1 ("bf16") rounds the
-//   activation to bf16 once (nearest even), PyTorch's arithmetic with bf16
-//   activations, at a third of the mma count (MatMul only: its reference
-//   is kernels/ref on the rounded x under MatMul's own tolerance).
-//   Accumulation: the tensor cores add with truncation (simt.h's tc_dot:
-//   each mma rounds its f32 result toward zero), so one long mma chain
-//   drifts toward zero by about half an ulp of the accumulator per mma: a
-//   chain over 151,936 terms (28,488 mma in x3) was 2.9e-4 off on the
-//   H200. Here a chain covers one chunk of kChunk = 128 reduction terms
-//   (r in [128c, 128c + 128)): at most 24 mma (x3), 8 (x1), started from
-//   zero; the chunk partials p_c are then added in f32, round to nearest,
-//   in chunk order: total = ((0 + p_0) + p_1) + …, and out = total or
-//   out + total. The truncation error of a chunk is ≤ 24 f32 ulps of its
-//   largest partial sum (≤ 24·2⁻²³ relative), below the round-to-nearest
-//   error of the f32 accumulation over ≤ 4096 terms the tolerance was
-//   derived for; the chunk sums then add like any f32 sum (for the
-//   vocabulary-long reductions of MatMulLong: 1,187 round-to-nearest adds).
-//   Batch invariance: everything above is fixed by R alone: the chunks, each
-//   chain's order (k ascending in steps of 16, per step the lo, mid, hi
-//   terms in that order, each as one mma of the same k16 slice), and the
-//   order of the chunk sum. Every variant (s or l, any split) computes a
-//   row's outputs with that same sequence of operations on that row's
-//   data, so out[i,:] does not depend on I, on the other rows, or on the
-//   variant the shape selects: a token's logits in a decode step (M = 1)
-//   equal its logits inside a training forward (M = 4096) bit for bit
-//   (kerneltest.MatMulBatchInvariance). That relies on an mma element
-//   depending only on its own row of A, column of B and c, which the
-//   hardware's per-element dot product does (the device suite checks it).
-//   Variants (plan.go's gemmBF16Plan picks one by shape; results do not
-//   depend on the choice):
-//     s: 16(I) × 64(J) tiles, 4 warps each 16 × 16 (I ≤ 16: decode, the
-//        GEMV: a row of the weight is read once per tile of 16 rows of x);
+//   tensor cores (mma.sync.m16n8k16: bf16 products are exact in f32), so
+//   the products are those of an f32 GEMM, as the conformance tolerance
+//   (MatMul: atol 2e-6, rtol 2e-5) requires; x1 ("bf16",
+//   kernels.MatMulBF16) rounds the activation to bf16 once (nearest even),
+//   PyTorch's arithmetic with bf16 activations, at a third of the mma
+//   count (MatMul only; its reference is kernels/ref on the rounded x under
+//   MatMul's own tolerance: kerneltest.MatMulBF16).
+//   Accumulation: the tensor cores add with truncation (simt.h's tc_dot,
+//   fitted to the H200: each mma sums its 16 products and c aligned to the
+//   largest with 2 extra bits, and rounds the f32 result toward zero), so
+//   one long chain of mma on one accumulator drifts toward zero by about
+//   half an f32 ulp of the accumulator per mma: a chain over 151,936 terms
+//   (28,488 mma in x3) was 2.9e-4 off on the H200. Here a chain covers one
+//   chunk of kChunk = 128 reduction terms (r in [128c, 128c + 128)): at most
+//   24 mma (x3) or 8 (x1), started from zero; the chunk partials p_c are
+//   then added in f32, round to nearest, in chunk order:
+//   total = ((0 + p_0) + p_1) + …, and out = total or out + total. Per 16
+//   terms an mma's error is at most 2⁻²³ of its result plus 17·2⁻²⁵ of its
+//   largest addend, the same order as 16 round-to-nearest FMAs' 16·2⁻²⁴;
+//   what differs is the sign: truncation errors add up (linearly in the
+//   chain's length), rounding errors mostly cancel. Capping a chain at 24
+//   mma caps that bias at 24·2⁻²³ of a chunk's partial sums, and the
+//   chunk sums then add like the f32 sums the tolerance table was measured
+//   on (for the vocabulary-long reductions of MatMulLong: 1,187
+//   round-to-nearest adds). Measured on the host build with the fitted
+//   model over the conformance shapes: max abs 5.4e-7 on the two cases the
+//   H200 failed (MatMulLong allows 5e-5), 7.8e-7 (MatMul) and 6.0e-7
+//   (MatMulNN) on the others (MatMul allows 2e-6 + 2e-5·|want|); x1 is
+//   2.4e-7 from the reference on the rounded x.
+//   Batch invariance: all of the above is fixed by R alone: the chunks,
+//   each chain's order (k ascending in steps of 16, per step the lo, mid,
+//   hi terms in that order, each one mma of the same k16 slice), and the
+//   order of the chunk sum. Every variant (s or l, any split, any tile
+//   position) computes a row's outputs with that same sequence of
+//   operations on that row's data, so out[i,:] does not depend on I, on
+//   the other rows, or on the variant the shape selects: a token's logits
+//   in a decode step (M = 1) equal its logits inside a training forward
+//   (M = 4096) bit for bit (kerneltest.MatMulBatchInvariance). That relies
+//   on an mma element depending only on its own row of A, column of B and
+//   c, which the hardware's per-element dot product does (the GPU suite
+//   runs the same check).
+//   Variants (plan_gemm.go's gemmBF16Plan picks one by shape; results do
+//   not depend on the choice):
+//     s: 16(I) × 64(J) tiles, 4 warps each 16 × 16, 6 stages (I ≤ 16:
+//        decode, the GEMV: a weight row is read once per 16 rows of x);
 //     l: 128 × 128 tiles (x1), 8 warps each 64 × 32; 128 × 64 (x3), 8
-//        warps each 32 × 32; 256 threads, one block per SM (up to 255
-//        registers each: __launch_bounds__(256, 1)).
+//        warps each 32 × 32 (three times the mma per operand byte, and the
+//        chain and total accumulators of a 64 × 32 warp tile would not fit
+//        255 registers unspilled); 4 stages; 256 threads, one block per SM
+//        (__launch_bounds__(256, 1): up to 255 registers).
 //   Split-K: blockIdx.z takes chunks [z·per, (z+1)·per) of the reduction
 //   (per = ⌈chunks/splits⌉) and, when splits > 1, stores each chunk's
-//   partial to ws[chunk][I][J] instead of adding it; gemm_splitk_reduce then
-//   adds the chunks in order (and out) with the same f32 adds, so a split
-//   changes only where the adds run. plan.go splits when the tiles alone
-//   would leave SMs idle (skinny I, few tiles) and the workspace (chunks ·
-//   I · J floats) stays under gemmMaxWorkspace.
+//   partial to ws[chunk][I][J] instead of adding it; gemm_splitk_reduce
+//   then adds the chunks in order (and out) with the same f32 adds, so a
+//   split changes only where the adds run. plan_gemm.go splits when the
+//   tiles alone would leave SMs idle (skinny I, few tiles) and the
+//   workspace (chunks · I · J floats) stays under gemmMaxWorkspace.
 //   Pipeline (one __syncthreads per k-tile of BK = 32): cp.async (16-byte
 //   copies, zero-filled past the edges) brings the f32 A tile and the bf16
-//   B tile of k-tile t+STAGES−1 into a 4-stage ring while the block
-//   converts A's tile t+1 into its bf16 term(s) in a double-buffered tile
-//   and the warps multiply tile t: ldmatrix.x4 fragments (.trans for the
-//   wn weight) from rows padded by 8 elements (80-byte rows: the 8 row
-//   addresses of an 8×8 matrix fall in 8 different 16-byte bank groups),
-//   mma.sync.m16n8k16. Operands whose rows are not 16-byte aligned (R or J
-//   not a multiple of 4 or 8 elements, or an unaligned base) take plain
-//   loads into the same ring instead of cp.async.
-//   Shared memory (dynamic): TC::kSmem, which the kernel checks against
-//   the size it was launched with (plan_gemm.go's gemmBF16Smem: a trap on
-//   the GPU, a launch error on the host build): s 36 KB (x1 31 KB), l
-//   124 KB (x1) / 144 KB (x3, wt) / 142 KB (x3, wn).
+//   B tile of k-tile t+STAGES−1 into the ring while the block converts A's
+//   tile t+1 into its bf16 term(s) in a double-buffered tile and the warps
+//   multiply tile t: ldmatrix.x4 fragments (.trans for the wn weight) from
+//   rows padded by 8 elements (the 8 row addresses of an 8×8 matrix fall
+//   in 8 different 16-byte bank groups), mma.sync.m16n8k16. Operands whose
+//   rows are not 16-byte aligned (R or J not a multiple of 4 or 8
+//   elements, or an unaligned base) take plain loads into the same ring.
+//   Shared memory (dynamic): TC::kSmem, which the kernel compares with the
+//   size it was launched with (plan_gemm.go's gemmBF16Smem; a trap on the
+//   GPU, a launch error on the host build): s 44.5 KB (wt x1), 49.5 KB (wt
+//   x3), 46.5 KB (wn x3); l 124 KB (wt x1), 144 KB (wt x3), 142 KB (wn x3).
 //
 // gemm_f32 (f32 and f16 weights, and MatMulTN): CUDA-core FMA with general
 // strides, A(i,r) = a[i·sai + r·sar], B(r,j) = b[r·sbr + j·sbj], b of dtype
@@ -76,19 +88,19 @@
 // (ceil(J/64), ceil(I/64), splits): block z reduces r in [z·per, (z+1)·per)
 // (per a multiple of 16) into out, or into ws[z][I][J] when splits > 1
 // (gemm_splitk_reduce adds the parts in z order): MatMulTN's LoRA gradients
-// (J = 16 or I = 16, R = tokens) get S·⌈I/64⌉·⌈J/64⌉ blocks instead of
-// 16–48. MatMul keeps splits = 1 (its result per row is then independent
-// of M as well: one thread, r ascending). Shared 8 KB (static).
+// (J = 16 or I = 16, R = tokens) get splits·⌈I/64⌉·⌈J/64⌉ blocks instead
+// of 16–48. MatMul keeps splits = 1 (a row's result is then independent of
+// M as well: one thread, r ascending). Shared 8 KB (static).
 //
-// gemm_splitk_reduce: out[e] = Σ_p ws[p·n + e] in p order, plus out[e]
-// first added... precisely: s = ((0 + ws[0]) + ws[1]) + …; out = s or
-// out + s. Grid-stride, 256 threads.
+// gemm_splitk_reduce: s = ((0 + ws[0·n + e]) + ws[1·n + e]) + … in part
+// order, then out[e] = s or out[e] + s. Grid-stride, 256 threads.
 //
 // Assumptions: I, J, R ≥ 1 and < 2^31 elements per operand; out and ws are
 // not aliased with an input. No atomics: results are deterministic.
-// Checked against: kernels/ref through kerneltest.MatMul/MatMulNN/MatMulTN
-// and MatMulBatchInvariance on the SIMT host build (ldmatrix, cp.async and
-// the tensor cores' truncating accumulation emulated per simt.h).
+// Checked against: kernels/ref through kerneltest.MatMul, MatMulNN,
+// MatMulTN, MatMulBF16 and MatMulBatchInvariance on the SIMT host build
+// (ldmatrix, cp.async and the tensor cores' truncating accumulation
+// emulated per simt.h), and on the GPU by the gpu-check's kernels stage.
 #include "common.cuh"
 
 namespace matmul_impl {
@@ -327,9 +339,11 @@ __device__ __forceinline__ void gemm_tc(float* out, float* ws, const float* a, c
   }
 }
 
-// The variants: s (skinny: I ≤ 16, decode) and l (large).
+// The variants: s (skinny: I ≤ 16, decode) and l (large). s keeps 5
+// k-tiles of weights in flight per block (20 KB; up to 4 blocks per SM by
+// shared memory): a GEMV is bound by how many bytes are in flight.
 template <bool WT, int TERMS>
-using TCs = TC<16, 64, 16, 16, 4, WT, TERMS>;
+using TCs = TC<16, 64, 16, 16, 6, WT, TERMS>;
 // l's tile is 128 × 128 for x1 (warps 64 × 32) and 128 × 64 for x3
 // (warps 32 × 32): x3 does three times the mma per operand byte, and its
 // 64 + 64 accumulators (chain and total) of a 64 × 32 warp tile would not

@@ -17,8 +17,13 @@ const gemmChunk = 128
 const gemmSkinnyRows = 16
 
 // gemmTargetBlocks is how many blocks a GEMM should have before split-K
-// stops adding more: two per SM of an H200 (132 SMs).
-const gemmTargetBlocks = 264
+// stops adding more: two per SM of an H200 (132 SMs) for the large
+// variant; four for the skinny one, whose blocks are small and bound by
+// the weight bytes they keep in flight.
+const (
+	gemmTargetBlocks       = 264
+	gemmTargetBlocksSkinny = 528
+)
 
 // gemmMaxWorkspace bounds split-K's workspace in bytes: a plan that would
 // need more runs unsplit.
@@ -52,16 +57,16 @@ type gemmPlan struct {
 // ws is the workspace in floats for an [I,J] output.
 func (p gemmPlan) ws(i, j int) int { return p.parts * i * j }
 
-// gemmSplits is the split-K factor for tiles blocks over parts units of
-// the reduction (chunks, or 16-term steps), when wsPerPart floats of
-// workspace each: enough splits to reach gemmTargetBlocks, none past the
-// parts or the workspace bound, and rebalanced so every split gets a
-// part.
-func gemmSplits(tiles, units, wsPerPart int, perUnit bool) int {
-	if tiles >= gemmTargetBlocks || units < 2 {
+// gemmSplits is the split-K factor for tiles blocks over units of the
+// reduction (chunks, or 16-term steps), with wsPerPart floats of
+// workspace per partial (one per unit when perUnit, else one per split):
+// enough splits to reach target blocks, none past the units or the
+// workspace bound, and rebalanced so every split gets a unit.
+func gemmSplits(tiles, target, units, wsPerPart int, perUnit bool) int {
+	if tiles >= target || units < 2 {
 		return 1
 	}
-	s := min(units, ceilDiv(gemmTargetBlocks, tiles))
+	s := min(units, ceilDiv(target, tiles))
 	need := s * wsPerPart
 	if perUnit {
 		need = units * wsPerPart // every unit's partial is kept
@@ -81,7 +86,11 @@ func gemmBF16Plan(i, j, r int, v gemmVariant) gemmPlan {
 	}
 	tiles := ceilDiv(i, bm) * ceilDiv(j, bn)
 	chunks := ceilDiv(r, gemmChunk)
-	splits := gemmSplits(tiles, chunks, i*j, true)
+	target := gemmTargetBlocksSkinny
+	if v.large {
+		target = gemmTargetBlocks
+	}
+	splits := gemmSplits(tiles, target, chunks, i*j, true)
 	p := gemmPlan{splits: splits, smem: gemmBF16Smem(v),
 		d: dims{gx: uint32(ceilDiv(j, bn)), gy: uint32(ceilDiv(i, bm)), gz: uint32(splits), bx: uint32(threads), by: 1, bz: 1}}
 	if splits > 1 {
@@ -109,13 +118,18 @@ func gemmBF16Variant(i int, wt bool, terms int) gemmVariant {
 }
 
 // gemmBF16Smem is the dynamic shared memory of a variant: matmul.cu's
-// TC::kSmem (a 4-stage ring of the f32 A tile and the bf16 B tile, rows
-// padded by 8 bf16, and two bf16 A tiles of terms terms), written out
+// TC::kSmem (a ring of 6 (s) or 4 (l) stages of the f32 A tile and the
+// bf16 B tile, rows padded by 8 bf16, and two bf16 A tiles of terms
+// terms), written out
 // here for the launch; every gemm_bf16 kernel compares the size it was
 // launched with against its own (a trap on the GPU, a launch error on the
 // host build), so the two cannot drift apart unnoticed.
 func gemmBF16Smem(v gemmVariant) int {
-	const stages, bk, pad = 4, 32, 8
+	const bk, pad = 32, 8
+	stages := 6
+	if v.large {
+		stages = 4
+	}
 	bm, bn := gemmBF16Tile(v)
 	b := bn * (bk + pad)
 	if !v.wt {
@@ -131,7 +145,7 @@ func gemmF32Plan(i, j, r int, split bool) gemmPlan {
 	tiles := ceilDiv(i, 64) * ceilDiv(j, 64)
 	splits := 1
 	if split {
-		splits = gemmSplits(tiles, ceilDiv(r, 16), i*j, false)
+		splits = gemmSplits(tiles, gemmTargetBlocks, ceilDiv(r, 16), i*j, false)
 	}
 	p := gemmPlan{splits: splits, d: dims{gx: uint32(ceilDiv(j, 64)), gy: uint32(ceilDiv(i, 64)), gz: uint32(splits), bx: 256, by: 1, bz: 1}}
 	if splits > 1 {
