@@ -89,8 +89,10 @@
 // (per a multiple of 16) into out, or into ws[z][I][J] when splits > 1
 // (gemm_splitk_reduce adds the parts in z order): MatMulTN's LoRA gradients
 // (J = 16 or I = 16, R = tokens) get splits·⌈I/64⌉·⌈J/64⌉ blocks instead
-// of 16–48. MatMul keeps splits = 1 (a row's result is then independent of
-// M as well: one thread, r ascending). Shared 8 KB (static).
+// of 16–48. MatMul and MatMulNN keep splits = 1: a row's result is then
+// independent of M (one thread, r ascending), and the two compute the
+// same sum (the model's training forward adds a LoRA update u·Bᵀ with
+// MatMulNN where inference uses MatMul). Shared 8 KB (static).
 //
 // gemm_splitk_reduce: s = ((0 + ws[0·n + e]) + ws[1·n + e]) + … in part
 // order, then out[e] = s or out[e] + s. Grid-stride, 256 threads.

@@ -64,8 +64,11 @@ func (d *Device) gemmW(op string, out, a kernels.Buffer, w kernels.Mat, i, j, r 
 		if wt {
 			sbr, sbj = 1, r // w is [J,R]: B(r, j) = w[j·R + r]
 		}
-		// MatMul stays unsplit: one thread per output, r ascending, for any M.
-		p := gemmF32Plan(i, j, r, !wt)
+		// Unsplit: one thread per output, r ascending, for any M. MatMulNN
+		// too: the model's training forward adds a LoRA update with
+		// MatMulNN (u·Bᵀ with Bᵀ [R, Out]) where inference uses MatMul
+		// (u·B with B [Out, R]); both then compute the same sum.
+		p := gemmF32Plan(i, j, r, false)
 		ws := s.scratch(int64(p.ws(i, j)) * 4)
 		s.launch("gemm_f32", p.d, argsOf().ptr(po).ptr(ws).ptr(pa).i64(r).i64(1).ptr(pw).i32(int(w.DType)).
 			i64(sbr).i64(sbj).i32(i).i32(j).i32(r).i32(acc).i32(p.splits))
