@@ -68,6 +68,7 @@ func TestGPUMatMulBatchInvariance(t *testing.T) {
 	gpuConformance(t, kerneltest.MatMulBatchInvariance)
 }
 func TestGPUMatMulBF16(t *testing.T)        { gpuConformance(t, kerneltest.MatMulBF16) }
+func TestGPUMatMulMany(t *testing.T)        { gpuConformance(t, kerneltest.MatMulMany) }
 func TestGPUEmbedding(t *testing.T)         { gpuConformance(t, kerneltest.Embedding) }
 func TestGPUEmbeddingBackward(t *testing.T) { gpuConformance(t, kerneltest.EmbeddingBackward) }
 func TestGPURMSNorm(t *testing.T)           { gpuConformance(t, kerneltest.RMSNorm) }

@@ -31,6 +31,7 @@ func TestMatMulBatchInvariance(t *testing.T) {
 	conformance(t, kerneltest.MatMulBatchInvariance)
 }
 func TestMatMulBF16(t *testing.T)        { conformance(t, kerneltest.MatMulBF16) }
+func TestMatMulMany(t *testing.T)        { conformance(t, kerneltest.MatMulMany) }
 func TestEmbedding(t *testing.T)         { conformance(t, kerneltest.Embedding) }
 func TestEmbeddingBackward(t *testing.T) { conformance(t, kerneltest.EmbeddingBackward) }
 func TestRMSNorm(t *testing.T)           { conformance(t, kerneltest.RMSNorm) }

@@ -592,6 +592,7 @@ var abiStructs = [][2]string{
 	{"attnSeq", "AttnSeq"},
 	{"attnGradSeq", "AttnGradSeq"},
 	{"sampleParams", "SampleParams"},
+	{"gemmPart", "GemmPart"},
 	{"lossArgs", "LossArgs"},
 }
 

@@ -252,10 +252,12 @@ __device__ __forceinline__ void compute_tile(const uint16_t* abf, const uint16_t
   }
 }
 
-// gemm_tc is the body of every gemm_bf16_* kernel (see the file comment).
-template <class C>
-__device__ __forceinline__ void gemm_tc(float* out, float* ws, const float* a, const uint16_t* w, int I, int J, int R,
-                                        int accumulate, int splits) {
+// gemm_tc is the body of every gemm_bf16_* kernel (see the file comment):
+// the block's tile has its origin at out[i0, j0], where out is
+// out_of.get(), read only in the epilogue; blockIdx.z picks its chunks.
+template <class C, class Out>
+__device__ __forceinline__ void gemm_tc(Out out_of, float* ws, const float* a, const uint16_t* w, int I, int J, int R,
+                                        int accumulate, int splits, int i0, int j0) {
   DYNAMIC_SHARED(unsigned char, smem);
   if (dynamic_smem_size() != unsigned(C::kSmem)) launch_error("gemm_bf16: launched with another shared-memory size than TC::kSmem");
   float* a32 = reinterpret_cast<float*>(smem);
@@ -263,7 +265,6 @@ __device__ __forceinline__ void gemm_tc(float* out, float* ws, const float* a, c
   uint16_t* abf = reinterpret_cast<uint16_t*>(smem + C::kAbf);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int wm = warp / C::WARPS_N, wn = warp % C::WARPS_N;
-  const int i0 = blockIdx.y * C::BM, j0 = blockIdx.x * C::BN;
   const int nk = (R + BK - 1) / BK, nchunks = (R + kChunk - 1) / kChunk;
   const int per = (nchunks + splits - 1) / splits;
   const int c0 = blockIdx.z * per, c1 = min(nchunks, c0 + per);
@@ -324,6 +325,7 @@ __device__ __forceinline__ void gemm_tc(float* out, float* ws, const float* a, c
     }
   }
   if (splits != 1) return;
+  float* out = out_of.get();
   UNROLL
   for (int mt = 0; mt < C::MT; mt++) {
     UNROLL
@@ -339,6 +341,19 @@ __device__ __forceinline__ void gemm_tc(float* out, float* ws, const float* a, c
       }
     }
   }
+}
+
+// OutArg is gemm_tc's output as a kernel parameter.
+struct OutArg {
+  float* p;
+  __device__ __forceinline__ float* get() const { return p; }
+};
+
+// gemm_grid is gemm_tc for the tile at (blockIdx.y, blockIdx.x).
+template <class C>
+__device__ __forceinline__ void gemm_grid(float* out, float* ws, const float* a, const uint16_t* w, int I, int J, int R,
+                                          int accumulate, int splits) {
+  gemm_tc<C>(OutArg{out}, ws, a, w, I, J, R, accumulate, splits, blockIdx.y * C::BM, blockIdx.x * C::BN);
 }
 
 // The variants: s (skinny: I ≤ 16, decode) and l (large). s keeps 5
@@ -412,29 +427,81 @@ using namespace matmul_impl;
 // or three (x3), I ≤ 16 (s) or any I (l); ws: chunk partials when splits > 1.
 KERNEL void __launch_bounds__(128) gemm_bf16_s_wt_x1(float* out, float* ws, const float* a, const uint16_t* w, int I,
                                                      int J, int R, int accumulate, int splits) {
-  gemm_tc<TCs<true, 1>>(out, ws, a, w, I, J, R, accumulate, splits);
+  gemm_grid<TCs<true, 1>>(out, ws, a, w, I, J, R, accumulate, splits);
 }
 KERNEL void __launch_bounds__(128) gemm_bf16_s_wt_x3(float* out, float* ws, const float* a, const uint16_t* w, int I,
                                                      int J, int R, int accumulate, int splits) {
-  gemm_tc<TCs<true, 3>>(out, ws, a, w, I, J, R, accumulate, splits);
+  gemm_grid<TCs<true, 3>>(out, ws, a, w, I, J, R, accumulate, splits);
 }
 KERNEL void __launch_bounds__(256, 1) gemm_bf16_l_wt_x1(float* out, float* ws, const float* a, const uint16_t* w,
                                                         int I, int J, int R, int accumulate, int splits) {
-  gemm_tc<TCl<true, 1>>(out, ws, a, w, I, J, R, accumulate, splits);
+  gemm_grid<TCl<true, 1>>(out, ws, a, w, I, J, R, accumulate, splits);
 }
 KERNEL void __launch_bounds__(256, 1) gemm_bf16_l_wt_x3(float* out, float* ws, const float* a, const uint16_t* w,
                                                         int I, int J, int R, int accumulate, int splits) {
-  gemm_tc<TCl<true, 3>>(out, ws, a, w, I, J, R, accumulate, splits);
+  gemm_grid<TCl<true, 3>>(out, ws, a, w, I, J, R, accumulate, splits);
 }
 
 // out[I,J] (=/+=) a[I,R] · w, w bf16 [R,J] (MatMulNN), exact (x3).
 KERNEL void __launch_bounds__(128) gemm_bf16_s_wn_x3(float* out, float* ws, const float* a, const uint16_t* w, int I,
                                                      int J, int R, int accumulate, int splits) {
-  gemm_tc<TCs<false, 3>>(out, ws, a, w, I, J, R, accumulate, splits);
+  gemm_grid<TCs<false, 3>>(out, ws, a, w, I, J, R, accumulate, splits);
 }
 KERNEL void __launch_bounds__(256, 1) gemm_bf16_l_wn_x3(float* out, float* ws, const float* a, const uint16_t* w,
                                                         int I, int J, int R, int accumulate, int splits) {
-  gemm_tc<TCl<false, 3>>(out, ws, a, w, I, J, R, accumulate, splits);
+  gemm_grid<TCl<false, 3>>(out, ws, a, w, I, J, R, accumulate, splits);
+}
+
+// GemmPart is one GEMM of a gemm_bf16_*_multi launch (MatMulMany):
+// out[I,J] = a[I,R]·wᵀ with w bf16 [J,R] (a, I and R shared by the
+// launch), computed by blockIdx.x in [tile0, tile0 + ⌈J/BN⌉); ws holds its
+// chunk partials ([chunk][I][J]) when the launch splits.
+struct GemmPart {
+  float* out;
+  float* ws;
+  const uint16_t* w;
+  long J, tile0;
+};
+
+// OutPart is gemm_tc's output as part q's, read from global memory in the
+// epilogue (held in a register through the main loop, ptxas spills it).
+struct OutPart {
+  const GemmPart* parts;
+  int q;
+  __device__ __forceinline__ float* get() const { return parts[q].out; }
+};
+
+// gemm_multi runs the GEMM of parts[0..n) whose tiles hold blockIdx.x
+// (tile0 ascending), exactly as gemm_tc runs a single one.
+template <class C>
+__device__ __forceinline__ void gemm_multi(const GemmPart* parts, int n, const float* a, int I, int R, int splits) {
+  int q = 0;
+  for (int p = 1; p < n; p++) {
+    if (long(blockIdx.x) >= parts[p].tile0) q = p;
+  }
+  const GemmPart* g = parts + q;
+  gemm_tc<C>(OutPart{parts, q}, g->ws, a, g->w, I, int(g->J), R, 0, splits, blockIdx.y * C::BM,
+             int(blockIdx.x - g->tile0) * C::BN);
+}
+
+// outs[p][I,J_p] = a[I,R]·w_pᵀ for the n GEMMs of parts (MatMulMany), one
+// bf16 term (x1) or three (x3), I ≤ 16 (s) or any I (l), in one launch:
+// every output element is computed as gemm_bf16_*_wt_* computes it.
+KERNEL void __launch_bounds__(128) gemm_bf16_s_multi_x1(const GemmPart* parts, int n, const float* a, int I, int R,
+                                                        int splits) {
+  gemm_multi<TCs<true, 1>>(parts, n, a, I, R, splits);
+}
+KERNEL void __launch_bounds__(128) gemm_bf16_s_multi_x3(const GemmPart* parts, int n, const float* a, int I, int R,
+                                                        int splits) {
+  gemm_multi<TCs<true, 3>>(parts, n, a, I, R, splits);
+}
+KERNEL void __launch_bounds__(256, 1) gemm_bf16_l_multi_x1(const GemmPart* parts, int n, const float* a, int I, int R,
+                                                           int splits) {
+  gemm_multi<TCl<true, 1>>(parts, n, a, I, R, splits);
+}
+KERNEL void __launch_bounds__(256, 1) gemm_bf16_l_multi_x3(const GemmPart* parts, int n, const float* a, int I, int R,
+                                                           int splits) {
+  gemm_multi<TCl<true, 3>>(parts, n, a, I, R, splits);
 }
 
 // out[I,J] (=/+=) Σ_r a[i·sai + r·sar] · b[r·sbr + j·sbj], b of dtype bdt;
@@ -443,6 +510,22 @@ KERNEL void __launch_bounds__(256) gemm_f32(float* out, float* ws, const float* 
                                             int bdt, long sbr, long sbj, int I, int J, int R, int accumulate,
                                             int splits) {
   gemm_f32_body(out, ws, a, sai, sar, b, bdt, sbr, sbj, I, J, R, accumulate, splits);
+}
+
+// For each GEMM of parts[0..n): out[e] = Σ_c ws[c·I·J + e] for e < I·J,
+// c ascending over chunks partials (a split gemm_bf16_*_multi launch).
+KERNEL void __launch_bounds__(256) gemm_splitk_reduce_multi(const GemmPart* parts, int n, int I, int chunks) {
+  long total = 0;
+  for (int p = 0; p < n; p++) total += long(I) * parts[p].J;
+  for (long e = blockIdx.x * 256L + threadIdx.x; e < total; e += long(gridDim.x) * 256) {
+    long off = e;
+    int q = 0;
+    while (off >= long(I) * parts[q].J) off -= long(I) * parts[q].J, q++;
+    const long m = long(I) * parts[q].J;
+    float s = 0.f;
+    for (int c = 0; c < chunks; c++) s += parts[q].ws[long(c) * m + off];
+    parts[q].out[off] = s;
+  }
 }
 
 // out[e] (=/+=) Σ_p ws[p·n + e] for e < n, p ascending.

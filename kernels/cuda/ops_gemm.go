@@ -108,3 +108,65 @@ func (s *session) splitkReduce(p gemmPlan, out, ws devptr, n, acc int) {
 	}
 	s.launch("gemm_splitk_reduce", reducePlan(n), argsOf().ptr(out).ptr(ws).i64(n).i32(p.parts).i32(acc))
 }
+
+var _ kernels.MatMulManyer = (*Device)(nil)
+
+// MatMulMany is outs[i] = x·ws[i]ᵀ for every i (kernels.MatMulManyer): with
+// bf16 weights one launch (gemm_bf16_*_multi: the GEMMs' tiles side by
+// side, each output element computed as MatMul computes it), otherwise
+// one MatMul per weight.
+func (d *Device) MatMulMany(outs []kernels.Buffer, x kernels.Buffer, ws []kernels.Mat, m int) {
+	const op = "MatMulMany"
+	kernels.CheckMatMulMany(outs, x, ws, m)
+	for _, w := range ws {
+		if w.DType != kernels.BF16 {
+			for i := range ws {
+				d.MatMul(outs[i], x, ws[i], m, false)
+			}
+			return
+		}
+	}
+	if m == 0 || len(ws) == 0 {
+		return
+	}
+	k := ws[0].Cols
+	js := make([]int, len(ws))
+	width := 0
+	for i, w := range ws {
+		js[i] = w.Rows
+		width += w.Rows
+	}
+	v := gemmBF16Variant(m, true, gemmTerms(d.prec))
+	p, tile0 := gemmBF16MultiPlan(m, js, k, v)
+	s := d.begin(op)
+	pa := s.in(x.Slice(0, m*k))
+	ws0 := s.scratch(int64(p.ws(m, width)) * 4)
+	parts := make([]gemmPart, len(ws))
+	off := 0
+	for i, w := range ws {
+		parts[i] = gemmPart{out: uintptr(s.out(outs[i].Slice(0, m*w.Rows))), w: uintptr(s.mat(w)), j: int64(w.Rows), tile0: int64(tile0[i])}
+		if ws0 != 0 {
+			parts[i].ws = uintptr(ws0) + uintptr(p.parts*m*off*4)
+		}
+		off += w.Rows
+	}
+	pp := s.value(bytesOf(parts))
+	var name string
+	switch v {
+	case gemmVariant{large: false, wt: true, terms: termsBF16}:
+		name = "gemm_bf16_s_multi_x1"
+	case gemmVariant{large: false, wt: true, terms: termsExact}:
+		name = "gemm_bf16_s_multi_x3"
+	case gemmVariant{large: true, wt: true, terms: termsBF16}:
+		name = "gemm_bf16_l_multi_x1"
+	case gemmVariant{large: true, wt: true, terms: termsExact}:
+		name = "gemm_bf16_l_multi_x3"
+	default:
+		panic("kernels/cuda: " + op + ": no gemm_bf16 kernel for this precision")
+	}
+	s.launchWith(name, p.d, p.smem, argsOf().ptr(pp).i32(len(parts)).ptr(pa).i32(m).i32(k).i32(p.splits))
+	if p.splits > 1 {
+		s.launch("gemm_splitk_reduce_multi", reducePlan(m*width), argsOf().ptr(pp).i32(len(parts)).i32(m).i32(p.parts))
+	}
+	s.end()
+}

@@ -111,6 +111,33 @@ func gemmBF16Tile(v gemmVariant) (bm, bn int) {
 	return 128, 64
 }
 
+// gemmBF16MultiPlan plans a gemm_bf16_*_multi launch of GEMMs out_p[I,
+// js[p]] over R terms (variant v, wt), and returns each GEMM's first
+// blockIdx.x: the GEMMs' tiles side by side along x, split as one GEMM of
+// their total width would be.
+func gemmBF16MultiPlan(i int, js []int, r int, v gemmVariant) (gemmPlan, []int) {
+	bm, bn := gemmBF16Tile(v)
+	threads, target := 128, gemmTargetBlocksSkinny
+	if v.large {
+		threads, target = 256, gemmTargetBlocks
+	}
+	tile0 := make([]int, len(js))
+	gx, width := 0, 0
+	for p, j := range js {
+		tile0[p] = gx
+		gx += ceilDiv(j, bn)
+		width += j
+	}
+	chunks := ceilDiv(r, gemmChunk)
+	splits := gemmSplits(gx*ceilDiv(i, bm), target, chunks, i*width, true)
+	p := gemmPlan{splits: splits, smem: gemmBF16Smem(v),
+		d: dims{gx: uint32(gx), gy: uint32(ceilDiv(i, bm)), gz: uint32(splits), bx: uint32(threads), by: 1, bz: 1}}
+	if splits > 1 {
+		p.parts = chunks
+	}
+	return p, tile0
+}
+
 // gemmBF16Variant is the variant for an [I,J] output of a MatMul (wt) or
 // MatMulNN at the given activation terms.
 func gemmBF16Variant(i int, wt bool, terms int) gemmVariant {
