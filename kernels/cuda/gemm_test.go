@@ -42,30 +42,11 @@ func TestSeamMatMulNNSameSum(t *testing.T) {
 					init[i] = float32(rng.NormFloat64())
 				}
 				a, b := append([]float32(nil), init...), append([]float32(nil), init...)
-				d.MatMul(kernels.HostF32(a), kernels.HostF32(x), asMat(dt, w, n, k), m, true)
-				d.MatMulNN(kernels.HostF32(b), kernels.HostF32(x), asMat(dt, wt, k, n), m, true)
+				d.MatMul(kernels.HostF32(a), kernels.HostF32(x), kerneltest.ToMat(dt, w, n, k), m, true)
+				d.MatMulNN(kernels.HostF32(b), kernels.HostF32(x), kerneltest.ToMat(dt, wt, k, n), m, true)
 				require.NoError(t, d.Err())
 				kerneltest.CheckExact(t, "MatMulNN(x, wᵀ) vs MatMul(x, w)", b, a)
 			})
 		}
 	}
-}
-
-// asMat stores v [rows, cols] in a host Mat of dtype dt.
-func asMat(dt kernels.DType, v []float32, rows, cols int) kernels.Mat {
-	switch dt {
-	case kernels.BF16:
-		u := make([]uint16, len(v))
-		for i, f := range v {
-			u[i] = kernels.F32ToBF16(f)
-		}
-		return kernels.MatBF16(u, rows, cols)
-	case kernels.F16:
-		u := make([]uint16, len(v))
-		for i, f := range v {
-			u[i] = kernels.F32ToF16(f)
-		}
-		return kernels.MatF16(u, rows, cols)
-	}
-	return kernels.MatF32(v, rows, cols)
 }

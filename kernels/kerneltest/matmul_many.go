@@ -25,8 +25,7 @@ func MatMulMany(t *testing.T, b kernels.Backend) {
 	ps, hasPrec := b.(kernels.MatMulPrecisionSetter)
 	if hasPrec {
 		precs = append(precs, kernels.MatMulBF16)
-		prev := ps.MatMulPrecision()
-		defer func() { _ = ps.SetMatMulPrecision(prev) }()
+		defer restorePrecision(t, ps)()
 	}
 	shapes := []struct {
 		name string

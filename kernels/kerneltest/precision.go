@@ -27,9 +27,8 @@ func MatMulBF16(t *testing.T, b kernels.Backend) {
 	if !ok {
 		t.Skipf("%T does not implement kernels.MatMulPrecisionSetter", b)
 	}
-	prev := ps.MatMulPrecision()
+	defer restorePrecision(t, ps)()
 	require.NoError(t, ps.SetMatMulPrecision(kernels.MatMulBF16))
-	defer func() { require.NoError(t, ps.SetMatMulPrecision(prev)) }()
 	require.Equal(t, kernels.MatMulBF16, ps.MatMulPrecision())
 	tol := Tolerance("MatMul")
 	t.Run("rounded", func(t *testing.T) {
@@ -74,4 +73,11 @@ func MatMulBF16(t *testing.T, b kernels.Backend) {
 	})
 	t.Run("batch", func(t *testing.T) { MatMulBatchInvariance(t, b) })
 	assert.Equal(t, kernels.MatMulBF16, ps.MatMulPrecision(), "the precision stays set")
+}
+
+// restorePrecision returns a func that sets ps back to the precision it
+// has now (for a defer).
+func restorePrecision(t *testing.T, ps kernels.MatMulPrecisionSetter) func() {
+	prev := ps.MatMulPrecision()
+	return func() { require.NoError(t, ps.SetMatMulPrecision(prev)) }
 }
