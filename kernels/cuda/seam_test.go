@@ -186,10 +186,14 @@ func TestSeamProbeLaunches(t *testing.T) {
 	d, _, r := newSeamDevice(t, 1<<30)
 	require.NoError(t, d.probeMMA(make([]float32, 128), make([]uint16, 256), make([]uint16, 128), make([]float32, 128)))
 	require.NoError(t, d.probeBarrier(make([]int32, 64)))
-	for _, k := range []string{"diverge", "mask"} {
-		require.NoError(t, d.probeBroken(k, make([]int32, 32)))
+	require.NoError(t, d.probeLdmatrix(make([]uint32, 32*12), make([]uint16, 32*8)))
+	require.NoError(t, d.probeCpAsync(make([]float32, 768), make([]float32, 384)))
+	require.NoError(t, d.probeMMAChain(make([]float32, 128), make([]float32, 16*32), make([]uint16, 32*8), 32))
+	for _, k := range []string{"diverge", "mask", "ldmatrix", "cp_async"} {
+		require.NoError(t, d.probeBroken(k, make([]int32, 32*4)))
 	}
-	assert.Equal(t, map[string]int{"simt_probe_mma": 1, "simt_probe_barrier": 1, "simt_broken_diverge": 1, "simt_broken_mask": 1}, r.runs)
+	assert.Equal(t, map[string]int{"simt_probe_mma": 1, "simt_probe_barrier": 1, "simt_probe_ldmatrix": 1, "simt_probe_cp_async": 1,
+		"simt_probe_mma_chain": 1, "simt_broken_diverge": 1, "simt_broken_mask": 1, "simt_broken_ldmatrix": 1, "simt_broken_cp_async": 1}, r.runs)
 }
 
 // nullDriver accepts every call and does nothing: what is left of a
