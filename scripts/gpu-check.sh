@@ -30,6 +30,7 @@
 #                (M 1, 8) GB/s and % of HBM in weight bytes, GEMM (M 4096) TFLOP/s and %
 #                of the 989 TFLOP/s dense peak; MatMulTN at the LoRA gradients (% of FP32)
 #   decode   50  decode tok/s at batch 1, 64, 256 vs the HBM bandwidth ceiling
+#                and one decode step's wall and host µs, launches and waits (BenchmarkDecodeStep)
 #   prefill  25  prefill tok/s (8 × 512 tokens)
 #   grpo    rest one GRPO-shaped step: 64 rollouts × 512 tokens of the Qwen3-0.6B shape
 #                (generation, scoring, backward into LoRA r16, AdamW): whatever the
@@ -61,7 +62,7 @@ args[info]="-test.run ^TestDeviceInfo$ -test.v"
 args[kernels]="-test.run ^(TestGPU|TestPinnedRoundTrip|TestSeam) -test.v"
 args[model]="-test.run ^(TestModelLogitsGPUvsCPU|TestModelE2E) -test.v"
 args[gemm]="-test.run ^$ -test.bench ^BenchmarkGEMM(LoRAGrad)?$ -test.benchtime 20x"
-args[decode]="-test.run ^$ -test.bench ^BenchmarkDecode$ -test.benchtime 2x"
+args[decode]="-test.run ^$ -test.bench ^BenchmarkDecode(Step)?$ -test.benchtime 2x"
 args[prefill]="-test.run ^$ -test.bench ^BenchmarkPrefill$ -test.benchtime 2x"
 args[grpo]="-test.run ^$ -test.bench ^BenchmarkGRPOStep$ -test.benchtime 1x"
 timeouts=([info]=20 [kernels]=100 [model]=75 [gemm]=40 [decode]=50 [prefill]=25 [grpo]=600)
