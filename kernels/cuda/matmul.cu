@@ -81,6 +81,13 @@
 //   GPU, a launch error on the host build): s 44.5 KB (wt x1), 49.5 KB (wt
 //   x3), 46.5 KB (wn x3); l 124 KB (wt x1), 144 KB (wt x3), 142 KB (wn x3).
 //
+// gemm_bf16_{s,l}_multi_x{1,3} (MatMulMany: a layer's Q/K/V or gate/up
+// projections of one activation in one launch): the GEMMs of a GemmPart
+// array side by side along blockIdx.x, each tile run by the same gemm_tc
+// as the wt kernels (so every output element is MatMul's, bit for bit),
+// split as one GEMM of their total width; gemm_splitk_reduce_multi adds
+// each GEMM's chunk partials in order.
+//
 // gemm_f32 (f32 and f16 weights, and MatMulTN): CUDA-core FMA with general
 // strides, A(i,r) = a[i·sai + r·sar], B(r,j) = b[r·sbr + j·sbj], b of dtype
 // bdt; block 256 threads = 16×16, block tile 64×64, reduce tile 16, each
