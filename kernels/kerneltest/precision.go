@@ -19,7 +19,8 @@ import (
 // summation differs, as at the exact precision), and lie within the
 // rounding's bound of the exact product, |Δ| ≤ 2⁻⁸·Σ|x||w| + ATol; for f32
 // and f16 weights MatMul, and MatMulNN and MatMulTN for every weight, stay
-// exact (the MatMul and MatMulNN families at this precision); and MatMul
+// exact (the MatMul family for f32/f16 and MatMulNN's for bf16 weights, and
+// MatMulTN's, at this precision); and MatMul
 // stays batch-invariant (MatMulBatchInvariance). The precision the backend
 // had is restored at the end.
 func MatMulBF16(t *testing.T, b kernels.Backend) {
@@ -66,9 +67,11 @@ func MatMulBF16(t *testing.T, b kernels.Backend) {
 		}
 	})
 	t.Run("exact", func(t *testing.T) {
-		// f32 and f16 weights, and the gradients, ignore the precision.
+		// f32 and f16 weights, and the gradients, ignore the precision
+		// (MatMulNN with bf16 weights, the one that shares MatMul's
+		// kernels; the other dtypes take the f32 path at any precision).
 		matmulFamily(t, "MatMul", b.MatMul, ref.Backend{}.MatMul, func(n, k int) (int, int) { return k, n }, []kernels.DType{kernels.F32, kernels.F16})
-		MatMulNN(t, b)
+		matmulFamily(t, "MatMulNN", b.MatMulNN, ref.Backend{}.MatMulNN, func(n, k int) (int, int) { return n, k }, []kernels.DType{kernels.BF16})
 		MatMulTN(t, b)
 	})
 	t.Run("batch", func(t *testing.T) { MatMulBatchInvariance(t, b) })
