@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/x/kernels"
-	"github.com/x/kernels/cpu"
 	"github.com/x/model"
 )
 
@@ -42,8 +41,8 @@ type policy struct {
 	// prec is the backend that generation switches to the rollout
 	// precision (Config.RolloutMatMulPrecision); nil: generation leaves
 	// the backend's precision alone.
-	prec    matMulPrecisioner
-	rollout cpu.MatMulPrecision
+	prec    kernels.MatMulPrecisionSetter
+	rollout kernels.MatMulPrecision
 	// gen, if not nil, are the adapters generation samples with (an older
 	// policy's, in asynchronous training); nil: the live ones. Only the
 	// goroutine that generates sets and reads it.
