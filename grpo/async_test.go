@@ -253,15 +253,15 @@ func TestAsyncErrors(t *testing.T) {
 	assert.Equal(t, 1, tr.State().GlobalStep)
 	assert.Nil(t, tr.async)
 
-	// Cancelled while the producer waits on slow tools: Train returns
-	// promptly with the context's error.
+	// Cancelled while the producer waits on tools that take an hour:
+	// Train returns with the context's error (that it returns at all,
+	// within the test's timeout, shows the tool calls were abandoned; no
+	// wall-clock bound, which a loaded machine could break).
 	tr = slowToolTrainer(t, &envtest.Gauge{}, time.Hour, func(c *Config) { c.MaxStaleness = 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	begin := time.Now()
 	err = tr.Train(ctx, nil)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.Less(t, time.Since(begin), 5*time.Second)
 	assert.Equal(t, 0, tr.State().GlobalStep)
 }
 
