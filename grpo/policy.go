@@ -43,10 +43,28 @@ type policy struct {
 	// the backend's precision alone.
 	prec    kernels.MatMulPrecisionSetter
 	rollout kernels.MatMulPrecision
-	// gen, if not nil, are the adapters generation samples with (an older
-	// policy's, in asynchronous training); nil: the live ones. Only the
-	// goroutine that generates sets and reads it.
-	gen *model.AdapterSnapshot
+}
+
+// adaptersKey is the context key of withAdapters.
+type adaptersKey struct{}
+
+// withAdapters returns ctx for a generation that samples with the adapters
+// of snap (an older policy's, in asynchronous training) instead of the
+// live ones. The snapshot travels with the generation's context rather
+// than in the policy, so that another generation at the same time (an
+// Evaluate from a Callback while the producer plays) samples with its own.
+func withAdapters(ctx context.Context, snap *model.AdapterSnapshot) context.Context {
+	if snap == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, adaptersKey{}, snap)
+}
+
+// adaptersOf is the snapshot withAdapters put in ctx; nil: the live
+// adapters.
+func adaptersOf(ctx context.Context) *model.AdapterSnapshot {
+	s, _ := ctx.Value(adaptersKey{}).(*model.AdapterSnapshot)
+	return s
 }
 
 // use runs f with the model to itself (lk; gen: as a generation call,
@@ -192,7 +210,7 @@ func (p *policy) prefill(ctx context.Context, seqs []seq) error {
 	for i, s := range seqs {
 		ms[i] = s.s
 	}
-	return p.generating(func() error { return p.m.Prefill(ctx, ms, model.BatchOptions{}) })
+	return p.generating(ctx, func() error { return p.m.Prefill(ctx, ms, model.BatchOptions{}) })
 }
 
 // genRequest asks for one turn of a sequence.
@@ -264,7 +282,7 @@ func (d *decoder) close() { _ = d.p.generationCall(func() error { d.b.Release();
 // that finished, by id.
 func (d *decoder) step(ctx context.Context) (map[int]turn, error) {
 	var fin []model.Finished
-	err := d.p.generating(func() (err error) {
+	err := d.p.generating(ctx, func() (err error) {
 		fin, err = d.b.Step(ctx)
 		return err
 	})

@@ -1,6 +1,7 @@
 package grpo
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/x/kernels"
@@ -49,17 +50,18 @@ func rolloutPrecisioner(b kernels.Backend, p kernels.MatMulPrecision) (kernels.M
 	return s, nil
 }
 
-// generating runs f, a prefill or a decode step, with the model to itself
-// (the policy's lock, as a generation call), its forwards reading the
-// adapters generation
-// samples with (p.gen), at the rollout precision, and then puts the
-// backend's previous precision back, also when f fails or panics, so that
-// training passes never run at the rollout's. The precision is the
-// backend's setting, not the call's: generation and training must not
-// overlap on one backend, which the lock ensures (tool rounds, which run
-// concurrently with decoding, do not touch it).
-func (p *policy) generating(f func() error) error {
-	return p.use(true, p.gen, func() error {
+// generating runs f, a prefill or a decode step of the generation ctx
+// belongs to, with the model to itself (the policy's lock, as a
+// generation call), its forwards reading the adapters that generation
+// samples with (withAdapters; the live ones if none), at the rollout
+// precision, and then puts the backend's previous precision back, also
+// when f fails or panics, so that training passes never run at the
+// rollout's. The precision is the backend's setting, not the call's:
+// generation and training must not overlap on one backend, which the lock
+// ensures (tool rounds, which run concurrently with decoding, do not touch
+// it).
+func (p *policy) generating(ctx context.Context, f func() error) error {
+	return p.use(true, adaptersOf(ctx), func() error {
 		if p.prec == nil {
 			return f()
 		}

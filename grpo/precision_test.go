@@ -343,7 +343,7 @@ func TestRolloutPrecisionRestoredOnFailure(t *testing.T) {
 	assert.Equal(t, kernels.MatMulExact, spy.MatMulPrecision(), "after a failed decode step")
 
 	assert.PanicsWithValue(t, "boom", func() {
-		_ = tr.pol.generating(func() error {
+		_ = tr.pol.generating(context.Background(), func() error {
 			assert.Equal(t, kernels.MatMulBF16, spy.MatMulPrecision(), "inside generation")
 			panic("boom")
 		})
@@ -369,7 +369,7 @@ func TestRolloutPrecisionRestoresPrevious(t *testing.T) {
 	tr, spy, _ := bf16Trainer(t, RolloutBF16)
 	require.NoError(t, spy.SetMatMulPrecision(kernels.MatMulBF16))
 	tr.pol.rollout = kernels.MatMulExact // a precision other than the backend's
-	require.NoError(t, tr.pol.generating(func() error {
+	require.NoError(t, tr.pol.generating(context.Background(), func() error {
 		assert.Equal(t, kernels.MatMulExact, spy.MatMulPrecision())
 		return nil
 	}))

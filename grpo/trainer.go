@@ -328,9 +328,7 @@ type scoredGen struct {
 // not depend on how decoding was batched) and puts sampling/*. The
 // environments go back to their pools once scored.
 func (t *Trainer) produce(ctx context.Context, rows []env.Row, index, version int, snap *model.AdapterSnapshot, scoreOld bool) (*scoredGen, error) {
-	t.pol.gen = snap
-	gen, err := t.generate(ctx, rows, t.layout.G, t.sampling(), mix(t.cfg.Seed, uint64(index)))
-	t.pol.gen = nil
+	gen, err := t.generate(withAdapters(ctx, snap), rows, t.layout.G, t.sampling(), mix(t.cfg.Seed, uint64(index)))
 	if err != nil {
 		return nil, fmt.Errorf("grpo: generation %d: %w", index, err)
 	}
