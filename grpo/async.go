@@ -84,12 +84,20 @@ func (a *asyncRun) genStart(k int) int { return a.g0 + (k-a.k0)*a.spg }
 // version is the optimizer step of the policy that samples generation k.
 func (a *asyncRun) version(k int) int {
 	v := max(0, a.genStart(k)-a.s)
-	if v < a.g0 {
-		if !a.old[v] {
-			// Before this run and not saved (a checkpoint of a synchronous
-			// run, or Steps before Train): the oldest policy at hand.
-			v = a.g0
+	if v < a.g0 && !a.old[v] {
+		// Before this run and not saved. The run that wrote the checkpoint
+		// had no policy that old either (it started later: from a
+		// synchronous checkpoint, or after Steps) and sampled with the
+		// oldest it had, its start, which the checkpoint saved as the
+		// oldest snapshot above v; with none saved, this run's start is the
+		// oldest policy at hand.
+		u := a.g0
+		for o := range a.old {
+			if o > v && o < u {
+				u = o
+			}
 		}
+		v = u
 	}
 	return v
 }

@@ -150,6 +150,46 @@ func TestAsyncResumeBitExact(t *testing.T) {
 	assert.Nil(t, syncRun.resumed)
 }
 
+// TestAsyncResumeOfAResumedRunBitExact: an asynchronous run resumed from
+// a synchronous checkpoint (step 2) has no policy older than its start,
+// so its first generations sample with the start's adapters (versions
+// clamped up to 2); a checkpoint it writes at step 3 holds that snapshot,
+// and a run resumed there must sample those generations with it again
+// (not with its own start's adapters) to end where the uninterrupted
+// asynchronous run does.
+func TestAsyncResumeOfAResumedRunBitExact(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model")
+	}
+	syncRun := newResumeTrainer(t, t.TempDir(), func(c *Config) { c.MaxSteps, c.SaveSteps = 2, 2 })
+	require.NoError(t, syncRun.Train(context.Background(), asyncData()))
+	setup := func(c *Config) { c.MaxSteps, c.SaveSteps, c.MaxStaleness, c.LogCompletions = 5, 1, 2, true }
+	whole := newResumeTrainer(t, t.TempDir(), setup)
+	require.NoError(t, whole.Resume(filepath.Join(syncRun.cfg.OutputDir, "checkpoint-2")))
+	require.NoError(t, whole.Train(context.Background(), asyncData()))
+	// Generations 3 and 4 (learnt from steps 3 and 4) sampled with step 2's
+	// policy: generation 3's max(0, 3 − 2) = 1 is older than the run.
+	recs := readCompletions(t, filepath.Join(whole.cfg.OutputDir, CompletionsFile))
+	versions := map[int]int{}
+	for _, r := range recs {
+		versions[r.Step] = r.PolicyVersion
+	}
+	assert.Equal(t, map[int]int{3: 2, 4: 2, 5: 2}, versions, "policy version by the step that learnt it")
+	ck3 := filepath.Join(whole.cfg.OutputDir, "checkpoint-3")
+	assert.FileExists(t, filepath.Join(ck3, SnapshotFile(2)))
+
+	resumed := newResumeTrainer(t, t.TempDir(), setup)
+	require.NoError(t, resumed.Resume(ck3))
+	require.NoError(t, resumed.Train(context.Background(), asyncData()))
+	versions = map[int]int{}
+	for _, r := range readCompletions(t, filepath.Join(resumed.cfg.OutputDir, CompletionsFile)) {
+		versions[r.Step] = r.PolicyVersion
+	}
+	assert.Equal(t, map[int]int{4: 2, 5: 2}, versions, "the resumed run samples with the checkpoint's snapshot")
+	assert.Equal(t, whole.State(), resumed.State())
+	sameCheckpoints(t, filepath.Join(whole.cfg.OutputDir, "checkpoint-5"), filepath.Join(resumed.cfg.OutputDir, "checkpoint-5"), "resumed twice")
+}
+
 // slowToolTrainer is a LoRA trainer on the tiny model whose scripted
 // rollouts call a slow tool twice (envtest.Slow, delay d) before
 // answering, so that a generation spends most of its time waiting on
