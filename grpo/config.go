@@ -337,8 +337,12 @@ type Config struct {
 	// MaskTruncatedCompletions gives no loss to completions cut off by the
 	// token budget (mask_truncated_completions, False).
 	MaskTruncatedCompletions bool `json:"mask_truncated_completions"`
-	// EntropyCoef subtracts coef × the mean entropy of loss tokens from the
-	// loss (entropy_coef, 0.0).
+	// EntropyCoef subtracts coef × the mean entropy of loss tokens (those
+	// the entropy mask keeps, with TopEntropyQuantile < 1) from the loss
+	// (entropy_coef, 0.0), whatever LossType's normalisation, as TRL does:
+	// a micro-batch's mean over GradientAccumulationSteps for most types,
+	// the generation batch's tokens for dapo, cispo and vespo
+	// (EntropyWeights).
 	EntropyCoef float64 `json:"entropy_coef"`
 	// TopEntropyQuantile keeps in the policy loss (and the entropy bonus)
 	// only tokens whose entropy is at least the (1−ρ) quantile of the

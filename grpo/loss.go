@@ -10,7 +10,7 @@ import (
 // The policy loss of one micro-batch (spec §4, §10). Its formula is
 // written once, in kernels/ref (kernels.LossParams' doc); this file holds
 // what the trainer adds around it: Config → kernels.LossParams, the loss
-// types' normalisations (LossWeights), TRL's vLLM importance-sampling
+// types' normalisations (LossWeights, EntropyWeights), TRL's vLLM importance-sampling
 // correction (SamplingISRatio), the entropy mask (EntropyMask) and
 // mask_truncated_completions (TruncatedMask).
 //
@@ -20,10 +20,11 @@ import (
 // no padding. Mask[i][t] is the loss mask (true = sampled by the model);
 // masked tokens get no loss, no gradient and no count. The loss is
 //
-//	L = Σ_i Σ_t W_it · ( O_i·E_it·ρ_it·ℓ_it + β·KL_it − coef·E_it·H_it )
+//	L = Σ_i Σ_t W_it · ( O_i·E_it·ρ_it·ℓ_it + β·KL_it ) − coef·W^H_it·E_it·H_it
 //
 // where ℓ is the loss type's per-token objective, W the normalisation
-// (LossWeights; zero on masked tokens), O the off-policy sequence mask
+// (LossWeights; zero on masked tokens), W^H the entropy bonus's
+// (EntropyWeights), O the off-policy sequence mask
 // (off_policy_mask_threshold), E the entropy mask (top_entropy_quantile),
 // ρ the sampling-correction ratio, KL the k3 estimator against the
 // reference and H the entropy — TRL's _compute_loss term by term.
@@ -179,10 +180,59 @@ func LossWeights(t LossType, n LossNorm, mask [][]bool) ([][]float64, error) {
 	return out, nil
 }
 
+// EntropyWeights returns W^H, each loss token's weight in the entropy
+// bonus, as TRL's _compute_loss normalises it: the bonus is coef times the
+// mean entropy of the tokens the entropy mask keeps, whatever the policy
+// term's normalisation (GA = GradientAccumulationSteps):
+//
+//	dapo, cispo, vespo: W (LossWeights): Σ over the generation batch / N,
+//	                    TRL's sum over the micro-batch / num_items_in_batch
+//	the others:         1 / (max(Σ_i Σ_t mask·keep, 1) · GA), the
+//	                    micro-batch's mean over the kept tokens
+//
+// and 0 on masked tokens; keep is the entropy mask (EntropyMask), nil
+// when every loss token is kept. w are the loss type's weights.
+func EntropyWeights(lt LossType, n LossNorm, mask, keep [][]bool, w [][]float64) ([][]float64, error) {
+	if len(w) != len(mask) || (keep != nil && len(keep) != len(mask)) {
+		return nil, fmt.Errorf("grpo: entropy weights: %d weight and %d keep rows for %d masks", len(w), len(keep), len(mask))
+	}
+	if n.GradientAccumulationSteps < 1 {
+		return nil, fmt.Errorf("grpo: entropy weights: gradient accumulation steps %d < 1", n.GradientAccumulationSteps)
+	}
+	kept := 0
+	for i, row := range mask {
+		if len(w[i]) != len(row) || (keep != nil && len(keep[i]) != len(row)) {
+			return nil, fmt.Errorf("grpo: entropy weights: row %d lengths differ from its mask's %d", i, len(row))
+		}
+		for t, m := range row {
+			if m && (keep == nil || keep[i][t]) {
+				kept++
+			}
+		}
+	}
+	tokenSum := lt == LossDAPO || lt == LossCISPO || lt == LossVESPO
+	mean := 1 / (float64(max(kept, 1)) * float64(n.GradientAccumulationSteps))
+	out := make([][]float64, len(mask))
+	for i, row := range mask {
+		out[i] = make([]float64, len(row))
+		for t, m := range row {
+			switch {
+			case !m:
+			case tokenSum:
+				out[i][t] = w[i][t]
+			default:
+				out[i][t] = mean
+			}
+		}
+	}
+	return out, nil
+}
+
 // LossInput is one micro-batch. Every [B][T_i] slice is indexed like LogP.
 // It maps one to one onto the backend's model.Loss (modelLoss): LogP and
 // Entropy come from the loss forward, Old → OldLogP, Ref → RefLogP, Adv →
-// SeqAdv, Sampling → SamplingLogP, ISRatio, EntropyMask, Weight.
+// SeqAdv, Sampling → SamplingLogP, ISRatio, EntropyMask, Weight,
+// EntropyWeight.
 type LossInput struct {
 	LogP    [][]float32 // current log-probs (filled by the loss forward)
 	Entropy [][]float32 // per-token entropies (filled by the loss forward)
@@ -204,6 +254,9 @@ type LossInput struct {
 	// EntropyMask, if not nil, keeps the policy term and the entropy bonus
 	// only on true tokens (EntropyMask); the KL term is not masked by it.
 	EntropyMask [][]bool
+	// EntropyWeight, if not nil, is the entropy bonus's normalisation W^H
+	// (EntropyWeights); nil: W.
+	EntropyWeight [][]float64
 }
 
 // LossOutput is the loss of a micro-batch as the backend evaluated it;
@@ -211,7 +264,7 @@ type LossInput struct {
 type LossOutput struct {
 	Loss     float64
 	DLogP    [][]float32 // d L / d logp
-	DEntropy [][]float32 // d L / d H (−coef·W·E)
+	DEntropy [][]float32 // d L / d H (−coef·W^H·E)
 	Ratio    [][]float64 // importance ratio (token level) or the sequence's (repeated), after the delta cap
 	KL       [][]float64 // KL term as it enters the loss (× ratio with UseBiasCorrectionKL); nil when Beta = 0
 	ClipLow  [][]bool    // ratio (after the delta cap) < 1−EpsLow with A < 0 (clipped types)

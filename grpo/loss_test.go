@@ -704,3 +704,33 @@ func TestEntropyMask(t *testing.T) {
 	_, err = EntropyMask(ent, mask[:1], 0.2)
 	assert.Error(t, err)
 }
+
+// TestEntropyWeights: the entropy bonus's weights by loss type, by hand.
+// Two rows with loss tokens (T, T, F) and (T), GA 2, spg 2, N = 12: the
+// token-summed types keep W = spg/(N·GA) = 1/12; the others weigh the
+// micro-batch's mean over the kept tokens, 1/(kept·GA): 1/6 with every
+// token kept, 1/4 when the entropy mask keeps two.
+func TestEntropyWeights(t *testing.T) {
+	mask := [][]bool{{true, true, false}, {true}}
+	norm := LossNorm{GenerationTokens: 12, GradientAccumulationSteps: 2, StepsPerGeneration: 2, MaxCompletionLength: 8, Level: ISSequence, CompletionWidth: 3}
+	keep := [][]bool{{true, false, false}, {true}}
+	for _, tt := range []struct {
+		lt   LossType
+		keep [][]bool
+		want float64
+	}{
+		{LossDAPO, nil, 1.0 / 12}, {LossCISPO, keep, 1.0 / 12}, {LossVESPO, nil, 1.0 / 12},
+		{LossGRPO, nil, 1.0 / 6}, {LossSAPO, nil, 1.0 / 6}, {LossBNPO, nil, 1.0 / 6}, {LossDrGRPO, nil, 1.0 / 6}, {LossLUSPO, nil, 1.0 / 6},
+		{LossGRPO, keep, 1.0 / 4}, {LossBNPO, keep, 1.0 / 4}, {LossLUSPO, keep, 1.0 / 4},
+	} {
+		t.Run(fmt.Sprint(tt.lt, tt.keep != nil), func(t *testing.T) {
+			w, err := LossWeights(tt.lt, norm, mask)
+			require.NoError(t, err)
+			ew, err := EntropyWeights(tt.lt, norm, mask, tt.keep, w)
+			require.NoError(t, err)
+			assert.Equal(t, [][]float64{{tt.want, tt.want, 0}, {tt.want}}, ew)
+		})
+	}
+	_, err := EntropyWeights(LossGRPO, norm, mask, nil, [][]float64{{1}})
+	assert.Error(t, err)
+}

@@ -387,6 +387,9 @@ func modelLoss(p kernels.LossParams, in *LossInput) model.Loss {
 		l.SeqAdv[i] = float32(a)
 	}
 	l.Weight = narrow(in.Weight)
+	if in.EntropyWeight != nil {
+		l.EntropyWeight = narrow(in.EntropyWeight)
+	}
 	l.OldLogP, l.RefLogP, l.SamplingLogP = in.Old, in.Ref, in.Sampling
 	if in.ISRatio != nil {
 		l.ISRatio = make([][]float32, len(in.ISRatio))

@@ -102,9 +102,10 @@ func NewLossStats(p kernels.LossParams) *LossStats {
 //	cispo_clip_ratio (cispo), vespo/phi_seq_mean (vespo, mean over sequences)
 //
 // The loss's terms are summed over the micro-batches as "loss" is:
-// kl_loss = β·Σ W·KL and entropy_loss = −coef·Σ W·E·H over the loss tokens
-// (kernels.LossParams' formula), policy_loss the rest, so that loss =
-// policy_loss + kl_loss + entropy_loss.
+// kl_loss = β·Σ W·KL and entropy_loss = −coef·Σ W^H·E·H over the loss
+// tokens (kernels.LossParams' formula; W^H = in.EntropyWeight, else W),
+// policy_loss the rest, so that loss = policy_loss + kl_loss +
+// entropy_loss.
 func (s *LossStats) Add(in LossInput, out LossOutput) {
 	s.loss += out.Loss
 	if in.Weight == nil {
@@ -123,7 +124,11 @@ func (s *LossStats) Add(in LossInput, out LossOutput) {
 				kl += in.Weight[i][t] * float64(s.p.Beta) * out.KL[i][t]
 			}
 			if in.Entropy != nil && s.p.EntropyCoef != 0 && (in.EntropyMask == nil || in.EntropyMask[i][t]) {
-				ent -= in.Weight[i][t] * float64(s.p.EntropyCoef) * float64(in.Entropy[i][t])
+				wh := in.Weight[i][t]
+				if in.EntropyWeight != nil {
+					wh = in.EntropyWeight[i][t]
+				}
+				ent -= wh * float64(s.p.EntropyCoef) * float64(in.Entropy[i][t])
 			}
 		}
 	}

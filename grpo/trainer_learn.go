@@ -338,6 +338,11 @@ func (t *Trainer) microStep(ctx context.Context, b *learnBatch, mb []int, params
 	if in.Weight, err = LossWeights(t.cfg.LossType, norm, in.Mask); err != nil {
 		return err
 	}
+	if params.EntropyCoef != 0 {
+		if in.EntropyWeight, err = EntropyWeights(t.cfg.LossType, norm, in.Mask, in.EntropyMask, in.Weight); err != nil {
+			return err
+		}
+	}
 	t0 := time.Now()
 	lo, err := t.pol.accumulate(ctx, seqs, params, &in)
 	if err != nil {

@@ -148,3 +148,41 @@ func TestSamplingCorrectionClipMin(t *testing.T) {
 		})
 	}
 }
+
+// TestEntropyBonusIsTheMeanEntropy: whatever the loss type's
+// normalisation, the entropy bonus is coef × the mean entropy of the loss
+// tokens (per accumulation step), as TRL's _compute_loss computes it:
+// entropy_loss = −coef·entropy on a one-micro-batch step, and the loss the
+// backend computed differs from the same step's without the bonus by
+// exactly entropy_loss. Completions of different lengths, so that a mean
+// of per-completion means (grpo's policy weights) or a division by
+// MaxCompletionLength (dr_grpo's) would not pass for it; luspo's policy
+// weights summed each completion's entropies.
+func TestEntropyBonusIsTheMeanEntropy(t *testing.T) {
+	texts := []string{"Hi.", "Hello there, how are you?", "One two three four five six seven eight nine ten.", "Ok"}
+	for _, lt := range LossTypes() {
+		for _, level := range []ISLevel{ISToken, ISSequence} {
+			if level == ISSequence && lt != LossLUSPO && lt != LossGRPO {
+				continue
+			}
+			t.Run(string(lt)+"_"+string(level), func(t *testing.T) {
+				step := func(coef float64) Metrics {
+					cfg := testConfig(4, 1)
+					cfg.LossType, cfg.ImportanceSamplingLevel, cfg.EntropyCoef = lt, level, coef
+					tr, _ := newScripted(t, cfg, func(r, _ int) string { return texts[r%len(texts)] },
+						WithEnv(counters()), WithReward("len", 1, func(_ context.Context, r *Rollout) (float64, error) {
+							return float64(len(r.CompletionIDs) % 3), nil
+						}))
+					rep, err := tr.Step(context.Background(), []env.Row{{}})
+					require.NoError(t, err)
+					require.Len(t, rep.Metrics, 1)
+					return rep.Metrics[0]
+				}
+				with, without := step(0.1), step(0)
+				require.Positive(t, with[MetricEntropy])
+				assert.InEpsilon(t, -0.1*with[MetricEntropy], with[MetricEntropyLoss], 1e-5, "entropy_loss = −coef × mean entropy")
+				assert.InDelta(t, without[MetricLoss], with[MetricLoss]-with[MetricEntropyLoss], 1e-6, "the backend's bonus is entropy_loss")
+			})
+		}
+	}
+}

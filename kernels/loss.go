@@ -53,10 +53,11 @@ func (o Objective) String() string {
 // of the policy loss, whose field names follow TRL's GRPOConfig (grpo's
 // Config.LossParams fills it). The loss of token t is
 //
-//	loss_t = Weight_t · (f_t·ℓ_t + Beta·KL_t − EntropyCoef·E_t·H_t)
+//	loss_t = Weight_t · (f_t·ℓ_t + Beta·KL_t) − EntropyCoef·W^H_t·E_t·H_t
 //
 // with ℓ_t the objective's per-token term, KL_t = exp(ref−logp) − (ref−logp)
-// − 1 (the k3 estimator of KL(π‖π_ref)), H_t the token's entropy, E_t the
+// − 1 (the k3 estimator of KL(π‖π_ref)), H_t the token's entropy, W^H_t the
+// entropy bonus's weight (LossInput.EntropyWeight, else Weight_t), E_t the
 // entropy mask (LossInput.EntropyMask, else 1) and f_t the policy term's
 // factor, the product of TRL's per-token multipliers in TRL's order:
 //
@@ -188,6 +189,11 @@ type LossInput struct {
 	// Weight [N] is each token's weight in the total: the mask times the
 	// caller's normalisation (1/Σmask for dapo, 1/(B·len_i) for grpo, ...).
 	Weight Buffer
+	// EntropyWeight [N], if not empty, is each token's weight in the
+	// entropy bonus in place of Weight (TRL normalises the bonus as a mean
+	// over the tokens the entropy mask keeps, whatever the policy term's
+	// normalisation); read when EntropyCoef ≠ 0.
+	EntropyWeight Buffer
 	// Seg [S+1] (I32) are the token offsets of the sequences (Seg[0] = 0,
 	// Seg[S] = N); needed when LossParams.NeedsSegments or with SeqAdv.
 	Seg Buffer
@@ -208,7 +214,7 @@ const (
 type LossOutput struct {
 	Loss     Buffer // [N] loss_t (see LossParams); the total loss is their sum
 	DLogP    Buffer // [N] d total / d LogP_t
-	DEntropy Buffer // [N] d total / d Entropy_t = −EntropyCoef·Weight_t·E_t; optional
+	DEntropy Buffer // [N] d total / d Entropy_t = −EntropyCoef·W^H_t·E_t; optional
 	Ratio    Buffer // [N] the ratio w the objective used (after Delta; the sequence's w at sequence level); optional
 	KL       Buffer // [N] KL_t (0 when Beta = 0; times w with UseBiasCorrectionKL, as TRL logs it); optional
 	Clip     Buffer // [N] U8 ClipLow | ClipHigh flags; optional
@@ -219,7 +225,7 @@ type LossOutput struct {
 // absent input): what a CPU backend's kernel reads.
 type HostLossInput struct {
 	LogP, Entropy, OldLogP, RefLogP, Adv, SeqAdv, Mask, ISRatio, Weight []float32
-	EntropyMask, SamplingLogP                                           []float32
+	EntropyMask, SamplingLogP, EntropyWeight                            []float32
 	Seg                                                                 []int32
 }
 
@@ -243,7 +249,7 @@ func (in *LossInput) Host() HostLossInput {
 	h := HostLossInput{LogP: optF32(in.LogP), Entropy: optF32(in.Entropy), OldLogP: optF32(in.OldLogP),
 		RefLogP: optF32(in.RefLogP), Adv: optF32(in.Adv), SeqAdv: optF32(in.SeqAdv), Mask: optF32(in.Mask),
 		ISRatio: optF32(in.ISRatio), Weight: optF32(in.Weight), EntropyMask: optF32(in.EntropyMask),
-		SamplingLogP: optF32(in.SamplingLogP)}
+		SamplingLogP: optF32(in.SamplingLogP), EntropyWeight: optF32(in.EntropyWeight)}
 	if in.Seg.n > 0 {
 		h.Seg = in.Seg.I32()
 	}
@@ -298,6 +304,7 @@ func CheckPolicyLoss(out LossOutput, in LossInput, p LossParams, n int) {
 	needN("ISRatio", in.ISRatio, F32, false)
 	needN("EntropyMask", in.EntropyMask, F32, false)
 	needN("SamplingLogP", in.SamplingLogP, F32, false)
+	needN("EntropyWeight", in.EntropyWeight, F32, false)
 	needN("Loss", out.Loss, F32, true)
 	needN("DLogP", out.DLogP, F32, true)
 	needN("DEntropy", out.DEntropy, F32, false)
@@ -349,7 +356,7 @@ func (h HostLossInput) Buffers() LossInput {
 	return LossInput{LogP: HostF32(h.LogP), Entropy: HostF32(h.Entropy), OldLogP: HostF32(h.OldLogP),
 		RefLogP: HostF32(h.RefLogP), Adv: HostF32(h.Adv), SeqAdv: HostF32(h.SeqAdv), Mask: HostF32(h.Mask),
 		ISRatio: HostF32(h.ISRatio), Weight: HostF32(h.Weight), EntropyMask: HostF32(h.EntropyMask),
-		SamplingLogP: HostF32(h.SamplingLogP), Seg: HostI32(h.Seg)}
+		SamplingLogP: HostF32(h.SamplingLogP), EntropyWeight: HostF32(h.EntropyWeight), Seg: HostI32(h.Seg)}
 }
 
 // Buffers wraps h's slices as host Buffers (nil or empty: absent), with no

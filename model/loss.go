@@ -39,12 +39,15 @@ type Loss struct {
 	// off-policy mask reads (see kernels.LossParams.OffPolicyMask); nil
 	// falls back to OldLogP.
 	SamplingLogP [][]float32
+	// EntropyWeight, if not nil, is each token's weight in the entropy
+	// bonus in place of Weight (see kernels.LossInput.EntropyWeight).
+	EntropyWeight [][]float32
 }
 
 // LossResult is what Accumulate computed, per token [seq][i] like its
 // inputs (0 at masked-out tokens).
 type LossResult struct {
-	Loss     float64     // Σ over scored tokens of Weight·(ℓ + β·KL − c·H)
+	Loss     float64     // Σ over scored tokens of Weight·(ℓ + β·KL) − c·EntropyWeight·H
 	LogP     [][]float32 // the current policy's log-probs
 	Entropy  [][]float32 // and entropies
 	DLogP    [][]float32 // d Loss / d LogP
@@ -139,6 +142,9 @@ func (l *Loss) check(seqs []TrainSeq) error {
 	if err := per("SamplingLogP", l.SamplingLogP, false); err != nil {
 		return err
 	}
+	if err := per("EntropyWeight", l.EntropyWeight, false); err != nil {
+		return err
+	}
 	return per("RefLogP", l.RefLogP, l.Beta != 0)
 }
 
@@ -148,7 +154,7 @@ func (l *Loss) check(seqs []TrainSeq) error {
 type lossTensors struct {
 	p                   *Loss
 	rowSeq, rowI        []int32   // [N] each row's sequence and token index (from Start)
-	is, emask, samp     []float32 // [N] ISRatio, EntropyMask, SamplingLogP, nil when not given
+	is, emask, samp, ew []float32 // [N] ISRatio, EntropyMask, SamplingLogP, EntropyWeight, nil when not given
 	seg                 []int32   // [S+1] row offsets of the sequences
 	segScratch          []int32
 	pack                []float32 // a group's per-token inputs, packed for one Upload
@@ -190,6 +196,9 @@ func newLossTensors(seqs []TrainSeq, l *Loss) *lossTensors {
 			}
 			if l.SamplingLogP != nil {
 				lt.samp = append(lt.samp, l.SamplingLogP[s][i])
+			}
+			if l.EntropyWeight != nil {
+				lt.ew = append(lt.ew, l.EntropyWeight[s][i])
 			}
 		}
 		lt.seg = append(lt.seg, int32(len(lt.rowSeq)))
@@ -233,7 +242,7 @@ func (lt *lossTensors) upload(be kernels.Backend, st *passState, lo int, seqs [2
 	for _, opt := range []struct {
 		x   []float32
 		dst *kernels.Buffer
-	}{{lt.is, &in.ISRatio}, {lt.emask, &in.EntropyMask}, {lt.samp, &in.SamplingLogP}} {
+	}{{lt.is, &in.ISRatio}, {lt.emask, &in.EntropyMask}, {lt.samp, &in.SamplingLogP}, {lt.ew, &in.EntropyWeight}} {
 		if opt.x != nil {
 			parts, dst = append(parts, opt.x[lo:hi]), append(dst, opt.dst)
 		}
@@ -301,7 +310,7 @@ func sliceLossInput(in kernels.LossInput, lo, hi int) kernels.LossInput {
 	}
 	return kernels.LossInput{LogP: s(in.LogP), Entropy: s(in.Entropy), OldLogP: s(in.OldLogP), RefLogP: s(in.RefLogP),
 		Adv: s(in.Adv), Mask: s(in.Mask), ISRatio: s(in.ISRatio), Weight: s(in.Weight), EntropyMask: s(in.EntropyMask),
-		SamplingLogP: s(in.SamplingLogP)}
+		SamplingLogP: s(in.SamplingLogP), EntropyWeight: s(in.EntropyWeight)}
 }
 
 // sliceLossOutput is out over tokens [lo, hi).
@@ -367,7 +376,7 @@ func EvalLoss(be kernels.Backend, seqs []TrainSeq, loss Loss, logp, entropy [][]
 		lt.logp[j], lt.ent[j] = logp[s][lt.rowI[j]], entropy[s][lt.rowI[j]]
 	}
 	in := kernels.HostLossInput{LogP: lt.logp, Entropy: lt.ent, Adv: lt.adv, Weight: lt.weight, OldLogP: lt.old, RefLogP: lt.ref,
-		ISRatio: lt.is, EntropyMask: lt.emask, SamplingLogP: lt.samp, Seg: lt.seg}
+		ISRatio: lt.is, EntropyMask: lt.emask, SamplingLogP: lt.samp, EntropyWeight: lt.ew, Seg: lt.seg}
 	out := kernels.HostLossOutput{Loss: lt.loss, DLogP: lt.dlogp, DEntropy: lt.dent, Ratio: lt.ratio, KL: lt.kl, Clip: lt.clip, Phi: lt.phi}
 	be.PolicyLoss(out.Buffers(), in.Buffers(), loss.LossParams, len(lt.rowSeq))
 	return lt.result(seqs), nil

@@ -166,7 +166,11 @@ func policyLossSeq(out kernels.HostLossOutput, in kernels.HostLossInput, p *kern
 		if coef != 0 {
 			h = float64(in.Entropy[t])
 		}
-		out.Loss[t] = float32(wt * (l + beta*kl - coef*e*h))
+		wh := wt // the entropy bonus's weight
+		if in.EntropyWeight != nil {
+			wh = float64(in.EntropyWeight[t])
+		}
+		out.Loss[t] = float32(wt*(l+beta*kl) - coef*wh*e*h)
 		if p.SequenceRatio {
 			g += wt * dw * w
 			out.DLogP[t] = float32(wt * direct)
@@ -174,7 +178,7 @@ func policyLossSeq(out kernels.HostLossOutput, in kernels.HostLossInput, p *kern
 			out.DLogP[t] = float32(wt*direct + wt*dw*w)
 		}
 		if out.DEntropy != nil {
-			out.DEntropy[t] = float32(-coef * wt * e)
+			out.DEntropy[t] = float32(-coef * wh * e)
 		}
 		if out.Ratio != nil {
 			out.Ratio[t] = float32(ratio)

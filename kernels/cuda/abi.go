@@ -37,11 +37,11 @@ type sampleParams struct {
 	topP, minP  float32
 }
 
-// lossArgs mirrors loss.cu's LossArgs: 19 pointers (uintptr, the slices
+// lossArgs mirrors loss.cu's LossArgs: 20 pointers (uintptr, the slices
 // pinned for the call), 4 int32 flags and 12 float32 settings.
 type lossArgs struct {
 	logp, entropy, oldLogP, refLogP, adv, seqAdv, mask, isRatio, weight uintptr
-	entropyMask, samplingLogP, seg                                      uintptr
+	entropyMask, samplingLogP, entropyWeight, seg                       uintptr
 	loss, dlogp, dentropy, ratio, kl, clip, phi                         uintptr
 	objective, sequenceRatio, klBias, offPolicy                         int32
 	epsLow, epsHigh, delta, tauPos, tauNeg, kPos, lamPos, kNeg, lamNeg  float32

@@ -21,7 +21,8 @@
 // reported in the status slot (common.cuh, report_bad_index).
 // Checked against: kerneltest.PolicyLoss (every objective at both ratio
 // levels, KL with bias correction, IS ratios, masks, the entropy and
-// off-policy masks) on the SIMT host build.
+// off-policy masks, the entropy bonus's own weights) on the SIMT host
+// build.
 #include "common.cuh"
 
 struct LossArgs {
@@ -36,6 +37,7 @@ struct LossArgs {
   const float* weight;
   const float* entropy_mask;   // may be null
   const float* sampling_logp;  // may be null
+  const float* entropy_weight;  // may be null (the entropy bonus then has weight's)
   const int32_t* seg;  // [S+1]
   float* loss;
   float* dlogp;
@@ -55,7 +57,7 @@ enum { OBJ_CLIPPED = 0, OBJ_CISPO = 1, OBJ_SAPO = 2, OBJ_VESPO = 3, OBJ_PG = 4 }
 enum { CLIP_LOW = 1, CLIP_HIGH = 2 };
 
 struct Token {
-  double loss, direct, dldw, w_ratio, kl, phi, e;  // direct: wt·∂ℓ/∂logp at fixed w; dldw: wt·dℓ/dw; e: E_t
+  double loss, direct, dldw, w_ratio, kl, phi, he;  // direct: wt·∂ℓ/∂logp at fixed w; dldw: wt·dℓ/dw; he: W^H_t·E_t
   uint8_t clip;
 };
 
@@ -145,8 +147,9 @@ __device__ __forceinline__ Token token(const LossArgs& p, int t, double adv, dou
     direct += double(p.beta) * dkl;
   }
   double h = p.entropy_coef != 0 ? double(p.entropy[t]) : 0;
-  r.loss = wt * (l + double(p.beta) * kl - double(p.entropy_coef) * e * h);
-  r.e = e;
+  double wh = p.entropy_weight ? double(p.entropy_weight[t]) : wt;  // the entropy bonus's weight W^H
+  r.loss = wt * (l + double(p.beta) * kl) - double(p.entropy_coef) * wh * e * h;
+  r.he = wh * e;
   r.direct = wt * direct;
   r.dldw = wt * dw;
   r.w_ratio = ratio;
@@ -202,7 +205,7 @@ KERNEL void __launch_bounds__(256) policy_loss(const LossArgs* args, int n, int*
     double logw = p.sequence_ratio ? seq_logw : delta_of(p, t);
     Token k = token(p, t, adv, logw, vlw, vw, off);
     p.loss[t] = float(k.loss);
-    if (p.dentropy) p.dentropy[t] = float(-double(p.entropy_coef) * double(p.weight[t]) * k.e);
+    if (p.dentropy) p.dentropy[t] = float(-double(p.entropy_coef) * k.he);
     if (p.ratio) p.ratio[t] = float(k.w_ratio);
     if (p.kl) p.kl[t] = float(k.kl);
     if (p.clip) p.clip[t] = k.clip;

@@ -30,7 +30,7 @@ func (d *Device) PolicyLoss(out kernels.LossOutput, in kernels.LossInput, p kern
 	a := []lossArgs{{
 		logp: up(in.LogP), entropy: up(in.Entropy), oldLogP: up(in.OldLogP), refLogP: up(in.RefLogP),
 		adv: up(in.Adv), seqAdv: up(in.SeqAdv), mask: up(in.Mask), isRatio: up(in.ISRatio), weight: up(in.Weight),
-		entropyMask: up(in.EntropyMask), samplingLogP: up(in.SamplingLogP),
+		entropyMask: up(in.EntropyMask), samplingLogP: up(in.SamplingLogP), entropyWeight: up(in.EntropyWeight),
 		seg:  uintptr(pseg),
 		loss: o(out.Loss), dlogp: o(out.DLogP), dentropy: o(out.DEntropy), ratio: o(out.Ratio), kl: o(out.KL),
 		clip: o(out.Clip), phi: o(out.Phi),

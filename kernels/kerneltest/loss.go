@@ -20,6 +20,7 @@ type lossCase struct {
 	is     bool // an ISRatio
 	emask  bool // an EntropyMask with zeros
 	samp   bool // SamplingLogP given (else the off-policy mask reads OldLogP)
+	ew     bool // an EntropyWeight (the entropy bonus's own weights)
 }
 
 func lossCases() []lossCase {
@@ -83,6 +84,12 @@ func lossCases() []lossCase {
 	offSeq.SequenceRatio = true
 	cs = append(cs, lossCase{name: "offpolicy_gspo_is", p: offSeq, old: true, seqAdv: true, is: true, samp: true})
 	cs = append(cs, lossCase{name: "offpolicy_onpolicy", p: off, seqAdv: true})
+	// The entropy bonus weighted apart from the policy term (TRL's mean
+	// over the tokens the entropy mask keeps), with and without the mask.
+	cs = append(cs, lossCase{name: "entropy_weight", p: ent, old: true, emask: true, ew: true})
+	gspoEnt := gspo
+	gspoEnt.EntropyCoef = -0.03
+	cs = append(cs, lossCase{name: "gspo_entropy_weight", p: gspoEnt, old: true, seqAdv: true, mask: true, ew: true})
 	return cs
 }
 
@@ -146,6 +153,9 @@ func lossInputs(rng *rand.Rand, c lossCase, segs int) (kernels.HostLossInput, in
 	if c.emask {
 		in.EntropyMask = f(func() float64 { return float64(rng.IntN(3) / 2) }) // a third 1
 	}
+	if c.ew {
+		in.EntropyWeight = f(func() float64 { return rng.Float64() / 20 })
+	}
 	if c.samp {
 		// Mean sampling − logp per sequence around the threshold 0.05:
 		// both sides of it.
@@ -161,6 +171,9 @@ func lossInputs(rng *rand.Rand, c lossCase, segs int) (kernels.HostLossInput, in
 				in.Mask[i] = 1
 			} else {
 				in.Weight[i] = 0
+				if in.EntropyWeight != nil {
+					in.EntropyWeight[i] = 0
+				}
 			}
 		}
 	}
@@ -222,6 +235,9 @@ func PolicyLoss(t *testing.T, b kernels.Backend) {
 					}
 					if in.EntropyMask != nil {
 						sub.EntropyMask = in.EntropyMask[lo:hi]
+					}
+					if in.EntropyWeight != nil {
+						sub.EntropyWeight = in.EntropyWeight[lo:hi]
 					}
 					o := kernels.HostLossOutput{Loss: chunk.Loss[lo:hi], DLogP: chunk.DLogP[lo:hi], DEntropy: chunk.DEntropy[lo:hi],
 						Ratio: chunk.Ratio[lo:hi], KL: chunk.KL[lo:hi], Clip: chunk.Clip[lo:hi], Phi: chunk.Phi[lo:hi]}

@@ -190,10 +190,14 @@ func policyLoss(out kernels.HostLossOutput, in kernels.HostLossInput, p kernels.
 		if p.EntropyCoef != 0 {
 			h = float64(in.Entropy[t])
 		}
-		out.Loss[t] = float32(wt * (l + float64(p.Beta)*kl - float64(p.EntropyCoef)*e*h))
+		wh := wt // the entropy bonus's weight W^H
+		if in.EntropyWeight != nil {
+			wh = float64(in.EntropyWeight[t])
+		}
+		out.Loss[t] = float32(wt*(l+float64(p.Beta)*kl) - float64(p.EntropyCoef)*wh*e*h)
 		dldw[t] = wt * dw
 		if out.DEntropy != nil {
-			out.DEntropy[t] = float32(-float64(p.EntropyCoef) * wt * e)
+			out.DEntropy[t] = float32(-float64(p.EntropyCoef) * wh * e)
 		}
 		if out.Ratio != nil {
 			out.Ratio[t] = float32(ratio)

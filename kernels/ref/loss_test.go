@@ -198,6 +198,23 @@ func TestPolicyLossHand(t *testing.T) {
 		assert.InDelta(t, -0.5, out.DLogP[1], 1e-6)
 		assert.InDeltaSlice(t, []float32{-0.1, 0}, out.DEntropy, 1e-7)
 	})
+
+	t.Run("entropy_weight", func(t *testing.T) {
+		// The entropy bonus with its own weights W^H = (0.25, 0.5) while the
+		// policy and KL terms keep Weight = (1, 1): PG, A = 1, logp = −1,
+		// β = 0.5 with ref = logp + log 2, coef 0.1, H = 2, E = (1, 0).
+		// Token 0: 1 + 0.5·KL − 0.1·0.25·2; token 1: 0.5·KL (E = 0 drops
+		// its policy term and bonus); dH = −0.1·W^H·E.
+		l2 := float32(math.Log(2))
+		in := kernels.HostLossInput{LogP: []float32{-1, -1}, RefLogP: []float32{-1 + l2, -1 + l2}, Entropy: []float32{2, 2},
+			Adv: []float32{1, 1}, Weight: []float32{1, 1}, EntropyMask: []float32{1, 0}, EntropyWeight: []float32{0.25, 0.5}}
+		out := lossRun(in, kernels.LossParams{Objective: kernels.ObjectivePG, Beta: 0.5, EntropyCoef: 0.1}, 2)
+		kl := 1 - math.Log(2)
+		assert.InDelta(t, 1+0.5*kl-0.05, out.Loss[0], 1e-6)
+		assert.InDelta(t, 0.5*kl, out.Loss[1], 1e-6)
+		assert.InDeltaSlice(t, []float32{-1 - 0.5, -0.5}, out.DLogP, 1e-6)
+		assert.InDeltaSlice(t, []float32{-0.025, 0}, out.DEntropy, 1e-7)
+	})
 }
 
 // TestPolicyLossFiniteDifferences checks DLogP against central differences
