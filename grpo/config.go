@@ -396,9 +396,13 @@ type Config struct {
 	// the next generations while the learner trains on the current one,
 	// each generation sampled with the policy of exactly MaxStaleness
 	// optimizer steps before the learner starts on it (or the first
-	// policy, early in a run), so that a batch is at most MaxStaleness
-	// steps behind the policy that trains on it. 0 (the default) trains
-	// synchronously. It needs LoRA adapters (the older policy is a
+	// policy, early in a run), so that the policy that starts learning
+	// from a generation is at most MaxStaleness steps ahead of the one
+	// that sampled it (async/staleness/*). That is TRL's bound when a
+	// generation feeds one optimizer step; one learnt over several
+	// (Layout().OptimizerSteps() > 1) trains its later micro-batches up to
+	// that many − 1 steps further on, as the synchronous trainer does.
+	// 0 (the default) trains synchronously. It needs LoRA adapters (the older policy is a
 	// snapshot of them) and the trainer's own rollouts (no RolloutFunc).
 	// TRL's default is 4; a value of Layout().OptimizerSteps() samples
 	// each generation while the previous one trains.
