@@ -85,9 +85,14 @@ static CUresult d_event_record(CUcontext c, CUevent e, CUstream s) { IN(c); retu
 static CUresult d_event_sync(CUcontext c, CUevent e) { IN(c); return cuEventSynchronize(e); }
 static CUresult d_event_query(CUcontext c, CUevent e) { IN(c); return cuEventQuery(e); }
 static CUresult d_stream_wait(CUcontext c, CUstream s, CUevent e) { IN(c); return cuStreamWaitEvent(s, e, 0); }
+// Relaxed capture: in the global and thread-local modes, cuStreamEndCapture
+// must come from the OS thread that began the capture, and the capturing
+// thread may not call cuMemAlloc and the like; a goroutine changes threads
+// between cgo calls, and other goroutines share its threads. The Device
+// refuses what a graph cannot hold itself (errCapturing).
 static CUresult d_capture_begin(CUcontext c, CUstream s) {
   IN(c);
-  return cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  return cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED);
 }
 static CUresult d_capture_end(CUcontext c, CUstream s, CUgraphExec* out) {
   IN(c);
