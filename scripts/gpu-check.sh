@@ -5,11 +5,18 @@
 #                                      builds DIR/cuda.test (default bin/gpu-check), the
 #                                      `go test -c -tags cuda` binary holding the GPU tests
 #                                      and benchmarks, and copies this script next to it.
-#   scripts/gpu-check.sh run [DIR]     on the GPU machine (needs only libcuda.so.1 and
-#                                      coreutils; no Go, no network): runs the stages below,
-#                                      each under its own timeout, logs each to $OUT/<stage>.log
-#                                      ($OUT defaults to ./gpu-check-out) and prints one table
-#                                      last (also written to $OUT/table.md).
+#   scripts/gpu-check.sh run [DIR]     on the GPU machine, from the repository root (needs only
+#                                      libcuda.so.1, coreutils and tar; no Go, no network): runs
+#                                      the stages below in kernels/cuda (the package's directory,
+#                                      as `go test` runs them: some tests read its sources), each
+#                                      under its own timeout, and prints one table last. $OUT
+#                                      (default ./gpu-check-out) gets two files: table.md and
+#                                      logs.tar.gz (env.txt and <stage>.log, rewritten after every
+#                                      stage, so a run cut short still brings its logs back); the
+#                                      device tool returns at most 8 files.
+#   scripts/gpu-check.sh check         here (needs Go, no cuda.h): checks that every stage's
+#                                      pattern selects a Test or Benchmark the cuda build has
+#                                      (build runs it first).
 #
 # Stages (GPU_CHECK_STAGES selects a subset, e.g. "info kernels"; seconds are
 # each stage's time limit, override with e.g. GPU_CHECK_TIMEOUT_grpo=300):
@@ -41,16 +48,18 @@
 # inside the device tool's 600 s per command, with time left in a 15-minute
 # device lease to rerun one stage (GPU_CHECK_STAGES=kernels) on the warm machine.
 #
-# `build` also checks that every stage's -test.run / -test.bench pattern selects
-# at least one Test or Benchmark in kernels/cuda's sources (the binary itself
-# cannot list them here: without a GPU it exits in cu's package init), and that
-# the binary fits the device tool's 64 MiB carry limit.
+# `build` also checks (`check`) that every stage's -test.run / -test.bench
+# pattern selects at least one Test or Benchmark of kernels/cuda's test files
+# that the cuda build compiles (go list -tags cuda: a test only in a cudahost
+# file does not count; the binary itself cannot list them here: without a GPU
+# it exits in cu's package init), and that the binary fits the device tool's
+# 64 MiB carry limit.
 #
 # From a session with the device tool:
 #   make gpu-check                     # here
 #   run(command="scripts/gpu-check.sh run", carry=["bin/gpu-check"], timeout_s=600)
 # Its table goes into BENCHMARKS.md ("CUDA backend on an H200"); the logs come
-# back under $OUT (<stage>.log, env.txt, table.md).
+# back under $OUT (table.md, logs.tar.gz).
 set -uo pipefail
 
 mode=${1:-}
@@ -68,13 +77,13 @@ args[grpo]="-test.run ^$ -test.bench ^BenchmarkGRPOStep$ -test.benchtime 1x"
 timeouts=([info]=20 [kernels]=100 [model]=75 [gemm]=40 [decode]=50 [prefill]=25 [grpo]=600)
 
 
-case "$mode" in
-build)
-	set -e
-	mkdir -p "$dir"
-	# Every stage must select something: match its patterns against the
-	# Test/Benchmark functions of kernels/cuda's test sources.
-	names=$(sed -n 's/^func \(\(Test\|Benchmark\)[A-Za-z0-9_]*\)(.*/\1/p' kernels/cuda/*_test.go)
+# check_stages fails unless every stage's pattern selects a Test or
+# Benchmark function of the test files the cuda build compiles.
+check_stages() {
+	local files names s run bench pat
+	files=$(go list -tags cuda -f '{{range .TestGoFiles}}{{$.Dir}}/{{.}} {{end}}{{range .XTestGoFiles}}{{$.Dir}}/{{.}} {{end}}' ./kernels/cuda/)
+	# shellcheck disable=SC2086 # a list of paths without spaces
+	names=$(sed -n 's/^func \(\(Test\|Benchmark\)[A-Za-z0-9_]*\)(.*/\1/p' $files)
 	for s in $all_stages; do
 		# shellcheck disable=SC2086 # args are word lists
 		set -- ${args[$s]}
@@ -89,11 +98,22 @@ build)
 		pat=$bench
 		[ -z "$pat" ] && pat=$run
 		if ! grep -qE "$pat" <<<"$names"; then
-			echo "gpu-check: stage $s selects no test or benchmark in kernels/cuda (pattern $pat)" >&2
-			exit 1
+			echo "gpu-check: stage $s selects no test or benchmark of the cuda build of kernels/cuda (pattern $pat)" >&2
+			return 1
 		fi
 		echo "gpu-check: stage $s runs $(grep -cE "$pat" <<<"$names") functions ($pat)"
 	done
+}
+
+case "$mode" in
+check)
+	check_stages
+	exit
+	;;
+build)
+	set -e
+	mkdir -p "$dir"
+	check_stages
 	go vet -tags cuda ./kernels/cuda/
 	go test -c -tags cuda -o "$dir/cuda.test" ./kernels/cuda/
 	size=$(stat -c %s "$dir/cuda.test")
@@ -108,18 +128,23 @@ build)
 	;;
 run) ;;
 *)
-	echo "usage: $0 build|run [DIR]" >&2
+	echo "usage: $0 build|check|run [DIR]" >&2
 	exit 2
 	;;
 esac
 
-bin="$dir/cuda.test"
-if [ ! -x "$bin" ]; then
-	echo "gpu-check: $bin missing: run 'make gpu-check' on the build machine and carry $dir" >&2
+pkg=kernels/cuda # the stages run here, as go test runs a package's tests
+if [ ! -d "$pkg" ] || [ ! -x "$dir/cuda.test" ]; then
+	echo "gpu-check: run from the repository root, with $dir/cuda.test built by 'make gpu-check' and carried" >&2
 	exit 2
 fi
+dir=$(cd "$dir" && pwd)
+bin="$dir/cuda.test"
 out=${OUT:-./gpu-check-out}
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 stages=${GPU_CHECK_STAGES:-$all_stages}
 
 {
@@ -127,7 +152,11 @@ stages=${GPU_CHECK_STAGES:-$all_stages}
 	echo "commit: $(cat "$dir/commit" 2>/dev/null || echo unknown)"
 	command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
 	uname -a
-} >"$out/env.txt" 2>&1
+} >"$work/env.txt" 2>&1
+
+# pack rewrites $OUT/logs.tar.gz from what the stages have logged so far.
+pack() { tar -czf "$out/logs.tar.gz" -C "$work" . 2>/dev/null || true; }
+pack
 
 rows=()
 failed=0
@@ -149,11 +178,11 @@ for s in $stages; do
 	if [ "$lim" -gt "$left" ]; then
 		lim=$left
 	fi
-	log="$out/$s.log"
+	log="$work/$s.log"
 	echo "== $s (timeout ${lim}s): $bin ${args[$s]}" | tee "$log"
 	t0=$(date +%s)
 	# shellcheck disable=SC2086 # args are word lists
-	timeout --kill-after=10 "$lim" "$bin" ${args[$s]} -test.count 1 >>"$log" 2>&1
+	(cd "$pkg" && timeout --kill-after=10 "$lim" "$bin" ${args[$s]} -test.count 1) >>"$log" 2>&1
 	rc=$?
 	t1=$(date +%s)
 	case $rc in
@@ -188,12 +217,13 @@ for s in $stages; do
 	fi
 	rows+=("| $s | $status | $((t1 - t0)) | $figures |")
 	echo "   -> $status in $((t1 - t0))s"
+	pack
 done
 
 {
 	echo
 	echo "GPU check, $(date -u +%FT%TZ), commit $(cat "$dir/commit" 2>/dev/null || echo unknown)"
-	grep -A1 '^name' "$out/env.txt" | tail -n 1 || true
+	grep -A1 '^name' "$work/env.txt" | tail -n 1 || true
 	echo
 	echo "| stage | status | s | figures |"
 	echo "|---|---|---|---|"
