@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/x/kernels"
@@ -61,7 +62,9 @@ func (d *Device) Alloc(dt kernels.DType, n int) (kernels.Buffer, error) {
 	bytes := int64(n) * int64(dt.Size())
 	p, err := d.sh.mem.alloc(bytes, d.stream)
 	if err == nil {
-		err = d.memset8(p, 0, bytes)
+		if err = d.memset8(p, 0, bytes); err != nil {
+			err = errors.Join(err, d.sh.mem.free(p, d.stream))
+		}
 	}
 	if err != nil {
 		return kernels.Buffer{}, fmt.Errorf("kernels/cuda: Alloc %v[%d]: %w", dt, n, err)

@@ -8,6 +8,7 @@ package cuda
 // business (make cudahost).
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -182,6 +183,33 @@ func TestSeamMemory(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(40<<20), n)
 	assert.Less(t, d.MemoryStats().Reserved, int64(4<<20))
+}
+
+// failingMemset is nullDriver with memset8 failing once fail is set.
+type failingMemset struct {
+	nullDriver
+	fail bool
+}
+
+func (f *failingMemset) memset8(dst devptr, v byte, n int64, s streamH) error {
+	if f.fail {
+		return errors.New("fake cuMemsetD8Async: an earlier launch failed")
+	}
+	return nil
+}
+
+// TestSeamAllocFailureFrees: an Alloc whose zeroing cannot be queued
+// returns its error and gives the memory back.
+func TestSeamAllocFailureFrees(t *testing.T) {
+	drv := &failingMemset{}
+	d, err := newDevice(drv)
+	require.NoError(t, err)
+	defer d.Close()
+	before := d.MemoryStats().Allocated
+	drv.fail = true
+	_, err = d.Alloc(kernels.F32, 1000)
+	require.ErrorContains(t, err, "kernels/cuda: Alloc F32[1000]: fake cuMemsetD8Async")
+	assert.Equal(t, before, d.MemoryStats().Allocated, "the block was kept")
 }
 
 // TestSeamProbeLaunches: the probes' launches pack what their kernels
