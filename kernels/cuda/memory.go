@@ -115,7 +115,8 @@ func (d *Device) Import(src kernels.Buffer) (kernels.Buffer, error) {
 
 // Upload copies the host Buffer src into the device Buffer dst. The copy
 // is queued (staged through page-locked memory when small): it does not
-// wait for the device, and src may change once it returns.
+// wait for the device (unless the staging area has filled up since the
+// last wait), and src may change once it returns.
 func (d *Device) Upload(dst, src kernels.Buffer) error {
 	kernels.CheckTransfer("Upload", dst, src)
 	d.live("Upload")
