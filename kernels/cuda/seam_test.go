@@ -212,6 +212,38 @@ func TestSeamAllocFailureFrees(t *testing.T) {
 	assert.Equal(t, before, d.MemoryStats().Allocated, "the block was kept")
 }
 
+// TestSeamLaunchLimits: a launch past CUDA's limits (here gemm_f32's
+// grid.y of ⌈M/64⌉ over 65,535, at M = 64·65,536 + 1 rows) fails the op
+// with an error naming the kernel and the limit before the driver sees
+// it: the GPU would refuse it with CUDA_ERROR_INVALID_VALUE, the twin
+// would have run it.
+func TestSeamLaunchLimits(t *testing.T) {
+	d, _, r := newSeamDevice(t, 1<<30)
+	const m = 64*65536 + 1
+	x, err := d.Alloc(kernels.F32, m)
+	require.NoError(t, err)
+	out, err := d.Alloc(kernels.F32, m)
+	require.NoError(t, err)
+	w, err := d.Alloc(kernels.F32, 1)
+	require.NoError(t, err)
+	d.MatMul(out, x, kernels.MatOf(w, 1, 1), m, false)
+	require.ErrorContains(t, d.Err(), "kernels/cuda: launch of gemm_f32: grid 1×65537×1 exceeds CUDA's 2147483647×65535×65535")
+	assert.Zero(t, r.runs["gemm_f32"])
+
+	for _, c := range []struct {
+		dm   dims
+		smem int
+		want string
+	}{
+		{dims{gx: 1, gy: 1, gz: 1, bx: 1025, by: 1, bz: 1}, 0, "block 1025×1×1"},
+		{dims{gx: 1, gy: 1, gz: 1, bx: 64, by: 1, bz: 65}, 0, "block 64×1×65"},
+		{dims{gx: 1, gy: 1, gz: 1, bx: 128, by: 1, bz: 1}, 228 << 10, "233472 bytes of dynamic shared memory"},
+	} {
+		assert.ErrorContains(t, c.dm.check("k", c.smem), c.want)
+	}
+	assert.NoError(t, dims{gx: 1 << 30, gy: 65535, gz: 65535, bx: 1024, by: 1, bz: 1}.check("k", 227<<10))
+}
+
 // TestSeamProbeLaunches: the probes' launches pack what their kernels
 // take (the runner checks each against the .cu signature).
 func TestSeamProbeLaunches(t *testing.T) {

@@ -141,6 +141,10 @@ func (s *session) launchWith(kernel string, dm dims, smem int, a *args) {
 	if s.err != nil || dm.gx == 0 || dm.gy == 0 || dm.gz == 0 {
 		return
 	}
+	if err := dm.check(kernel, smem); err != nil {
+		s.fail(err)
+		return
+	}
 	sh := s.d.sh
 	k, err := sh.kernel(kernel)
 	if err == nil {
