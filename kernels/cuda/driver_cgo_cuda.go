@@ -345,7 +345,7 @@ func (d *cudaDriver) launchKernel(k kernelH, dm dims, smem int, a *args, s strea
 		return fmt.Errorf("cuda: cuLaunchKernel %s: %d parameter bytes > %d", name, len(a.b), maxParamBytes)
 	}
 	f := d.h.fns[k]
-	if smem > 48<<10 {
+	if smem > defaultDynamicSmem {
 		if err := d.allowSmem(k, smem); err != nil {
 			return err
 		}
@@ -447,7 +447,7 @@ func (d *cudaDriver) makeCurrent() error {
 func (d *cudaDriver) addFunction(name string, f cu.Function) kernelH {
 	k := kernelH(len(d.h.fns))
 	d.h.fns = append(d.h.fns, cFunction(f))
-	d.h.smem = append(d.h.smem, 48<<10)
+	d.h.smem = append(d.h.smem, defaultDynamicSmem)
 	d.names = append(d.names, name)
 	d.funcs = append(d.funcs, f)
 	return k
