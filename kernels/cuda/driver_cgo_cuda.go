@@ -124,6 +124,10 @@ import (
 	"gorgonia.org/cu"
 )
 
+// defaultDynamicSmem is the dynamic shared memory a kernel may use without
+// cuFuncSetAttribute (plan.go's maxDynamicSmem with it).
+const defaultDynamicSmem = 48 << 10
+
 // maxParamBytes is the driver's limit on a kernel's parameter block
 // (4 KB before CUDA 12.1 and on PTX below 8.1).
 const maxParamBytes = 4096

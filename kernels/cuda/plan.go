@@ -16,9 +16,7 @@ const (
 	maxBlockXY     = 1024
 	maxBlockZ      = 64
 	maxThreads     = 1024
-	maxDynamicSmem = 227 << 10 // with cuFuncSetAttribute (the driver sets it)
-	// defaultDynamicSmem is what a kernel may use without the attribute.
-	defaultDynamicSmem = 48 << 10
+	maxDynamicSmem = 227 << 10 // with cuFuncSetAttribute (driver_cgo_cuda.go sets it past 48 KB)
 )
 
 // check returns an error naming kernel when dm or smem bytes of dynamic
