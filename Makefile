@@ -85,12 +85,14 @@ cuda-kernels:
 ## vet and build everything with the cuda tag (the device launcher; compiled and linked, never
 ## run: a -tags cuda binary needs a GPU to start), compile its test binary, and rebuild the
 ## kernels from the .cu sources into a temporary directory, failing on ptxas spills or on any
-## byte that differs from the committed kernels/cuda/gen.
+## byte that differs from the committed kernels/cuda/gen; then start a -tags cuda example here
+## and check what a user without a GPU sees (scripts/cuda-start-check.sh).
 cudabuild:
 	$(GO) vet -tags cuda ./...
 	$(GO) build -tags cuda ./...
 	$(GO) test -c -tags cuda -o /dev/null ./kernels/cuda/
 	./scripts/cuda-kernels.sh --check
+	./scripts/cuda-start-check.sh
 
 ## cuda-check: the whole CUDA check without the rest of make test: the host build's vet and
 ## conformance suite and the nvcc half.
