@@ -49,7 +49,7 @@ func newPolicy(m *model.Model, lora *model.LoRAConfig, seed uint64, temperature 
 		}
 		has = true
 	}
-	tr, err := model.NewTrainable(m, model.TrainOptions{Full: !has, Checkpoint: checkpoint, Temperature: temperature, MicroBatchTokens: microTokens})
+	tr, err := model.NewTrainable(m, model.TrainOptions{Full: !has, KeepActivations: !checkpoint, Temperature: temperature, MicroBatchTokens: microTokens})
 	if err != nil {
 		return nil, fmt.Errorf("grpo: prepare training: %w", err)
 	}
