@@ -79,6 +79,15 @@ func (p *policy) close() {
 	p.opt.Release()
 }
 
+// releaseScratch gives learning's backend scratch back (the activations
+// and their gradients, the logits chunk, the adapters' Bᵀ and lm_head's
+// transposed copy: model.Trainable.Release) once a generation's learning
+// is done, so the next generation's KV cache does not sit on top of it: a
+// step's memory is then the larger of its two phases, not their sum. The
+// next learning phase allocates them again (from a device allocator's
+// cache, a CPU backend's garbage collector).
+func (p *policy) releaseScratch() { p.tr.Release() }
+
 // adapterConfig describes the adapters a model already carries (e.g. from
 // model.LoadAdapter): rank and scaling of the first one, the projections
 // and layers that have one. Alpha assumes plain (not rank-stabilised)

@@ -322,6 +322,7 @@ func (t *Trainer) Step(ctx context.Context, rows []env.Row) (*StepReport, error)
 	gm[MetricRolloutsFailed] = float64(failed)
 
 	ms, err := t.learn(ctx, gen.rollouts, adv, gm, begin)
+	t.pol.releaseScratch() // the next generation's KV cache must not sit on learning's scratch
 	rep := &StepReport{Rollouts: gen.rollouts, Rewards: tab.Total(), Scores: tab, Advantages: adv.A, Metrics: ms}
 	for _, r := range gen.rollouts {
 		r.Env = nil
