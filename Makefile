@@ -30,10 +30,13 @@ unit:
 	$(GO) test -count=1 -timeout 15m ./...
 
 ## cudahost: every CUDA kernel compiled as host C++ through the SIMT shim (cgo, g++ only:
-## no nvcc, no GPU) and run through the whole conformance suite. The nvcc half is cudabuild.
+## no nvcc, no GPU) and run through the whole conformance suite; then the trainer on them
+## (grpo's Host tests: GRPO LoRA and full, SFT, a bit-exact resume, vs kernels/cpu). The nvcc
+## half is cudabuild.
 cudahost:
-	$(GO) vet -tags cudahost ./kernels/cuda/...
+	$(GO) vet -tags cudahost ./kernels/cuda/... ./grpo
 	$(GO) test -count=1 -timeout 15m -tags cudahost ./kernels/cuda/...
+	$(GO) test -count=1 -timeout 15m -tags cudahost -run 'Host' ./grpo
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go') 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -296,6 +296,19 @@ func backendResume(t *testing.T, nb newBackend) {
 	kerneltest.CheckClose(t, "logits of the saved adapter on kernels/cpu", gotLogits, wantLogits, kerneltest.Tolerance("ModelLogits"))
 }
 
+// backendConversations are short SFT examples (about 25 tokens each), so
+// that the SIMT host build trains on them in seconds.
+func backendConversations() []Conversation {
+	var out []Conversation
+	for i := range 4 {
+		out = append(out, Conversation{Messages: []tokenizer.Message{
+			{Role: "user", Content: fmt.Sprintf("Count from %d.", i)},
+			{Role: "assistant", Content: fmt.Sprintf("%d %d %d", i, i+1, i+2)},
+		}})
+	}
+	return out
+}
+
 // backendSFTVsCPU runs 3 SFT steps (LoRA and full) on the backend under
 // test and on kernels/cpu: the losses must agree within ModelLogProbs's
 // tolerance, and no allocation of the backend under test may be left live
@@ -315,7 +328,7 @@ func backendSFTVsCPU(t *testing.T, nb newBackend) {
 				cfg := DefaultSFTConfig()
 				cfg.MaxSteps, cfg.BatchSize, cfg.LearningRate = 3, 2, 3e-3
 				cfg.LoRA, cfg.OutputDir, cfg.Seed = lora, t.TempDir(), 3
-				rep, err := SFT(context.Background(), m, tokenizer.Tiny(), guessConversations(), cfg)
+				rep, err := SFT(context.Background(), m, tokenizer.Tiny(), backendConversations(), cfg)
 				require.NoError(t, err)
 				var losses []float64
 				for _, h := range rep.History {
