@@ -171,6 +171,7 @@ func (p *policy) prefill(ctx context.Context, seqs []seq) error {
 type genRequest struct {
 	seq       seq
 	maxTokens int
+	r         *Rollout // the rollout so far (what a Script reads)
 }
 
 // turn is one generated assistant turn.

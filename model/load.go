@@ -26,6 +26,9 @@ func Load(dir string, b kernels.Backend) (*Model, error) {
 	if b == nil {
 		return nil, fmt.Errorf("model: load %s: %w", dir, ErrNoBackend)
 	}
+	if err := checkFolder(dir); err != nil {
+		return nil, err
+	}
 	cfg, err := LoadConfig(filepath.Join(dir, "config.json"))
 	if err != nil {
 		return nil, err

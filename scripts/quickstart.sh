@@ -43,4 +43,4 @@ if ! grep -q 'go build -tags cuda' <<<"$out"; then
 	echo "quickstart: -device cuda without the tag said: $out" >&2
 	exit 1
 fi
-echo "quickstart: the README's program builds, its test passes and it runs (-device cuda without the tag: $(head -n 1 <<<"$out" | cut -d" " -f3-))"
+echo "quickstart: the README's module builds, its tests pass and its program runs (-device cuda without the tag: $(head -n 1 <<<"$out" | cut -d" " -f3-))"
