@@ -50,7 +50,9 @@ func TestSFTGPUvsCPU(t *testing.T) { backendSFTVsCPU(t, newGPU) }
 // peak, KV at its end, learning peak; DESIGN.md, "Memory of a GRPO step",
 // derives them) and the seconds of each phase, printing each phase's
 // figures as it ends so that a run cut short by the stage's time limit
-// still reports generation. The budget is 40 GiB.
+// still reports generation; beside them the device allocator's own peaks
+// (allocated, reserved) and the device memory in use at the end. The
+// budget is 40 GiB.
 func BenchmarkGRPOStepMemory(b *testing.B) {
 	r := stepMemoryRun{shape: "qwen3-0.6b", prompts: 8, g: 8, promptTokens: 64, newTokens: 448,
 		lora: 16, microBatchTokens: 8192, kvDType: KVBFloat16}
@@ -62,6 +64,9 @@ func BenchmarkGRPOStepMemory(b *testing.B) {
 		s = runStepMemory(b, d, r, os.Stderr)
 	}
 	reportStepMemory(b, s)
+	ms := d.MemoryStats() // the caching allocator's view: Buffers plus its rounding and cache
+	b.ReportMetric(float64(ms.PeakAllocated)/(1<<30), "alloc_peak_GiB")
+	b.ReportMetric(float64(ms.PeakReserved)/(1<<30), "reserved_peak_GiB")
 	if free, total, err := d.MemInfo(); err == nil {
 		b.ReportMetric(float64(total-free)/(1<<30), "device_used_GiB")
 	}

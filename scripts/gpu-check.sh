@@ -19,19 +19,22 @@
 # Stages (GPU_CHECK_STAGES selects a subset, e.g. "info grpo"; seconds are each stage's time
 # limit, override with e.g. GPU_CHECK_TIMEOUT_grpo=300):
 #   info     15  device, modules loaded (cubin or PTX), registers/local memory per kernel
-#   kernels  60  the conformance suite (every kerneltest family on the Device vs kernels/ref at
+#   kernels  70  the conformance suite (every kerneltest family on the Device vs kernels/ref at
 #                the suite's awkward shapes, the one tolerance table, integer outputs exact), the
 #                SIMT probes (mma.sync fragment layout, barrier/shared/shuffle/ballot) on hardware,
-#                and a pinned-memory round trip
+#                a pinned-memory round trip, and the runtime layer (TestSeam*: device-side index
+#                errors, staging, DownloadAll, graph capture/replay, two streams with an event)
 #   model    45  inference: logits of random tiny and Qwen3-0.6B-shaped models, GPU vs kernels/cpu;
 #                the model end to end on a tiny random bf16 checkpoint (logits, continuous batched
 #                generation through the paged KV cache with forked prefixes, LogProbs) and its
-#                crossings through kerneltest.Counting (a decode step downloads no logits)
+#                crossings through kerneltest.Counting (a decode step downloads no logits) and
+#                syncs (TestModelE2ESyncsGPU)
 #   train    40  the model's training steps on the GPU vs kernels/cpu: three LoRA steps
 #                (Accumulate with the clipped objective and a KL term, AdamW; loss, log-probs,
 #                gradients, updated adapters) and their crossings (no foreign host memory)
 #   gemm     20  bf16 tensor-core GEMM TFLOP/s (and % of the 989 TFLOP/s dense peak)
-#   decode   40  decode tok/s at batch 1, 64, 256 vs the HBM bandwidth ceiling
+#   decode   40  decode tok/s at batch 1, 64, 256 vs the HBM bandwidth ceiling, and one decode
+#                step's wall and host µs, launches and waits (BenchmarkDecodeStep)
 #   prefill  25  prefill tok/s (8 × 512 tokens)
 #   grpo    180  the trainer on the GPU (grpo.test): a 3-step GRPO run of a small model (LoRA with
 #                the KL reference, and full weights) vs the same run on kernels/cpu (the same
@@ -76,17 +79,17 @@ bins=([info]=cuda.test [kernels]=cuda.test [model]=cuda.test [train]=cuda.test [
 	[decode]=cuda.test [prefill]=cuda.test [grpo]=grpo.test)
 pkgs=([cuda.test]=./kernels/cuda [grpo.test]=./grpo)
 args[info]="-test.run ^TestDeviceInfo$ -test.v"
-args[kernels]="-test.run ^(TestGPU|TestPinnedRoundTrip) -test.v"
-args[model]="-test.run ^(TestModelLogitsGPUvsCPU|TestModelE2EGPUvsCPU|TestModelE2ETransfersGPU)$ -test.v"
+args[kernels]="-test.run ^(TestGPU|TestPinnedRoundTrip|TestSeam) -test.v"
+args[model]="-test.run ^(TestModelLogitsGPUvsCPU|TestModelE2EGPUvsCPU|TestModelE2ETransfersGPU|TestModelE2ESyncsGPU)$ -test.v"
 args[train]="-test.run ^(TestModelE2ETrainGPUvsCPU|TestModelE2ETrainTransfersGPU)$ -test.v"
 args[gemm]="-test.run ^$ -test.bench ^BenchmarkGEMM$ -test.benchtime 20x"
-args[decode]="-test.run ^$ -test.bench ^BenchmarkDecode$ -test.benchtime 2x"
+args[decode]="-test.run ^$ -test.bench ^BenchmarkDecode(Step)?$ -test.benchtime 2x"
 args[prefill]="-test.run ^$ -test.bench ^BenchmarkPrefill$ -test.benchtime 2x"
 args[grpo]="-test.run ^(TestGRPOGPUvsCPU|TestGRPOGPUResume|TestSFTGPUvsCPU)$ -test.bench ^BenchmarkGRPOStepMemory$ -test.benchtime 1x -test.v"
 cmds[hf]='python3 hf_interop.py ./hfcheck'
 cmds[ncu]='ncu_stage'
 cmds[torch]='python3 torch_anchor.py'
-timeouts=([info]=15 [kernels]=60 [model]=45 [train]=40 [gemm]=20 [decode]=40 [prefill]=25
+timeouts=([info]=15 [kernels]=70 [model]=45 [train]=40 [gemm]=20 [decode]=40 [prefill]=25
 	[grpo]=180 [hf]=75 [ncu]=45 [torch]=90)
 scripts="hf_interop.py torch_anchor.py ncu_summary.py"
 
