@@ -54,7 +54,7 @@ type policy struct {
 // live ones).
 func (p *policy) use(gen bool, snap *model.AdapterSnapshot, f func() error) error {
 	p.lk.lock(gen)
-	defer p.lk.unlock()
+	defer p.lk.unlock(gen)
 	if snap != nil {
 		p.m.UseAdapters(snap)
 		defer p.m.UseAdapters(nil)

@@ -32,7 +32,9 @@
 #   train    40  the model's training steps on the GPU vs kernels/cpu: three LoRA steps
 #                (Accumulate with the clipped objective and a KL term, AdamW; loss, log-probs,
 #                gradients, updated adapters) and their crossings (no foreign host memory)
-#   gemm     20  bf16 tensor-core GEMM TFLOP/s (and % of the 989 TFLOP/s dense peak)
+#   gemm     40  MatMul's kernels at the Qwen3-0.6B projections, both precisions: GEMV
+#                (M 1, 8) GB/s and % of HBM in weight bytes, GEMM (M 4096) TFLOP/s and %
+#                of the 989 TFLOP/s dense peak; MatMulTN at the LoRA gradients (% of FP32)
 #   decode   40  decode tok/s at batch 1, 64, 256 vs the HBM bandwidth ceiling, and one decode
 #                step's wall and host µs, launches and waits (BenchmarkDecodeStep)
 #   prefill  25  prefill tok/s (8 × 512 tokens)
@@ -82,14 +84,14 @@ args[info]="-test.run ^TestDeviceInfo$ -test.v"
 args[kernels]="-test.run ^(TestGPU|TestPinnedRoundTrip|TestSeam) -test.v"
 args[model]="-test.run ^(TestModelLogitsGPUvsCPU|TestModelE2EGPUvsCPU|TestModelE2ETransfersGPU|TestModelE2ESyncsGPU)$ -test.v"
 args[train]="-test.run ^(TestModelE2ETrainGPUvsCPU|TestModelE2ETrainTransfersGPU)$ -test.v"
-args[gemm]="-test.run ^$ -test.bench ^BenchmarkGEMM$ -test.benchtime 20x"
+args[gemm]="-test.run ^$ -test.bench ^BenchmarkGEMM(LoRAGrad)?$ -test.benchtime 20x"
 args[decode]="-test.run ^$ -test.bench ^BenchmarkDecode(Step)?$ -test.benchtime 2x"
 args[prefill]="-test.run ^$ -test.bench ^BenchmarkPrefill$ -test.benchtime 2x"
 args[grpo]="-test.run ^(TestGRPOGPUvsCPU|TestGRPOGPUResume|TestSFTGPUvsCPU)$ -test.bench ^BenchmarkGRPOStepMemory$ -test.benchtime 1x -test.v"
 cmds[hf]='python3 hf_interop.py ./hfcheck'
 cmds[ncu]='ncu_stage'
 cmds[torch]='python3 torch_anchor.py'
-timeouts=([info]=15 [kernels]=70 [model]=45 [train]=40 [gemm]=20 [decode]=40 [prefill]=25
+timeouts=([info]=15 [kernels]=70 [model]=45 [train]=40 [gemm]=40 [decode]=40 [prefill]=25
 	[grpo]=180 [hf]=75 [ncu]=45 [torch]=90)
 scripts="hf_interop.py torch_anchor.py ncu_summary.py"
 
