@@ -3,6 +3,7 @@ package cuda
 import (
 	"archive/tar"
 	"compress/gzip"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -15,13 +16,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// fakeGPUTest stands in for bin/gpu-check/cuda.test: like the cuda build's
-// TestSeam* of seam_test.go, it needs the package's sources in its working
-// directory (they read host.cc and the .cu files), then passes.
+// fakeGPUTest stands in for bin/gpu-check/cuda.test and grpo.test: like
+// the cuda build's TestSeam* of seam_test.go, it needs its package's
+// sources in its working directory (the file named by its first line's
+// variable: host.cc for kernels/cuda, trainer.go for grpo), then passes.
 const fakeGPUTest = `#!/bin/sh
-if [ ! -f host.cc ]; then
+if [ ! -f %s ]; then
 	echo "--- FAIL: TestSeamLazy (0.00s)"
-	echo "    seam_test.go:39: open host.cc: no such file or directory"
+	echo "    seam_test.go:39: open %s: no such file or directory"
 	exit 1
 fi
 case "$*" in
@@ -31,11 +33,15 @@ esac
 echo PASS
 `
 
+// goStages are gpu-check's stages that run Go test binaries.
+var goStages = []string{"info", "kernels", "model", "train", "gemm", "decode", "prefill", "grpo"}
+
 // TestGPUCheckRun runs scripts/gpu-check.sh run, as the GPU machine does
-// (from the repository root), over a fake test binary: every stage must
-// run in kernels/cuda, where go test runs the package's tests (the cuda
-// build's TestSeam* read the sources there), and the run must leave at
-// most 8 files under $OUT, the most the device tool brings back: the
+// (from the repository root), over fake test binaries and its Go stages
+// (the script stages need python3 with torch, and ncu): every stage must
+// run in its package's folder, where go test runs the package's tests (the
+// cuda build's TestSeam* read the sources there), and the run must leave
+// at most 8 files under $OUT, the most the device tool brings back: the
 // table and one tarball of the logs. Needs bash, tar and timeout.
 func TestGPUCheckRun(t *testing.T) {
 	for _, tool := range []string{"bash", "tar", "timeout"} {
@@ -48,11 +54,13 @@ func TestGPUCheckRun(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "gpu-check")
 	require.NoError(t, os.Mkdir(bin, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(bin, "cuda.test"), []byte(fakeGPUTest), 0o755))
+	for name, source := range map[string]string{"cuda.test": "host.cc", "grpo.test": "trainer.go", "hfcheck": "README.md"} {
+		require.NoError(t, os.WriteFile(filepath.Join(bin, name), []byte(fmt.Sprintf(fakeGPUTest, source, source)), 0o755))
+	}
 	out := filepath.Join(dir, "out")
 	cmd := exec.Command("bash", filepath.Join("scripts", "gpu-check.sh"), "run", bin)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "OUT="+out)
+	cmd.Env = append(os.Environ(), "OUT="+out, "GPU_CHECK_STAGES="+strings.Join(goStages, " "))
 	log, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", log)
 
@@ -64,17 +72,16 @@ func TestGPUCheckRun(t *testing.T) {
 		}
 		return err
 	}))
-	assert.ElementsMatch(t, []string{"table.md", "logs.tar.gz"}, files)
+	assert.ElementsMatch(t, []string{"table.md", "gpu-check.tar.gz"}, files)
 	assert.LessOrEqual(t, len(files), 8, "the device tool returns at most 8 files")
 
 	table, err := os.ReadFile(filepath.Join(out, "table.md"))
 	require.NoError(t, err)
-	stages := []string{"info", "kernels", "model", "gemm", "decode", "prefill", "grpo"}
-	for _, s := range stages {
+	for _, s := range goStages {
 		assert.Contains(t, string(table), "| "+s+" | PASS |", "stage %s", s)
 	}
 
-	f, err := os.Open(filepath.Join(out, "logs.tar.gz"))
+	f, err := os.Open(filepath.Join(out, "gpu-check.tar.gz"))
 	require.NoError(t, err)
 	defer f.Close()
 	zr, err := gzip.NewReader(f)
@@ -92,13 +99,14 @@ func TestGPUCheckRun(t *testing.T) {
 		logs[strings.TrimPrefix(h.Name, "./")] = string(b)
 	}
 	assert.Contains(t, logs, "env.txt")
-	for _, s := range stages {
+	assert.Contains(t, logs, "table.md")
+	for _, s := range goStages {
 		assert.Contains(t, logs[s+".log"], "PASS", "stage %s's log", s)
 	}
 }
 
-// TestGPUCheckStages runs scripts/gpu-check.sh check: every stage's
-// pattern selects a Test or Benchmark that the cuda build of this package
+// TestGPUCheckStages runs scripts/gpu-check.sh check: every Go stage's
+// patterns select a Test or Benchmark that the cuda build of its package
 // compiles. Needs bash and go.
 func TestGPUCheckStages(t *testing.T) {
 	for _, tool := range []string{"bash", "go"} {
@@ -112,8 +120,9 @@ func TestGPUCheckStages(t *testing.T) {
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	for _, s := range []string{"info", "kernels", "model", "gemm", "decode", "prefill", "grpo"} {
-		assert.Contains(t, string(out), "gpu-check: stage "+s+" runs ")
+	for _, s := range goStages {
+		assert.Contains(t, string(out), "gpu-check: stage "+s+" (")
 	}
-	assert.Contains(t, string(out), "stage model runs 6 functions", "TestModelLogitsGPUvsCPU and the five TestModelE2E*GPU")
+	assert.Contains(t, string(out), "stage model (./kernels/cuda) -test.run selects 4 functions",
+		"TestModelLogitsGPUvsCPU and three TestModelE2E*GPU")
 }
