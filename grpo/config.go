@@ -833,6 +833,9 @@ func (c Config) Validate() error {
 		}
 	}
 	if c.LossType == LossVESPO {
+		// Any finite k and λ: φ = e^λ·w^k·e^{−λw} is defined for every k
+		// (k = 0 weighs by e^{λ(1−w)}), and λ is raised to 1e-4, as TRL
+		// takes them.
 		for _, f := range []struct {
 			field, trl string
 			v          float64
@@ -840,8 +843,8 @@ func (c Config) Validate() error {
 			{"VESPOKPos", "vespo_k_pos", c.VESPOKPos}, {"VESPOLambdaPos", "vespo_lambda_pos", c.VESPOLambdaPos},
 			{"VESPOKNeg", "vespo_k_neg", c.VESPOKNeg}, {"VESPOLambdaNeg", "vespo_lambda_neg", c.VESPOLambdaNeg},
 		} {
-			if !finite(f.v) || f.v <= 0 {
-				bad(f.field, f.trl, "%v: must be finite and > 0", f.v)
+			if !finite(f.v) {
+				bad(f.field, f.trl, "%v: must be finite", f.v)
 			}
 		}
 	}

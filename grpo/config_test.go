@@ -130,6 +130,8 @@ func TestConfigValidate(t *testing.T) {
 		{"off-policy mask NaN", func(c *Config) { th := math.NaN(); c.OffPolicyMaskThreshold = &th }, []string{"OffPolicyMaskThreshold"}},
 		{"sapo temperature 0", func(c *Config) { c.LossType = LossSAPO; c.SAPOTemperatureNeg = 0 }, []string{"SAPOTemperatureNeg"}},
 		{"vespo lambda NaN", func(c *Config) { c.LossType = LossVESPO; c.VESPOLambdaPos = math.NaN() }, []string{"VESPOLambdaPos"}},
+		// TRL takes any k and raises λ to 1e-4.
+		{"vespo k 0 and lambda 0 ok", func(c *Config) { c.LossType = LossVESPO; c.VESPOKPos, c.VESPOLambdaNeg = 0, 0 }, nil},
 		{"unknown scale", func(c *Config) { c.ScaleRewards = "true" }, []string{"ScaleRewards"}},
 		{"unknown aggregation", func(c *Config) { c.Aggregation = "sum" }, []string{"Aggregation"}},
 		{"negative beta", func(c *Config) { c.Beta = -0.1 }, []string{"Beta"}},
