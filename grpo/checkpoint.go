@@ -500,8 +500,11 @@ func readTrainerState(dir string, st *TrainerState) error {
 }
 
 // configDiff names the settings of cfg that differ from those saved in
-// checkpoint dir (none if it saved no config).
-func configDiff(dir string, cfg any) []string {
+// checkpoint dir (none if it saved no config). A checkpoint written
+// before a setting was renamed has it under its old name
+// (oldConfigName); one written before a setting existed ran as its
+// default does, which is what a missing setting is compared with.
+func configDiff(dir string, cfg Config) []string {
 	data, err := os.ReadFile(filepath.Join(dir, TrainerStateFile))
 	if err != nil {
 		return nil
@@ -514,18 +517,41 @@ func configDiff(dir string, cfg any) []string {
 	if err != nil {
 		return nil
 	}
-	var a, b map[string]any
-	if json.Unmarshal(st.Config, &a) != nil || json.Unmarshal(now, &b) != nil {
+	def, err := json.Marshal(DefaultConfig())
+	if err != nil {
+		return nil
+	}
+	var a, b, d map[string]any
+	if json.Unmarshal(st.Config, &a) != nil || json.Unmarshal(now, &b) != nil || json.Unmarshal(def, &d) != nil {
 		return nil
 	}
 	var diff []string
 	for k, v := range b {
-		if old, ok := a[k]; !ok || !reflect.DeepEqual(old, v) {
+		old, ok := a[k]
+		if !ok {
+			old, ok = a[oldConfigName(k)]
+		}
+		if !ok {
+			old, ok = d[k]
+		}
+		if !ok || !reflect.DeepEqual(old, v) {
 			diff = append(diff, k)
 		}
 	}
 	slices.Sort(diff)
 	return diff
+}
+
+// oldConfigName is the JSON name a Config setting had in checkpoints
+// written before it took TRL's ("" if it had no other).
+func oldConfigName(name string) string {
+	switch name {
+	case "vllm_importance_sampling_mode":
+		return "importance_sampling_correction"
+	case "vllm_importance_sampling_clip_max":
+		return "importance_sampling_cap"
+	}
+	return ""
 }
 
 // loadSnapshots reads the adapter snapshots an asynchronous run's

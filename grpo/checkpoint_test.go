@@ -205,3 +205,31 @@ func TestCheckpointErrors(t *testing.T) {
 	assert.Equal(t, 1, st.Step)
 	assert.Equal(t, "lora", st.Mode)
 }
+
+// TestConfigDiffAcrossRenames: a checkpoint written before the IS
+// correction's settings took TRL's names (importance_sampling_correction,
+// importance_sampling_cap) and before off_policy_mask_threshold,
+// vllm_importance_sampling_clip_min and max_staleness existed differs
+// from the same run's settings today in nothing; a setting changed since
+// is still named.
+func TestConfigDiffAcrossRenames(t *testing.T) {
+	data, err := json.Marshal(DefaultConfig())
+	require.NoError(t, err)
+	var old map[string]any
+	require.NoError(t, json.Unmarshal(data, &old))
+	old["importance_sampling_correction"], old["importance_sampling_cap"] = old["vllm_importance_sampling_mode"], old["vllm_importance_sampling_clip_max"]
+	for _, k := range []string{"vllm_importance_sampling_mode", "vllm_importance_sampling_clip_max", "vllm_importance_sampling_clip_min", "off_policy_mask_threshold", "max_staleness"} {
+		delete(old, k)
+	}
+	cfgJSON, err := json.Marshal(old)
+	require.NoError(t, err)
+	file, err := json.Marshal(trainerStateFile{Step: 2, Mode: "lora", State: json.RawMessage(`{}`), Config: cfgJSON})
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, TrainerStateFile), file, 0o644))
+
+	assert.Empty(t, configDiff(dir, DefaultConfig()), "nothing changed")
+	cfg := DefaultConfig()
+	cfg.ISCorrectionClipMax, cfg.MaxStaleness = 5, 1
+	assert.Equal(t, []string{"max_staleness", "vllm_importance_sampling_clip_max"}, configDiff(dir, cfg))
+}
