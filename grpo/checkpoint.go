@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/x/internal/atomicfile"
 	"github.com/x/kernels"
 	"github.com/x/model"
 )
@@ -92,7 +93,7 @@ func SaveCheckpoint(outputDir string, step, keep int, w CheckpointWeights, state
 		return "", fmt.Errorf("save checkpoint: %w", err)
 	}
 	name := CheckpointPrefix + strconv.Itoa(step)
-	tmp, err := os.MkdirTemp(outputDir, "."+name+".tmp")
+	tmp, err := atomicfile.MkdirTemp(outputDir, "."+name+".tmp")
 	if err != nil {
 		return "", fmt.Errorf("save checkpoint: %w", err)
 	}
