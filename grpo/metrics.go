@@ -272,6 +272,19 @@ func ParseMetrics(r io.Reader, name string) ([]StepMetrics, error) {
 	return out, nil
 }
 
+// Reproducible reports whether the metric named name is a function of the
+// data, the seed and the configuration alone, so that two identical runs,
+// and a run resumed from a checkpoint and one that was not, log the same
+// value. The others measure wall time (step_time, time/*, train_runtime,
+// the per-second rates) or sum up one Train call (train_loss).
+func Reproducible(name string) bool {
+	switch name {
+	case MetricStepTime, MetricTrainRuntime, MetricTrainSamplesPerSecond, MetricTrainStepsPerSecond, MetricTrainLoss:
+		return false
+	}
+	return !strings.HasPrefix(name, "time/")
+}
+
 // isRewardMean reports whether name is "rewards/<fn>/mean" and returns fn.
 func isRewardMean(name string) (string, bool) {
 	if !strings.HasPrefix(name, rewardsPrefix) || !strings.HasSuffix(name, meanSuffix) || len(name) <= len(rewardsPrefix)+len(meanSuffix) {

@@ -258,8 +258,13 @@ func SFT(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, data []C
 		if st.Step != pol.opt.Steps() {
 			return nil, fmt.Errorf("sft: resume %s: trainer state is at step %d, optimizer at %d", dir, st.Step, pol.opt.Steps())
 		}
+		if cfg.OutputDir != "" {
+			if err := removeCheckpointTemps(cfg.OutputDir); err != nil {
+				return nil, fmt.Errorf("sft: resume: %w", err)
+			}
+		}
 	}
-	out, err := newRunOutput(cfg.OutputDir, cfg.Progress, total, "sft", st.Step > 0, false)
+	out, err := newRunOutput(cfg.OutputDir, cfg.Progress, total, "sft", st.Step, false)
 	if err != nil {
 		return nil, err
 	}
