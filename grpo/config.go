@@ -368,17 +368,33 @@ type Config struct {
 	// ToolConcurrency bounds the tool calls running at once across
 	// rollouts (16).
 	ToolConcurrency int `json:"tool_concurrency"`
-	// ToolTimeout is each tool call's deadline (30s); 0 means none. A call
-	// past it is an env failure (the env's state is unknown, a remote
-	// session may be lost): the rollout is played again from the start on a
-	// fresh env, within RolloutAttempts and RolloutRetryBudget.
+	// ToolTimeout is the deadline of each env reset and tool call (30s); 0
+	// means none. A call past it is an env failure (the env's state is
+	// unknown, a remote session may be lost): the rollout is played again
+	// from the start on a fresh env, within RolloutAttempts and
+	// RolloutRetryBudget. A call that ignores its context is abandoned at
+	// the deadline (ErrAbandoned): left to finish on its own, its env
+	// discarded when it does.
 	ToolTimeout time.Duration `json:"tool_timeout"`
 	// RolloutAttempts is how many times a rollout whose env failed is played
-	// from the start on a fresh env (3, the first included).
+	// from the start on a fresh env (3, the first included). Tries that
+	// cannot reach the env (env.ErrUnavailable: its server is down or
+	// restarting) are not attempts: they go on until RolloutRetryBudget.
 	RolloutAttempts int `json:"rollout_attempts"`
-	// RolloutRetryBudget bounds the time of all attempts of one rollout
-	// (0 = none); when it runs out no further attempt starts.
+	// RolloutRetryBudget bounds how long a rollout keeps retrying after its
+	// env first failed (60s): no retry starts later than that. Retries wait
+	// an exponential backoff with jitter (0.25 s doubling to 8 s), so the
+	// default rides out an env server restart of 30 s, and a server that
+	// stays down fails the rollout (and, when every rollout fails, the
+	// step) about a minute after it went. 0 means no limit: an unreachable
+	// env is then retried for ever.
 	RolloutRetryBudget time.Duration `json:"rollout_retry_budget"`
+	// RewardTimeout is the deadline of each reward function call and env
+	// reward (60s); 0 means none. A reward past it, or one that panics,
+	// fails its rollout (left out of the loss, logged and counted in
+	// rollouts/failed); a call that ignores its context is abandoned
+	// (ErrAbandoned) and the rollout's env discarded when it returns.
+	RewardTimeout time.Duration `json:"reward_timeout"`
 
 	// --- output ---
 
@@ -448,9 +464,11 @@ func DefaultConfig() Config {
 		ISCorrection:            ISCorrectionSequenceMask,
 		ISCorrectionCap:         3,
 
-		ToolConcurrency: 16,
-		ToolTimeout:     30 * time.Second,
-		RolloutAttempts: 3,
+		ToolConcurrency:    16,
+		ToolTimeout:        30 * time.Second,
+		RolloutAttempts:    3,
+		RolloutRetryBudget: 60 * time.Second,
+		RewardTimeout:      60 * time.Second,
 
 		LoggingSteps: 10,
 		SaveSteps:    500,
@@ -825,6 +843,9 @@ func (c Config) Validate() error {
 	}
 	if c.RolloutRetryBudget < 0 {
 		bad("RolloutRetryBudget", "", "%v: must be ≥ 0 (0 = no limit)", c.RolloutRetryBudget)
+	}
+	if c.RewardTimeout < 0 {
+		bad("RewardTimeout", "", "%v: must be ≥ 0 (0 = no deadline)", c.RewardTimeout)
 	}
 
 	// output

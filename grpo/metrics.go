@@ -57,13 +57,15 @@ const (
 	MetricTrainRuntime              = "train_runtime" // seconds of the run (this Train or SFT call), on its last step
 	MetricTrainSamplesPerSecond     = "train_samples_per_second"
 	MetricTrainStepsPerSecond       = "train_steps_per_second"
-	MetricTrainLoss                 = "train_loss"      // mean loss of the run's steps
-	MetricRolloutsFailed            = "rollouts/failed" // rollouts left out after every attempt failed
-	MetricTimeGeneration            = "time/generation" // seconds in model generation
-	MetricTimeTools                 = "time/tools"      // seconds waiting on tool calls and env resets
-	MetricTimeScoring               = "time/scoring"    // seconds in reward functions
-	MetricTimeBackward              = "time/backward"   // seconds in forward+backward passes
-	MetricTimeOptimizer             = "time/optimizer"  // seconds in the optimizer step
+	MetricTrainLoss                 = "train_loss"         // mean loss of the run's steps
+	MetricRolloutsFailed            = "rollouts/failed"    // rollouts left out after every attempt failed
+	MetricRolloutsReplayed          = "rollouts/replayed"  // episodes played again after an env failure (Σ Attempts − 1)
+	MetricRolloutsAbandoned         = "rollouts/abandoned" // env and reward calls abandoned past their deadline (ErrAbandoned)
+	MetricTimeGeneration            = "time/generation"    // seconds in model generation
+	MetricTimeTools                 = "time/tools"         // seconds waiting on tool calls and env resets
+	MetricTimeScoring               = "time/scoring"       // seconds in reward functions
+	MetricTimeBackward              = "time/backward"      // seconds in forward+backward passes
+	MetricTimeOptimizer             = "time/optimizer"     // seconds in the optimizer step
 )
 
 const (

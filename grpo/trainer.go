@@ -320,6 +320,7 @@ func (t *Trainer) Step(ctx context.Context, rows []env.Row) (*StepReport, error)
 	gm[MetricTimeTools] = gen.timing.tools.Seconds()
 	gm[MetricTimeScoring] = scoring.Seconds()
 	gm[MetricRolloutsFailed] = float64(failed)
+	faultMetrics(gm, gen.rollouts)
 
 	ms, err := t.learn(ctx, gen.rollouts, adv, gm, begin)
 	rep := &StepReport{Rollouts: gen.rollouts, Rewards: tab.Total(), Scores: tab, Advantages: adv.A, Metrics: ms}
