@@ -21,6 +21,7 @@ import (
 
 	"github.com/x/env"
 	"github.com/x/env/guess"
+	"github.com/x/examples/internal/ckpt"
 	"github.com/x/examples/internal/policy"
 	"github.com/x/grpo"
 	"github.com/x/kernels/cpu"
@@ -53,7 +54,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	seed := fs.Uint64("seed", 1, "seed")
 	hidden := fs.Int("hidden", 0, "hidden size of the embedded model (0: 128)")
 	threads := fs.Int("threads", 0, "CPU threads (0: all)")
+	checkpoints := ckpt.Register(fs)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := checkpoints.Check(); err != nil {
 		return err
 	}
 	switch {
@@ -79,7 +84,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	cfg.Temperature, cfg.TopK = 0.8, 10 // TRL's Wordle recipe: a small model's tail tokens break its tool calls
 	cfg.MaxCompletionLength, cfg.MaxToolCallingIterations = 256, 8
 	cfg.EnableThinking, cfg.GradientCheckpointing = tokenizer.ThinkingOff, *modelDir != ""
-	cfg.OutputDir, cfg.LoggingSteps, cfg.SaveSteps, cfg.LogCompletions = *outDir, 1, 0, true
+	cfg.OutputDir, cfg.LoggingSteps, cfg.LogCompletions = *outDir, 1, true
+	checkpoints.GRPO(&cfg)
 	lora := model.LoRAConfig{R: 16, Alpha: 32}
 	newTrainer := func() (*grpo.Trainer, error) {
 		return grpo.NewTrainer(pol.Model, pol.Tokenizer, cfg,
@@ -135,6 +141,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	rows := make([]env.Row, *maxN)
 	for i := range rows {
 		rows[i] = env.Row{"target": int64(i + 1)}
+	}
+	if err := checkpoints.ResumeGRPO(tr, out); err != nil {
+		return err
 	}
 	if err := tr.Train(ctx, grpo.NewDataset(rows)); err != nil {
 		return err
