@@ -32,8 +32,9 @@ type runOutput struct {
 // completions is set) and the progress bar on w (nil for none). A fresh
 // run (resumeStep 0) starts the logs afresh; a run resumed at resumeStep
 // cuts them back to that step (cutLog) and appends, so a crash between
-// a checkpoint and the next one leaves no line twice. dir "" writes no
-// files.
+// a checkpoint and the next one leaves no line twice. Either removes the
+// folders of checkpoints a killed run left unfinished in dir. dir ""
+// writes no files.
 func newRunOutput(dir string, w io.Writer, total int, name string, resumeStep int, completions bool) (_ *runOutput, err error) {
 	o := &runOutput{dir: dir}
 	defer func() {
@@ -44,6 +45,11 @@ func newRunOutput(dir string, w io.Writer, total int, name string, resumeStep in
 	if dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("%s: output folder: %w", name, err)
+		}
+		// The run owns the folder: checkpoints a killed run left
+		// unfinished go, resumed or not.
+		if err := removeCheckpointTemps(dir); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		f, err := openLog(filepath.Join(dir, MetricsFile), resumeStep)
 		if err != nil {

@@ -126,6 +126,14 @@ func TestRunOutputResumeCutsLogs(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "{\"step\":1}\nnot json\n{\"step\":2}\n", string(data), "left as it was")
 	})
+	t.Run("a fresh run removes unfinished checkpoints", func(t *testing.T) {
+		dir := t.TempDir()
+		require.NoError(t, os.Mkdir(filepath.Join(dir, ".checkpoint-3.tmp42"), 0o755))
+		o, err := newRunOutput(dir, nil, 6, "sft", 0, false)
+		require.NoError(t, err)
+		o.close()
+		assert.NoDirExists(t, filepath.Join(dir, ".checkpoint-3.tmp42"))
+	})
 	t.Run("a missing log is made", func(t *testing.T) {
 		dir := t.TempDir()
 		o, err := newRunOutput(dir, nil, 6, "grpo", 2, true)
