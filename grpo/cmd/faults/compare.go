@@ -33,7 +33,7 @@ func compareRuns(want, got string, out io.Writer) error {
 			errs = append(errs, fmt.Errorf("%s differs from the uninterrupted run's", rel))
 			return
 		}
-		fmt.Fprintf(out, "kill: %s identical (%d bytes)\n", rel, len(a))
+		fmt.Fprintf(out, "kill: %s: %s identical (%d bytes)\n", filepath.Base(got), rel, len(a))
 	}
 	for _, rel := range []string{"adapter/adapter_model.safetensors", "adapter/adapter_config.json", "base-model/model.safetensors", "eval.md", "grpo/completions.jsonl"} {
 		same(rel)
@@ -58,7 +58,7 @@ func compareRuns(want, got string, out io.Writer) error {
 		if err := sameMetrics(filepath.Join(want, sub, grpo.MetricsFile), filepath.Join(got, sub, grpo.MetricsFile)); err != nil {
 			errs = append(errs, err)
 		} else {
-			fmt.Fprintf(out, "kill: %s/%s: every step once, reproducible metrics identical\n", sub, grpo.MetricsFile)
+			fmt.Fprintf(out, "kill: %s: %s/%s: every step once, reproducible metrics identical\n", filepath.Base(got), sub, grpo.MetricsFile)
 		}
 		left, err := temps(filepath.Join(got, sub))
 		if err != nil {

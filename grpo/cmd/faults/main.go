@@ -10,7 +10,9 @@
 // -resume each time until it finishes; its outputs must equal those of an
 // uninterrupted run: the adapter, the final checkpoints, the evaluation
 // table and the completions byte for byte, the metrics logs but for
-// wall-time figures, and no temporary folder left.
+// wall-time figures, and no temporary folder left. A run that finishes
+// before its next kill ends a campaign; campaigns go on until -kills
+// kills were made, each compared.
 //
 // restart: the same run plays on an OpenEnv Wordle server
 // (env/cmd/envserver) that is killed with SIGKILL during GRPO and started
@@ -53,8 +55,10 @@ type config struct {
 	work    string
 	kills   int
 	down    time.Duration
-	seed    uint64
-	args    []string // the trainer's run, without -out
+	// killDelay is how long after GRPO's first step the server dies.
+	killDelay time.Duration
+	seed      uint64
+	args      []string // the trainer's run, without -out
 }
 
 // defaultRun is a Wordle run small enough to be killed many times: a warm
@@ -73,6 +77,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.work, "work", "", "folder for the runs' outputs (default: a temporary one, removed afterwards)")
 	fs.IntVar(&c.kills, "kills", 12, "SIGKILLs of the kill loop before it lets the run finish")
 	fs.DurationVar(&c.down, "down", 30*time.Second, "how long the env server stays down (restart)")
+	fs.DurationVar(&c.killDelay, "kill-delay", 500*time.Millisecond, "how long after GRPO's first step the env server is killed (restart, dead)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the kill moments")
 	fs.StringVar(&trainArgs, "run", defaultRun, "the trainer's arguments (besides -out, -save-steps, -resume, -env-url)")
 	if err := fs.Parse(args); err != nil {
@@ -90,8 +95,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 			return c, fmt.Errorf("-modes: unknown mode %q (want kill, restart, dead)", m)
 		}
 	}
-	if c.kills < 1 || c.down < 0 {
-		return c, errors.New("want -kills ≥ 1 and -down ≥ 0")
+	if c.kills < 1 || c.down < 0 || c.killDelay < 0 {
+		return c, errors.New("want -kills ≥ 1, -down ≥ 0 and -kill-delay ≥ 0")
 	}
 	c.args = strings.Fields(trainArgs)
 	return c, nil

@@ -51,9 +51,10 @@ func serverRestart(ctx context.Context, cfg config, dir string, out io.Writer, c
 	case <-tr.done:
 		return fmt.Errorf("the run ended before GRPO's first step: %v (log: %s)", tr.err, trainLog)
 	}
+	time.Sleep(cfg.killDelay) // into step 2, its games in play
 	srv.kill()
 	downAt := time.Since(tr.start)
-	fmt.Fprintf(out, "%s: env server killed (SIGKILL) %v into the run, after GRPO step 1\n", mode, downAt.Round(time.Millisecond))
+	fmt.Fprintf(out, "%s: env server killed (SIGKILL) %v into the run, %v after GRPO step 1\n", mode, downAt.Round(time.Millisecond), cfg.killDelay)
 	if !comeBack {
 		begin := time.Now()
 		err := tr.wait(10 * time.Minute)
