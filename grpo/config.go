@@ -263,6 +263,22 @@ type Config struct {
 	// (Layout.NeedsOldLogProbs) or ISCorrection is on, and ISCorrection
 	// corrects for the difference (sampling/* reports its size).
 	RolloutMatMulPrecision string `json:"rollout_matmul_precision"`
+	// BatchInvariantRollouts makes generation batch-invariant (Go
+	// trainer's own; true by default; model.BatchOptions.BatchInvariant):
+	// every prefill and decode step runs with the backend's
+	// batch-invariant MatMul (cpu.Backend.SetBatchInvariant) and prompts
+	// and tool responses are cut into chunks at fixed positions, so a
+	// sequence's logits, sampled tokens and sampling log-probs do not
+	// depend on which other sequences share its steps. In a multi-turn
+	// batch those are the rollouts not waiting on a tool, which depends on
+	// tool timing: without it two identical runs log sampling/* figures
+	// that differ in the 8th digit (and could, rarely, sample another
+	// token). Its cost is at batch 1 (a 3-row matmul in place of matVec:
+	// decode about 1.5x slower on the tiny model) and in prefills of 112
+	// rows and more (no packing); from 3 to 111 rows MatMul computes as it
+	// does anyway (BENCHMARKS.md, issue 23). A backend without the mode
+	// (not kernels/cpu) gets the chunking only.
+	BatchInvariantRollouts bool `json:"batch_invariant_rollouts"`
 
 	// --- batch layout (see the type's doc) ---
 
@@ -440,6 +456,7 @@ func DefaultConfig() Config {
 		GradientCheckpointing:  true,
 		MicroBatchTokens:       8192,
 		RolloutMatMulPrecision: RolloutExact,
+		BatchInvariantRollouts: true,
 
 		PerDeviceTrainBatchSize:   8,
 		GradientAccumulationSteps: 1,
