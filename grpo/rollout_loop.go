@@ -28,6 +28,20 @@ type rolloutConfig struct {
 	maxPrompt       int           // longest rendered prompt, tokens; 0 no cap
 }
 
+// rolloutConfig is the multi-turn loop's part of c.
+func (c Config) rolloutConfig() rolloutConfig {
+	return rolloutConfig{
+		maxCompletion:   c.MaxCompletionLength,
+		maxIters:        c.MaxToolCallingIterations,
+		thinking:        c.EnableThinking,
+		attempts:        c.RolloutAttempts,
+		budget:          c.RolloutRetryBudget,
+		toolTimeout:     c.ToolTimeout,
+		toolConcurrency: c.ToolConcurrency,
+		maxPrompt:       c.MaxPromptLength,
+	}
+}
+
 // envSource starts an episode on a pooled environment (env.Pool, env.Router).
 type envSource interface {
 	Start(ctx context.Context, row env.Row) (*env.Instance, string, error)
@@ -241,7 +255,7 @@ func (p *rolloutLoop) finish(l *live) {
 
 // enqueue asks for l's next turn within the remaining budget.
 func (p *rolloutLoop) enqueue(l *live) error {
-	id, err := p.dec.add(genRequest{seq: l.sq, maxTokens: p.e.cfg.maxCompletion - len(l.r.CompletionIDs)})
+	id, err := p.dec.add(genRequest{seq: l.sq, maxTokens: p.e.cfg.maxCompletion - len(l.r.CompletionIDs), r: l.r})
 	if err != nil {
 		return fmt.Errorf("grpo: queue generation of rollout %d: %w", l.idx, err)
 	}
@@ -327,6 +341,7 @@ func (p *rolloutLoop) failAttempt(l *live, err error) {
 	}
 	l.lastErr = err
 	r := l.r
+	r.Env, r.EnvName = nil, ""
 	r.Prompt, r.Completion, r.PromptIDs = nil, nil, nil
 	r.CompletionIDs, r.Mask, r.LogProbs = nil, nil, nil
 	r.ToolCalls, r.ToolFailures, r.Truncated = 0, 0, false
@@ -598,6 +613,10 @@ func (e *engine) opContext(ctx context.Context) (context.Context, context.Cancel
 // begin builds l's prompt from its reset and starts its token sequence.
 func (e *engine) begin(l *live, ev event, seed uint64) error {
 	l.inst = ev.inst
+	if l.inst != nil {
+		// A Script (PlayScript) reads the env while the episode runs.
+		l.r.Env, l.r.EnvName = l.inst.Env, l.inst.Name
+	}
 	msgs, err := promptMessages(l.r.Row, ev.obs)
 	if err != nil {
 		return fmt.Errorf("grpo: rollout %d: %w", l.idx, err)
@@ -616,8 +635,10 @@ func (e *engine) begin(l *live, ev event, seed uint64) error {
 	if mp := e.pol.m.Config.MaxPositions; mp > 0 && len(ids) >= mp {
 		return &promptTooLongError{fmt.Errorf("grpo: rollout %d: the prompt of row %v (with its reset observation) renders to %d tokens, leaving no room in the model's context of %d (max_position_embeddings): %w", l.idx, l.r.Row, len(ids), mp, model.ErrContextLength)}
 	}
-	if err := e.pol.m.CheckTokens(ids); err != nil {
-		return fmt.Errorf("grpo: prompt of rollout %d: %w", l.idx, err)
+	if e.pol != nil { // nil when a Script plays (PlayScript)
+		if err := e.pol.m.CheckTokens(ids); err != nil {
+			return fmt.Errorf("grpo: prompt of rollout %d: %w", l.idx, err)
+		}
 	}
 	l.r.Prompt, l.r.PromptIDs = msgs, ids
 	l.sq, l.hasSeq = newSeq(mix(seed, uint64(l.idx), uint64(l.r.Attempts)), ids), true
