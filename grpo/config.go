@@ -395,7 +395,8 @@ type Config struct {
 	// RolloutAttempts is how many times a rollout whose env failed is played
 	// from the start on a fresh env (3, the first included). Tries that
 	// cannot reach the env (env.ErrUnavailable: its server is down or
-	// restarting) are not attempts: they go on until RolloutRetryBudget.
+	// restarting) are not attempts: they go on until RolloutRetryBudget
+	// (with 1, nothing is tried again).
 	RolloutAttempts int `json:"rollout_attempts"`
 	// RolloutRetryBudget bounds how long a rollout keeps retrying after its
 	// env first failed (60s): no retry starts later than that. Retries wait

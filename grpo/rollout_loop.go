@@ -329,7 +329,8 @@ func (p *rolloutLoop) envFailed(l *live, ev event) {
 // found the env unavailable (env.ErrUnavailable: its server down or
 // restarting) is not an attempt: it is retried until the retry budget
 // runs out; any other failure uses up one of the rollout's attempts.
-// Retries wait retryBackoff, growing with each.
+// Retries wait retryBackoff, growing with each. With one attempt
+// (RolloutAttempts 1, PlayScript) nothing is tried again.
 func (p *rolloutLoop) failAttempt(l *live, err error) {
 	if l.inst != nil {
 		_ = l.inst.Discard()
@@ -359,11 +360,14 @@ func (p *rolloutLoop) failAttempt(l *live, err error) {
 	backoff := retryBackoff(l.tries, rand.Float64())
 	budget := p.e.cfg.budget
 	inBudget := budget <= 0 || now.Add(backoff).Sub(l.firstFail) <= budget
-	if inBudget && (unavailable || r.Attempts < p.e.cfg.attempts) {
+	retries := p.e.cfg.attempts > 1 // RolloutAttempts 1: nothing is tried again
+	if inBudget && retries && (unavailable || r.Attempts < p.e.cfg.attempts) {
 		p.startReset(l, backoff)
 		return
 	}
 	switch {
+	case unavailable && !retries:
+		r.Err = fmt.Errorf("rollout %d (group %d, row %v) failed: its env could not be reached, and RolloutAttempts 1 tries nothing again: %w", l.idx, r.Group, r.Row, err)
 	case !inBudget && l.unreachable > 0:
 		r.Err = fmt.Errorf("rollout %d (group %d, row %v) failed: no attempt within RolloutRetryBudget %v of its first env failure (%d attempt(s) played, %d tries found the env unavailable): %w",
 			l.idx, r.Group, r.Row, budget, r.Attempts, l.unreachable, err)
@@ -632,10 +636,10 @@ func (e *engine) begin(l *live, ev event, seed uint64) error {
 	if e.cfg.maxPrompt > 0 && len(ids) > e.cfg.maxPrompt {
 		return &promptTooLongError{fmt.Errorf("grpo: rollout %d: the prompt of row %v (with its reset observation) renders to %d tokens, over MaxPromptLength %d: filter the dataset or raise the cap", l.idx, l.r.Row, len(ids), e.cfg.maxPrompt)}
 	}
-	if mp := e.pol.m.Config.MaxPositions; mp > 0 && len(ids) >= mp {
-		return &promptTooLongError{fmt.Errorf("grpo: rollout %d: the prompt of row %v (with its reset observation) renders to %d tokens, leaving no room in the model's context of %d (max_position_embeddings): %w", l.idx, l.r.Row, len(ids), mp, model.ErrContextLength)}
-	}
 	if e.pol != nil { // nil when a Script plays (PlayScript)
+		if mp := e.pol.m.Config.MaxPositions; mp > 0 && len(ids) >= mp {
+			return &promptTooLongError{fmt.Errorf("grpo: rollout %d: the prompt of row %v (with its reset observation) renders to %d tokens, leaving no room in the model's context of %d (max_position_embeddings): %w", l.idx, l.r.Row, len(ids), mp, model.ErrContextLength)}
+		}
 		if err := e.pol.m.CheckTokens(ids); err != nil {
 			return fmt.Errorf("grpo: prompt of rollout %d: %w", l.idx, err)
 		}
