@@ -1,7 +1,7 @@
 package cuda
 
 // Argument structs passed to kernels by pointer, laid out as their C
-// twins in attention.cu, sample.cu and loss.cu (every field 8 bytes, or
+// twins in attention.cu, sample.cu, loss.cu and matmul.cu (every field 8 bytes, or
 // 4-byte fields grouped so that the C and Go layouts agree). Pointers are
 // carried as uintptr: host addresses of pinned slices in the host build,
 // device addresses in the device build.
@@ -21,6 +21,13 @@ type attnGradSeq struct {
 	t, start                                int64
 	kb, vb                                  uintptr // block tables, as in attnSeq
 	blockSize, dtype                        int64
+}
+
+// gemmPart mirrors matmul.cu's GemmPart: one GEMM of a gemm_bf16_*_multi
+// launch (MatMulMany).
+type gemmPart struct {
+	out, ws, w uintptr
+	j, tile0   int64
 }
 
 // sampleParams mirrors sample.cu's SampleParams.

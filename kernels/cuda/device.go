@@ -54,6 +54,7 @@ type Device struct {
 	sess   session
 	graph  *Graph // the graph being captured, if any
 	closed bool
+	prec   kernels.MatMulPrecision // MatMul with bf16 weights (precision.go)
 }
 
 // shared is what a Device and the Devices of its NewStream share.
