@@ -47,8 +47,8 @@ func TestMatMulBatchInvariant(t *testing.T) {
 		one := pathBackend(t, p, 1)
 		two := pathBackend(t, p, 2)
 		for _, dt := range []kernels.DType{kernels.F32, kernels.BF16, kernels.F16} {
-			for _, prec := range []MatMulPrecision{MatMulExact, MatMulBF16} {
-				if prec == MatMulBF16 && dt != kernels.BF16 {
+			for _, prec := range []kernels.MatMulPrecision{kernels.MatMulExact, kernels.MatMulBF16} {
+				if prec == kernels.MatMulBF16 && dt != kernels.BF16 {
 					continue
 				}
 				for _, nk := range [][2]int{{70, 37}, {130, 150}} {
@@ -62,7 +62,7 @@ func TestMatMulBatchInvariant(t *testing.T) {
 	})
 }
 
-func checkInvariant(t *testing.T, one, two *Backend, dt kernels.DType, prec MatMulPrecision, n, k int) {
+func checkInvariant(t *testing.T, one, two *Backend, dt kernels.DType, prec kernels.MatMulPrecision, n, k int) {
 	r := rand.New(rand.NewPCG(uint64(n), uint64(k)))
 	w := invariantWeights(r, dt, n, k)
 	row := make([]float32, k)
@@ -79,7 +79,7 @@ func checkInvariant(t *testing.T, one, two *Backend, dt kernels.DType, prec MatM
 	}
 	defer func() {
 		for _, b := range []*Backend{one, two} {
-			_ = b.SetMatMulPrecision(MatMulExact)
+			_ = b.SetMatMulPrecision(kernels.MatMulExact)
 			b.SetBatchInvariant(false)
 		}
 	}()
@@ -109,13 +109,13 @@ func checkInvariant(t *testing.T, one, two *Backend, dt kernels.DType, prec MatM
 	}
 
 	// The values are MatMul's: against a float64 sum of the products of
-	// the row (rounded to bf16 under MatMulBF16) by the weights.
+	// the row (rounded to bf16 under kernels.MatMulBF16) by the weights.
 	wrow := make([]float32, k)
 	for j := range n {
 		w.Row(wrow, j)
 		var s, mag float64
 		for p, v := range row {
-			if prec == MatMulBF16 {
+			if prec == kernels.MatMulBF16 {
 				v = kernels.BF16ToF32(kernels.F32ToBF16(v))
 			}
 			s += float64(v) * float64(wrow[p])
