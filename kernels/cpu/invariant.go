@@ -16,7 +16,7 @@ import "github.com/x/kernels"
 // any position in the batch and any thread count. For 3 ≤ M < mDirect on
 // AVX-512 (mBig on AVX2) that is what MatMul computes anyway; M = 1 costs
 // up to mr rows of arithmetic for one row's weight traffic, and M ≥ mDirect
-// gives up packing. Under MatMulBF16 x is rounded to bf16 and the exact
+// gives up packing. Under kernels.MatMulBF16 x is rounded to bf16 and the exact
 // kernels run (as at M = 1), never VDPBF16PS. MatMulNN and MatMulTN
 // (gradients) are not affected. Like SetMatMulPrecision it is the
 // backend's setting: set it around the calls it is for.
@@ -43,7 +43,7 @@ func invariantM(m, mr int) int {
 }
 
 // matMulInvariant is MatMul in batch-invariant mode (x already rounded
-// under MatMulBF16): matMulDirect over invariantM(m) rows, the rows past m
+// under kernels.MatMulBF16): matMulDirect over invariantM(m) rows, the rows past m
 // zero in scratch of the backend's own.
 func (b *Backend) matMulInvariant(kn mmKernels, out, x []float32, w kernels.Mat, m int, accumulate bool) {
 	p := invariantM(m, kn.mr)
