@@ -1,17 +1,12 @@
 package model
 
-// invariantBackend is a backend with a batch-invariant MatMul mode
-// (kernels/cpu's Backend: SetBatchInvariant).
-type invariantBackend interface {
-	SetBatchInvariant(on bool)
-	BatchInvariant() bool
-}
+import "github.com/x/kernels"
 
 // batchInvariant turns the backend's batch-invariant MatMul on when on is
 // set and the backend has the mode, and returns what puts the backend's
 // previous setting back.
 func (m *Model) batchInvariant(on bool) (restore func()) {
-	b, ok := m.Backend.(invariantBackend)
+	b, ok := m.Backend.(kernels.BatchInvariantSetter)
 	if !on || !ok {
 		return func() {}
 	}

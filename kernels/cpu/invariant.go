@@ -2,6 +2,8 @@ package cpu
 
 import "github.com/x/kernels"
 
+var _ kernels.BatchInvariantSetter = (*Backend)(nil)
+
 // SetBatchInvariant turns batch-invariant MatMul on or off (off by
 // default). MatMul's paths sum a row's products in orders that depend on
 // how many rows the call has (matVec at M = 1, the direct kernel's small
