@@ -3,7 +3,7 @@ GO ?= go
 STATICCHECK_VERSION ?= v0.8.2
 FUZZTIME ?= 20000x
 
-.PHONY: all setup test unit lint cudahost quickstart fuzz bench demo clean
+.PHONY: all setup test unit lint cudahost quickstart fuzz faults bench demo clean
 
 all: test
 
@@ -50,6 +50,17 @@ quickstart:
 
 fuzz:
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
+
+## faults: the faults that take seconds to minutes of waiting (README, "Reliability"): the
+## kill-and-resume loop (a small Wordle run SIGKILLed 12 times, at random moments and right after a
+## temporary checkpoint folder appears, resumed each time, its outputs compared with an
+## uninterrupted run's), an OpenEnv server killed for 30 s during GRPO, one that never comes back;
+## then the rollout loop's fault tests under the race detector. About 7 minutes on 2 cores.
+faults:
+	$(GO) build -o bin/wordle ./examples/wordle
+	$(GO) build -o bin/envserver ./env/cmd/envserver
+	$(GO) run ./grpo/cmd/faults -trainer bin/wordle -server bin/envserver
+	$(GO) test -race -count=1 -run 'Stuck|Cancel|Panics|RewardFaults|OverContext|EnvServer|EnvFailure' ./grpo ./env
 
 ## bench: every benchmark once, then the llama-bench-style model and training
 ## commands on random weights of the tiny and Qwen3-0.6B shapes (figures go to BENCHMARKS.md).

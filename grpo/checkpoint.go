@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/x/internal/atomicfile"
 	"github.com/x/kernels"
 	"github.com/x/model"
 )
@@ -28,6 +29,9 @@ const (
 	OptimizerStateFile = "optimizer.safetensors"
 	TrainerStateFile   = "trainer_state.json"
 	modelWeightsFile   = "model.safetensors"
+	// checkpointTempInfix follows ".checkpoint-<step>" in the name of the
+	// folder a checkpoint is written into before it is renamed.
+	checkpointTempInfix = ".tmp"
 )
 
 // CheckpointWeights is what a checkpoint saves and restores besides the
@@ -101,7 +105,7 @@ func SaveCheckpoint(outputDir string, step, keep int, w CheckpointWeights, state
 		return "", fmt.Errorf("save checkpoint: %w", err)
 	}
 	name := CheckpointPrefix + strconv.Itoa(step)
-	tmp, err := os.MkdirTemp(outputDir, "."+name+".tmp")
+	tmp, err := atomicfile.MkdirTemp(outputDir, "."+name+checkpointTempInfix)
 	if err != nil {
 		return "", fmt.Errorf("save checkpoint: %w", err)
 	}
@@ -259,7 +263,13 @@ func LatestCheckpoint(outputDir string) (string, error) {
 	return cks[len(cks)-1], nil
 }
 
+// pruneCheckpoints keeps the newest keep checkpoints under outputDir and
+// removes the temporary folders of checkpoints a killed run never
+// finished (removeCheckpointTemps).
 func pruneCheckpoints(outputDir string, keep int) error {
+	if err := removeCheckpointTemps(outputDir); err != nil {
+		return err
+	}
 	cks, err := Checkpoints(outputDir)
 	if err != nil {
 		return err
@@ -269,6 +279,37 @@ func pruneCheckpoints(outputDir string, keep int) error {
 			return fmt.Errorf("remove old checkpoint: %w", err)
 		}
 		cks = cks[1:]
+	}
+	return nil
+}
+
+// removeCheckpointTemps removes the folders SaveCheckpoint writes a
+// checkpoint into before renaming it (".checkpoint-<step>.tmp…", and the
+// ".old" an older checkpoint of that step is moved to): one is left over
+// only when the process died while saving, and a full fine-tune's is as
+// big as the model. Only the run writing into outputDir may call it: it
+// would remove another writer's checkpoint in progress. A missing
+// outputDir has none.
+func removeCheckpointTemps(outputDir string) error {
+	entries, err := os.ReadDir(outputDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("list checkpoints: %w", err)
+	}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), "."+CheckpointPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		if step, _, ok := strings.Cut(rest, checkpointTempInfix); ok {
+			if _, ok := checkpointStep(CheckpointPrefix + step); ok {
+				if err := os.RemoveAll(filepath.Join(outputDir, e.Name())); err != nil {
+					return fmt.Errorf("remove an unfinished checkpoint: %w", err)
+				}
+			}
+		}
 	}
 	return nil
 }
@@ -431,8 +472,9 @@ func (t *Trainer) SaveCheckpoint() (dir string, err error) {
 // base model, LoRA config and Config): the checkpoint holds what training
 // changed, and the base weights are also the KL reference, so resuming on
 // a model loaded from the checkpoint folder would move the reference.
-// dir "latest" means the newest checkpoint under Config.OutputDir.
-// Settings that differ from the saved config are logged as a warning: the
+// dir "latest" means the newest checkpoint under Config.OutputDir. The
+// temporary folders of checkpoints a killed run left unfinished under
+// Config.OutputDir are removed. Settings that differ from the saved config are logged as a warning: the
 // run then continues, but not as the original would have. On error the
 // Trainer is unchanged, but for a device error while the weights were
 // uploaded (see LoadCheckpoint).
@@ -470,6 +512,11 @@ func (t *Trainer) Resume(dir string) error {
 	}
 	t.releaseResumed()
 	t.resumed = snaps
+	if t.cfg.OutputDir != "" {
+		if err := removeCheckpointTemps(t.cfg.OutputDir); err != nil {
+			return fmt.Errorf("grpo: resume: %w", err)
+		}
+	}
 	if diff := configDiff(dir, t.cfg); len(diff) > 0 && t.log != nil {
 		t.log.Warn("resuming with settings that differ from the checkpoint's", "checkpoint", dir, "settings", diff)
 	}

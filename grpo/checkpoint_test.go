@@ -137,6 +137,36 @@ func TestCheckpointKeepAndLatest(t *testing.T) {
 	}
 }
 
+// TestCheckpointTempsRemoved: the folders of checkpoints a killed run left
+// unfinished go when SaveTotalLimit prunes; other hidden entries stay.
+func TestCheckpointTempsRemoved(t *testing.T) {
+	out := t.TempDir()
+	w := trainedWeights(t, tinyModelDir(t), &model.LoRAConfig{R: 2, Alpha: 2}, 1)
+	left := []string{".checkpoint-4.tmp1234", ".checkpoint-4.tmp99.old", ".checkpoint-12.tmpx"}
+	for _, name := range left {
+		require.NoError(t, os.MkdirAll(filepath.Join(out, name, "sub"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(out, name, "adapter_model.safetensors"), []byte("half"), 0o644))
+	}
+	kept := []string{".checkpoint-x.tmp1", ".cache", ".checkpoint-4"}
+	for _, name := range kept {
+		require.NoError(t, os.Mkdir(filepath.Join(out, name), 0o755))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(out, ".checkpoint-5.tmp7"), nil, 0o644)) // a file, not ours
+
+	_, err := SaveCheckpoint(out, 5, 0, w, nil, nil)
+	require.NoError(t, err)
+	assert.DirExists(t, filepath.Join(out, left[0]), "without a limit nothing is pruned")
+	_, err = SaveCheckpoint(out, 6, 2, w, nil, nil)
+	require.NoError(t, err)
+	for _, name := range left {
+		assert.NoDirExists(t, filepath.Join(out, name))
+	}
+	for _, name := range kept {
+		assert.DirExists(t, filepath.Join(out, name))
+	}
+	assert.FileExists(t, filepath.Join(out, ".checkpoint-5.tmp7"))
+}
+
 func TestCheckpointErrors(t *testing.T) {
 	dir := tinyModelDir(t)
 	out := t.TempDir()

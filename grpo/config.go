@@ -264,6 +264,22 @@ type Config struct {
 	// (Layout.NeedsOldLogProbs) or ISCorrection is on, and ISCorrection
 	// corrects for the difference (sampling/* reports its size).
 	RolloutMatMulPrecision string `json:"rollout_matmul_precision"`
+	// BatchInvariantRollouts makes generation batch-invariant (Go
+	// trainer's own; true by default; model.BatchOptions.BatchInvariant):
+	// every prefill and decode step runs with the backend's
+	// batch-invariant MatMul (cpu.Backend.SetBatchInvariant) and prompts
+	// and tool responses are cut into chunks at fixed positions, so a
+	// sequence's logits, sampled tokens and sampling log-probs do not
+	// depend on which other sequences share its steps. In a multi-turn
+	// batch those are the rollouts not waiting on a tool, which depends on
+	// tool timing: without it two identical runs log sampling/* figures
+	// that differ in the 8th digit (and could, rarely, sample another
+	// token). Its cost is at batch 1 (a 3-row matmul in place of matVec:
+	// decode about 1.5x slower on the tiny model) and in prefills of 112
+	// rows and more (no packing); from 3 to 111 rows MatMul computes as it
+	// does anyway (BENCHMARKS.md, issue 23). A backend without the mode
+	// (not kernels/cpu) gets the chunking only.
+	BatchInvariantRollouts bool `json:"batch_invariant_rollouts"`
 
 	// --- batch layout (see the type's doc) ---
 
@@ -413,17 +429,34 @@ type Config struct {
 	// ToolConcurrency bounds the tool calls running at once across
 	// rollouts (16).
 	ToolConcurrency int `json:"tool_concurrency"`
-	// ToolTimeout is each tool call's deadline (30s); 0 means none. A call
-	// past it is an env failure (the env's state is unknown, a remote
-	// session may be lost): the rollout is played again from the start on a
-	// fresh env, within RolloutAttempts and RolloutRetryBudget.
+	// ToolTimeout is the deadline of each env reset and tool call (30s); 0
+	// means none. A call past it is an env failure (the env's state is
+	// unknown, a remote session may be lost): the rollout is played again
+	// from the start on a fresh env, within RolloutAttempts and
+	// RolloutRetryBudget. A call that ignores its context is abandoned at
+	// the deadline (ErrAbandoned): left to finish on its own, its env
+	// discarded when it does.
 	ToolTimeout time.Duration `json:"tool_timeout"`
 	// RolloutAttempts is how many times a rollout whose env failed is played
-	// from the start on a fresh env (3, the first included).
+	// from the start on a fresh env (3, the first included). Tries that
+	// cannot reach the env (env.ErrUnavailable: its server is down or
+	// restarting) are not attempts: they go on until RolloutRetryBudget
+	// (with 1, nothing is tried again).
 	RolloutAttempts int `json:"rollout_attempts"`
-	// RolloutRetryBudget bounds the time of all attempts of one rollout
-	// (0 = none); when it runs out no further attempt starts.
+	// RolloutRetryBudget bounds how long a rollout keeps retrying after its
+	// env first failed (60s): no retry starts later than that. Retries wait
+	// an exponential backoff with jitter (0.25 s doubling to 8 s), so the
+	// default rides out an env server restart of 30 s, and a server that
+	// stays down fails the rollout (and, when every rollout fails, the
+	// step) about a minute after it went. 0 means no limit: an unreachable
+	// env is then retried for ever.
 	RolloutRetryBudget time.Duration `json:"rollout_retry_budget"`
+	// RewardTimeout is the deadline of each reward function call and env
+	// reward (60s); 0 means none. A reward past it, or one that panics,
+	// fails its rollout (left out of the loss, logged and counted in
+	// rollouts/failed); a call that ignores its context is abandoned
+	// (ErrAbandoned) and the rollout's env discarded when it returns.
+	RewardTimeout time.Duration `json:"reward_timeout"`
 
 	// --- output ---
 
@@ -469,6 +502,7 @@ func DefaultConfig() Config {
 		GradientCheckpointing:  true,
 		MicroBatchTokens:       8192,
 		RolloutMatMulPrecision: RolloutExact,
+		BatchInvariantRollouts: true,
 
 		PerDeviceTrainBatchSize:   8,
 		GradientAccumulationSteps: 1,
@@ -493,9 +527,11 @@ func DefaultConfig() Config {
 		ISCorrection:            ISCorrectionSequenceMask,
 		ISCorrectionClipMax:     3,
 
-		ToolConcurrency: 16,
-		ToolTimeout:     30 * time.Second,
-		RolloutAttempts: 3,
+		ToolConcurrency:    16,
+		ToolTimeout:        30 * time.Second,
+		RolloutAttempts:    3,
+		RolloutRetryBudget: 60 * time.Second,
+		RewardTimeout:      60 * time.Second,
 
 		LoggingSteps: 10,
 		SaveSteps:    500,
@@ -886,6 +922,9 @@ func (c Config) Validate() error {
 	}
 	if c.RolloutRetryBudget < 0 {
 		bad("RolloutRetryBudget", "", "%v: must be ≥ 0 (0 = no limit)", c.RolloutRetryBudget)
+	}
+	if c.RewardTimeout < 0 {
+		bad("RewardTimeout", "", "%v: must be ≥ 0 (0 = no deadline)", c.RewardTimeout)
 	}
 
 	// output

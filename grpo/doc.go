@@ -70,15 +70,28 @@
 //   - Failures: a malformed call, an unknown tool, bad arguments or a tool
 //     error go back to the model as the tool's response ({"error": ...})
 //     and are counted (tools/failure_frequency). An environment failure (a
-//     lost OpenEnv session, a dead server, a tool past its deadline, an
-//     error wrapping ErrEnvFailed) replays the rollout from the start on a
-//     fresh environment, up to Config.RolloutAttempts within
-//     Config.RolloutRetryBudget; a rollout failing every attempt is left
-//     out of the loss and of its group's baseline, counted in
-//     rollouts/failed and logged with its cause. An environment that fails
-//     that way while giving its own reward (after the episode, when no
-//     replay is possible) fails its rollout alike. A step whose rollouts
-//     all failed is an error.
+//     lost OpenEnv session, a Reset that fails or panics, a reset or tool
+//     past its deadline, an error wrapping ErrEnvFailed) replays the
+//     rollout from the start on a fresh environment, up to
+//     Config.RolloutAttempts (rollouts/replayed); tries that cannot reach
+//     the environment (env.ErrUnavailable: its server down or restarting)
+//     are not attempts and go on, with an exponential backoff and jitter,
+//     until Config.RolloutRetryBudget after the first failure, so a server
+//     restart of 30 s costs waiting, not rollouts. A reset or tool call
+//     that ignores its context is abandoned at its deadline (ErrAbandoned,
+//     rollouts/abandoned): its goroutine is left to finish on its own and
+//     discard its environment, which is never pooled again, and the batch
+//     goes on; cancelling returns at once. A rollout failing every attempt,
+//     whose prompt does not fit (MaxPromptLength, the model's context), or
+//     whose reward panics or passes Config.RewardTimeout is left out of
+//     the loss and of its group's baseline, counted in rollouts/failed and
+//     logged with its cause. An environment that fails while giving its
+//     own reward (after the episode, when no replay is possible) fails its
+//     rollout alike. A step whose rollouts all failed is an error.
+//   - Generation is batch-invariant (Config.BatchInvariantRollouts): a
+//     sequence's log-probs do not depend on which rollouts share its
+//     decoding steps, so identical runs log identical metrics, however
+//     their tool calls are timed.
 //
 // A rollout ends when its last turn calls no tool, when
 // Config.MaxToolCallingIterations rounds ran, or when the shared token

@@ -43,6 +43,9 @@ type policy struct {
 	// the backend's precision alone.
 	prec    kernels.MatMulPrecisionSetter
 	rollout kernels.MatMulPrecision
+	// invariant makes generation batch-invariant
+	// (Config.BatchInvariantRollouts, model.BatchOptions.BatchInvariant).
+	invariant bool
 }
 
 // adaptersKey is the context key of withAdapters.
@@ -223,7 +226,7 @@ func (p *policy) prefill(ctx context.Context, seqs []seq) error {
 	for i, s := range seqs {
 		ms[i] = s.s
 	}
-	return p.generating(ctx, func() error { return p.m.Prefill(ctx, ms, model.BatchOptions{}) })
+	return p.generating(ctx, func() error { return p.m.Prefill(ctx, ms, model.BatchOptions{BatchInvariant: p.invariant}) })
 }
 
 // genRequest asks for one turn of a sequence.
@@ -270,7 +273,7 @@ type decoder struct {
 func (p *policy) newDecoder(s sampling, stop []int32) turnDecoder {
 	return &decoder{
 		p:    p,
-		b:    p.m.NewBatch(model.BatchOptions{MaxBatch: p.batch}),
+		b:    p.m.NewBatch(model.BatchOptions{MaxBatch: p.batch, BatchInvariant: p.invariant}),
 		stop: stop,
 		smp:  kernels.SamplingParams{Temperature: s.Temperature, TopK: s.TopK, TopP: s.TopP, MinP: s.MinP},
 	}

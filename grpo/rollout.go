@@ -45,8 +45,14 @@ type Rollout struct {
 	// asynchronous training.
 	PolicyVersion int
 
-	Attempts int   // environment attempts used (1 when nothing was replayed)
-	Err      error // non-nil when every attempt failed: left out of the loss and of its group's baseline
+	// Attempts is how many times the episode was played (1 when nothing
+	// was replayed); tries that found the environment unavailable
+	// (env.ErrUnavailable) are not attempts.
+	Attempts int
+	// Abandoned counts its calls (resets, tools, rewards) left running past
+	// their deadline (ErrAbandoned).
+	Abandoned int
+	Err       error // non-nil when the rollout failed: left out of the loss and of its group's baseline
 	// Extra holds the extra fields a RolloutFunc returned.
 	Extra map[string]any
 }

@@ -390,8 +390,11 @@ func nanMax(x []float64) float64 {
 }
 
 // nanMean is the mean of the non-NaN values of x (torch.nanmean), NaN if
-// there are none.
+// there are none. Finite values never overflow it (see nanScale).
 func nanMean(x []float64) float64 {
+	if s := nanScale(x); s > 0 {
+		return s * nanMean(scaled(x, s))
+	}
 	sum, n := 0.0, 0
 	for _, v := range x {
 		if !math.IsNaN(v) {
@@ -406,8 +409,13 @@ func nanMean(x []float64) float64 {
 }
 
 // nanStd is the Bessel-corrected (N−1) standard deviation of the non-NaN
-// values of x (TRL's nanstd), NaN if there are fewer than two.
+// values of x (TRL's nanstd), NaN if there are fewer than two. Finite
+// values never overflow it (see nanScale) unless the std itself is beyond
+// float64 (values near ±1.8e308 of both signs: +Inf).
 func nanStd(x []float64) float64 {
+	if s := nanScale(x); s > 0 {
+		return s * nanStd(scaled(x, s))
+	}
 	mean := nanMean(x)
 	ss, n := 0.0, 0
 	for _, v := range x {
@@ -421,6 +429,37 @@ func nanStd(x []float64) float64 {
 		return math.NaN()
 	}
 	return math.Sqrt(ss / float64(n-1))
+}
+
+// overflowSafe bounds the magnitudes nanMean and nanStd take as they are:
+// below it a sum of 2^40 values and every squared deviation stay finite.
+const overflowSafe = 1e140
+
+// nanScale is 0 when every finite value of x is within ±overflowSafe (the
+// plain sums are exact as TRL's and cannot overflow); otherwise it is the
+// largest magnitude, by which x is divided before summing and the result
+// multiplied after: rewards of 1e154 no longer square to +Inf and zero
+// every advantage.
+func nanScale(x []float64) float64 {
+	s := 0.0
+	for _, v := range x {
+		if a := math.Abs(v); a > s && !math.IsInf(a, 0) {
+			s = a
+		}
+	}
+	if s <= overflowSafe {
+		return 0
+	}
+	return s
+}
+
+// scaled is x divided by s.
+func scaled(x []float64, s float64) []float64 {
+	y := make([]float64, len(x))
+	for i, v := range x {
+		y[i] = v / s
+	}
+	return y
 }
 
 // quantileLinear is the q-quantile of x with linear interpolation between

@@ -147,6 +147,7 @@ func NewTrainer(policy *model.Model, tok *tokenizer.Tokenizer, cfg Config, opts 
 		return nil, err
 	}
 	pol.prec, pol.rollout = prec, rp
+	pol.invariant = cfg.BatchInvariantRollouts
 	t.pol = pol
 	if prec != nil && !hasBF16Weights(policy) && t.log != nil {
 		t.log.Warn("grpo: rollout_matmul_precision " + cfg.RolloutMatMulPrecision + " changes nothing: the policy has no bf16 weights (full fine-tuning trains float32 masters), yet old log-probs are recomputed as after a RolloutFunc")
@@ -362,6 +363,7 @@ func (t *Trainer) produce(ctx context.Context, rows []env.Row, index, version in
 	gm[MetricTimeTools] = gen.timing.tools.Seconds()
 	gm[MetricTimeScoring] = scoring.Seconds()
 	gm[MetricRolloutsFailed] = float64(failed)
+	faultMetrics(gm, gen.rollouts)
 	for _, r := range gen.rollouts {
 		r.PolicyVersion = version
 	}

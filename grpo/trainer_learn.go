@@ -429,6 +429,19 @@ func succeeded(rs []*Rollout) (ok []bool, failed int) {
 	return ok, failed
 }
 
+// faultMetrics adds to m what the env faults of a batch cost: the
+// replayed episodes and the calls abandoned past their deadline, failed
+// rollouts included.
+func faultMetrics(m Metrics, rs []*Rollout) {
+	replayed, abandoned := 0, 0
+	for _, r := range rs {
+		replayed += max(r.Attempts-1, 0)
+		abandoned += r.Abandoned
+	}
+	m[MetricRolloutsReplayed] = float64(replayed)
+	m[MetricRolloutsAbandoned] = float64(abandoned)
+}
+
 // rolloutMetrics adds the completion-length and tool-use figures of the
 // rollouts marked ok (failed ones are left out) to m; training and
 // evaluation report them alike.

@@ -49,7 +49,7 @@ func (t *Trainer) Train(ctx context.Context, data Dataset) (err error) {
 	if err := sampler.SetPosition(Position{Epoch: t.state.Epoch, Index: t.state.DataPos}); err != nil {
 		return err
 	}
-	out, err := newRunOutput(t.cfg.OutputDir, t.o.progress, total, "grpo", t.state.GlobalStep > 0, t.cfg.LogCompletions)
+	out, err := newRunOutput(t.cfg.OutputDir, t.o.progress, total, "grpo", t.state.GlobalStep, t.cfg.LogCompletions)
 	if err != nil {
 		return err
 	}

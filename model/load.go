@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/x/kernels"
 )
@@ -90,6 +92,55 @@ func (s *weightSet) vec(name string, n int) ([]float32, error) {
 	return f.Float32s(name, n)
 }
 
+// unaccounted refuses a weights file holding tensors the config has no
+// place for (layers past num_hidden_layers, say): loading it anyway would
+// run a truncated model that nothing flags. It names the first few.
+func (s *weightSet) unaccounted(used map[string]bool, cfg Config) error {
+	var extra []string
+	for name := range s.byName {
+		if !used[name] {
+			extra = append(extra, name)
+		}
+	}
+	if len(extra) == 0 {
+		return nil
+	}
+	slices.SortFunc(extra, compareTensorNames)
+	const show = 8
+	list := strings.Join(extra[:min(len(extra), show)], ", ")
+	if len(extra) > show {
+		list += fmt.Sprintf(" and %d more", len(extra)-show)
+	}
+	return fmt.Errorf("the weights hold %d tensor(s) that config.json (num_hidden_layers %d) does not account for: %s; "+
+		"config.json and the weights do not describe the same model", len(extra), cfg.NumLayers, list)
+}
+
+// compareTensorNames orders names with their layer numbers as numbers
+// (model.layers.2 before model.layers.10).
+func compareTensorNames(a, b string) int {
+	la, ra := layerOf(a)
+	lb, rb := layerOf(b)
+	if la != lb {
+		return la - lb
+	}
+	return strings.Compare(ra, rb)
+}
+
+// layerOf splits "model.layers.N.rest" into N and rest; other names give
+// -1 and the whole name.
+func layerOf(name string) (int, string) {
+	rest, ok := strings.CutPrefix(name, "model.layers.")
+	if !ok {
+		return -1, name
+	}
+	num, tail, _ := strings.Cut(rest, ".")
+	n, err := strconv.Atoi(num)
+	if err != nil {
+		return -1, name
+	}
+	return n, tail
+}
+
 // openWeights opens model.safetensors, or every shard listed in
 // model.safetensors.index.json.
 func openWeights(dir string) (*weightSet, error) {
@@ -156,7 +207,9 @@ func bind(cfg Config, src *weightSet) (*Model, error) {
 	c, v, f, qd, kvd, d := cfg.HiddenSize, cfg.VocabSize, cfg.IntermediateSize, cfg.QDim(), cfg.KVDim(), cfg.HeadDim
 	m := &Model{Config: cfg, Layers: make([]Layer, cfg.NumLayers)}
 	var errs []error
+	used := map[string]bool{}
 	mat := func(name string, rows, cols int) kernels.Mat {
+		used[name] = true
 		w, err := src.mat(name, rows, cols)
 		if err != nil {
 			errs = append(errs, err)
@@ -164,6 +217,7 @@ func bind(cfg Config, src *weightSet) (*Model, error) {
 		return w
 	}
 	vec := func(name string, n int) []float32 {
+		used[name] = true
 		w, err := src.vec(name, n)
 		if err != nil {
 			errs = append(errs, err)
@@ -174,6 +228,11 @@ func bind(cfg Config, src *weightSet) (*Model, error) {
 	m.Norm = vec("model.norm.weight", c)
 	if cfg.TieWordEmbeddings {
 		m.LMHead = m.Embed
+		if _, err := src.file("lm_head.weight"); err == nil {
+			// Stored beside tied embeddings: Hugging Face re-ties it after
+			// loading, so it is ignored, once its shape is checked.
+			_ = mat("lm_head.weight", v, c)
+		}
 	} else {
 		m.LMHead = mat("lm_head.weight", v, c)
 	}
@@ -197,6 +256,9 @@ func bind(cfg Config, src *weightSet) (*Model, error) {
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
+	}
+	if err := src.unaccounted(used, cfg); err != nil {
+		return nil, err
 	}
 	m.DType = m.Embed.DType
 	return m, nil

@@ -214,6 +214,18 @@ func TestLoadErrors(t *testing.T) {
 			require.NoError(t, os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), []byte(`{"weight_map":{"a":"../x"}}`), 0o644))
 			return dir
 		}, "shard"},
+		{"fewer_layers_in_config", func(t *testing.T) string {
+			// The tiny checkpoint has 2 layers; a config saying 1 would
+			// run a truncated model if layer 1 were silently left out.
+			return writeCheckpoint(t, ts, func(c map[string]any) { c["num_hidden_layers"] = 1 })
+		}, "the weights hold 11 tensor(s) that config.json (num_hidden_layers 1) does not account for: " +
+			"model.layers.1.input_layernorm.weight, model.layers.1.mlp.down_proj.weight"},
+		{"stray_tensor", func(t *testing.T) string {
+			return writeCheckpoint(t, append(ts, F32Tensor("model.layers.0.mlp.bias", make([]float32, 4), 4)), nil)
+		}, "does not account for: model.layers.0.mlp.bias;"},
+		{"tied_lm_head_of_another_shape", func(t *testing.T) string {
+			return writeCheckpoint(t, append(ts, F32Tensor("lm_head.weight", make([]float32, 4), 2, 2)), nil)
+		}, "lm_head.weight"},
 		{"sliding_window", func(t *testing.T) string {
 			return writeCheckpoint(t, ts, func(c map[string]any) { c["use_sliding_window"] = true })
 		}, "use_sliding_window"},

@@ -7,7 +7,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -215,3 +217,70 @@ const (
 	smallSFTSteps  = "40"
 	smallGRPOSteps = "20"
 )
+
+// cancelWhen cancels ctx once path exists, polling.
+func cancelWhen(ctx context.Context, cancel context.CancelFunc, path string) {
+	for ctx.Err() == nil {
+		if _, err := os.Stat(path); err == nil {
+			cancel()
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestResume stops a run with checkpoints every step, in the warm start or
+// in GRPO, then runs it again with -resume: the adapter, the GRPO logs
+// (but for wall-time figures) and the completions equal an uninterrupted
+// run's.
+func TestResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model three times")
+	}
+	args := func(out string) []string {
+		return append(tinyArgs(out), "-steps", "3", "-save-steps", "1")
+	}
+	whole := t.TempDir()
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), args(whole), &out), out.String())
+
+	for _, stopAt := range []string{filepath.Join(sftDir, "checkpoint-1"), filepath.Join(grpoDir, "checkpoint-1")} {
+		t.Run(stopAt, func(t *testing.T) {
+			dir := t.TempDir()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go cancelWhen(ctx, cancel, filepath.Join(dir, stopAt))
+			var first bytes.Buffer
+			require.ErrorIs(t, run(ctx, args(dir), &first), context.Canceled, first.String())
+			var again bytes.Buffer
+			require.NoError(t, run(context.Background(), append(args(dir), "-resume"), &again), again.String())
+			if strings.HasPrefix(stopAt, grpoDir) {
+				assert.Contains(t, again.String(), "resume: from")
+			} else {
+				assert.Contains(t, again.String(), "resume: no checkpoint in")
+			}
+
+			for _, f := range []string{filepath.Join(adapterDir, "adapter_model.safetensors"), filepath.Join(grpoDir, grpo.CompletionsFile)} {
+				a, err := os.ReadFile(filepath.Join(whole, f))
+				require.NoError(t, err)
+				b, err := os.ReadFile(filepath.Join(dir, f))
+				require.NoError(t, err)
+				assert.True(t, bytes.Equal(a, b), "%s equals the uninterrupted run's", f)
+			}
+			for _, sub := range []string{sftDir, grpoDir} {
+				want, err := grpo.ReadMetrics(filepath.Join(whole, sub, grpo.MetricsFile))
+				require.NoError(t, err)
+				got, err := grpo.ReadMetrics(filepath.Join(dir, sub, grpo.MetricsFile))
+				require.NoError(t, err)
+				require.Len(t, got, len(want), "%s: each step logged once", sub)
+				for i := range want {
+					for k, v := range want[i].Metrics {
+						if grpo.Reproducible(k) {
+							assert.Equal(t, v, got[i].Metrics[k], "%s step %d %s", sub, want[i].Step, k)
+						}
+					}
+				}
+			}
+		})
+	}
+}

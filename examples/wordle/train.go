@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/x/env"
+	"github.com/x/examples/internal/ckpt"
 	"github.com/x/examples/internal/wordlegame"
 	"github.com/x/grpo"
 	"github.com/x/grpo/warmstart"
@@ -131,6 +132,9 @@ func train(ctx context.Context, cfg config, out io.Writer) (result, error) {
 	fmt.Fprintf(out, "GRPO: %d steps of %d words x %d rollouts, lr %g decaying linearly, beta %g, %s\n",
 		cfg.Steps, cfg.Prompts, cfg.G, cfg.LR, cfg.Beta, loraText(cfg.LoRARank))
 	if cfg.Steps > 0 {
+		if err := cfg.checkpoints().ResumeGRPO(tr, out); err != nil {
+			return res, fmt.Errorf("GRPO: %w", err)
+		}
 		if err := tr.Train(ctx, grpo.NewDataset(wordlegame.Rows(cfg.Words))); err != nil {
 			return res, fmt.Errorf("GRPO: %w", err)
 		}
@@ -182,9 +186,18 @@ func grpoConfig(cfg config) grpo.Config {
 	c.Seed = cfg.Seed
 	c.OutputDir = filepath.Join(cfg.Out, grpoDir)
 	c.LoggingSteps = 1
-	c.SaveSteps = 0
+	cfg.checkpoints().GRPO(&c)
 	c.LogCompletions = true
 	return c
+}
+
+// checkpoints are the run's checkpoint flags (none set when the config
+// was not parsed from a command line).
+func (c config) checkpoints() *ckpt.Flags {
+	if c.Checkpoints == nil {
+		return &ckpt.Flags{}
+	}
+	return c.Checkpoints
 }
 
 // warmStart fine-tunes on the solver's games of the first SFTWords words,
@@ -207,10 +220,14 @@ func warmStart(ctx context.Context, cfg config, gcfg grpo.Config, pol *warmstart
 	sc.GradientCheckpointing = cfg.ModelDir != ""
 	sc.Seed = cfg.Seed
 	sc.OutputDir = filepath.Join(cfg.Out, sftDir)
+	sc.LoggingSteps = 1 // a line per step, as GRPO's: a resumed run's logs then equal an uninterrupted one's
 	if cfg.ModelDir != "" {
 		sc.LoRA = &model.LoRAConfig{R: 16, Alpha: 32}
 	}
 	sc.Progress = out
+	if err := cfg.checkpoints().SFT(&sc); err != nil {
+		return err
+	}
 	fmt.Fprintf(out, "SFT: %d steps on the solver's games of %d of the %d words\n", cfg.SFTSteps, len(convs), len(cfg.Words))
 	rep, err := warmstart.SFT(ctx, pol, convs, sc)
 	if err != nil {

@@ -34,6 +34,10 @@ type Backend struct {
 	prec    kernels.MatMulPrecision
 	xBF16   []float32 // MatMul's x rounded to bf16 under MatMulBF16, see roundedX
 	xH      []uint16  // the same as bf16 bits in VDPBF16PS's layout, see bf16Rows
+	// invariant is SetBatchInvariant's mode; padX and padOut are its
+	// padded last row group.
+	invariant    bool
+	padX, padOut []float32
 }
 
 // New returns a Backend that runs each kernel on threads goroutines (the

@@ -46,7 +46,12 @@ import (
 //     rows 4 KiB apart.
 //
 // Every output element's summation order depends only on these constants,
-// never on scheduling, so results are deterministic run to run.
+// never on scheduling, so results are deterministic run to run; it does
+// depend on M's path (and the size of a row's group), so a row multiplied
+// with others can differ in its last bits from the same row alone. In
+// batch-invariant mode (SetBatchInvariant, invariant.go) every M runs the
+// direct path over groups of exactly mr rows, the last one padded, and a
+// row's result depends on the row alone.
 // mr, cols and vecSz are the AVX-512 block (attention uses them directly).
 const (
 	mr      = 6    // rows of x (or dy, or dw) per register block
@@ -138,6 +143,18 @@ func (b *Backend) matMul(out, x []float32, w kernels.Mat, m int, accumulate bool
 		if !accumulate {
 			clear(out[:m*n])
 		}
+		return
+	}
+	if b.invariant {
+		kn, ok := b.mm()
+		if b.roundsX(w) {
+			x = b.roundedX(x[:m*k])
+		}
+		if !ok {
+			b.matMulGeneric(out, x, w, m, accumulate) // one row at a time: invariant as it is
+			return
+		}
+		b.matMulInvariant(kn, out, x, w, m, accumulate)
 		return
 	}
 	if b.dpDirect(w, m) {
