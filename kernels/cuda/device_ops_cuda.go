@@ -168,86 +168,183 @@ func (d *Device) rope(op string, x, pos kernels.Buffer, heads, headDim int, thet
 	})
 }
 
-// blockTables uploads the block tables of p's blocks that hold n positions
-// of rowLen elements (device addresses, K then V) and returns their
-// addresses.
-func blockTables(s *session, op string, p *kernels.PagedKV, n, rowLen int) (kb, vb uintptr) {
-	blocks, size := ceilDiv(n, p.BlockSize), p.BlockSize*rowLen
-	kt, vt := make([]uint64, max(blocks, 1)), make([]uint64, max(blocks, 1))
-	for b := range blocks {
-		kt[b], vt[b] = uint64(s.buf(op, p.K[b].Slice(0, size), false)), uint64(s.buf(op, p.V[b].Slice(0, size), false))
+// devKV is the KVSrc arguments (attention_kv.cuh) of a batch on the
+// device: the paged pool and tables, or contiguous K, V and KStart.
+type devKV struct {
+	pool, tab, k, v, kstart    cu.DevicePtr
+	dtype, tstride, bs         int
+	stride, koff, voff, blocks int
+}
+
+// kvArgs returns the device addresses and settings of p (paged), or of the
+// contiguous k, v (n rows of rowLen) and kstart for b sequences.
+func kvArgs(s *session, op string, p *kernels.PagedKV, k, v, kstart kernels.Buffer, b, rows, rowLen int) devKV {
+	if p.BlockSize > 0 {
+		return devKV{pool: s.buf(op, p.Pool.Slice(0, p.Blocks()*p.BlockStride), false), tab: s.buf(op, p.Tables.Slice(0, b*p.TableStride), false),
+			dtype: int(p.Pool.DType()), tstride: p.TableStride, bs: p.BlockSize, stride: p.BlockStride, koff: p.KOff, voff: p.VOff, blocks: p.Blocks()}
 	}
-	return dp(upload(s, kt)), dp(upload(s, vt))
+	return devKV{k: s.buf(op, k.Slice(0, rows*rowLen), false), v: s.buf(op, v.Slice(0, rows*rowLen), false), kstart: s.buf(op, kstart.Slice(0, b+1), false)}
+}
+
+// kvRows is the number of contiguous K/V rows a batch places (KStart[B]
+// where KStart is host memory, else every row the Buffer holds).
+func kvRows(a *kernels.AttentionBatch, rowLen int) int {
+	if a.Paged.BlockSize > 0 {
+		return 0
+	}
+	if a.KStart.Host() {
+		return int(a.KStart.I32()[a.Layout.B])
+	}
+	return a.K.Len() / rowLen
 }
 
 // Attention is causal GQA attention over a batch of sequences, with K and V
-// contiguous or in a paged KV cache (f32 or bf16 blocks).
-func (d *Device) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim int, scale float32) {
+// contiguous or in a paged KV cache (f32 or bf16 pool). The layout and the
+// block tables are read in place: nothing is uploaded when they are
+// device Buffers.
+func (d *Device) Attention(a kernels.AttentionBatch, heads, kvHeads, headDim int, scale float32) {
 	const op = "Attention"
-	kernels.CheckAttention(seqs, heads, kvHeads, headDim)
+	kernels.CheckAttention(&a, heads, kvHeads, headDim)
 	checkHeads(op, heads, kvHeads, headDim) // the kernels' head-dim limit
-	maxT := 0
-	for _, sq := range seqs {
-		maxT = max(maxT, sq.T)
-	}
-	if maxT == 0 || heads == 0 || headDim == 0 {
+	l := &a.Layout
+	if l.N == 0 || l.MaxT == 0 {
 		return
 	}
+	nq, rl := l.N*heads*headDim, kvHeads*headDim
 	d.launchOp(op, func(s *session) {
-		desc := make([]attnSeq, len(seqs))
-		for i, sq := range seqs {
-			th, n := sq.T*heads*headDim, sq.Start+sq.T
-			desc[i] = attnSeq{q: dp(s.buf(op, sq.Q.Slice(0, th), false)), out: dp(s.buf(op, sq.Out.Slice(0, th), true)), t: int64(sq.T), start: int64(sq.Start)}
-			if sq.LSE.Len() > 0 {
-				desc[i].lse = dp(s.buf(op, sq.LSE.Slice(0, sq.T*heads), true))
-			}
-			if sq.Paged.BlockSize > 0 {
-				desc[i].kb, desc[i].vb = blockTables(s, op, &sq.Paged, n, kvHeads*headDim)
-				desc[i].blockSize, desc[i].dtype = int64(sq.Paged.BlockSize), int64(sq.Paged.DType)
-			} else {
-				nk := n * kvHeads * headDim
-				desc[i].k, desc[i].v = dp(s.buf(op, sq.K.Slice(0, nk), false)), dp(s.buf(op, sq.V.Slice(0, nk), false))
-			}
+		q, out := s.buf(op, a.Q.Slice(0, nq), false), s.buf(op, a.Out.Slice(0, nq), true)
+		var lse cu.DevicePtr
+		if a.LSE.Len() > 0 {
+			lse = s.buf(op, a.LSE.Slice(0, l.N*heads), true)
 		}
-		pd := upload(s, desc)
-		s.launch("attention_forward", warpRowsPlan(maxT*heads, len(seqs)), argsOf().ptr(pd).i32(heads).i32(kvHeads).i32(headDim).f32(scale))
+		qs, pos := s.buf(op, l.QStart.Slice(0, l.B+1), false), s.buf(op, l.Pos.Slice(0, l.N), false)
+		kv := kvArgs(s, op, &a.Paged, a.K, a.V, a.KStart, l.B, kvRows(&a, rl), rl)
+		if !useAttnMMA(headDim) {
+			s.launch("attention_forward", warpRowsPlan(l.MaxT*heads, l.B), argsOf().ptr(q).ptr(out).ptr(lse).ptr(qs).ptr(pos).
+				ptr(kv.pool).i32(kv.dtype).ptr(kv.tab).i32(kv.tstride).i32(kv.bs).i64(kv.stride).i64(kv.koff).i64(kv.voff).i64(kv.blocks).
+				ptr(kv.k).ptr(kv.v).ptr(kv.kstart).i32(heads).i32(kvHeads).i32(headDim).f32(scale))
+			return
+		}
+		p := attnFwdPlan(l.B, kvHeads, heads/kvHeads, l.MaxT, l.MaxLen, attnTargetBlocks)
+		var partO, partML cu.DevicePtr
+		if p.nsplit > 1 {
+			rows := int64(l.N * heads * p.maxChunks)
+			partO, partML = s.alloc(rows*int64(headDim)*4), s.alloc(rows*2*4)
+		}
+		if p.kernel == "attention_fwd1" {
+			s.launch("attention_fwd1", p.d, argsOf().ptr(q).ptr(out).ptr(lse).ptr(qs).ptr(pos).
+				ptr(kv.pool).i32(kv.dtype).ptr(kv.tab).i32(kv.tstride).i32(kv.bs).i64(kv.stride).i64(kv.koff).i64(kv.voff).i64(kv.blocks).
+				ptr(kv.k).ptr(kv.v).ptr(kv.kstart).i32(heads).i32(kvHeads).i32(headDim).f32(scale).
+				i32(p.nsplit).i32(p.cps).ptr(partO).ptr(partML).i32(p.maxChunks))
+		} else {
+			s.launch("attention_fwd4", p.d, argsOf().ptr(q).ptr(out).ptr(lse).ptr(qs).ptr(pos).
+				ptr(kv.pool).i32(kv.dtype).ptr(kv.tab).i32(kv.tstride).i32(kv.bs).i64(kv.stride).i64(kv.koff).i64(kv.voff).i64(kv.blocks).
+				ptr(kv.k).ptr(kv.v).ptr(kv.kstart).i32(heads).i32(kvHeads).i32(headDim).f32(scale).
+				i32(p.nsplit).i32(p.cps).ptr(partO).ptr(partML).i32(p.maxChunks))
+		}
+		if p.nsplit > 1 {
+			s.launch("attention_combine", warpRowsPlan(l.MaxT*heads, l.B), argsOf().ptr(out).ptr(lse).ptr(qs).ptr(pos).
+				ptr(partO).ptr(partML).i32(heads).i32(headDim).i32(p.maxChunks))
+		}
 	})
 }
 
 // AttentionBackward writes DQ and accumulates DK, DV for each sequence,
-// with K and V contiguous or in a paged KV cache (f32 or bf16 blocks).
-func (d *Device) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHeads, headDim int, scale float32) {
+// with K and V contiguous or in a paged KV cache (f32 or bf16 pool).
+func (d *Device) AttentionBackward(g kernels.AttentionGradBatch, heads, kvHeads, headDim int, scale float32) {
 	const op = "AttentionBackward"
-	kernels.CheckAttentionBackward(seqs, heads, kvHeads, headDim)
+	kernels.CheckAttentionBackward(&g, heads, kvHeads, headDim)
 	checkHeads(op, heads, kvHeads, headDim) // the kernels' head-dim limit
-	maxT, maxS := 0, 0
-	for _, sq := range seqs {
-		maxT, maxS = max(maxT, sq.T), max(maxS, sq.Start+sq.T)
+	l := &g.Layout
+	if l.N == 0 || l.MaxT == 0 {
+		return
 	}
-	if maxT == 0 || heads == 0 || headDim == 0 {
+	nq, rl := l.N*heads*headDim, kvHeads*headDim
+	rows := g.DK.Len() / rl
+	if g.KStart.Host() {
+		rows = int(g.KStart.I32()[l.B])
+	}
+	d.launchOp(op, func(s *session) {
+		in := func(b kernels.Buffer, n int) cu.DevicePtr { return s.buf(op, b.Slice(0, n), false) }
+		dout, q, out, lse := in(g.DOut, nq), in(g.Q, nq), in(g.Out, nq), in(g.LSE, l.N*heads)
+		dqp := s.buf(op, g.DQ.Slice(0, nq), true)
+		dk, dv := s.buf(op, g.DK.Slice(0, rows*rl), true), s.buf(op, g.DV.Slice(0, rows*rl), true)
+		di := s.alloc(int64(l.N*heads) * 4)
+		qs, pos := in(l.QStart, l.B+1), in(l.Pos, l.N)
+		kv := kvArgs(s, op, &g.Paged, g.K, g.V, g.KStart, l.B, rows, rl)
+		if useAttnMMA(headDim) {
+			dq, dkdv := attnBwdPlans(l.B, kvHeads, heads/kvHeads, l.MaxT, l.MaxLen)
+			s.launch("attention_bwd_dq", dq, argsOf().ptr(dout).ptr(q).ptr(out).ptr(lse).ptr(dqp).ptr(di).
+				ptr(qs).ptr(pos).ptr(kv.pool).i32(kv.dtype).ptr(kv.tab).i32(kv.tstride).i32(kv.bs).i64(kv.stride).i64(kv.koff).i64(kv.voff).i64(kv.blocks).
+				ptr(kv.k).ptr(kv.v).ptr(kv.kstart).i32(heads).i32(kvHeads).i32(headDim).f32(scale))
+			s.launch("attention_bwd_dkdv", dkdv, argsOf().ptr(dout).ptr(q).ptr(lse).ptr(di).ptr(dk).ptr(dv).
+				ptr(qs).ptr(pos).ptr(kv.pool).i32(kv.dtype).ptr(kv.tab).i32(kv.tstride).i32(kv.bs).i64(kv.stride).i64(kv.koff).i64(kv.voff).i64(kv.blocks).
+				ptr(kv.k).ptr(kv.v).ptr(in(g.KStart, l.B+1)).i32(heads).i32(kvHeads).i32(headDim).f32(scale))
+			return
+		}
+		s.launch("attention_backward_dq", warpRowsPlan(l.MaxT*heads, l.B), argsOf().ptr(dout).ptr(q).ptr(out).ptr(lse).ptr(dqp).ptr(di).
+			ptr(qs).ptr(pos).ptr(kv.pool).i32(kv.dtype).ptr(kv.tab).i32(kv.tstride).i32(kv.bs).i64(kv.stride).i64(kv.koff).i64(kv.voff).i64(kv.blocks).
+			ptr(kv.k).ptr(kv.v).ptr(kv.kstart).i32(heads).i32(kvHeads).i32(headDim).f32(scale))
+		s.launch("attention_backward_dkdv", warpRowsPlan(l.MaxLen*kvHeads, l.B), argsOf().ptr(dout).ptr(q).ptr(lse).ptr(di).ptr(dk).ptr(dv).
+			ptr(qs).ptr(pos).ptr(kv.pool).i32(kv.dtype).ptr(kv.tab).i32(kv.tstride).i32(kv.bs).i64(kv.stride).i64(kv.koff).i64(kv.voff).i64(kv.blocks).
+			ptr(kv.k).ptr(kv.v).ptr(in(g.KStart, l.B+1)).i32(heads).i32(kvHeads).i32(headDim).f32(scale))
+	})
+}
+
+// AttentionBatchInvariant reports true (kernels.AttentionInvariant): see
+// attention.cu.
+func (d *Device) AttentionBatchInvariant() bool { return true }
+
+// WriteKV stores the batch's new K and V rows in the paged pool (one
+// launch).
+func (d *Device) WriteKV(kv kernels.PagedKV, l kernels.BatchLayout, k, v kernels.Buffer, kvHeads, headDim int) {
+	const op = "WriteKV"
+	kernels.CheckWriteKV(&kv, &l, k, v, kvHeads, headDim)
+	rl := kvHeads * headDim
+	if l.N*rl == 0 {
 		return
 	}
 	d.launchOp(op, func(s *session) {
-		desc := make([]attnGradSeq, len(seqs))
-		in := func(b kernels.Buffer, n int) uintptr { return dp(s.buf(op, b.Slice(0, n), false)) }
-		acc := func(b kernels.Buffer, n int) uintptr { return dp(s.buf(op, b.Slice(0, n), true)) }
-		for i, sq := range seqs {
-			n := sq.Start + sq.T
-			th, nk := sq.T*heads*headDim, n*kvHeads*headDim
-			desc[i] = attnGradSeq{dout: in(sq.DOut, th), q: in(sq.Q, th), out: in(sq.Out, th),
-				lse: in(sq.LSE, sq.T*heads), dq: acc(sq.DQ, th), dk: acc(sq.DK, nk), dv: acc(sq.DV, nk),
-				di: dp(s.alloc(int64(sq.T*heads) * 4)), t: int64(sq.T), start: int64(sq.Start)}
-			if sq.Paged.BlockSize > 0 {
-				desc[i].kb, desc[i].vb = blockTables(s, op, &sq.Paged, n, kvHeads*headDim)
-				desc[i].blockSize, desc[i].dtype = int64(sq.Paged.BlockSize), int64(sq.Paged.DType)
-			} else {
-				desc[i].k, desc[i].v = in(sq.K, nk), in(sq.V, nk)
-			}
-		}
-		pd := upload(s, desc)
-		a := func() *args { return argsOf().ptr(pd).i32(heads).i32(kvHeads).i32(headDim).f32(scale) }
-		s.launch("attention_backward_dq", warpRowsPlan(maxT*heads, len(seqs)), a())
-		s.launch("attention_backward_dkdv", warpRowsPlan(maxS*kvHeads, len(seqs)), a())
+		pool := s.buf(op, kv.Pool.Slice(0, kv.Blocks()*kv.BlockStride), true)
+		tab, qs, pos := s.buf(op, kv.Tables.Slice(0, l.B*kv.TableStride), false), s.buf(op, l.QStart.Slice(0, l.B+1), false), s.buf(op, l.Pos.Slice(0, l.N), false)
+		pk, pv := s.buf(op, k.Slice(0, l.N*rl), false), s.buf(op, v.Slice(0, l.N*rl), false)
+		s.launch("write_kv", elementwiseGrid(l.N*rl), argsOf().ptr(pool).i32(int(kv.Pool.DType())).ptr(tab).i32(kv.TableStride).i32(kv.BlockSize).
+			i64(kv.BlockStride).i64(kv.KOff).i64(kv.VOff).i64(kv.Blocks()).ptr(qs).ptr(pos).i32(l.B).ptr(pk).ptr(pv).i64(l.N).i32(rl))
+	})
+}
+
+// WriteKVRoPE rotates k in place and stores the rotated keys and v in the
+// paged pool, in one launch (kernels.RoPEKVWriter).
+func (d *Device) WriteKVRoPE(kv kernels.PagedKV, l kernels.BatchLayout, k, v kernels.Buffer, kvHeads, headDim int, theta float64) {
+	const op = "WriteKVRoPE"
+	kernels.CheckWriteKV(&kv, &l, k, v, kvHeads, headDim)
+	rl := kvHeads * headDim
+	kernels.CheckRoPE(op, k.Slice(0, l.N*rl), l.Pos.Slice(0, l.N), kvHeads, headDim)
+	if l.N*rl == 0 {
+		return
+	}
+	d.launchOp(op, func(s *session) {
+		pool := s.buf(op, kv.Pool.Slice(0, kv.Blocks()*kv.BlockStride), true)
+		tab, qs, pos := s.buf(op, kv.Tables.Slice(0, l.B*kv.TableStride), false), s.buf(op, l.QStart.Slice(0, l.B+1), false), s.buf(op, l.Pos.Slice(0, l.N), false)
+		pk, pv := s.buf(op, k.Slice(0, l.N*rl), true), s.buf(op, v.Slice(0, l.N*rl), false)
+		s.launch("write_kv_rope", elementwiseGrid(l.N*rl/2), argsOf().ptr(pool).i32(int(kv.Pool.DType())).ptr(tab).i32(kv.TableStride).i32(kv.BlockSize).
+			i64(kv.BlockStride).i64(kv.KOff).i64(kv.VOff).i64(kv.Blocks()).ptr(qs).ptr(pos).i32(l.B).ptr(pk).ptr(pv).i64(l.N).i32(kvHeads).i32(headDim).f64(theta))
+	})
+}
+
+// AddRMSNorm is x += res, out = RMSNorm(x) in one launch
+// (kernels.AddRMSNormer).
+func (d *Device) AddRMSNorm(out, x, res, w kernels.Buffer, rows, cols int, eps float32) {
+	const op = "AddRMSNorm"
+	kernels.CheckAddRMSNorm(out, x, res, w, rows, cols)
+	if rows == 0 || cols == 0 {
+		return
+	}
+	n := rows * cols
+	d.launchOp(op, func(s *session) {
+		px, pr, pw := s.buf(op, x.Slice(0, n), true), s.buf(op, res.Slice(0, n), false), s.buf(op, w.Slice(0, cols), false)
+		po := s.buf(op, out.Slice(0, n), true)
+		s.launch("add_rmsnorm", rowPlan(rows, 256), argsOf().ptr(po).ptr(px).ptr(pr).ptr(pw).i32(rows).i32(cols).f32(eps))
 	})
 }
 

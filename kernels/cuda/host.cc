@@ -13,9 +13,12 @@
 
 #include "adamw.cu"
 #include "attention.cu"
+#include "attention_bwd.cu"
+#include "attention_fwd.cu"
 #include "buffer.cu"
 #include "elementwise.cu"
 #include "embedding.cu"
+#include "kvcache.cu"
 #include "logsoftmax.cu"
 #include "loss.cu"
 #include "matmul.cu"
@@ -75,12 +78,38 @@ HOST_ENTRY(rmsnorm_backward_dw, (float* dw, const float* dout, const float* x, c
            (dw, dout, x, rstd, R, C))
 HOST_ENTRY(rope_f32, (float* x, const int32_t* pos, int T, int H, int D, double theta, double sign),
            (x, pos, T, H, D, theta, sign))
-HOST_ENTRY(attention_forward, (const void* seqs, int H, int KVH, int D, float scale),
-           (static_cast<const AttnSeq*>(seqs), H, KVH, D, scale))
-HOST_ENTRY(attention_backward_dq, (const void* seqs, int H, int KVH, int D, float scale),
-           (static_cast<const AttnGradSeq*>(seqs), H, KVH, D, scale))
-HOST_ENTRY(attention_backward_dkdv, (const void* seqs, int H, int KVH, int D, float scale),
-           (static_cast<const AttnGradSeq*>(seqs), H, KVH, D, scale))
+HOST_ENTRY(attention_forward,
+           (const float* q, float* out, float* lse, const int32_t* qstart, const int32_t* pos, const void* pool, int kv_dtype, const int32_t* tables, int table_stride, int block_size, long block_stride, long koff, long voff, long pool_blocks,
+            const float* kc, const float* vc, const int32_t* kstart, int H, int KVH, int D, float scale),
+           (q, out, lse, qstart, pos, pool, kv_dtype, tables, table_stride, block_size, block_stride, koff, voff, pool_blocks, kc, vc, kstart, H, KVH, D, scale))
+HOST_ENTRY(attention_fwd1, (const float* q, float* out, float* lse, const int32_t* qstart, const int32_t* pos, const void* pool, int kv_dtype, const int32_t* tables, int table_stride, int block_size, long block_stride, long koff, long voff, long pool_blocks, const float* kc, const float* vc, const int32_t* kstart, int H, int KVH, int D, float scale, int nsplit, int cps, float* part_o, float* part_ml, int max_chunks), (q, out, lse, qstart, pos, pool, kv_dtype, tables, table_stride, block_size, block_stride, koff, voff, pool_blocks, kc, vc, kstart, H, KVH, D, scale, nsplit, cps, part_o, part_ml, max_chunks))
+HOST_ENTRY(attention_fwd4, (const float* q, float* out, float* lse, const int32_t* qstart, const int32_t* pos, const void* pool, int kv_dtype, const int32_t* tables, int table_stride, int block_size, long block_stride, long koff, long voff, long pool_blocks, const float* kc, const float* vc, const int32_t* kstart, int H, int KVH, int D, float scale, int nsplit, int cps, float* part_o, float* part_ml, int max_chunks), (q, out, lse, qstart, pos, pool, kv_dtype, tables, table_stride, block_size, block_stride, koff, voff, pool_blocks, kc, vc, kstart, H, KVH, D, scale, nsplit, cps, part_o, part_ml, max_chunks))
+HOST_ENTRY(attention_combine,
+           (float* out, float* lse, const int32_t* qstart, const int32_t* pos, const float* part_o, const float* part_ml,
+            int H, int D, int max_chunks),
+           (out, lse, qstart, pos, part_o, part_ml, H, D, max_chunks))
+HOST_ENTRY(attention_bwd_dq, (const float* dout, const float* q, const float* out, const float* lse, float* dq, float* di, const int32_t* qstart, const int32_t* pos, const void* pool, int kv_dtype, const int32_t* tables, int table_stride, int block_size, long block_stride, long koff, long voff, long pool_blocks, const float* kc, const float* vc, const int32_t* kstart, int H, int KVH, int D, float scale), (dout, q, out, lse, dq, di, qstart, pos, pool, kv_dtype, tables, table_stride, block_size, block_stride, koff, voff, pool_blocks, kc, vc, kstart, H, KVH, D, scale))
+HOST_ENTRY(attention_bwd_dkdv, (const float* dout, const float* q, const float* lse, const float* di, float* dk, float* dv, const int32_t* qstart, const int32_t* pos, const void* pool, int kv_dtype, const int32_t* tables, int table_stride, int block_size, long block_stride, long koff, long voff, long pool_blocks, const float* kc, const float* vc, const int32_t* kstart, int H, int KVH, int D, float scale), (dout, q, lse, di, dk, dv, qstart, pos, pool, kv_dtype, tables, table_stride, block_size, block_stride, koff, voff, pool_blocks, kc, vc, kstart, H, KVH, D, scale))
+HOST_ENTRY(attention_backward_dq,
+           (const float* dout, const float* q, const float* out, const float* lse, float* dq, float* di,
+            const int32_t* qstart, const int32_t* pos, const void* pool, int kv_dtype, const int32_t* tables, int table_stride, int block_size, long block_stride, long koff, long voff, long pool_blocks,
+            const float* kc, const float* vc, const int32_t* kstart, int H, int KVH, int D, float scale),
+           (dout, q, out, lse, dq, di, qstart, pos, pool, kv_dtype, tables, table_stride, block_size, block_stride, koff, voff, pool_blocks, kc, vc, kstart, H, KVH, D, scale))
+HOST_ENTRY(attention_backward_dkdv,
+           (const float* dout, const float* q, const float* lse, const float* di, float* dk, float* dv,
+            const int32_t* qstart, const int32_t* pos, const void* pool, int kv_dtype, const int32_t* tables, int table_stride, int block_size, long block_stride, long koff, long voff, long pool_blocks,
+            const float* kc, const float* vc, const int32_t* kstart, int H, int KVH, int D, float scale),
+           (dout, q, lse, di, dk, dv, qstart, pos, pool, kv_dtype, tables, table_stride, block_size, block_stride, koff, voff, pool_blocks, kc, vc, kstart, H, KVH, D, scale))
+HOST_ENTRY(write_kv,
+           (void* pool, int kv_dtype, const int32_t* tables, int table_stride, int block_size, long block_stride, long koff, long voff, long pool_blocks, const int32_t* qstart,
+            const int32_t* pos, int B, const float* k, const float* v, long N, int row_len),
+           (pool, kv_dtype, tables, table_stride, block_size, block_stride, koff, voff, pool_blocks, qstart, pos, B, k, v, N, row_len))
+HOST_ENTRY(write_kv_rope,
+           (void* pool, int kv_dtype, const int32_t* tables, int table_stride, int block_size, long block_stride, long koff, long voff, long pool_blocks, const int32_t* qstart,
+            const int32_t* pos, int B, float* k, const float* v, long N, int KVH, int D, double theta),
+           (pool, kv_dtype, tables, table_stride, block_size, block_stride, koff, voff, pool_blocks, qstart, pos, B, k, v, N, KVH, D, theta))
+HOST_ENTRY(add_rmsnorm, (float* out, float* x, const float* res, const float* w, int R, int C, float eps),
+           (out, x, res, w, R, C, eps))
 HOST_ENTRY(logsoftmax_gather,
            (float* logp, float* entropy, const float* logits, const int32_t* targets, int R, int V),
            (logp, entropy, logits, targets, R, V))

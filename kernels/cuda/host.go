@@ -29,6 +29,10 @@ import (
 type Host struct {
 	kernels.HostMemory
 	workers int
+	// splitBlocks is the block count below which the attention forward
+	// splits rows' keys over blocks (attnTargetBlocks; tests set it to 0
+	// or to a huge count to force either launch).
+	splitBlocks int
 }
 
 // NewHost returns a host backend running blocks on workers OS threads
@@ -37,7 +41,7 @@ func NewHost(workers int) *Host {
 	if workers <= 0 {
 		workers = runtime.NumCPU()
 	}
-	return &Host{workers: workers}
+	return &Host{workers: workers, splitBlocks: attnTargetBlocks}
 }
 
 // launched panics with the shim's error message, if any.
@@ -69,6 +73,22 @@ func u16p(s []uint16) *C.uint16_t {
 		return nil
 	}
 	return (*C.uint16_t)(unsafe.Pointer(&s[0]))
+}
+
+// f32b and i32b return an F32 or I32 host Buffer's first element, nil
+// when it is empty (an absent optional argument).
+func f32b(b kernels.Buffer) *C.float {
+	if b.Len() == 0 {
+		return nil
+	}
+	return f32p(b.F32())
+}
+
+func i32b(b kernels.Buffer) *C.int32_t {
+	if b.Len() == 0 {
+		return nil
+	}
+	return i32p(b.I32())
 }
 
 // matData returns w's storage and dtype code for the kernels.
@@ -217,91 +237,171 @@ func (h *Host) rope(op string, x, pos kernels.Buffer, heads, headDim int, theta,
 		f32p(x.F32()), i32p(pos.I32()), C.int(t), C.int(heads), C.int(headDim), C.double(theta), C.double(sign)))
 }
 
-// addr pins s and returns the address of its first element (0 if empty).
-func addr(p *runtime.Pinner, s []float32) uintptr {
-	if len(s) == 0 {
-		return 0
-	}
-	p.Pin(&s[0])
-	return uintptr(unsafe.Pointer(&s[0]))
+// hostKV is the KVSrc arguments (attention_kv.cuh) of a batch of host
+// Buffers: the paged pool and tables, or contiguous K, V and KStart.
+type hostKV struct {
+	pool                       unsafe.Pointer
+	dtype                      C.int
+	tab                        *C.int32_t
+	tstride, bs                C.int
+	stride, koff, voff, blocks C.long
+	k, v                       *C.float
+	kstart                     *C.int32_t
 }
 
-// pinTables pins the blocks of p that hold n positions and block tables of
-// their addresses, and returns the tables' addresses (K, V).
-func pinTables(pin *runtime.Pinner, p *kernels.PagedKV, n int) (kb, vb uintptr) {
-	blocks := ceilDiv(n, p.BlockSize)
-	kt, vt := make([]uintptr, max(blocks, 1)), make([]uintptr, max(blocks, 1))
-	for b := range blocks {
-		if p.DType == kernels.F32 {
-			kt[b], vt[b] = addr(pin, p.K[b].F32()), addr(pin, p.V[b].F32())
+// kvOf returns the KVSrc arguments of p (paged) or of the contiguous k, v
+// and kstart.
+func kvOf(p *kernels.PagedKV, k, v, kstart kernels.Buffer) hostKV {
+	h := hostKV{k: f32b(k), v: f32b(v), kstart: i32b(kstart)}
+	if p.BlockSize > 0 {
+		h.dtype, h.tab, h.tstride, h.bs = C.int(p.Pool.DType()), i32p(p.Tables.I32()), C.int(p.TableStride), C.int(p.BlockSize)
+		h.stride, h.koff, h.voff, h.blocks = C.long(p.BlockStride), C.long(p.KOff), C.long(p.VOff), C.long(p.Blocks())
+		if p.Pool.DType() == kernels.F32 {
+			h.pool = unsafe.Pointer(f32p(p.Pool.F32()))
 		} else {
-			kt[b], vt[b] = pinned(pin, p.K[b].BF16()), pinned(pin, p.V[b].BF16())
+			h.pool = unsafe.Pointer(u16p(p.Pool.BF16()))
 		}
 	}
-	return pinned(pin, kt), pinned(pin, vt)
+	return h
 }
 
 // Attention is causal GQA attention over a batch of sequences, with K and V
-// contiguous or in a paged KV cache (f32 or bf16 blocks).
-func (h *Host) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim int, scale float32) {
+// contiguous or in a paged KV cache (f32 or bf16 pool).
+func (h *Host) Attention(a kernels.AttentionBatch, heads, kvHeads, headDim int, scale float32) {
 	const op = "Attention"
-	kernels.CheckAttention(seqs, heads, kvHeads, headDim)
+	kernels.CheckAttention(&a, heads, kvHeads, headDim)
 	checkHeads(op, heads, kvHeads, headDim) // the kernels' head-dim limit
-	var pin runtime.Pinner
-	defer pin.Unpin()
-	desc := make([]attnSeq, len(seqs))
-	maxT := 0
-	for i, s := range seqs {
-		n := s.Start + s.T
-		desc[i] = attnSeq{q: addr(&pin, s.Q.F32()), out: addr(&pin, s.Out.F32()), lse: addr(&pin, s.LSE.F32()), t: int64(s.T), start: int64(s.Start)}
-		if s.Paged.BlockSize > 0 {
-			desc[i].kb, desc[i].vb = pinTables(&pin, &s.Paged, n)
-			desc[i].blockSize, desc[i].dtype = int64(s.Paged.BlockSize), int64(s.Paged.DType)
-		} else {
-			desc[i].k, desc[i].v = addr(&pin, s.K.F32()), addr(&pin, s.V.F32())
-		}
-		maxT = max(maxT, s.T)
-	}
-	if maxT == 0 || heads == 0 || headDim == 0 {
+	l := &a.Layout
+	if l.N == 0 || l.MaxT == 0 {
 		return
 	}
-	d := warpRowsPlan(maxT*heads, len(seqs))
+	kv := kvOf(&a.Paged, a.K, a.V, a.KStart)
+	if useAttnMMA(headDim) {
+		h.attentionMMA(op, &a, kv, heads, kvHeads, headDim, scale)
+		return
+	}
+	d := warpRowsPlan(l.MaxT*heads, l.B)
 	launched(op, C.host_attention_forward(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		unsafe.Pointer(&desc[0]), C.int(heads), C.int(kvHeads), C.int(headDim), C.float(scale)))
+		f32p(a.Q.F32()), f32p(a.Out.F32()), f32b(a.LSE), i32p(l.QStart.I32()), i32p(l.Pos.I32()),
+		kv.pool, kv.dtype, kv.tab, kv.tstride, kv.bs, kv.stride, kv.koff, kv.voff, kv.blocks, kv.k, kv.v, kv.kstart,
+		C.int(heads), C.int(kvHeads), C.int(headDim), C.float(scale)))
+}
+
+// attentionMMA runs the tensor-core forward (attention_fwd.cu) and, for a
+// split launch, attention_combine over host scratch for the partials.
+func (h *Host) attentionMMA(op string, a *kernels.AttentionBatch, kv hostKV, heads, kvHeads, headDim int, scale float32) {
+	l := &a.Layout
+	p := attnFwdPlan(l.B, kvHeads, heads/kvHeads, l.MaxT, l.MaxLen, h.splitBlocks)
+	var partO, partML []float32
+	if p.nsplit > 1 {
+		partO, partML = make([]float32, l.N*heads*p.maxChunks*headDim), make([]float32, l.N*heads*p.maxChunks*2)
+	}
+	d := p.d
+	if p.kernel == "attention_fwd1" {
+		launched(op, C.host_attention_fwd1(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
+			f32p(a.Q.F32()), f32p(a.Out.F32()), f32b(a.LSE), i32p(l.QStart.I32()), i32p(l.Pos.I32()),
+			kv.pool, kv.dtype, kv.tab, kv.tstride, kv.bs, kv.stride, kv.koff, kv.voff, kv.blocks, kv.k, kv.v, kv.kstart,
+			C.int(heads), C.int(kvHeads), C.int(headDim), C.float(scale), C.int(p.nsplit), C.int(p.cps), f32p(partO), f32p(partML), C.int(p.maxChunks)))
+	} else {
+		launched(op, C.host_attention_fwd4(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
+			f32p(a.Q.F32()), f32p(a.Out.F32()), f32b(a.LSE), i32p(l.QStart.I32()), i32p(l.Pos.I32()),
+			kv.pool, kv.dtype, kv.tab, kv.tstride, kv.bs, kv.stride, kv.koff, kv.voff, kv.blocks, kv.k, kv.v, kv.kstart,
+			C.int(heads), C.int(kvHeads), C.int(headDim), C.float(scale), C.int(p.nsplit), C.int(p.cps), f32p(partO), f32p(partML), C.int(p.maxChunks)))
+	}
+	if p.nsplit == 1 {
+		return
+	}
+	d = warpRowsPlan(l.MaxT*heads, l.B)
+	launched(op, C.host_attention_combine(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
+		f32p(a.Out.F32()), f32b(a.LSE), i32p(l.QStart.I32()), i32p(l.Pos.I32()), f32p(partO), f32p(partML), C.int(heads), C.int(headDim), C.int(p.maxChunks)))
 }
 
 // AttentionBackward writes DQ and accumulates DK, DV for each sequence,
-// with K and V contiguous or in a paged KV cache (f32 or bf16 blocks).
-func (h *Host) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHeads, headDim int, scale float32) {
+// with K and V contiguous or in a paged KV cache (f32 or bf16 pool).
+func (h *Host) AttentionBackward(g kernels.AttentionGradBatch, heads, kvHeads, headDim int, scale float32) {
 	const op = "AttentionBackward"
-	kernels.CheckAttentionBackward(seqs, heads, kvHeads, headDim)
+	kernels.CheckAttentionBackward(&g, heads, kvHeads, headDim)
 	checkHeads(op, heads, kvHeads, headDim) // the kernels' head-dim limit
-	var pin runtime.Pinner
-	defer pin.Unpin()
-	desc := make([]attnGradSeq, len(seqs))
-	maxT, maxS := 0, 0
-	for i := range seqs {
-		s := seqs[i].Host()
-		n := s.Start + s.T
-		di := make([]float32, s.T*heads)
-		desc[i] = attnGradSeq{dout: addr(&pin, s.DOut), q: addr(&pin, s.Q), k: addr(&pin, s.K), v: addr(&pin, s.V),
-			out: addr(&pin, s.Out), lse: addr(&pin, s.LSE), dq: addr(&pin, s.DQ), dk: addr(&pin, s.DK), dv: addr(&pin, s.DV),
-			di: addr(&pin, di), t: int64(s.T), start: int64(s.Start)}
-		if s.Paged.BlockSize > 0 {
-			desc[i].kb, desc[i].vb = pinTables(&pin, &s.Paged, n)
-			desc[i].blockSize, desc[i].dtype = int64(s.Paged.BlockSize), int64(s.Paged.DType)
-		}
-		maxT, maxS = max(maxT, s.T), max(maxS, n)
-	}
-	if maxT == 0 || heads == 0 || headDim == 0 {
+	l := &g.Layout
+	if l.N == 0 || l.MaxT == 0 {
 		return
 	}
-	d := warpRowsPlan(maxT*heads, len(seqs))
+	kv := kvOf(&g.Paged, g.K, g.V, g.KStart)
+	di := make([]float32, l.N*heads)
+	if useAttnMMA(headDim) {
+		dq, dkdv := attnBwdPlans(l.B, kvHeads, heads/kvHeads, l.MaxT, l.MaxLen)
+		launched(op, C.host_attention_bwd_dq(C.uint(dq.gx), C.uint(dq.gy), C.uint(dq.gz), C.uint(dq.bx), C.uint(dq.by), C.uint(dq.bz), h.w(),
+			f32p(g.DOut.F32()), f32p(g.Q.F32()), f32p(g.Out.F32()), f32p(g.LSE.F32()), f32p(g.DQ.F32()), f32p(di),
+			i32p(l.QStart.I32()), i32p(l.Pos.I32()), kv.pool, kv.dtype, kv.tab, kv.tstride, kv.bs, kv.stride, kv.koff, kv.voff, kv.blocks, kv.k, kv.v, kv.kstart,
+			C.int(heads), C.int(kvHeads), C.int(headDim), C.float(scale)))
+		launched(op, C.host_attention_bwd_dkdv(C.uint(dkdv.gx), C.uint(dkdv.gy), C.uint(dkdv.gz), C.uint(dkdv.bx), C.uint(dkdv.by), C.uint(dkdv.bz), h.w(),
+			f32p(g.DOut.F32()), f32p(g.Q.F32()), f32p(g.LSE.F32()), f32p(di), f32p(g.DK.F32()), f32p(g.DV.F32()),
+			i32p(l.QStart.I32()), i32p(l.Pos.I32()), kv.pool, kv.dtype, kv.tab, kv.tstride, kv.bs, kv.stride, kv.koff, kv.voff, kv.blocks, kv.k, kv.v, kv.kstart,
+			C.int(heads), C.int(kvHeads), C.int(headDim), C.float(scale)))
+		return
+	}
+	d := warpRowsPlan(l.MaxT*heads, l.B)
 	launched(op, C.host_attention_backward_dq(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		unsafe.Pointer(&desc[0]), C.int(heads), C.int(kvHeads), C.int(headDim), C.float(scale)))
-	d = warpRowsPlan(maxS*kvHeads, len(seqs))
+		f32p(g.DOut.F32()), f32p(g.Q.F32()), f32p(g.Out.F32()), f32p(g.LSE.F32()), f32p(g.DQ.F32()), f32p(di),
+		i32p(l.QStart.I32()), i32p(l.Pos.I32()),
+		kv.pool, kv.dtype, kv.tab, kv.tstride, kv.bs, kv.stride, kv.koff, kv.voff, kv.blocks, kv.k, kv.v, kv.kstart,
+		C.int(heads), C.int(kvHeads), C.int(headDim), C.float(scale)))
+	d = warpRowsPlan(l.MaxLen*kvHeads, l.B)
 	launched(op, C.host_attention_backward_dkdv(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
-		unsafe.Pointer(&desc[0]), C.int(heads), C.int(kvHeads), C.int(headDim), C.float(scale)))
+		f32p(g.DOut.F32()), f32p(g.Q.F32()), f32p(g.LSE.F32()), f32p(di), f32p(g.DK.F32()), f32p(g.DV.F32()),
+		i32p(l.QStart.I32()), i32p(l.Pos.I32()),
+		kv.pool, kv.dtype, kv.tab, kv.tstride, kv.bs, kv.stride, kv.koff, kv.voff, kv.blocks, kv.k, kv.v, kv.kstart,
+		C.int(heads), C.int(kvHeads), C.int(headDim), C.float(scale)))
+}
+
+// AttentionBatchInvariant reports true (kernels.AttentionInvariant): see
+// attention.cu.
+func (h *Host) AttentionBatchInvariant() bool { return true }
+
+// WriteKV stores the batch's new K and V rows in the paged pool.
+func (h *Host) WriteKV(kv kernels.PagedKV, l kernels.BatchLayout, k, v kernels.Buffer, kvHeads, headDim int) {
+	const op = "WriteKV"
+	kernels.CheckWriteKV(&kv, &l, k, v, kvHeads, headDim)
+	n := l.N * kvHeads * headDim
+	if n == 0 {
+		return
+	}
+	p := kvOf(&kv, kernels.Buffer{}, kernels.Buffer{}, kernels.Buffer{})
+	d := elementwiseGrid(n)
+	launched(op, C.host_write_kv(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
+		p.pool, p.dtype, p.tab, p.tstride, p.bs, p.stride, p.koff, p.voff, p.blocks,
+		i32p(l.QStart.I32()), i32p(l.Pos.I32()), C.int(l.B), f32p(k.F32()), f32p(v.F32()), C.long(l.N), C.int(kvHeads*headDim)))
+}
+
+// WriteKVRoPE rotates k in place (RoPE at the layout's positions) and
+// stores the rotated keys and v in the paged pool, in one launch
+// (kernels.RoPEKVWriter).
+func (h *Host) WriteKVRoPE(kv kernels.PagedKV, l kernels.BatchLayout, k, v kernels.Buffer, kvHeads, headDim int, theta float64) {
+	const op = "WriteKVRoPE"
+	kernels.CheckWriteKV(&kv, &l, k, v, kvHeads, headDim)
+	kernels.CheckRoPE(op, k.Slice(0, l.N*kvHeads*headDim), l.Pos.Slice(0, l.N), kvHeads, headDim)
+	n := l.N * kvHeads * headDim / 2
+	if n == 0 {
+		return
+	}
+	p := kvOf(&kv, kernels.Buffer{}, kernels.Buffer{}, kernels.Buffer{})
+	d := elementwiseGrid(n)
+	launched(op, C.host_write_kv_rope(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
+		p.pool, p.dtype, p.tab, p.tstride, p.bs, p.stride, p.koff, p.voff, p.blocks,
+		i32p(l.QStart.I32()), i32p(l.Pos.I32()), C.int(l.B), f32p(k.F32()), f32p(v.F32()), C.long(l.N), C.int(kvHeads), C.int(headDim), C.double(theta)))
+}
+
+// AddRMSNorm is x += res, out = RMSNorm(x) in one launch
+// (kernels.AddRMSNormer).
+func (h *Host) AddRMSNorm(out, x, res, w kernels.Buffer, rows, cols int, eps float32) {
+	const op = "AddRMSNorm"
+	kernels.CheckAddRMSNorm(out, x, res, w, rows, cols)
+	if rows == 0 || cols == 0 {
+		return
+	}
+	d := rowPlan(rows, 256)
+	launched(op, C.host_add_rmsnorm(C.uint(d.gx), C.uint(d.gy), C.uint(d.gz), C.uint(d.bx), C.uint(d.by), C.uint(d.bz), h.w(),
+		f32p(out.F32()), f32p(x.F32()), f32p(res.F32()), f32p(w.F32()), C.int(rows), C.int(cols), C.float(eps)))
 }
 
 // SwiGLU is out[N] = silu(gate)·up.

@@ -590,8 +590,6 @@ func checkStruct(goName string, g []cParam, cName string, c []cParam) error {
 
 // abiStructs pairs abi.go's argument structs with their C twins.
 var abiStructs = [][2]string{
-	{"attnSeq", "AttnSeq"},
-	{"attnGradSeq", "AttnGradSeq"},
 	{"sampleParams", "SampleParams"},
 	{"lossArgs", "LossArgs"},
 }

@@ -105,9 +105,10 @@ const h200Bandwidth = 4.8e12
 
 // BenchmarkDecode: tokens/s of batched greedy generation on the random
 // Qwen3-0.6B shape at batch 1, 64 and 256 (16-token prompts, 32 new
-// tokens each), against the memory-bandwidth ceiling batch·BW/weights.
-// Staging Device: every op copies activations across the bus, so these
-// figures measure the staging path, not the kernels alone.
+// tokens each), against the memory-bandwidth ceiling batch·BW/weights,
+// with the analytic work of the decode steps (modelCost at the average
+// context, 32 positions): GB/s of weights and K/V read and TFLOP/s of the
+// generated tokens (the prompts' prefill is in the time, not the work).
 func BenchmarkDecode(b *testing.B) {
 	dir, cfg, bytes := randomCheckpoint(b, "qwen3-0.6b")
 	d := newDevice(b)
@@ -133,14 +134,18 @@ func BenchmarkDecode(b *testing.B) {
 				}
 			}
 			toks := float64(b.N * batch * gen)
+			flops, stepBytes := modelCost(cfg, bytes, batch, prompt+gen/2)
 			b.ReportMetric(toks/el.Seconds(), "tok/s")
 			b.ReportMetric(float64(batch)*h200Bandwidth/float64(bytes), "ceiling_tok/s")
+			b.ReportMetric(float64(b.N*gen)*stepBytes/el.Seconds()/1e9, "GB/s")
+			b.ReportMetric(toks*flops/el.Seconds()/1e12, "TFLOP/s")
 		})
 	}
 }
 
 // BenchmarkPrefill: tokens/s of prefilling 8 prompts of 512 tokens on the
-// random Qwen3-0.6B shape (staging Device, as BenchmarkDecode).
+// random Qwen3-0.6B shape, with TFLOP/s of the analytic work (modelCost
+// at the average context, 256).
 func BenchmarkPrefill(b *testing.B) {
 	dir, cfg, _ := randomCheckpoint(b, "qwen3-0.6b")
 	d := newDevice(b)
@@ -161,7 +166,9 @@ func BenchmarkPrefill(b *testing.B) {
 			s.Release()
 		}
 	}
+	flops, _ := modelCost(cfg, 0, seqs, n/2)
 	b.ReportMetric(float64(b.N*seqs*n)/el.Seconds(), "tok/s")
+	b.ReportMetric(float64(b.N*seqs*n)*flops/el.Seconds()/1e12, "TFLOP/s")
 }
 
 // BenchmarkGRPOStep: one GRPO-shaped step on the random Qwen3-0.6B shape
