@@ -17,7 +17,9 @@
 #   kernels 100  the conformance suite (every kerneltest family on the Device vs
 #                kernels/ref at the suite's awkward shapes, the one tolerance table,
 #                integer outputs exact), the SIMT probes (mma.sync fragment layout,
-#                barrier/shared/shuffle/ballot) on hardware, and a pinned-memory round trip
+#                barrier/shared/shuffle/ballot) on hardware, a pinned-memory round trip,
+#                and the runtime layer (TestSeam*: device-side index errors, staging,
+#                DownloadAll, graph capture/replay, two streams with an event)
 #   model    75  logits of random tiny and Qwen3-0.6B-shaped models, GPU vs kernels/cpu;
 #                the model end to end on a tiny random bf16 checkpoint, GPU vs kernels/cpu
 #                (logits, continuous batched generation through the paged KV cache with
@@ -56,7 +58,7 @@ all_stages="info kernels model gemm decode prefill grpo"
 
 declare -A args timeouts
 args[info]="-test.run ^TestDeviceInfo$ -test.v"
-args[kernels]="-test.run ^(TestGPU|TestPinnedRoundTrip) -test.v"
+args[kernels]="-test.run ^(TestGPU|TestPinnedRoundTrip|TestSeam) -test.v"
 args[model]="-test.run ^(TestModelLogitsGPUvsCPU|TestModelE2E) -test.v"
 args[gemm]="-test.run ^$ -test.bench ^BenchmarkGEMM$ -test.benchtime 20x"
 args[decode]="-test.run ^$ -test.bench ^(BenchmarkDecode|BenchmarkAttentionDecode)$ -test.benchtime 2x"

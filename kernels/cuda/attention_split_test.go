@@ -34,7 +34,7 @@ func TestAttentionSplitInvariance(t *testing.T) {
 		t.Run(fmt.Sprintf("H%d_KVH%d_D%d_%v_%v", c.heads, c.kvHeads, c.dim, c.spans, c.dt), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(c.heads), uint64(c.dim)))
 			a := pagedBatch(rng, c.heads, c.kvHeads, c.dim, 16, c.spans, c.dt)
-			run := func(h *Host) ([]float32, []float32) {
+			run := func(h *Device) ([]float32, []float32) {
 				out, lse := make([]float32, a.Out.Len()), make([]float32, a.LSE.Len())
 				b := a
 				b.Out, b.LSE = kernels.HostF32(out), kernels.HostF32(lse)

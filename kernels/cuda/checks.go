@@ -1,11 +1,8 @@
-//go:build cudahost || cuda
-
 package cuda
 
 import (
 	"fmt"
 	"math"
-	"unsafe"
 
 	"github.com/x/kernels"
 )
@@ -30,32 +27,6 @@ func checkHeads(op string, heads, kvHeads, headDim int) {
 	}
 	if headDim > maxHeadDim {
 		panic(fmt.Sprintf("kernels/cuda: %s: head dim %d > %d", op, headDim, maxHeadDim))
-	}
-}
-
-// logitsRowThreads is the block size of the per-row log-softmax kernels.
-const logitsRowThreads = 512
-
-// elemBytes is the size of one element of a Buffer of dt.
-func elemBytes(dt kernels.DType) int {
-	return dt.Size()
-}
-
-// hostData returns the address of b's first element (nil if empty) and
-// its element size.
-func hostData(b kernels.Buffer) (unsafe.Pointer, int) {
-	if b.Len() == 0 {
-		return nil, elemBytes(b.DType())
-	}
-	switch b.DType() {
-	case kernels.F32:
-		return unsafe.Pointer(&b.F32()[0]), 4
-	case kernels.I32:
-		return unsafe.Pointer(&b.I32()[0]), 4
-	case kernels.U8:
-		return unsafe.Pointer(&b.U8()[0]), 1
-	default:
-		return unsafe.Pointer(&b.U16()[0]), 2
 	}
 }
 

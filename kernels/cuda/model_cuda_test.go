@@ -109,10 +109,11 @@ const h200Bandwidth = 4.8e12
 // with the analytic work of the decode steps (modelCost at the average
 // context, 32 positions): GB/s of weights and K/V read and TFLOP/s of the
 // generated tokens (the prompts' prefill is in the time, not the work).
+// Weights are imported and activations live on the device; a step waits
+// for the device once per sampled chunk (the sampled ids and log-probs).
 func BenchmarkDecode(b *testing.B) {
 	dir, cfg, bytes := randomCheckpoint(b, "qwen3-0.6b")
 	d := newDevice(b)
-	d.CacheWeights(true)
 	m := load(b, dir, d)
 	for _, batch := range []int{1, 64, 256} {
 		b.Run(fmt.Sprintf("batch%d", batch), func(b *testing.B) {
@@ -149,7 +150,6 @@ func BenchmarkDecode(b *testing.B) {
 func BenchmarkPrefill(b *testing.B) {
 	dir, cfg, _ := randomCheckpoint(b, "qwen3-0.6b")
 	d := newDevice(b)
-	d.CacheWeights(true)
 	m := load(b, dir, d)
 	const seqs, n = 8, 512
 	rng := rand.New(rand.NewPCG(6, 7))
@@ -179,7 +179,6 @@ func BenchmarkPrefill(b *testing.B) {
 func BenchmarkGRPOStep(b *testing.B) {
 	dir, cfg, _ := randomCheckpoint(b, "qwen3-0.6b")
 	d := newDevice(b)
-	d.CacheWeights(true) // bf16 base frozen; LoRA (f32) is always copied
 	m := load(b, dir, d)
 	require.NoError(b, model.AttachLoRA(m, model.LoRAConfig{R: 16, Alpha: 32}, 1))
 	tr, err := model.NewTrainable(m, model.TrainOptions{})

@@ -5,6 +5,8 @@ package cuda_test
 import (
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/x/kernels"
 	"github.com/x/kernels/cuda"
 )
@@ -12,7 +14,11 @@ import (
 // newHost is the SIMT host build as the backend under test (the e2e
 // checks wrap it in kerneltest.Counting with CopyImports, so its imports
 // are copies as a device's are).
-func newHost(*testing.T) kernels.Backend { return cuda.NewHost(2) }
+func newHost(t *testing.T) kernels.Backend {
+	d := cuda.NewHost(2)
+	t.Cleanup(func() { require.NoError(t, d.Close()) })
+	return d
+}
 
 // TestModelHostVsCPU: the model's inference entry points through the SIMT
 // host build against kernels/cpu (see e2eVsCPU).
