@@ -43,7 +43,16 @@ type CheckpointWeights struct {
 	LoRA      *model.LoRAConfig
 	BaseModel string       // recorded in adapter_config.json
 	Optimizer *model.AdamW // nil: no optimizer state saved or loaded
+	// Snapshots are adapter snapshots by policy version that asynchronous
+	// training still samples or learns with (Config.MaxStaleness), saved
+	// as policy_version_<v>.safetensors (SnapshotFile); LoadCheckpoint
+	// leaves them to Trainer.Resume.
+	Snapshots map[int]*model.AdapterSnapshot
 }
+
+// SnapshotFile is the file name of the adapter snapshot of policy version
+// v in a checkpoint (see CheckpointWeights.Snapshots).
+func SnapshotFile(v int) string { return fmt.Sprintf("policy_version_%d.safetensors", v) }
 
 // trainerStateFile is trainer_state.json.
 type trainerStateFile struct {
@@ -112,6 +121,11 @@ func SaveCheckpoint(outputDir string, step, keep int, w CheckpointWeights, state
 	if w.Optimizer != nil {
 		if err := w.Optimizer.SaveState(filepath.Join(tmp, OptimizerStateFile)); err != nil {
 			return "", fmt.Errorf("save checkpoint %d: %w", step, err)
+		}
+	}
+	for v, snap := range w.Snapshots {
+		if err := snap.Save(filepath.Join(tmp, SnapshotFile(v))); err != nil {
+			return "", fmt.Errorf("save checkpoint %d: policy version %d: %w", step, v, err)
 		}
 	}
 	if err := os.WriteFile(filepath.Join(tmp, TrainerStateFile), append(js, '\n'), 0o644); err != nil {
@@ -396,8 +410,18 @@ func checkAdapterConfig(path string, cfg model.LoRAConfig) error {
 // SaveCheckpoint: weights, optimizer, TrainerState, Config), keeping the
 // newest Config.SaveTotalLimit checkpoints, and returns the folder. Train
 // calls it every Config.SaveSteps optimizer steps.
-func (t *Trainer) SaveCheckpoint() (string, error) {
-	return SaveCheckpoint(t.cfg.OutputDir, t.state.GlobalStep, t.cfg.SaveTotalLimit, t.checkpointWeights(), t.state, t.cfg)
+func (t *Trainer) SaveCheckpoint() (dir string, err error) {
+	w := t.checkpointWeights()
+	if t.async != nil {
+		w.Snapshots = t.async.saved()
+	}
+	// The weights and snapshots are read on the backend, which an
+	// asynchronous run's producer shares.
+	err = t.pol.locked(func() (err error) {
+		dir, err = SaveCheckpoint(t.cfg.OutputDir, t.state.GlobalStep, t.cfg.SaveTotalLimit, w, t.state, t.cfg)
+		return err
+	})
+	return dir, err
 }
 
 // Resume restores a checkpoint written by SaveCheckpoint into the
@@ -432,12 +456,20 @@ func (t *Trainer) Resume(dir string) error {
 	if st.GlobalStep < 0 || st.Generation < 0 || st.DataPos < 0 || st.Epoch < 0 || st.NumTokens < 0 || st.Evaluations < 0 {
 		return fmt.Errorf("grpo: resume %s: trainer state %+v has a negative counter", dir, st)
 	}
-	if _, err := LoadCheckpoint(dir, w, &st); err != nil {
+	snaps, err := t.loadSnapshots(dir, st.GlobalStep)
+	if err != nil {
+		return fmt.Errorf("grpo: resume %s: %w", dir, err)
+	}
+	if err := t.pol.locked(func() error { _, err := LoadCheckpoint(dir, w, &st); return err }); err != nil {
+		t.releaseSnapshots(snaps)
 		return fmt.Errorf("grpo: resume: %w", err)
 	}
 	if err := t.SetState(st); err != nil {
+		t.releaseSnapshots(snaps)
 		return fmt.Errorf("grpo: resume %s: %w", dir, err)
 	}
+	t.releaseResumed()
+	t.resumed = snaps
 	if diff := configDiff(dir, t.cfg); len(diff) > 0 && t.log != nil {
 		t.log.Warn("resuming with settings that differ from the checkpoint's", "checkpoint", dir, "settings", diff)
 	}
@@ -494,4 +526,55 @@ func configDiff(dir string, cfg any) []string {
 	}
 	slices.Sort(diff)
 	return diff
+}
+
+// loadSnapshots reads the adapter snapshots an asynchronous run's
+// checkpoint at step holds (SnapshotFile, versions below step), for Train
+// to sample the generations in flight with again.
+func (t *Trainer) loadSnapshots(dir string, step int) (map[int]*model.AdapterSnapshot, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	snaps := map[int]*model.AdapterSnapshot{}
+	for _, e := range entries {
+		var v int
+		if _, err := fmt.Sscanf(e.Name(), "policy_version_%d.safetensors", &v); err != nil || SnapshotFile(v) != e.Name() {
+			continue
+		}
+		if v < 0 || v >= step || t.pol.lora == nil {
+			t.releaseSnapshots(snaps)
+			return nil, fmt.Errorf("%s: policy version %d does not fit a LoRA checkpoint at step %d", e.Name(), v, step)
+		}
+		s, err := t.pol.newSnapshot()
+		if err == nil {
+			err = t.pol.locked(func() error { return s.Load(filepath.Join(dir, e.Name())) })
+			if err != nil {
+				t.pol.releaseSnapshot(s)
+			}
+		}
+		if err != nil {
+			t.releaseSnapshots(snaps)
+			return nil, err
+		}
+		snaps[v] = s
+	}
+	if len(snaps) == 0 {
+		return nil, nil
+	}
+	return snaps, nil
+}
+
+// releaseSnapshots gives snapshots back.
+func (t *Trainer) releaseSnapshots(snaps map[int]*model.AdapterSnapshot) {
+	for _, s := range snaps {
+		t.pol.releaseSnapshot(s)
+	}
+}
+
+// releaseResumed drops snapshots a Resume read that no asynchronous run
+// took.
+func (t *Trainer) releaseResumed() {
+	t.releaseSnapshots(t.resumed)
+	t.resumed = nil
 }

@@ -3,14 +3,47 @@
 // GRPOTrainer with environment_factory where it is right and doing better
 // where its users hit problems.
 //
-//	cfg := grpo.DefaultConfig()
+// # Start here
+//
+// A run is five calls (the README's quick start is a complete program):
+//
+//	cfg := grpo.DefaultConfig() // TRL's GRPOConfig names; cfg.Validate() reports every problem
 //	cfg.NumGenerations, cfg.MaxSteps = 8, 200
-//	tr, err := grpo.NewTrainer(policy, tok, cfg,
-//		grpo.WithEnv(wordle.NewFactory(wordle.Options{})),
-//		grpo.WithReward("win", 1, win),
-//		grpo.WithLoRA(model.LoRAConfig{R: 16, Alpha: 32}))
+//	tr, err := grpo.NewTrainer(m, tok, cfg,
+//		grpo.WithEnv(factory),                // your env: Reset(ctx, row) + tool methods (package env)
+//		grpo.WithReward("solved", 1, solved), // func(ctx, *grpo.Rollout) (float64, error)
+//		grpo.WithLoRA(model.LoRAConfig{R: 16, Alpha: 32}),
+//		grpo.WithProgress(os.Stdout))
 //	defer tr.Close()
-//	err = tr.Train(ctx, grpo.NewDataset(rows))
+//	err = tr.Train(ctx, grpo.NewDataset(rows)) // metrics.jsonl and plot.png in cfg.OutputDir
+//	rep, err := tr.Evaluate(ctx, rows, grpo.EvalOptions{NumGenerations: 1, Greedy: true})
+//
+// Around them:
+//
+//   - The model and a warm start that teaches it to call your tools come
+//     first: package grpo/warmstart (Load: the embedded small Qwen3 and
+//     tokenizer in one call; Conversations and SFT: fine-tuning on a
+//     scripted expert's episodes; Check: whether GRPO then has something to
+//     learn).
+//   - A reward function reads a Rollout: its conversation (Completion), its
+//     counts (ToolCalls, ToolFailures), its row, its env in its final state.
+//     Reading the conversation and the counts works wherever the env runs;
+//     type-asserting Env works only in process. ErrNoScore leaves a
+//     rollout unscored.
+//   - To test a reward function, PlayScript plays an episode through the
+//     trainer's own rollout loop with a Script (Turns of CallTurn and
+//     TextTurn) in place of the model and returns the Rollout the function
+//     sees in training.
+//   - To read a run: ReadMetrics and the Metric* names (the README's
+//     "Metrics and how to read them"), WritePlot, the Progress line.
+//   - To resume: Config.SaveSteps, LatestCheckpoint and Trainer.Resume.
+//
+// The other exported names are what these are made of, for users who run
+// their own loop (Trainer.Step, RolloutFunc, Sampler) or check the
+// numbers: the advantage, loss and statistics math as pure functions
+// with table tests against TRL (ComputeAdvantages, PolicyLoss, TokenLoss,
+// LossWeights, RewardTable, WindowMetrics, ...). A first program needs
+// none of them.
 //
 // # One generation batch
 //
@@ -54,13 +87,14 @@
 // responses that would leave no room are dropped (the tools did run).
 //
 // Rewards (WithReward, and env.Rewarder environments, named by their type)
-// see each Rollout with its environment in its final state; advantages,
-// the loss of every TRL loss type, and the metrics are pure functions of
-// the scored batch (advantage.go, loss.go, stats.go). The batch is then
-// shuffled and cut into StepsPerGeneration micro-batches, trained on
-// NumIterations times, with an optimizer step every
-// GradientAccumulationSteps micro-batches (TRL's layout). The loss runs on
-// the model's backend (model.Loss); loss.go's PolicyLoss is its reference.
+// see each Rollout with its environment in its final state; advantages
+// and the metrics are pure functions of the scored batch (advantage.go,
+// stats.go). The batch is then shuffled and cut into StepsPerGeneration
+// micro-batches, trained on NumIterations times, with an optimizer step
+// every GradientAccumulationSteps micro-batches (TRL's layout). The loss
+// of every TRL loss type, at either importance-sampling level, runs on the
+// model's backend (model.Loss); its one spec is kernels/ref, and loss.go
+// maps the Config onto it (Config.LossParams, LossWeights).
 // When the policy moves within a generation, old log-probs are those the
 // sampler recorded: the full tempered distribution's (before any
 // top-k/top-p/min-p filter), computed by the training kernels, so they are
@@ -70,24 +104,40 @@
 // training passes exact, as verl and TRL split a bf16 vLLM sampler from
 // an fp32 trainer), a scoring pass computes them and Config.ISCorrection
 // corrects for the generator's differing numbers. sampling/* logs how far
-// the recorded log-probs are from the training forward's.
+// the recorded log-probs are from the training forward's before the policy
+// moves: the scoring pass's when there is one (as TRL compares vLLM's with
+// its forward right after generation), else the loss forwards of the
+// micro-batches that run before the generation's first optimizer step,
+// reduced in rollout order whatever order they ran in.
 //
-// # Producing rollouts apart from learning
+// # Producing rollouts apart from learning (asynchronous GRPO)
 //
-// Step is generate (rollouts and their environments), score (rewards,
-// advantages) and learn (micro-batches, optimizer steps); the three meet
-// only in a batch of scored rollouts. An asynchronous mode plugs in
-// between them without touching either: a producer goroutine runs
-// generate and score for generation k+1 while learn consumes generation
-// k, handing batches over a channel of capacity s (the staleness bound:
-// a batch is at most s optimizer steps behind the policy that trains on
-// it). Because the producer samples with an older policy, learn must then
-// always take old log-probs from sampling (as it already does whenever the
-// policy moves within a generation), so the clipped ratio is between the
-// policy that sampled and the one that trains. What the mode needs beyond that is a model that can sample
-// with a snapshot of the adapters while training updates the live ones
-// (the CPU backend serves one goroutine at a time, so on the CPU the
-// overlap is only between tool calls and training).
+// Step is produce (rollouts and their environments, rewards, advantages)
+// and consume (micro-batches, optimizer steps); the two meet only in a
+// scored generation. With Config.MaxStaleness = s > 0 (TRL's
+// AsyncGRPOTrainer max_staleness), Train runs produce on a producer
+// goroutine ahead of the learner: generation k, learnt from optimizer step
+// g_k on, is sampled with the policy of exactly max(0, g_k − s) steps, so
+// a batch is never more than s optimizer steps behind the policy that
+// starts learning from it (async/staleness/mean and /max; each Rollout's
+// PolicyVersion, the completions log's policy_version), and a run is
+// reproducible. The older policy is a snapshot of the LoRA adapters
+// (model.AdapterSnapshot) the learner takes at that step; the producer's
+// forwards read it through model.UseAdapters, a pointer swap, while the
+// learner trains the live adapters; the base weights are never copied.
+// The producer then scores each generation with the adapters that sampled
+// it, so old log-probs are always the sampling policy's, the ratio is
+// between the policy that sampled and the one that trains, and they do
+// not depend on how decoding happened to be batched. Staleness 0 through
+// the producer is the synchronous trainer, bit for bit. The model serves
+// one goroutine at a time (a generation-first lock, modelLock): on the CPU
+// the overlap is between the producer's tool calls, environment resets and
+// reward functions and the learner's passes (BENCHMARKS.md: 1.37× at a
+// tool-bound setting). A checkpoint keeps the snapshots of versions below
+// its step that generations in flight need; a resumed run plays those
+// generations again and ends where the uninterrupted one does, bit for bit
+// (deterministic environments assumed, as for any resume). Asynchronous
+// training needs LoRA and the trainer's own rollouts (no RolloutFunc).
 //
 // # Memory
 //
@@ -99,8 +149,8 @@
 // 14), and training runs checkpointed (GradientCheckpointing) in groups of
 // at most Config.MicroBatchTokens tokens, so its activations do not grow
 // with the completions' number or length. BENCHMARKS.md sizes a 0.6B step
-// from these phases. An asynchronous producer would keep its cache live
-// across learning: its budget is then the sum.
+// from these phases. In asynchronous training the producer's cache is live
+// while the learner's activations are: the budget is then the sum.
 //
 // A RolloutFunc replaces the whole rollout side for users who own
 // generation; the trainer scores and learns from what it returns.

@@ -59,11 +59,17 @@ const (
 	MetricTrainStepsPerSecond       = "train_steps_per_second"
 	MetricTrainLoss                 = "train_loss"      // mean loss of the run's steps
 	MetricRolloutsFailed            = "rollouts/failed" // rollouts left out after every attempt failed
-	MetricTimeGeneration            = "time/generation" // seconds in model generation
-	MetricTimeTools                 = "time/tools"      // seconds waiting on tool calls and env resets
-	MetricTimeScoring               = "time/scoring"    // seconds in reward functions
-	MetricTimeBackward              = "time/backward"   // seconds in forward+backward passes
-	MetricTimeOptimizer             = "time/optimizer"  // seconds in the optimizer step
+	// MetricAsyncStalenessMean and Max are, in asynchronous training
+	// (Config.MaxStaleness > 0), the optimizer steps between the policy
+	// that sampled a step's rollouts and the one that starts learning from
+	// their generation (at most MaxStaleness); ours.
+	MetricAsyncStalenessMean = "async/staleness/mean"
+	MetricAsyncStalenessMax  = "async/staleness/max"
+	MetricTimeGeneration     = "time/generation" // seconds in model generation
+	MetricTimeTools          = "time/tools"      // seconds waiting on tool calls and env resets
+	MetricTimeScoring        = "time/scoring"    // seconds in reward functions
+	MetricTimeBackward       = "time/backward"   // seconds in forward+backward passes
+	MetricTimeOptimizer      = "time/optimizer"  // seconds in the optimizer step
 )
 
 const (

@@ -46,23 +46,27 @@ func rolloutPrecisioner(b kernels.Backend, p cpu.MatMulPrecision) (matMulPrecisi
 	return s, nil
 }
 
-// generating runs f, a prefill or a decode step, at the rollout precision
-// and then puts the backend's previous precision back, also when f fails
-// or panics, so that training passes never run at the rollout's. The
-// precision is the backend's setting, not the call's: generation and
-// training must not overlap on one backend, which the trainer never does
-// (a backend serves one goroutine at a time; tool rounds, which run
+// generating runs f, a prefill or a decode step, with the model to itself
+// (the policy's lock, as a generation call), its forwards reading the
+// adapters generation
+// samples with (p.gen), at the rollout precision, and then puts the
+// backend's previous precision back, also when f fails or panics, so that
+// training passes never run at the rollout's. The precision is the
+// backend's setting, not the call's: generation and training must not
+// overlap on one backend, which the lock ensures (tool rounds, which run
 // concurrently with decoding, do not touch it).
 func (p *policy) generating(f func() error) error {
-	if p.prec == nil {
+	return p.use(true, p.gen, func() error {
+		if p.prec == nil {
+			return f()
+		}
+		prev := p.prec.MatMulPrecision()
+		if err := p.prec.SetMatMulPrecision(p.rollout); err != nil {
+			return fmt.Errorf("grpo: rollout matmul precision: %w", err)
+		}
+		defer func() { _ = p.prec.SetMatMulPrecision(prev) }() // prev was the backend's own: valid
 		return f()
-	}
-	prev := p.prec.MatMulPrecision()
-	if err := p.prec.SetMatMulPrecision(p.rollout); err != nil {
-		return fmt.Errorf("grpo: rollout matmul precision: %w", err)
-	}
-	defer func() { _ = p.prec.SetMatMulPrecision(prev) }() // prev was the backend's own: valid
-	return f()
+	})
 }
 
 // inexactRollouts reports whether generation runs at another precision

@@ -149,14 +149,16 @@ func TestRolloutPrecisionBF16(t *testing.T) {
 	assert.Equal(t, cpu.MatMulExact, spy.MatMulPrecision(), "the backend is exact again after generating")
 
 	spy.reset()
-	b, err := tr.prepare(ctx, gen.rollouts, lossAdvantages(len(gen.rollouts)))
+	gm := Metrics{}
+	b, err := tr.prepare(ctx, &scoredGen{rs: gen.rollouts, adv: lossAdvantages(len(gen.rollouts))}, 0, gm)
 	require.NoError(t, err)
 	require.NotEmpty(t, b.seqs)
 	assert.Positive(t, spy.calls[cpu.MatMulExact], "old log-probs were recomputed")
 	assert.Zero(t, spy.calls[cpu.MatMulBF16], "scoring ran exact")
 	require.NotNil(t, b.old, "NumIterations 2 needs old log-probs")
-	require.NotNil(t, b.sampling, "the engine's log-probs are a generator's")
-	assert.True(t, b.correct, "ISCorrection applies (the default sequence_mask)")
+	assert.True(t, b.scored, "the engine's log-probs are a generator's: a scoring pass")
+	assert.NotNil(t, b.isRatio, "ISCorrection applies (the default sequence_mask)")
+	assert.Greater(t, gm[MetricSamplingLogpDiffMax], 1e-3, "sampling/* are known before learning")
 
 	exact, err := tr.pol.logProbs(ctx, b.seqs, true)
 	require.NoError(t, err)
@@ -175,9 +177,9 @@ func TestRolloutPrecisionBF16(t *testing.T) {
 	require.NoError(t, spy.SetMatMulPrecision(cpu.MatMulExact))
 	require.NoError(t, err)
 	assert.False(t, bitsEqual(rounded, exact))
-	far, near := meanDiff(b.sampling, exact, b.seqs), meanDiff(b.sampling, rounded, b.seqs)
-	t.Logf("max |sampling − exact| %.3g; mean |sampling − exact| %.3g, |sampling − bf16 scoring| %.3g", maxDiff(b.sampling, exact, b.seqs), far, near)
-	assert.Greater(t, maxDiff(b.sampling, exact, b.seqs), 1e-2, "the sampling log-probs carry the bf16 rounding")
+	far, near := meanDiff(b.sampler, exact, b.seqs), meanDiff(b.sampler, rounded, b.seqs)
+	t.Logf("max |sampling − exact| %.3g; mean |sampling − exact| %.3g, |sampling − bf16 scoring| %.3g", maxDiff(b.sampler, exact, b.seqs), far, near)
+	assert.Greater(t, maxDiff(b.sampler, exact, b.seqs), 1e-2, "the sampling log-probs carry the bf16 rounding")
 	assert.Less(t, near, far/2, "the sampling log-probs are the bf16 forward's")
 
 	spy.reset()
@@ -189,9 +191,11 @@ func TestRolloutPrecisionBF16(t *testing.T) {
 	assert.Positive(t, spy.calls[cpu.MatMulBF16])
 	assert.Positive(t, spy.calls[cpu.MatMulExact])
 	require.Len(t, rep.Metrics, 2)
-	// sampling/* compares the first iteration's exact forward with what
-	// the engine recorded at bf16.
+	// sampling/* compares the exact scoring pass (before the policy
+	// moved) with what the engine recorded at bf16, for every step of
+	// the generation alike.
 	assert.Greater(t, rep.Metrics[0][MetricSamplingLogpDiffMax], 1e-3)
+	assert.Equal(t, rep.Metrics[0][MetricSamplingLogpDiffMax], rep.Metrics[1][MetricSamplingLogpDiffMax])
 }
 
 // TestRolloutPrecisionExact: "exact" (and "") leave generation alone:
@@ -208,11 +212,11 @@ func TestRolloutPrecisionExact(t *testing.T) {
 			assert.Zero(t, spy.calls[cpu.MatMulBF16])
 
 			spy.reset()
-			b, err := tr.prepare(context.Background(), gen.rollouts, lossAdvantages(len(gen.rollouts)))
+			b, err := tr.prepare(context.Background(), &scoredGen{rs: gen.rollouts, adv: lossAdvantages(len(gen.rollouts))}, 0, Metrics{})
 			require.NoError(t, err)
 			assert.Zero(t, spy.calls[cpu.MatMulExact]+spy.calls[cpu.MatMulBF16], "no scoring pass: the sampler's log-probs are the old ones")
-			assert.Nil(t, b.sampling)
-			assert.False(t, b.correct)
+			assert.False(t, b.scored)
+			assert.Nil(t, b.isRatio)
 			for k, j := range b.rows {
 				assert.Equal(t, gen.rollouts[j].LogProbs, b.old[k])
 			}

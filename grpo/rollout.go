@@ -39,6 +39,12 @@ type Rollout struct {
 	ToolFailures int  // calls that failed: malformed, unknown tool, bad arguments, tool error
 	Truncated    bool // the last model turn ran out of budget before its end token
 
+	// PolicyVersion is the optimizer steps the policy that sampled the
+	// rollout had taken (TrainerState.GlobalStep then): the step it is
+	// learnt at in synchronous training, up to Config.MaxStaleness fewer in
+	// asynchronous training.
+	PolicyVersion int
+
 	Attempts int   // environment attempts used (1 when nothing was replayed)
 	Err      error // non-nil when every attempt failed: left out of the loss and of its group's baseline
 	// Extra holds the extra fields a RolloutFunc returned.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/x/env"
 )
 
 // Train runs GRPO over data until Config.MaxSteps optimizer steps, or
@@ -66,16 +68,9 @@ func (t *Trainer) Train(ctx context.Context, data Dataset) (err error) {
 		t.o.callbacks, t.advance, t.run = saved, nil, nil
 	}()
 
-	for t.state.GlobalStep < total {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		before := t.state.GlobalStep
-		rep, err := t.Step(ctx, sampler.Next())
-		if err != nil {
-			return err
-		}
-		pos := sampler.Position()
+	// after moves the state past a learnt generation: its data position,
+	// its completions, a checkpoint when it crossed SaveSteps.
+	after := func(rep *StepReport, pos Position, before int) error {
 		t.state.Epoch, t.state.DataPos = pos.Epoch, pos.Index
 		if out.completions != nil {
 			if err := out.completions.Write(t.completionRecords(rep)...); err != nil {
@@ -86,6 +81,33 @@ func (t *Trainer) Train(ctx context.Context, data Dataset) (err error) {
 			if _, err := t.SaveCheckpoint(); err != nil {
 				return fmt.Errorf("grpo: checkpoint at step %d: %w", t.state.GlobalStep, err)
 			}
+		}
+		return nil
+	}
+	if t.cfg.MaxStaleness > 0 || t.alwaysAsync {
+		next := func() ([]env.Row, Position, float64) {
+			rows := sampler.Next()
+			return rows, sampler.Position(), sampler.Epochs()
+		}
+		if err := t.trainAsync(ctx, next, total, after); err != nil {
+			return err
+		}
+	} else {
+		t.releaseResumed()
+	}
+	for t.state.GlobalStep < total {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		before := t.state.GlobalStep
+		rows := sampler.Next()
+		t.run.epoch = sampler.Epochs()
+		rep, err := t.Step(ctx, rows)
+		if err != nil {
+			return err
+		}
+		if err := after(rep, sampler.Position(), before); err != nil {
+			return err
 		}
 	}
 	if err := t.FlushMetrics(); err != nil {
@@ -113,7 +135,7 @@ func (t *Trainer) completionRecords(rep *StepReport) []CompletionRecord {
 	recs := make([]CompletionRecord, len(rep.Rollouts))
 	for i, r := range rep.Rollouts {
 		rec := CompletionRecord{
-			Step: t.state.GlobalStep, Group: r.Group, Env: r.EnvName,
+			Step: t.state.GlobalStep, PolicyVersion: r.PolicyVersion, Group: r.Group, Env: r.EnvName,
 			Prompt:     tok.Decode(r.PromptIDs, false),
 			Completion: tok.Decode(r.CompletionIDs, false),
 			Rewards:    map[string]float64{},

@@ -34,11 +34,12 @@ import (
 // and block tables (2 × 1 entry): 9 elements; the next step, whose layout
 // and tables are unchanged, uploads the 4 ids and positions alone. The
 // sampled rows are the forward's rows in order, so no row-index upload;
-// one scalar, AllFinite over the chunk's logits; two Downloads, the
-// sampled ids (2 I32) and their log-probs under the sampling and the full
-// distribution (4 F32): 6 elements. Weights were imported at Load and
-// activations, scratch and the KV cache are the backend's (Alloc), so
-// HostArgs is 0.
+// no scalar (a row with no finite logit comes back from SampleRows as
+// kernels.NoToken instead of the host checking the logits first); two
+// Downloads in one DownloadAll (one wait on a device), the sampled ids (2
+// I32) and their log-probs under the sampling and the full distribution (4
+// F32): 6 elements. Weights were imported at Load and activations, scratch
+// and the KV cache are the backend's (Alloc), so HostArgs is 0.
 //
 // LogProbs, the no-grad forward that scores sequences, over two sequences
 // of 5 and 3 tokens scoring 3 and 2 of them with entropies, in one
@@ -89,12 +90,12 @@ func TestTransfers(t *testing.T) {
 	c.Reset()
 	_, err = b.Step(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, kerneltest.Transfers{Uploads: 1, Downloads: 2, Scalars: 1, UploadElems: 9, DownloadElems: 6}, c.N,
+	assert.Equal(t, kerneltest.Transfers{Uploads: 1, Downloads: 2, UploadElems: 9, DownloadElems: 6}, c.N,
 		"the first decode step (a new layout); host arguments: %v", c.Foreign)
 	c.Reset()
 	_, err = b.Step(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, kerneltest.Transfers{Uploads: 1, Downloads: 2, Scalars: 1, UploadElems: 4, DownloadElems: 6}, c.N,
+	assert.Equal(t, kerneltest.Transfers{Uploads: 1, Downloads: 2, UploadElems: 4, DownloadElems: 6}, c.N,
 		"a decode step; host arguments: %v", c.Foreign)
 
 	c.Reset()

@@ -27,8 +27,9 @@
 #                through kerneltest.Counting (a decode step downloads no logits; no op gets
 #                foreign host memory)
 #   gemm     30  bf16 tensor-core GEMM TFLOP/s (and % of the 989 TFLOP/s dense peak)
-#   decode   50  decode tok/s at batch 1, 64, 256 vs the HBM bandwidth ceiling; attention
-#                alone at decode shapes (batch 1/64/256, context 512/4096: µs, K/V GB/s)
+#   decode   50  decode tok/s at batch 1, 64, 256 vs the HBM bandwidth ceiling
+#                and one decode step's wall and host µs, launches and waits (BenchmarkDecodeStep);
+#                attention alone at decode shapes (batch 1/64/256, context 512/4096: µs, K/V GB/s)
 #   prefill  25  prefill tok/s (8 × 512 tokens); attention alone at 8 × 512 and 1 × 4096
 #                (TFLOP/s)
 #   grpo    rest one GRPO-shaped step: 64 rollouts × 512 tokens of the Qwen3-0.6B shape
@@ -61,7 +62,7 @@ args[info]="-test.run ^TestDeviceInfo$ -test.v"
 args[kernels]="-test.run ^(TestGPU|TestPinnedRoundTrip|TestSeam) -test.v"
 args[model]="-test.run ^(TestModelLogitsGPUvsCPU|TestModelE2E) -test.v"
 args[gemm]="-test.run ^$ -test.bench ^BenchmarkGEMM$ -test.benchtime 20x"
-args[decode]="-test.run ^$ -test.bench ^(BenchmarkDecode|BenchmarkAttentionDecode)$ -test.benchtime 2x"
+args[decode]="-test.run ^$ -test.bench ^(BenchmarkDecode(Step)?|BenchmarkAttentionDecode)$ -test.benchtime 2x"
 args[prefill]="-test.run ^$ -test.bench ^(BenchmarkPrefill|BenchmarkAttentionPrefill)$ -test.benchtime 2x"
 args[grpo]="-test.run ^$ -test.bench ^BenchmarkGRPOStep$ -test.benchtime 1x"
 timeouts=([info]=20 [kernels]=100 [model]=75 [gemm]=30 [decode]=50 [prefill]=25 [grpo]=600)

@@ -13,14 +13,15 @@ type sampleParams struct {
 	topP, minP  float32
 }
 
-// lossArgs mirrors loss.cu's LossArgs: 17 pointers (uintptr, the slices
-// pinned for the call), 3 int32 flags and 11 float32 settings.
+// lossArgs mirrors loss.cu's LossArgs: 19 pointers (uintptr, the slices
+// pinned for the call), 4 int32 flags and 12 float32 settings.
 type lossArgs struct {
-	logp, entropy, oldLogP, refLogP, adv, seqAdv, mask, isRatio, weight, seg uintptr
-	loss, dlogp, dentropy, ratio, kl, clip, phi                              uintptr
-	objective, sequenceRatio, klBias                                         int32
-	epsLow, epsHigh, delta, tauPos, tauNeg, kPos, lamPos, kNeg, lamNeg       float32
-	beta, entropyCoef                                                        float32
+	logp, entropy, oldLogP, refLogP, adv, seqAdv, mask, isRatio, weight uintptr
+	entropyMask, samplingLogP, seg                                      uintptr
+	loss, dlogp, dentropy, ratio, kl, clip, phi                         uintptr
+	objective, sequenceRatio, klBias, offPolicy                         int32
+	epsLow, epsHigh, delta, tauPos, tauNeg, kPos, lamPos, kNeg, lamNeg  float32
+	beta, entropyCoef, offPolicyThreshold                               float32
 }
 
 // lossChunk is the segment length PolicyLoss uses when the caller gave no

@@ -263,25 +263,26 @@ func (a *allocator) insert(b *block) {
 	b.state = blockFree
 	if p := b.prev; p != nil && p.state == blockFree {
 		a.remove(p)
-		p.size += b.size
-		p.next = b.next
-		if b.next != nil {
-			b.next.prev = p
-		}
+		absorb(p, b)
 		b = p
 	}
 	if n := b.next; n != nil && n.state == blockFree {
 		a.remove(n)
-		b.size += n.size
-		b.next = n.next
-		if n.next != nil {
-			n.next.prev = b
-		}
+		absorb(b, n)
 	}
 	key := poolKey{b.stream, b.small}
 	l := a.pools[key]
 	i, _ := slices.BinarySearchFunc(l, b, byPlace)
 	a.pools[key] = slices.Insert(l, i, b)
+}
+
+// absorb merges n, b's next neighbour, into b.
+func absorb(b, n *block) {
+	b.size += n.size
+	b.next = n.next
+	if n.next != nil {
+		n.next.prev = b
+	}
 }
 
 // remove takes the free block b out of its pool.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/x/kernels"
 )
@@ -79,6 +80,7 @@ type Counters struct {
 	Launches      int64 // kernels queued
 	GraphLaunches int64 // graph replays queued
 	Syncs         int64 // host waits for the device (stream, event, copies into pageable memory)
+	WaitNanos     int64 // host time spent in those waits: a step's wall time minus this is its host time
 	Uploads       int64 // host→device copies
 	UploadBytes   int64
 	Downloads     int64 // device→host copies
@@ -88,11 +90,11 @@ type Counters struct {
 }
 
 type counters struct {
-	launches, graphs, syncs, ups, upBytes, downs, downBytes, copies, memsets atomic.Int64
+	launches, graphs, syncs, wait, ups, upBytes, downs, downBytes, copies, memsets atomic.Int64
 }
 
 func (c *counters) snapshot() Counters {
-	return Counters{Launches: c.launches.Load(), GraphLaunches: c.graphs.Load(), Syncs: c.syncs.Load(),
+	return Counters{Launches: c.launches.Load(), GraphLaunches: c.graphs.Load(), Syncs: c.syncs.Load(), WaitNanos: c.wait.Load(),
 		Uploads: c.ups.Load(), UploadBytes: c.upBytes.Load(), Downloads: c.downs.Load(), DownloadBytes: c.downBytes.Load(),
 		DeviceCopies: c.copies.Load(), Memsets: c.memsets.Load()}
 }
@@ -322,7 +324,9 @@ func (sh *shared) drain() error {
 	var err error
 	for _, v := range ss {
 		sh.n.syncs.Add(1)
+		t0 := time.Now()
 		err = errors.Join(err, sh.drv.streamSync(v.stream))
+		sh.n.wait.Add(int64(time.Since(t0)))
 	}
 	return err
 }

@@ -342,3 +342,44 @@ func checkBarrier(t *testing.T, out []int32) {
 		assert.Equal(t, int32((i+1)%n+1+sum+1), out[i], "n %d thread %d", n, i)
 	}
 }
+
+// TestSeamConcurrentStreams: Devices on two streams of one memory are used
+// from two goroutines at once (the allocator, the kernel table, the
+// driver and the counters are shared); each sees its own results.
+func TestSeamConcurrentStreams(t *testing.T) {
+	d := newTestDevice(t)
+	e, err := d.NewStream()
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, e.Close()) }()
+	errs := make(chan error, 2)
+	for g, dev := range []*Device{d, e} {
+		go func() {
+			errs <- func() error {
+				for i := range 20 {
+					in := make([]float32, 1000+i)
+					for j := range in {
+						in[j] = float32(g*1000 + j)
+					}
+					x, err := dev.Import(kernels.HostF32(in))
+					if err != nil {
+						return err
+					}
+					dev.Scale(x, 2)
+					got := make([]float32, len(in))
+					if err := dev.Download(kernels.HostF32(got), x); err != nil {
+						return err
+					}
+					dev.Free(x)
+					for j := range got {
+						if got[j] != 2*in[j] {
+							return fmt.Errorf("stream %d round %d: element %d = %v, want %v", g, i, j, got[j], 2*in[j])
+						}
+					}
+				}
+				return dev.Err()
+			}()
+		}()
+	}
+	require.NoError(t, <-errs)
+	require.NoError(t, <-errs)
+}

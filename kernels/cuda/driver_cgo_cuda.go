@@ -142,14 +142,14 @@ type cuHandles struct {
 	ctx     C.CUcontext
 	fns     []C.CUfunction
 	smem    []int // the dynamic shared memory each kernel is allowed
-	streams map[streamH]C.CUstream
-	events  map[eventH]C.CUevent
-	graphs  map[graphH]C.CUgraphExec
-	next    uintptr
+	streams handles[streamH, C.CUstream]
+	events  handles[eventH, C.CUevent]
+	graphs  handles[graphH, C.CUgraphExec]
 }
 
-func newHandles() cuHandles {
-	return cuHandles{streams: map[streamH]C.CUstream{}, events: map[eventH]C.CUevent{}, graphs: map[graphH]C.CUgraphExec{}}
+func newCUHandles() cuHandles {
+	return cuHandles{streams: newHandles[streamH, C.CUstream]("cuda: stream"), events: newHandles[eventH, C.CUevent]("cuda: event"),
+		graphs: newHandles[graphH, C.CUgraphExec]("cuda: graph")}
 }
 
 func cFunction(f cu.Function) C.CUfunction { return *(*C.CUfunction)(unsafe.Pointer(&f)) }
@@ -186,17 +186,25 @@ func (d *cudaDriver) hostFree(p unsafe.Pointer) error {
 	return result("cuMemFreeHost", C.d_host_free(d.h.ctx, p))
 }
 
-func (d *cudaDriver) handle() uintptr {
-	d.h.next++
-	return d.h.next
+// look returns the driver objects of a stream and an event handle (0:
+// none), under the handle lock.
+func (d *cudaDriver) look(s streamH, e eventH) (cs C.CUstream, ce C.CUevent, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s != 0 {
+		if cs, err = d.h.streams.get(s); err != nil {
+			return nil, nil, err
+		}
+	}
+	if e != 0 {
+		ce, err = d.h.events.get(e)
+	}
+	return cs, ce, err
 }
 
-func (d *cudaDriver) stream(s streamH) (C.CUstream, error) {
-	cs, ok := d.h.streams[s]
-	if !ok {
-		return nil, fmt.Errorf("cuda: stream %d does not exist", s)
-	}
-	return cs, nil
+func (d *cudaDriver) lookStream(s streamH) (C.CUstream, error) {
+	cs, _, err := d.look(s, 0)
+	return cs, err
 }
 
 func (d *cudaDriver) streamCreate() (streamH, error) {
@@ -206,15 +214,12 @@ func (d *cudaDriver) streamCreate() (streamH, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	h := streamH(d.handle())
-	d.h.streams[h] = cs
-	return h, nil
+	return d.h.streams.add(cs), nil
 }
 
 func (d *cudaDriver) streamDestroy(s streamH) error {
 	d.mu.Lock()
-	cs, err := d.stream(s)
-	delete(d.h.streams, s)
+	cs, err := d.h.streams.take(s)
 	d.mu.Unlock()
 	if err != nil {
 		return err
@@ -230,22 +235,6 @@ func (d *cudaDriver) streamSync(s streamH) error {
 	return result("cuStreamSynchronize", C.d_stream_sync(d.h.ctx, cs))
 }
 
-func (d *cudaDriver) lookStream(s streamH) (C.CUstream, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.stream(s)
-}
-
-func (d *cudaDriver) lookEvent(e eventH) (C.CUevent, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	ce, ok := d.h.events[e]
-	if !ok {
-		return nil, fmt.Errorf("cuda: event %d does not exist", e)
-	}
-	return ce, nil
-}
-
 func (d *cudaDriver) eventCreate() (eventH, error) {
 	var ce C.CUevent
 	if err := result("cuEventCreate", C.d_event_create(d.h.ctx, &ce)); err != nil {
@@ -253,28 +242,21 @@ func (d *cudaDriver) eventCreate() (eventH, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	h := eventH(d.handle())
-	d.h.events[h] = ce
-	return h, nil
+	return d.h.events.add(ce), nil
 }
 
 func (d *cudaDriver) eventDestroy(e eventH) error {
-	ce, err := d.lookEvent(e)
+	d.mu.Lock()
+	ce, err := d.h.events.take(e)
+	d.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	d.mu.Lock()
-	delete(d.h.events, e)
-	d.mu.Unlock()
 	return result("cuEventDestroy", C.d_event_destroy(d.h.ctx, ce))
 }
 
 func (d *cudaDriver) eventRecord(e eventH, s streamH) error {
-	ce, err := d.lookEvent(e)
-	if err != nil {
-		return err
-	}
-	cs, err := d.lookStream(s)
+	cs, ce, err := d.look(s, e)
 	if err != nil {
 		return err
 	}
@@ -282,7 +264,7 @@ func (d *cudaDriver) eventRecord(e eventH, s streamH) error {
 }
 
 func (d *cudaDriver) eventSync(e eventH) error {
-	ce, err := d.lookEvent(e)
+	_, ce, err := d.look(0, e)
 	if err != nil {
 		return err
 	}
@@ -290,7 +272,7 @@ func (d *cudaDriver) eventSync(e eventH) error {
 }
 
 func (d *cudaDriver) eventQuery(e eventH) (bool, error) {
-	ce, err := d.lookEvent(e)
+	_, ce, err := d.look(0, e)
 	if err != nil {
 		return false, err
 	}
@@ -302,11 +284,7 @@ func (d *cudaDriver) eventQuery(e eventH) (bool, error) {
 }
 
 func (d *cudaDriver) streamWait(s streamH, e eventH) error {
-	ce, err := d.lookEvent(e)
-	if err != nil {
-		return err
-	}
-	cs, err := d.lookStream(s)
+	cs, ce, err := d.look(s, e)
 	if err != nil {
 		return err
 	}
@@ -362,11 +340,10 @@ func (d *cudaDriver) launchKernel(k kernelH, dm dims, smem int, a *args, s strea
 		return fmt.Errorf("cuda: cuLaunchKernel %s: %d parameter bytes > %d", name, len(a.b), maxParamBytes)
 	}
 	f := d.h.fns[k]
-	if smem > 48<<10 && smem > d.h.smem[k] {
-		if err := result("cuFuncSetAttribute "+name, C.d_set_max_smem(d.h.ctx, f, C.int(smem))); err != nil {
+	if smem > 48<<10 {
+		if err := d.allowSmem(k, smem); err != nil {
 			return err
 		}
-		d.h.smem[k] = smem
 	}
 	cs, err := d.lookStream(s)
 	if err != nil {
@@ -374,12 +351,25 @@ func (d *cudaDriver) launchKernel(k kernelH, dm dims, smem int, a *args, s strea
 	}
 	var p unsafe.Pointer
 	if len(a.b) > 0 {
-		p = C.CBytes(a.b) // the driver copies the block at launch
-		defer C.free(p)
+		p = unsafe.Pointer(&a.b[0]) // holds no Go pointers; cuLaunchKernel copies it before returning
 	}
 	r := C.d_launch(d.h.ctx, f, C.uint(dm.gx), C.uint(dm.gy), C.uint(dm.gz), C.uint(dm.bx), C.uint(dm.by), C.uint(dm.bz),
 		C.uint(smem), cs, p, C.size_t(len(a.b)))
 	return result("cuLaunchKernel "+name, r)
+}
+
+// allowSmem lets kernel k use smem bytes of dynamic shared memory.
+func (d *cudaDriver) allowSmem(k kernelH, smem int) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if smem <= d.h.smem[k] {
+		return nil
+	}
+	if err := result("cuFuncSetAttribute "+d.names[k], C.d_set_max_smem(d.h.ctx, d.h.fns[k], C.int(smem))); err != nil {
+		return err
+	}
+	d.h.smem[k] = smem
+	return nil
 }
 
 func (d *cudaDriver) captureBegin(s streamH) error {
@@ -401,17 +391,15 @@ func (d *cudaDriver) captureEnd(s streamH) (graphH, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	h := graphH(d.handle())
-	d.h.graphs[h] = g
-	return h, nil
+	return d.h.graphs.add(g), nil
 }
 
 func (d *cudaDriver) graphLaunch(g graphH, s streamH) error {
 	d.mu.Lock()
-	cg, ok := d.h.graphs[g]
+	cg, err := d.h.graphs.get(g)
 	d.mu.Unlock()
-	if !ok {
-		return fmt.Errorf("cuda: graph %d does not exist", g)
+	if err != nil {
+		return err
 	}
 	cs, err := d.lookStream(s)
 	if err != nil {
@@ -422,11 +410,10 @@ func (d *cudaDriver) graphLaunch(g graphH, s streamH) error {
 
 func (d *cudaDriver) graphDestroy(g graphH) error {
 	d.mu.Lock()
-	cg, ok := d.h.graphs[g]
-	delete(d.h.graphs, g)
+	cg, err := d.h.graphs.take(g)
 	d.mu.Unlock()
-	if !ok {
-		return fmt.Errorf("cuda: graph %d does not exist", g)
+	if err != nil {
+		return err
 	}
 	return result("cuGraphExecDestroy", C.d_graph_destroy(d.h.ctx, cg))
 }

@@ -53,7 +53,7 @@ func NewDevice(ordinal int) (*Device, error) {
 func openDriver(ordinal int) (*cudaDriver, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	d := &cudaDriver{byName: map[string]kernelH{}, source: map[string]string{}, h: newHandles()}
+	d := &cudaDriver{byName: map[string]kernelH{}, source: map[string]string{}, h: newCUHandles()}
 	if err := d.setup(ordinal); err != nil {
 		return nil, errors.Join(err, d.close())
 	}

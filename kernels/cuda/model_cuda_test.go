@@ -144,6 +144,19 @@ func BenchmarkDecode(b *testing.B) {
 	}
 }
 
+// BenchmarkDecodeStep: one decode step of the random Qwen3-0.6B shape at
+// batch 1, 64 and 256: wall and host microseconds per step (issue 20's
+// goal: host ≤ 100 µs whatever the batch), launches and waits per step
+// (see benchDecodeStep).
+func BenchmarkDecodeStep(b *testing.B) {
+	dir, _, _ := randomCheckpoint(b, "qwen3-0.6b")
+	d := newDevice(b)
+	m := load(b, dir, d)
+	for _, batch := range []int{1, 64, 256} {
+		b.Run(fmt.Sprintf("batch%d", batch), func(b *testing.B) { benchDecodeStep(b, d, m, batch) })
+	}
+}
+
 // BenchmarkPrefill: tokens/s of prefilling 8 prompts of 512 tokens on the
 // random Qwen3-0.6B shape, with TFLOP/s of the analytic work (modelCost
 // at the average context, 256).
@@ -250,3 +263,7 @@ func TestModelE2ETrainGPUvsCPU(t *testing.T) { e2eTrainVsCPU(t, newGPU) }
 // TestModelE2ETrainTransfersGPU: a LoRA training step's crossings on the
 // GPU (see e2eTrainTransfers).
 func TestModelE2ETrainTransfersGPU(t *testing.T) { e2eTrainTransfers(t, newGPU) }
+
+// TestModelE2ESyncsGPU: a decode step waits for the GPU once, a training
+// step only where the host reads a value (see e2eSyncs).
+func TestModelE2ESyncsGPU(t *testing.T) { e2eSyncs(t, newGPU) }

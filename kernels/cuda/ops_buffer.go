@@ -26,26 +26,25 @@ func (d *Device) Copy(dst, src kernels.Buffer) {
 // GatherRows is dst[i, :] = src[idx[i], :]; device indices out of range
 // are reported at the next sync point.
 func (d *Device) GatherRows(dst, src, idx kernels.Buffer, cols int) {
-	const op = "GatherRows"
-	rows := kernels.CheckRows(op, dst, src, idx, cols)
-	if idx.Host() {
-		rowIndices(op, idx.I32(), rows)
-	}
-	if idx.Len() == 0 || cols == 0 {
-		return
-	}
-	s := d.begin(op)
-	pd, ps, pi := s.inout(dst), s.in(src), s.in(idx)
-	s.launch("gather_rows", elementwisePlan(idx.Len()*cols), argsOf().ptr(pd).ptr(ps).ptr(pi).
-		i32(dst.DType().Size()).i64(idx.Len()).i64(cols).i64(rows).ptr(d.slot(stGatherRows)))
-	s.end()
+	rows := kernels.CheckRows("GatherRows", dst, src, idx, cols)
+	d.moveRows(false, dst, src, idx, cols, rows)
 }
 
 // ScatterRows is dst[idx[i], :] = src[i, :]; device indices out of range
 // are reported at the next sync point.
 func (d *Device) ScatterRows(dst, src, idx kernels.Buffer, cols int) {
-	const op = "ScatterRows"
-	rows := kernels.CheckRows(op, src, dst, idx, cols)
+	rows := kernels.CheckRows("ScatterRows", src, dst, idx, cols)
+	d.moveRows(true, dst, src, idx, cols, rows)
+}
+
+// moveRows runs gather_rows (scatter_rows if scatter) over a table of
+// rows rows of cols elements, idx checked in the kernel against rows (on
+// the host first when it is host memory).
+func (d *Device) moveRows(scatter bool, dst, src, idx kernels.Buffer, cols, rows int) {
+	op, kernel, slot := "GatherRows", "gather_rows", stGatherRows
+	if scatter {
+		op, kernel, slot = "ScatterRows", "scatter_rows", stScatterRows
+	}
 	if idx.Host() {
 		rowIndices(op, idx.I32(), rows)
 	}
@@ -54,8 +53,8 @@ func (d *Device) ScatterRows(dst, src, idx kernels.Buffer, cols int) {
 	}
 	s := d.begin(op)
 	pd, ps, pi := s.inout(dst), s.in(src), s.in(idx)
-	s.launch("scatter_rows", elementwisePlan(idx.Len()*cols), argsOf().ptr(pd).ptr(ps).ptr(pi).
-		i32(dst.DType().Size()).i64(idx.Len()).i64(cols).i64(rows).ptr(d.slot(stScatterRows)))
+	s.launch(kernel, elementwisePlan(idx.Len()*cols), argsOf().ptr(pd).ptr(ps).ptr(pi).
+		i32(dst.DType().Size()).i64(idx.Len()).i64(cols).i64(rows).ptr(d.slot(slot)))
 	s.end()
 }
 

@@ -87,7 +87,7 @@ func (d *Device) SampleRows(ids, logp, fullLogp, logits kernels.Buffer, params [
 	if rows == 0 {
 		return
 	}
-	prm := sampleParamsOf(op, params, logits, rows, v)
+	prm := sampleParamsOf(params, rows)
 	s := d.begin(op)
 	pl, pp, pu := s.in(logits.Slice(0, rows*v)), s.value(bytesOf(prm)), s.value(bytesOf(u[:rows]))
 	pi, plp, pf := s.inout(ids.Slice(0, rows)), s.inout(logp.Slice(0, rows)), s.inout(fullLogp.Slice(0, rows))

@@ -132,16 +132,20 @@ func TestSeamNoWaits(t *testing.T) {
 	assert.NoError(t, d.Sync())
 }
 
-// TestSeamLaunchSignature: a launch whose packed parameters disagree with
-// the kernel's C signature is refused before it is queued, and the op's
-// error is sticky.
+// TestSeamLaunchSignature: the twin refuses a launch whose packed
+// parameters disagree with the kernel's C signature before queueing it
+// (the driver is called directly: TestKernelABI would rightly reject this
+// launch in an op).
 func TestSeamLaunchSignature(t *testing.T) {
-	d, _, _ := newSeamDevice(t, 1<<30)
-	s := d.begin("test")
-	s.launch("add_f32", elementwisePlan(4), argsOf().ptr(0).ptr(0).i32(4))
-	s.end()
-	require.Error(t, d.Err())
-	assert.Contains(t, d.Err().Error(), "kernels/cuda: test: twin: cuLaunchKernel add_f32: the launch packs parameters (ppi), the kernel takes (ppl)")
+	d, tw, _ := newSeamDevice(t, 1<<30)
+	k, err := d.sh.kernel("add_f32")
+	require.NoError(t, err)
+	bad := argsOf().ptr(0).ptr(0)
+	bad.i32(4)
+	err = tw.launchKernel(k, elementwisePlan(4), 0, bad, d.stream)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "twin: cuLaunchKernel add_f32: the launch packs parameters (ppi), the kernel takes (ppl)")
+	assert.Equal(t, 1, tw.pending(d.stream), "not queued (the one queued op zeroes the status words)")
 }
 
 // TestSeamMemory: Alloc through the caching allocator against the twin's

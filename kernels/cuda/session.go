@@ -88,25 +88,20 @@ func bytesOf[T any](x []T) []byte {
 
 // in returns the device address of an input Buffer: its own memory, or a
 // staged copy of a host Buffer.
-func (s *session) in(b kernels.Buffer) devptr {
-	if b.Len() == 0 || s.err != nil {
-		return 0
-	}
-	if !b.Host() {
-		return s.d.addr(s.op, b)
-	}
-	n := bufBytes(b)
-	p := s.scratch(n)
-	if p != 0 {
-		s.fail(s.d.upload(p, b.HostPtr(), n))
-	}
-	return p
-}
+func (s *session) in(b kernels.Buffer) devptr { return s.stage(b, true, false) }
 
 // out returns the device address of an output Buffer that the op writes
 // in full: its own memory, or scratch copied back into the host Buffer at
 // the end.
-func (s *session) out(b kernels.Buffer) devptr {
+func (s *session) out(b kernels.Buffer) devptr { return s.stage(b, false, true) }
+
+// inout is out for an output the op reads, accumulates into or writes
+// only in part: a host Buffer is copied in as well.
+func (s *session) inout(b kernels.Buffer) devptr { return s.stage(b, true, true) }
+
+// stage returns b's device address; a host Buffer gets scratch, copied in
+// before the launch (in) and back after the op (out).
+func (s *session) stage(b kernels.Buffer, in, out bool) devptr {
 	if b.Len() == 0 || s.err != nil {
 		return 0
 	}
@@ -115,18 +110,14 @@ func (s *session) out(b kernels.Buffer) devptr {
 	}
 	n := bufBytes(b)
 	p := s.scratch(n)
-	if p != 0 {
-		s.outs = append(s.outs, hostCopy{host: b.HostPtr(), dev: p, n: n})
+	if p == 0 {
+		return 0
 	}
-	return p
-}
-
-// inout is out for an output the op reads, accumulates into or writes
-// only in part: a host Buffer is copied in as well.
-func (s *session) inout(b kernels.Buffer) devptr {
-	p := s.in(b)
-	if p != 0 && b.Host() {
-		s.outs = append(s.outs, hostCopy{host: b.HostPtr(), dev: p, n: bufBytes(b)})
+	if in {
+		s.fail(s.d.upload(p, b.HostPtr(), n))
+	}
+	if out {
+		s.outs = append(s.outs, hostCopy{host: b.HostPtr(), dev: p, n: n})
 	}
 	return p
 }

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"errors"
+	"time"
 	"unsafe"
 )
 
@@ -65,7 +66,9 @@ func (r *stager) take(n int64) unsafe.Pointer {
 // again afterwards.
 func (d *Device) waitStream() error {
 	d.sh.n.syncs.Add(1)
+	t0 := time.Now()
 	err := d.sh.drv.streamSync(d.stream)
+	d.sh.n.wait.Add(int64(time.Since(t0)))
 	d.ring.reset()
 	return err
 }
@@ -150,7 +153,10 @@ func (d *Device) fetch(xs []hostCopy) error {
 			continue
 		}
 		d.sh.n.syncs.Add(1) // a copy into pageable memory waits for the stream
-		if err := drv.copyDtoH(x.host, x.dev, x.n, d.stream); err != nil {
+		t0 := time.Now()
+		err := drv.copyDtoH(x.host, x.dev, x.n, d.stream)
+		d.sh.n.wait.Add(int64(time.Since(t0)))
+		if err != nil {
 			return err
 		}
 		waited = true

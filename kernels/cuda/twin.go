@@ -49,11 +49,10 @@ type twin struct {
 	capacity int64
 	used     int64
 	regions  []*twinRegion // sorted by base
-	streams  map[streamH]*twinStream
-	events   map[eventH]*twinEvent
-	graphs   map[graphH]*twinGraph
+	streams  handles[streamH, *twinStream]
+	events   handles[eventH, *twinEvent]
+	graphs   handles[graphH, *twinGraph]
 	kernels  []twinKernel
-	next     uintptr // the last handle given out
 	failed   error
 }
 
@@ -99,12 +98,8 @@ type twinKernel struct{ name, sig string }
 // kernels run through runner on up to workers threads.
 func newTwin(runner twinRunner, capacity int64, workers int) *twin {
 	return &twin{runner: runner, workers: max(workers, 1), capacity: capacity,
-		streams: map[streamH]*twinStream{}, events: map[eventH]*twinEvent{}, graphs: map[graphH]*twinGraph{}}
-}
-
-func (t *twin) handle() uintptr {
-	t.next++
-	return t.next
+		streams: newHandles[streamH, *twinStream]("twin: stream"), events: newHandles[eventH, *twinEvent]("twin: event"),
+		graphs: newHandles[graphH, *twinGraph]("twin: graph")}
 }
 
 func (t *twin) describe() string {
@@ -210,29 +205,28 @@ func (t *twin) hostFree(p unsafe.Pointer) error {
 func (t *twin) streamCreate() (streamH, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	h := streamH(t.handle())
-	t.streams[h] = &twinStream{}
-	return h, nil
+	return t.streams.add(&twinStream{}), nil
 }
 
-func (t *twin) stream(s streamH) (*twinStream, error) {
-	st, ok := t.streams[s]
-	if !ok {
-		return nil, fmt.Errorf("twin: stream %d does not exist", s)
-	}
-	return st, nil
-}
+func (t *twin) stream(s streamH) (*twinStream, error) { return t.streams.get(s) }
 
-func (t *twin) streamDestroy(s streamH) error {
+// onStream runs f with s's queue under the lock.
+func (t *twin) onStream(s streamH, f func(st *twinStream) error) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st, err := t.stream(s)
 	if err != nil {
 		return err
 	}
-	t.runTo(st, st.queued)
-	delete(t.streams, s)
-	return nil
+	return f(st)
+}
+
+func (t *twin) streamDestroy(s streamH) error {
+	return t.onStream(s, func(st *twinStream) error {
+		t.runTo(st, st.queued)
+		_, err := t.streams.take(s)
+		return err
+	})
 }
 
 // runTo runs st's queue up to op number seq. A failing op fails the twin
@@ -244,7 +238,7 @@ func (t *twin) runTo(st *twinStream, seq int64) {
 		st.ran++
 		if err := op.run(); err != nil {
 			t.failed = fmt.Errorf("twin: %s: %w", op.what, err)
-			for _, x := range t.streams {
+			for _, x := range t.streams.m {
 				x.ran, x.queue = x.queued, nil
 			}
 		}
@@ -253,23 +247,19 @@ func (t *twin) runTo(st *twinStream, seq int64) {
 
 // runAll runs every stream to its end.
 func (t *twin) runAll() {
-	for _, st := range t.streams {
+	for _, st := range t.streams.m {
 		t.runTo(st, st.queued)
 	}
 }
 
 func (t *twin) streamSync(s streamH) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	st, err := t.stream(s)
-	if err != nil {
-		return err
-	}
-	if st.capture != nil {
-		return errors.New("twin: cuStreamSynchronize on a capturing stream")
-	}
-	t.runTo(st, st.queued)
-	return t.failed
+	return t.onStream(s, func(st *twinStream) error {
+		if st.capture != nil {
+			return errors.New("twin: cuStreamSynchronize on a capturing stream")
+		}
+		t.runTo(st, st.queued)
+		return t.failed
+	})
 }
 
 // enqueue queues op on s, or records it when s is capturing.
@@ -294,25 +284,17 @@ func (t *twin) enqueue(s streamH, what string, run func() error) error {
 func (t *twin) eventCreate() (eventH, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	h := eventH(t.handle())
-	t.events[h] = &twinEvent{}
-	return h, nil
+	return t.events.add(&twinEvent{}), nil
 }
 
 func (t *twin) eventDestroy(e eventH) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.events, e)
-	return nil
+	_, err := t.events.take(e)
+	return err
 }
 
-func (t *twin) event(e eventH) (*twinEvent, error) {
-	ev, ok := t.events[e]
-	if !ok {
-		return nil, fmt.Errorf("twin: event %d does not exist", e)
-	}
-	return ev, nil
-}
+func (t *twin) event(e eventH) (*twinEvent, error) { return t.events.get(e) }
 
 func (t *twin) eventRecord(e eventH, s streamH) error {
 	t.mu.Lock()
@@ -391,7 +373,7 @@ func (t *twin) host(p unsafe.Pointer, n int64) ([]byte, bool) {
 }
 
 func (t *twin) capturing(s streamH) bool {
-	st, ok := t.streams[s]
+	st, ok := t.streams.m[s]
 	return ok && st.capture != nil
 }
 
@@ -511,40 +493,34 @@ func (t *twin) launchKernel(k kernelH, dm dims, smem int, a *args, s streamH) er
 }
 
 func (t *twin) captureBegin(s streamH) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	st, err := t.stream(s)
-	if err != nil {
-		return err
-	}
-	if st.capture != nil {
-		return errors.New("twin: cuStreamBeginCapture: already capturing")
-	}
-	st.capture = &twinGraph{}
-	return t.failed
+	return t.onStream(s, func(st *twinStream) error {
+		if st.capture != nil {
+			return errors.New("twin: cuStreamBeginCapture: already capturing")
+		}
+		st.capture = &twinGraph{}
+		return t.failed
+	})
 }
 
 func (t *twin) captureEnd(s streamH) (graphH, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	st, err := t.stream(s)
-	if err != nil {
-		return 0, err
-	}
-	if st.capture == nil {
-		return 0, errors.New("twin: cuStreamEndCapture: not capturing")
-	}
-	g := graphH(t.handle())
-	t.graphs[g], st.capture = st.capture, nil
-	return g, t.failed
+	var g graphH
+	err := t.onStream(s, func(st *twinStream) error {
+		if st.capture == nil {
+			return errors.New("twin: cuStreamEndCapture: not capturing")
+		}
+		g = t.graphs.add(st.capture)
+		st.capture = nil
+		return t.failed
+	})
+	return g, err
 }
 
 func (t *twin) graphLaunch(g graphH, s streamH) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	gr, ok := t.graphs[g]
-	if !ok {
-		return fmt.Errorf("twin: cuGraphLaunch: graph %d does not exist", g)
+	gr, err := t.graphs.get(g)
+	if err != nil {
+		return err
 	}
 	return t.enqueue(s, "cuGraphLaunch", func() error {
 		for _, op := range gr.ops {
@@ -559,8 +535,8 @@ func (t *twin) graphLaunch(g graphH, s streamH) error {
 func (t *twin) graphDestroy(g graphH) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.graphs, g)
-	return nil
+	_, err := t.graphs.take(g)
+	return err
 }
 
 // close unmaps whatever is left.
@@ -580,5 +556,5 @@ func (t *twin) close() error {
 func (t *twin) pending(s streamH) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.streams[s].queue)
+	return len(t.streams.m[s].queue)
 }

@@ -1,0 +1,273 @@
+package grpo
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/x/env"
+	"github.com/x/env/envtest"
+	"github.com/x/model"
+)
+
+// asyncData is the dataset of the asynchronous tests: guess games.
+func asyncData() Dataset {
+	return NewDataset([]env.Row{{"target": 1}, {"target": 3}, {"target": 5}, {"target": 7}, {"target": 8}, {"target": 2}})
+}
+
+// sameCheckpoints asserts that two checkpoint folders hold byte-identical
+// adapters and optimizer state.
+func sameCheckpoints(t *testing.T, a, b, what string) {
+	t.Helper()
+	for _, name := range []string{model.AdapterWeightsFile, OptimizerStateFile} {
+		x, err := os.ReadFile(filepath.Join(a, name))
+		require.NoError(t, err)
+		y, err := os.ReadFile(filepath.Join(b, name))
+		require.NoError(t, err)
+		assert.True(t, string(x) == string(y), "%s: %s byte for byte", what, name)
+	}
+}
+
+// TestAsyncStalenessZeroEqualsSync: Train through the producer at
+// staleness 0 ends with the synchronous trainer's adapters and optimizer
+// state byte for byte, on policy (one optimizer step per generation) and
+// with old log-probs in the loss (NumIterations 2).
+func TestAsyncStalenessZeroEqualsSync(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model")
+	}
+	for _, iters := range []int{1, 2} {
+		t.Run(map[int]string{1: "on_policy", 2: "num_iterations_2"}[iters], func(t *testing.T) {
+			setup := func(c *Config) { c.MaxSteps, c.SaveSteps, c.NumIterations = 4, 4, iters }
+			sync := newResumeTrainer(t, t.TempDir(), setup)
+			require.NoError(t, sync.Train(context.Background(), asyncData()))
+			async := newResumeTrainer(t, t.TempDir(), setup)
+			async.alwaysAsync = true
+			require.NoError(t, async.Train(context.Background(), asyncData()))
+			assert.Equal(t, sync.State(), async.State())
+			sameCheckpoints(t, filepath.Join(sync.cfg.OutputDir, "checkpoint-4"), filepath.Join(async.cfg.OutputDir, "checkpoint-4"), "staleness 0")
+		})
+	}
+}
+
+// TestAsyncStalenessBound: each generation is sampled with the policy of
+// exactly max(0, g_k − s) optimizer steps (g_k the step its learning
+// starts at), which the completions log records per rollout and
+// async/staleness/* reports: never above s, and s once the run is under
+// way; the policy learns. Layouts of one and of two optimizer steps per
+// generation.
+func TestAsyncStalenessBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model")
+	}
+	for _, tc := range []struct {
+		name       string
+		s, spg     int
+		steps      int
+		wantLag    []float64 // per optimizer step
+		wantPolicy []int     // per generation
+	}{
+		{"s1", 1, 1, 4, []float64{0, 1, 1, 1}, []int{0, 0, 1, 2}},
+		{"s2", 2, 1, 4, []float64{0, 1, 2, 2}, []int{0, 0, 0, 1}},
+		// Two steps per generation: generation k starts at step 2k.
+		{"s2_two_steps_per_generation", 2, 2, 6, []float64{0, 0, 2, 2, 2, 2}, []int{0, 0, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logged []Metrics
+			tr := newResumeTrainer(t, t.TempDir(), func(c *Config) {
+				c.MaxSteps, c.MaxStaleness, c.LogCompletions = tc.steps, tc.s, true
+				if tc.spg == 2 {
+					c.PerDeviceTrainBatchSize, c.StepsPerGeneration = 4, 2
+				}
+			})
+			tr.o.callbacks = append(tr.o.callbacks, func(_ int, m Metrics) error { logged = append(logged, m); return nil })
+			before := snapshot(tr.Params())
+			require.NoError(t, tr.Train(context.Background(), asyncData()))
+			assert.True(t, changed(t, before, tr.Params()), "the policy learnt")
+			require.Len(t, logged, tc.steps)
+			for i, m := range logged {
+				assert.Equal(t, tc.wantLag[i], m[MetricAsyncStalenessMax], "step %d", i+1)
+				assert.Equal(t, tc.wantLag[i], m[MetricAsyncStalenessMean], "step %d", i+1)
+				assert.LessOrEqual(t, m[MetricAsyncStalenessMax], float64(tc.s), "the bound")
+			}
+			recs := readCompletions(t, filepath.Join(tr.cfg.OutputDir, CompletionsFile))
+			perGen := tr.layout.GenerationBatchSize
+			require.Len(t, recs, perGen*len(tc.wantPolicy))
+			for i, r := range recs {
+				assert.Equal(t, tc.wantPolicy[i/perGen], r.PolicyVersion, "generation %d rollout %d", i/perGen, i%perGen)
+			}
+			assert.Nil(t, tr.async, "the run is over")
+		})
+	}
+}
+
+// TestAsyncResumeBitExact: an asynchronous run (staleness 1) checkpoints
+// at step 2 with the adapter snapshot its next generation samples with; a
+// fresh trainer resumed there plays the generations in flight again and
+// ends byte for byte where the uninterrupted run does.
+func TestAsyncResumeBitExact(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model")
+	}
+	setup := func(c *Config) { c.MaxSteps, c.SaveSteps, c.MaxStaleness = 4, 2, 1 }
+	whole := newResumeTrainer(t, t.TempDir(), setup)
+	require.NoError(t, whole.Train(context.Background(), asyncData()))
+	cks, err := Checkpoints(whole.cfg.OutputDir)
+	require.NoError(t, err)
+	require.Len(t, cks, 2)
+	// Generation 2 (learnt from step 2) samples with the policy of step 1.
+	assert.FileExists(t, filepath.Join(cks[0], SnapshotFile(1)))
+	entries, err := os.ReadDir(cks[0])
+	require.NoError(t, err)
+	n := 0
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "policy_version_") {
+			n++
+		}
+	}
+	assert.Equal(t, 1, n, "only the snapshots generations in flight need")
+
+	resumed := newResumeTrainer(t, t.TempDir(), setup)
+	require.NoError(t, resumed.Resume(cks[0]))
+	require.Len(t, resumed.resumed, 1)
+	require.NoError(t, resumed.Train(context.Background(), asyncData()))
+	assert.Equal(t, whole.State(), resumed.State())
+	sameCheckpoints(t, cks[1], filepath.Join(resumed.cfg.OutputDir, "checkpoint-4"), "resumed")
+
+	// Resumed into a synchronous run, the snapshots are dropped.
+	syncRun := newResumeTrainer(t, t.TempDir(), func(c *Config) { c.MaxSteps, c.SaveSteps = 4, 2 })
+	require.NoError(t, syncRun.Resume(cks[0]))
+	require.NoError(t, syncRun.Train(context.Background(), asyncData()))
+	assert.Nil(t, syncRun.resumed)
+}
+
+// slowToolTrainer is a LoRA trainer on the tiny model whose scripted
+// rollouts call a slow tool twice (envtest.Slow, delay d) before
+// answering, so that a generation spends most of its time waiting on
+// tools; every rollout's calls run at once (ToolConcurrency 8).
+func slowToolTrainer(t testing.TB, gauge *envtest.Gauge, d time.Duration, edit func(*Config)) *Trainer {
+	t.Helper()
+	cfg := testConfig(4, 2)
+	cfg.MaxCompletionLength = 512
+	cfg.MaxSteps = 3
+	cfg.ToolConcurrency = 8
+	edit(&cfg)
+	m, tok := tinyModel(t, 1)
+	tr, err := NewTrainer(m, tok, cfg, WithEnv(envtest.SlowFactory(d, gauge)), WithLoRA(model.LoRAConfig{R: 4, Alpha: 8}),
+		WithReward("len", 1, func(_ context.Context, r *Rollout) (float64, error) { return float64(len(r.CompletionIDs) % 3), nil }))
+	require.NoError(t, err)
+	t.Cleanup(func() { tr.Close() })
+	_, f := scripted(tok, func(_, turn int) string {
+		if turn < 2 {
+			return call("work", `{"job": "build"}`)
+		}
+		return "Done."
+	})
+	tr.eng.decoder = f
+	return tr
+}
+
+// TestAsyncOverlapsToolsWithTraining: against a slow fake environment
+// (envtest.Slow), the asynchronous trainer waits on tools while it learns:
+// the run takes less wall time than its tool-busy time plus its learning
+// time (forward, backward and optimizer) would in sequence, by a good part
+// of the tool time, where the synchronous trainer takes at least their
+// sum; and it keeps its staleness bound.
+func TestAsyncOverlapsToolsWithTraining(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model")
+	}
+	run := func(s int) (overlap, busy time.Duration, lags []float64) {
+		gauge := &envtest.Gauge{}
+		tr := slowToolTrainer(t, gauge, 300*time.Millisecond, func(c *Config) { c.MaxStaleness = s })
+		var learning time.Duration
+		tr.o.callbacks = append(tr.o.callbacks, func(_ int, m Metrics) error {
+			learning += time.Duration((m[MetricTimeBackward] + m[MetricTimeOptimizer]) * float64(time.Second))
+			lags = append(lags, m[MetricAsyncStalenessMax])
+			return nil
+		})
+		begin := time.Now()
+		require.NoError(t, tr.Train(context.Background(), nil))
+		wall := time.Since(begin)
+		assert.Equal(t, 3*8*2, gauge.Calls(), "two calls per rollout")
+		busy = gauge.Busy()
+		t.Logf("staleness %d: wall %v, tools busy %v, learning %v", s, wall, busy, learning)
+		return busy + learning - wall, busy, lags
+	}
+	overlap, _, _ := run(0)
+	assert.LessOrEqual(t, overlap, 50*time.Millisecond, "synchronous: tools and learning in sequence")
+	overlap, busy, lags := run(1)
+	// Generation 0's tools run before any learning; generations 1 and 2
+	// play while 0 and 1 are learnt: up to two thirds of the tool time
+	// can hide. Ask for a fifth.
+	assert.Greater(t, overlap, busy/5, "asynchronous: tool time hidden behind learning")
+	assert.Equal(t, []float64{0, 1, 1}, lags)
+}
+
+// TestAsyncErrors: asynchronous training needs LoRA and the trainer's
+// own rollouts; a producer's failure ends Train with its error.
+func TestAsyncErrors(t *testing.T) {
+	m, tok := tinyModel(t, 3)
+	cfg := testConfig(2, 1)
+	cfg.MaxStaleness = 1
+	_, err := NewTrainer(m, tok, cfg, WithEnv(counters()), WithReward("one", 1, constant(1)))
+	assert.ErrorContains(t, err, "MaxStaleness")
+	assert.ErrorContains(t, err, "LoRA")
+	_, err = NewTrainer(m, tok, cfg, WithLoRA(model.LoRAConfig{R: 2, Alpha: 4}), WithReward("one", 1, constant(1)),
+		WithRolloutFunc(func(context.Context, []env.Row) ([]Generated, error) { return nil, nil }))
+	assert.ErrorContains(t, err, "RolloutFunc")
+	cfg.MaxStaleness = -1
+	assert.ErrorContains(t, cfg.Validate(), "MaxStaleness")
+
+	if testing.Short() {
+		return
+	}
+	// Generation 1's rollouts all fail (the producer plays it while the
+	// learner trains on generation 0): Train ends with that error after
+	// learning generation 0.
+	tr, _ := newScripted(t, func() Config { c := testConfig(4, 2); c.MaxStaleness, c.MaxSteps = 1, 3; return c }(),
+		func(r, _ int) string {
+			if r >= 8 {
+				return "!err"
+			}
+			return "Hi."
+		}, WithEnv(counters()), WithLoRA(model.LoRAConfig{R: 2, Alpha: 4}), WithReward("len", 1, func(_ context.Context, r *Rollout) (float64, error) {
+			return float64(len(r.CompletionIDs)), nil
+		}))
+	err = tr.Train(context.Background(), nil)
+	assert.ErrorContains(t, err, "generation 1: all 8 rollouts failed")
+	assert.Equal(t, 1, tr.State().GlobalStep)
+	assert.Nil(t, tr.async)
+
+	// Cancelled while the producer waits on slow tools: Train returns
+	// promptly with the context's error.
+	tr = slowToolTrainer(t, &envtest.Gauge{}, time.Hour, func(c *Config) { c.MaxStaleness = 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	begin := time.Now()
+	err = tr.Train(ctx, nil)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(begin), 5*time.Second)
+	assert.Equal(t, 0, tr.State().GlobalStep)
+}
+
+// readCompletions reads a completions log.
+func readCompletions(t *testing.T, path string) []CompletionRecord {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var recs []CompletionRecord
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var r CompletionRecord
+		require.NoError(t, json.Unmarshal([]byte(line), &r))
+		recs = append(recs, r)
+	}
+	return recs
+}
