@@ -58,6 +58,10 @@ type Device struct {
 	// splits each row's keys over blocks (attnTargetBlocks; tests set it
 	// to 0 or to a huge count to force either launch).
 	splitBlocks int
+	// attnPart (attnPartN bytes) holds a split attention launch's partials:
+	// kept across ops, so a captured decode step replays with its address.
+	attnPart  devptr
+	attnPartN int64
 }
 
 // shared is what a Device and the Devices of its NewStream share.
@@ -194,6 +198,9 @@ func (d *Device) release() error {
 	err := d.sh.drv.streamSync(d.stream)
 	if d.status != 0 {
 		err = errors.Join(err, d.sh.mem.free(d.status, d.stream))
+	}
+	if d.attnPart != 0 {
+		err = errors.Join(err, d.sh.mem.free(d.attnPart, d.stream))
 	}
 	err = errors.Join(err, d.ring.close(d.sh.drv), d.sh.drv.streamDestroy(d.stream))
 	d.sh.mu.Lock()

@@ -1,6 +1,10 @@
 package cuda
 
-import "github.com/x/kernels"
+import (
+	"fmt"
+
+	"github.com/x/kernels"
+)
 
 // The attention ops read a batch's layout, block tables and KV pool in
 // place (device Buffers: nothing is uploaded per call, so a decode step's
@@ -72,7 +76,9 @@ func (d *Device) Attention(a kernels.AttentionBatch, heads, kvHeads, headDim int
 	var partO, partML devptr
 	if p.nsplit > 1 {
 		n := int64(l.N * heads * p.maxChunks)
-		partO, partML = s.scratch(n*int64(headDim)*4), s.scratch(n*2*4)
+		if partO = s.attnPartials(n * int64(headDim+2) * 4); partO != 0 {
+			partML = partO + devptr(n*int64(headDim)*4)
+		}
 	}
 	if p.kernel == "attention_fwd1" {
 		s.launch("attention_fwd1", p.d, argsOf().ptr(q).ptr(out).ptr(lse).ptr(qs).ptr(pos).
@@ -90,6 +96,35 @@ func (d *Device) Attention(a kernels.AttentionBatch, heads, kvHeads, headDim int
 			ptr(partO).ptr(partML).i32(heads).i32(headDim).i32(p.maxChunks))
 	}
 	s.end()
+}
+
+// attnPartials returns n bytes for a split launch's partials: the Device's
+// own buffer, grown (in stream order) when it is too small, and kept, so a
+// graph captured after a first step replays with its address; growing it
+// while capturing is refused, as allocation is.
+func (s *session) attnPartials(n int64) devptr {
+	d := s.d
+	if s.err != nil || n <= d.attnPartN {
+		return d.attnPart
+	}
+	if d.graph != nil {
+		s.fail(fmt.Errorf("attention partials of %d bytes: %w", n, errCapturing))
+		return 0
+	}
+	if d.attnPart != 0 {
+		if err := d.sh.mem.free(d.attnPart, d.stream); err != nil {
+			s.fail(err)
+			return 0
+		}
+		d.attnPart, d.attnPartN = 0, 0
+	}
+	p, err := d.sh.mem.alloc(n, d.stream)
+	if err != nil {
+		s.fail(fmt.Errorf("attention partials of %d bytes: %w", n, err))
+		return 0
+	}
+	d.attnPart, d.attnPartN = p, n
+	return p
 }
 
 // AttentionBackward writes DQ and accumulates DK, DV for each sequence,
