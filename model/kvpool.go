@@ -1,6 +1,7 @@
 package model
 
 import (
+	"container/heap"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -343,55 +344,25 @@ func (p *kvPool) stats() KVStats {
 	return s
 }
 
-// idHeap is a min-heap of block ids.
+// idHeap is a min-heap of block ids (container/heap).
 type idHeap []int32
 
-func (h idHeap) Len() int { return len(h) }
-
-func (h *idHeap) push(id int32) {
-	*h = append(*h, id)
-	a := *h
-	for i := len(a) - 1; i > 0; {
-		parent := (i - 1) / 2
-		if a[parent] <= a[i] {
-			break
-		}
-		a[parent], a[i] = a[i], a[parent]
-		i = parent
-	}
+func (h idHeap) Len() int           { return len(h) }
+func (h idHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h idHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *idHeap) Push(x any)        { *h = append(*h, x.(int32)) }
+func (h *idHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
-func (h *idHeap) pop() int32 {
-	a := *h
-	top := a[0]
-	last := len(a) - 1
-	a[0] = a[last]
-	a = a[:last]
-	for i := 0; ; {
-		l, r, small := 2*i+1, 2*i+2, i
-		if l < len(a) && a[l] < a[small] {
-			small = l
-		}
-		if r < len(a) && a[r] < a[small] {
-			small = r
-		}
-		if small == i {
-			break
-		}
-		a[i], a[small] = a[small], a[i]
-		i = small
-	}
-	*h = a
-	return top
-}
+func (h *idHeap) push(id int32) { heap.Push(h, id) }
+func (h *idHeap) pop() int32    { return heap.Pop(h).(int32) }
 
 // keepBelow drops the ids ≥ n.
 func (h *idHeap) keepBelow(n int32) {
-	old := *h
-	*h = nil
-	for _, id := range old {
-		if id < n {
-			h.push(id)
-		}
-	}
+	*h = slices.DeleteFunc(*h, func(id int32) bool { return id >= n })
+	heap.Init(h)
 }

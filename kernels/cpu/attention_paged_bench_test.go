@@ -24,16 +24,8 @@ func benchPool(ks, vs [][]float32, n, rowLen, bs int, dt kernels.DType) kernels.
 			tab[id] = int32(id)
 		}
 	}
-	p := kernels.PagedKV{Pool: kernels.HostF32(mem), BlockSize: bs, BlockStride: 2 * size, VOff: size,
+	return kernels.PagedKV{Pool: kernels.HostRounded(dt, mem), BlockSize: bs, BlockStride: 2 * size, VOff: size,
 		Tables: kernels.HostI32(tab), TableStride: per}
-	if dt == kernels.BF16 {
-		h := make([]uint16, len(mem))
-		for i, x := range mem {
-			h[i] = kernels.F32ToBF16(x)
-		}
-		p.Pool = kernels.HostBF16(h)
-	}
-	return p
 }
 
 // BenchmarkAttentionPaged: batched decode (16 sequences, each its own K/V, T = 1 at

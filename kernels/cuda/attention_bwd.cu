@@ -32,7 +32,7 @@
 namespace attn_bwd {
 using namespace attn_mma;
 constexpr int NW = 2;          // warps per block
-constexpr int CH = 64;         // keys per chunk (dq)
+constexpr int CH = attn_mma::CHUNK;  // keys per chunk
 constexpr int MAXD = 128;      // largest head dim of this path
 constexpr int TS = MAXD + 8;   // tile row stride (floats)
 constexpr long PAST = -2;      // key offset of a position past the tile's last
@@ -149,17 +149,7 @@ KERNEL void __launch_bounds__(64) attention_bwd_dq(const float* dout, const floa
   for (int n = 0; n < MAXD / 8; n++) dQ[n][0] = dQ[n][1] = dQ[n][2] = dQ[n][3] = 0.f;
   bool bad = false;
   for (int c = 0; c <= int(last / CH); c++) {
-    bool badk = false;
-    for (int j = lane; j < CH; j += 32) {
-      long key = long(c) * CH + j, off = PAST;
-      if (key <= last) {
-        off = kv.offset(s, key, kvh, KVH, D, false);
-        badk = badk || off < 0;
-      }
-      Koff[warp][j] = off;
-    }
-    bad = bad || __any_sync(0xffffffffu, badk);
-    __syncwarp();
+    bad = chunk_offsets(kv, s, c, last, kvh, KVH, D, Koff[warp], lane) || bad;
     float S[8][4], dP[8][4];
     ATTN_UNROLL
     for (int n = 0; n < 8; n++)

@@ -47,10 +47,9 @@
 #include "attention_mma.cuh"
 
 namespace attn_fwd {
-constexpr int CH = 64;        // keys per chunk
+constexpr int CH = attn_mma::CHUNK;  // keys per chunk
 constexpr int MAXD = 128;     // largest head dim of this path
 constexpr int QS = MAXD + 8;  // Q tile row stride (floats): rows g and g+8 in different banks
-constexpr long PAST = -2;     // key offset of a position past the tile's last
 using namespace attn_mma;
 
 // Body of attention_fwd1/attention_fwd4: NW warps, each a 16-row tile.
@@ -96,17 +95,7 @@ ATTN_UNROLL
   for (int n = 0; n < MAXD / 8; n++) O[n][0] = O[n][1] = O[n][2] = O[n][3] = 0.f;
   bool bad = false;
   for (int c = c0; c < c1; c++) {
-    bool badk = false;
-    for (int j = lane; j < CH; j += 32) {
-      long key = long(c) * CH + j, off = PAST;
-      if (key <= last) {
-        off = kv.offset(s, key, kvh, KVH, D, false);
-        badk = badk || off < 0;
-      }
-      Koff[warp][j] = off;
-    }
-    bad = bad || __any_sync(0xffffffffu, badk);
-    __syncwarp();
+    bad = chunk_offsets(kv, s, c, last, kvh, KVH, D, Koff[warp], lane) || bad;
     // S = Q·Kᵀ for the chunk's 64 keys: 8 n-tiles of 8 keys.
     Acc sa[8];
     ATTN_UNROLL

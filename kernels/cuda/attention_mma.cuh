@@ -8,6 +8,7 @@
 #include "attention_kv.cuh"
 
 namespace attn_mma {
+constexpr int CHUNK = 64;  // keys per chunk of the attention kernels (plan.go's attnChunk)
 
 // split3 writes the bf16 terms hi, mid, lo with hi + mid + lo == f.
 __device__ __forceinline__ void split3(float f, uint16_t (&h)[3]) {
@@ -78,5 +79,25 @@ __device__ __forceinline__ void merge_scales(float M, float m, float& Mn, float&
 // merge folds x (a chunk's sum, scaled by b) into acc (scaled by a): the one
 // expression both the tile kernel and attention_combine use.
 __device__ __forceinline__ float merge(float acc, float a, float x, float b) { return fmaf(acc, a, x * b); }
+
+// chunk_offsets writes into koff[CHUNK] the element offsets (kv.offset) of
+// the K rows of positions CHUNK·c .. CHUNK·c+CHUNK−1 of sequence s, kv head g, −2 for
+// positions past last (read as zeros), and returns whether the warp met a
+// block id outside the pool (kv.offset −1). A warp collective.
+__device__ __forceinline__ bool chunk_offsets(const KVSrc& kv, int s, int c, long last, int g, int KVH, int D,
+                                              long* koff, int lane) {
+  bool bad = false;
+  for (int j = lane; j < CHUNK; j += 32) {
+    long key = long(c) * CHUNK + j, off = -2;
+    if (key <= last) {
+      off = kv.offset(s, key, g, KVH, D, false);
+      bad = bad || off < 0;
+    }
+    koff[j] = off;
+  }
+  bad = __any_sync(0xffffffffu, bad);
+  __syncwarp();
+  return bad;
+}
 
 }  // namespace attn_mma

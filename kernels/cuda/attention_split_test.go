@@ -69,16 +69,7 @@ func pagedBatch(rng *rand.Rand, heads, kvHeads, dim, bs int, spans []kernels.Spa
 		tab[i] = int32(i) // sequence s owns blocks s·w .. s·w+w−1
 	}
 	p := kernels.PagedKV{BlockSize: bs, BlockStride: 2 * bs * rl, VOff: bs * rl, Tables: kernels.HostI32(tab), TableStride: w}
-	mem := rnd(b * w * p.BlockStride)
-	if dt == kernels.BF16 {
-		u := make([]uint16, len(mem))
-		for i, x := range mem {
-			u[i] = kernels.F32ToBF16(x)
-		}
-		p.Pool = kernels.HostBF16(u)
-	} else {
-		p.Pool = kernels.HostF32(mem)
-	}
+	p.Pool = kernels.HostRounded(dt, rnd(b*w*p.BlockStride))
 	return kernels.AttentionBatch{
 		Layout: kernels.BatchLayout{QStart: kernels.HostI32(ints[:b+1]), Pos: kernels.HostI32(ints[b+1:]), B: b, N: n, MaxT: maxT, MaxLen: maxLen},
 		Q:      kernels.HostF32(rnd(n * heads * dim)), Out: kernels.HostF32(make([]float32, n*heads*dim)),

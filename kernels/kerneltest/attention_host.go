@@ -194,15 +194,7 @@ func (d *attnData) pool(rng *rand.Rand, kv kvStore, maxLen int) kernels.PagedKV 
 		}
 	}
 	p.Tables = kernels.HostI32(tables)
-	if kv.dt == kernels.BF16 {
-		u := make([]uint16, len(mem))
-		for i, x := range mem {
-			u[i] = kernels.F32ToBF16(x)
-		}
-		p.Pool = kernels.HostBF16(u)
-	} else {
-		p.Pool = kernels.HostF32(mem)
-	}
+	p.Pool = kernels.HostRounded(kv.dt, mem)
 	return p
 }
 
