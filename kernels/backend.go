@@ -120,8 +120,9 @@ type Backend interface {
 	// sequences of different lengths (see AttentionBatch), reading K and V
 	// contiguous or through the block tables of a paged KV cache; query
 	// head h uses kv head h / (heads/kvHeads). Scores are q·k·scale. A
-	// query row's output and LSE depend only on that row's query and keys,
-	// not on the rest of the batch (see DESIGN.md, batch invariance).
+	// backend that implements AttentionInvariant says whether a row's
+	// output and LSE depend only on that row's query and keys, not on the
+	// rest of the batch (see DESIGN.md, batch invariance).
 	Attention(a AttentionBatch, heads, kvHeads, headDim int, scale float32)
 	// AttentionBackward: the gradients of Attention for a batch of
 	// sequences; see AttentionGradBatch.
