@@ -175,39 +175,46 @@ func slowToolTrainer(t testing.TB, gauge *envtest.Gauge, d time.Duration, edit f
 }
 
 // TestAsyncOverlapsToolsWithTraining: against a slow fake environment
-// (envtest.Slow), the asynchronous trainer waits on tools while it learns:
-// the run takes less wall time than its tool-busy time plus its learning
-// time (forward, backward and optimizer) would in sequence, by a good part
-// of the tool time, where the synchronous trainer takes at least their
-// sum; and it keeps its staleness bound.
+// (envtest.Slow), the asynchronous trainer learns while tools work: some
+// of its learner calls (loss passes, optimizer steps) hold the model while
+// a tool call is in flight, where the synchronous trainer's never do; and
+// it keeps its staleness bound. The overlap is observed as events (the
+// calls in flight and started across each learner call), not as wall time, so the machine's load cannot decide the outcome;
+// BenchmarkAsyncStep measures what the overlap saves.
 func TestAsyncOverlapsToolsWithTraining(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains a model")
 	}
-	run := func(s int) (overlap, busy time.Duration, lags []float64) {
+	run := func(s int) (overlapped, calls int, lags []float64) {
 		gauge := &envtest.Gauge{}
 		tr := slowToolTrainer(t, gauge, 300*time.Millisecond, func(c *Config) { c.MaxStaleness = s })
-		var learning time.Duration
+		// A learner call overlaps tool work when a call is in flight as
+		// it takes or gives back the model, or one started while it held
+		// it: an intersection of intervals, whatever their lengths.
+		holding, busyAtTake, startedAt := false, false, 0
+		tr.pol.lk.learnerHeld = func() {
+			if !holding {
+				calls++
+				busyAtTake, startedAt = gauge.InFlight() > 0, gauge.Calls()
+			} else if busyAtTake || gauge.InFlight() > 0 || gauge.Calls() != startedAt {
+				overlapped++
+			}
+			holding = !holding
+		}
 		tr.o.callbacks = append(tr.o.callbacks, func(_ int, m Metrics) error {
-			learning += time.Duration((m[MetricTimeBackward] + m[MetricTimeOptimizer]) * float64(time.Second))
 			lags = append(lags, m[MetricAsyncStalenessMax])
 			return nil
 		})
-		begin := time.Now()
 		require.NoError(t, tr.Train(context.Background(), nil))
-		wall := time.Since(begin)
 		assert.Equal(t, 3*8*2, gauge.Calls(), "two calls per rollout")
-		busy = gauge.Busy()
-		t.Logf("staleness %d: wall %v, tools busy %v, learning %v", s, wall, busy, learning)
-		return busy + learning - wall, busy, lags
+		t.Logf("staleness %d: %d of %d learner calls overlap tool calls", s, overlapped, calls)
+		return overlapped, calls, lags
 	}
-	overlap, _, _ := run(0)
-	assert.LessOrEqual(t, overlap, 50*time.Millisecond, "synchronous: tools and learning in sequence")
-	overlap, busy, lags := run(1)
-	// Generation 0's tools run before any learning; generations 1 and 2
-	// play while 0 and 1 are learnt: up to two thirds of the tool time
-	// can hide. Ask for a fifth.
-	assert.Greater(t, overlap, busy/5, "asynchronous: tool time hidden behind learning")
+	overlapped, calls, _ := run(0)
+	assert.Positive(t, calls)
+	assert.Zero(t, overlapped, "synchronous: tools and learning in sequence")
+	overlapped, _, lags := run(1)
+	assert.Positive(t, overlapped, "asynchronous: learning while tools work")
 	assert.Equal(t, []float64{0, 1, 1}, lags)
 }
 

@@ -246,16 +246,16 @@ type Config struct {
 	// Evaluate alike (evaluation is generation) (Go trainer's own,
 	// RolloutExact). RolloutExact ("exact"; "" means the same) leaves the
 	// backend as it is. RolloutBF16 ("bf16") runs them at
-	// cpu.MatMulBF16 (activations rounded to bf16 for bf16 weights,
+	// kernels.MatMulBF16 (activations rounded to bf16 for bf16 weights,
 	// llama.cpp's arithmetic, faster on AVX512_BF16 CPUs) and puts the
 	// backend's previous precision back right after each prefill and
 	// step, so the training passes (old and reference log-probs, the loss
 	// forward and backward) run at the backend's own setting,
-	// cpu.MatMulExact unless the caller changed it: the split verl and TRL
+	// kernels.MatMulExact unless the caller changed it: the split verl and TRL
 	// make when vLLM samples in bf16 and the trainer scores in fp32. The
-	// model's backend must then have SetMatMulPrecision and
-	// MatMulPrecision (kernels/cpu's Backend does; NewTrainer refuses one
-	// that lacks them). Only bf16 weights are affected: with full
+	// model's backend must then implement kernels.MatMulPrecisionSetter
+	// and accept kernels.MatMulBF16 (kernels/cpu's Backend does; NewTrainer
+	// refuses one that does not). Only bf16 weights are affected: with full
 	// fine-tuning the trained weights are float32 masters and "bf16"
 	// changes nothing (NewTrainer warns), so it is for LoRA on a bf16
 	// model. The sampling log-probs then come from other numbers than

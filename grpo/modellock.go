@@ -18,11 +18,15 @@ import "sync"
 // their duration instead of overlapping it. In synchronous training one
 // goroutine makes every call and the lock is never contended.
 type modelLock struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	held   bool
-	genReq int // generation calls waiting for the lock
-	expect int // generation calls announced (expect) and not yet arrived
+	mu      sync.Mutex
+	cond    *sync.Cond
+	held    bool
+	genReq  int // generation calls waiting for the lock
+	expect  int // generation calls announced (expect) and not yet arrived
+	waiting int // learner calls waiting for the lock
+	// learnerHeld, if set (tests), is called as a learner call takes the
+	// lock and again as it gives it back, on the learner's goroutine.
+	learnerHeld func()
 }
 
 func newModelLock() *modelLock {
@@ -43,16 +47,24 @@ func (l *modelLock) lock(gen bool) {
 		l.genReq--
 		l.expect = max(l.expect-1, 0)
 	} else {
+		l.waiting++
 		for l.held || l.genReq > 0 || l.expect > 0 {
 			l.cond.Wait()
+		}
+		l.waiting--
+		if l.learnerHeld != nil {
+			l.learnerHeld()
 		}
 	}
 	l.held = true
 }
 
-// unlock releases the lock.
-func (l *modelLock) unlock() {
+// unlock releases the lock (taken for a generation call if gen).
+func (l *modelLock) unlock(gen bool) {
 	l.mu.Lock()
+	if !gen && l.learnerHeld != nil {
+		l.learnerHeld()
+	}
 	l.held = false
 	l.cond.Broadcast()
 	l.mu.Unlock()

@@ -1,12 +1,27 @@
 package grpo
 
 import (
+	"runtime"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 )
+
+// waitFor yields until cond, read under l's mutex, holds: the test's
+// goroutines have reached the state it names (no sleeps, so the order
+// asserted does not depend on the machine's load).
+func waitFor(l *modelLock, cond func() bool) {
+	for {
+		l.mu.Lock()
+		ok := cond()
+		l.mu.Unlock()
+		if ok {
+			return
+		}
+		runtime.Gosched()
+	}
+}
 
 // TestModelLockGenerationFirst: a learner call waits while a generation
 // call holds or waits for the lock, and while a generation call is
@@ -21,40 +36,40 @@ func TestModelLockGenerationFirst(t *testing.T) {
 		mu.Unlock()
 	}
 	var wg sync.WaitGroup
-	start := func(name string, gen bool, delay time.Duration) {
+	start := func(name string, gen bool) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			time.Sleep(delay)
 			l.lock(gen)
 			record(name)
-			time.Sleep(20 * time.Millisecond)
-			l.unlock()
+			l.unlock(gen)
 		}()
 	}
 	// The learner holds the lock; a second learner call and then a
 	// generation call queue: the generation call goes first.
 	l.lock(false)
-	start("learner", false, 0)
-	start("generation", true, 30*time.Millisecond)
-	time.Sleep(60 * time.Millisecond)
-	l.unlock()
+	start("learner", false)
+	waitFor(l, func() bool { return l.waiting == 1 })
+	start("generation", true)
+	waitFor(l, func() bool { return l.genReq == 1 })
+	l.unlock(false)
 	wg.Wait()
 	assert.Equal(t, []string{"generation", "learner"}, order)
 
 	// Announced: the learner waits for the generation call that comes late.
 	order = nil
 	l.announce()
-	start("learner", false, 0)
-	start("generation", true, 50*time.Millisecond)
+	start("learner", false)
+	waitFor(l, func() bool { return l.waiting == 1 })
+	start("generation", true)
 	wg.Wait()
 	assert.Equal(t, []string{"generation", "learner"}, order)
 
 	// An announced call that never comes is cleared.
 	order = nil
 	l.announce()
-	start("learner", false, 0)
-	time.Sleep(30 * time.Millisecond)
+	start("learner", false)
+	waitFor(l, func() bool { return l.waiting == 1 })
 	mu.Lock()
 	assert.Empty(t, order, "the learner waits for the announced call")
 	mu.Unlock()

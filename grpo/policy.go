@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/x/kernels"
-	"github.com/x/kernels/cpu"
 	"github.com/x/model"
 )
 
@@ -42,8 +41,8 @@ type policy struct {
 	// prec is the backend that generation switches to the rollout
 	// precision (Config.RolloutMatMulPrecision); nil: generation leaves
 	// the backend's precision alone.
-	prec    matMulPrecisioner
-	rollout cpu.MatMulPrecision
+	prec    kernels.MatMulPrecisionSetter
+	rollout kernels.MatMulPrecision
 	// gen, if not nil, are the adapters generation samples with (an older
 	// policy's, in asynchronous training); nil: the live ones. Only the
 	// goroutine that generates sets and reads it.
@@ -55,7 +54,7 @@ type policy struct {
 // live ones).
 func (p *policy) use(gen bool, snap *model.AdapterSnapshot, f func() error) error {
 	p.lk.lock(gen)
-	defer p.lk.unlock()
+	defer p.lk.unlock(gen)
 	if snap != nil {
 		p.m.UseAdapters(snap)
 		defer p.m.UseAdapters(nil)

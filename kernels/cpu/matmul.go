@@ -24,7 +24,7 @@ import (
 //     AVX-512 every group's dotNT; on AVX2 matMulDirect2, dotNT2's blocks
 //     plus a prefetch by the first group, whose sums equal dotNT2's bit
 //     for bit); the cores split N.
-//   - Under MatMulBF16 with bf16 weights, on a CPU with AVX512_BF16,
+//   - Under kernels.MatMulBF16 with bf16 weights, on a CPU with AVX512_BF16,
 //     MatMul with 1 < M < mBig instead rounds x to bf16 once and runs the
 //     dpNT kernels (matmul_dp_direct.go): VDPBF16PS straight from the bf16
 //     weight rows, blocks of up to dpMR = 8 rows of x × dpNR = 3 weight
@@ -35,7 +35,7 @@ import (
 //     K-major float32 panels once (per worker scratch, L2-resident), then
 //     runs the outer-product (axpy) kernel over
 //     every row group of its M block; tasks are (N block, M block) pairs
-//     (matmul_packed.go). Under MatMulBF16 on a CPU with AVX512_BF16 the
+//     (matmul_packed.go). Under kernels.MatMulBF16 on a CPU with AVX512_BF16 the
 //     same blocking runs on VDPBF16PS instead: x rounded to bf16 pairs,
 //     weight blocks of nbNT rows × dpkc columns packed as bf16
 //     K-pair-interleaved panels, the dpaxpy kernels (matmul_dp_packed.go).

@@ -1,10 +1,17 @@
 package cuda
 
 // Argument structs passed to kernels by pointer, laid out as their C
-// twins in sample.cu and loss.cu (every field 8 bytes, or
+// twins in sample.cu, loss.cu and matmul.cu (every field 8 bytes, or
 // 4-byte fields grouped so that the C and Go layouts agree). Pointers are
 // carried as uintptr: host addresses of pinned slices in the host build,
 // device addresses in the device build.
+
+// gemmPart mirrors matmul.cu's GemmPart: one GEMM of a gemm_bf16_*_multi
+// launch (MatMulMany).
+type gemmPart struct {
+	out, ws, w uintptr
+	j, tile0   int64
+}
 
 // sampleParams mirrors sample.cu's SampleParams.
 type sampleParams struct {

@@ -54,6 +54,7 @@ type Device struct {
 	sess   session
 	graph  *Graph // the graph being captured, if any
 	closed bool
+	prec   kernels.MatMulPrecision // MatMul with bf16 weights (precision.go)
 	// splitBlocks is the block count below which the attention forward
 	// splits each row's keys over blocks (attnTargetBlocks; tests set it
 	// to 0 or to a huge count to force either launch).

@@ -34,18 +34,6 @@ func columnPlan(n int) dims {
 	return dims{gx: uint32(ceilDiv(n, 256)), gy: 1, gz: 1, bx: 256, by: 1, bz: 1}
 }
 
-// gemmBF16Plan is gemm_bf16_*'s grid for an [I,J] output: 32×64 tiles,
-// 4 warps.
-func gemmBF16Plan(i, j int) dims {
-	return dims{gx: uint32(ceilDiv(j, 64)), gy: uint32(ceilDiv(i, 32)), gz: 1, bx: 128, by: 1, bz: 1}
-}
-
-// gemmF32Plan is gemm_f32's grid for an [I,J] output: 64×64 tiles, 256
-// threads.
-func gemmF32Plan(i, j int) dims {
-	return dims{gx: uint32(ceilDiv(j, 64)), gy: uint32(ceilDiv(i, 64)), gz: 1, bx: 256, by: 1, bz: 1}
-}
-
 // warpRowsPlan gives one warp to each of rows rows of each of nseq
 // sequences, 4 warps per block (attention kernels).
 func warpRowsPlan(rows, nseq int) dims {

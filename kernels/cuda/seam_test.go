@@ -64,7 +64,7 @@ func (r *sigRunner) kernel(name string) (int, string, error) {
 	return len(r.names) - 1, sig, nil
 }
 
-func (r *sigRunner) run(k int, _ dims, _ []byte, _ int) error {
+func (r *sigRunner) run(k int, _ dims, _ int, _ []byte, _ int) error {
 	r.runs[r.names[k]]++
 	return nil
 }
@@ -121,7 +121,7 @@ func TestSeamNoWaits(t *testing.T) {
 	assert.Equal(t, int64(40), c1.Launches-c0.Launches)
 	assert.Equal(t, int64(0), c1.Syncs-c0.Syncs, "ops on device Buffers waited")
 	require.NoError(t, d.Sync())
-	assert.Equal(t, 10, r.runs["gemm_bf16_wt"], "the launches ran at the wait")
+	assert.Equal(t, 10, r.runs["gemm_bf16_s_wt_x3"], "the launches ran at the wait")
 	c1 = d.Counters()
 	d.Add(kernels.HostF32(make([]float32, m*n)), y) // a host output: staged back
 	c2 := d.Counters()
@@ -190,10 +190,14 @@ func TestSeamProbeLaunches(t *testing.T) {
 	d, _, r := newSeamDevice(t, 1<<30)
 	require.NoError(t, d.probeMMA(make([]float32, 128), make([]uint16, 256), make([]uint16, 128), make([]float32, 128)))
 	require.NoError(t, d.probeBarrier(make([]int32, 64)))
-	for _, k := range []string{"diverge", "mask"} {
-		require.NoError(t, d.probeBroken(k, make([]int32, 32)))
+	require.NoError(t, d.probeLdmatrix(make([]uint32, 32*12), make([]uint16, 32*8)))
+	require.NoError(t, d.probeCpAsync(make([]float32, 768), make([]float32, 384)))
+	require.NoError(t, d.probeMMAChain(make([]float32, 128), make([]float32, 16*32), make([]uint16, 32*8), 32))
+	for _, k := range []string{"diverge", "mask", "ldmatrix", "cp_async"} {
+		require.NoError(t, d.probeBroken(k, make([]int32, 32*4)))
 	}
-	assert.Equal(t, map[string]int{"simt_probe_mma": 1, "simt_probe_barrier": 1, "simt_broken_diverge": 1, "simt_broken_mask": 1}, r.runs)
+	assert.Equal(t, map[string]int{"simt_probe_mma": 1, "simt_probe_barrier": 1, "simt_probe_ldmatrix": 1, "simt_probe_cp_async": 1,
+		"simt_probe_mma_chain": 1, "simt_broken_diverge": 1, "simt_broken_mask": 1, "simt_broken_ldmatrix": 1, "simt_broken_cp_async": 1}, r.runs)
 }
 
 // nullDriver accepts every call and does nothing: what is left of a
