@@ -267,3 +267,9 @@ func TestModelE2ETrainTransfersGPU(t *testing.T) { e2eTrainTransfers(t, newGPU) 
 // TestModelE2ESyncsGPU: a decode step waits for the GPU once, a training
 // step only where the host reads a value (see e2eSyncs).
 func TestModelE2ESyncsGPU(t *testing.T) { e2eSyncs(t, newGPU) }
+
+// TestModelE2EForwardInvarianceGPU: on the GPU every position's hidden
+// state is the same bits in a continuous batch as alone (see
+// e2eForwardInvariance): the hardware's tensor cores and the kernels'
+// batch invariance together.
+func TestModelE2EForwardInvarianceGPU(t *testing.T) { e2eForwardInvariance(t, newGPU) }
