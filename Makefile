@@ -30,10 +30,13 @@ unit:
 	$(GO) test -count=1 -timeout 15m ./...
 
 ## cudahost: every CUDA kernel compiled as host C++ through the SIMT shim (cgo, g++ only:
-## no nvcc, no GPU) and run through the whole conformance suite. The nvcc half is cudabuild.
+## no nvcc, no GPU) and run through the whole conformance suite; then the trainer on them
+## (grpo's Host tests: GRPO LoRA and full, SFT, a bit-exact resume, vs kernels/cpu). The nvcc
+## half is cudabuild.
 cudahost:
-	$(GO) vet -tags cudahost ./kernels/cuda/...
+	$(GO) vet -tags cudahost ./kernels/cuda/... ./grpo
 	$(GO) test -count=1 -timeout 15m -tags cudahost ./kernels/cuda/...
+	$(GO) test -count=1 -timeout 15m -tags cudahost -run 'Host' ./grpo
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go') 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -85,12 +88,14 @@ cuda-kernels:
 ## vet and build everything with the cuda tag (the device launcher; compiled and linked, never
 ## run: a -tags cuda binary needs a GPU to start), compile its test binary, and rebuild the
 ## kernels from the .cu sources into a temporary directory, failing on ptxas spills or on any
-## byte that differs from the committed kernels/cuda/gen.
+## byte that differs from the committed kernels/cuda/gen; then start a -tags cuda example here
+## and check what a user without a GPU sees (scripts/cuda-start-check.sh).
 cudabuild:
 	$(GO) vet -tags cuda ./...
 	$(GO) build -tags cuda ./...
 	$(GO) test -c -tags cuda -o /dev/null ./kernels/cuda/
 	./scripts/cuda-kernels.sh --check
+	./scripts/cuda-start-check.sh
 
 ## cuda-check: the whole CUDA check without the rest of make test: the host build's vet and
 ## conformance suite and the nvcc half.

@@ -83,7 +83,7 @@ func newPolicy(m *model.Model, lora *model.LoRAConfig, seed uint64, temperature 
 		}
 		has = true
 	}
-	tr, err := model.NewTrainable(m, model.TrainOptions{Full: !has, Checkpoint: checkpoint, Temperature: temperature, MicroBatchTokens: microTokens})
+	tr, err := model.NewTrainable(m, model.TrainOptions{Full: !has, KeepActivations: !checkpoint, Temperature: temperature, MicroBatchTokens: microTokens})
 	if err != nil {
 		return nil, fmt.Errorf("grpo: prepare training: %w", err)
 	}
@@ -114,6 +114,19 @@ func (p *policy) close() {
 		p.opt.Release()
 		return nil
 	})
+}
+
+// releaseScratch gives learning's backend scratch back (the activations
+// and their gradients, the logits chunk, the adapters' Bᵀ and lm_head's
+// transposed copy: model.Trainable.Release) once a generation's learning
+// is done, so the next generation's KV cache does not sit on top of it: a
+// step's memory is then the larger of its two phases, not their sum. The
+// next learning phase allocates them again (from a device allocator's
+// cache, a CPU backend's garbage collector).
+// It holds the model lock, as every call on the shared backend does (in
+// asynchronous training the producer may be generating).
+func (p *policy) releaseScratch() {
+	_ = p.locked(func() error { p.tr.Release(); return nil })
 }
 
 // adapterConfig describes the adapters a model already carries (e.g. from

@@ -386,6 +386,13 @@ func (t *Trainer) consume(ctx context.Context, sg *scoredGen, begin time.Time) (
 		gm[MetricEpoch] = t.run.epoch // fractional, under Train
 	}
 	ms, err := t.learn(ctx, sg, gm, begin)
+	if t.cfg.MaxStaleness == 0 {
+		// The next generation's KV cache must not sit on learning's
+		// scratch. (An asynchronous producer's cache is live while the
+		// learner learns, so there the budget is the sum anyway, and
+		// releasing would only cost the next step its allocations.)
+		t.pol.releaseScratch()
+	}
 	rep := &StepReport{Rollouts: sg.rs, Rewards: sg.tab.Total(), Scores: sg.tab, Advantages: sg.adv.A, Metrics: ms}
 	for _, r := range sg.rs {
 		r.Env = nil

@@ -4,43 +4,28 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 
 	"github.com/x/kernels"
-	"github.com/x/kernels/cpu"
 )
 
-// closers closes each in turn and joins their errors.
-type closers []io.Closer
-
-// Close closes every closer.
-func (cs closers) Close() error {
-	var errs []error
-	for _, c := range cs {
-		errs = append(errs, c.Close())
-	}
-	return errors.Join(errs...)
-}
-
-// backendCloser adapts a backend's Close() to io.Closer.
-type backendCloser struct{ b *cpu.Backend }
-
-// Close stops the backend's workers.
-func (c backendCloser) Close() error {
-	c.b.Close()
-	return nil
-}
+// ErrNoBackend is Load's error for a nil Backend: the caller chooses where
+// the model runs (kernels/cpu's cpu.New(0), or kernels/device's Open for
+// "cpu", "cuda" or "cuda:N"), and owns and closes it.
+var ErrNoBackend = errors.New("no backend: pass one, e.g. cpu.New(0) (kernels/cpu) or device.Open(\"cpu\") (kernels/device)")
 
 // Load reads a Hugging Face Qwen3ForCausalLM folder: config.json and
 // model.safetensors, or the shards named by model.safetensors.index.json.
 // The files are memory-mapped and weights keep their stored dtype (F32,
 // BF16 or F16); norm weights are copied to float32. Close releases the
-// mappings. b runs every op; nil means a fast CPU backend using every core
-// (cpu.New(0)), which the Model then owns and Close releases.
+// mappings. b runs every op and stays the caller's (Close does not close
+// it); nil is ErrNoBackend.
 func Load(dir string, b kernels.Backend) (*Model, error) {
+	if b == nil {
+		return nil, fmt.Errorf("model: load %s: %w", dir, ErrNoBackend)
+	}
 	if err := checkFolder(dir); err != nil {
 		return nil, err
 	}
@@ -58,11 +43,6 @@ func Load(dir string, b kernels.Backend) (*Model, error) {
 		return nil, fmt.Errorf("model: load %s: %w", dir, err)
 	}
 	m.closer = src
-	if b == nil {
-		c := cpu.New(0)
-		b = c
-		m.closer = closers{src, backendCloser{c}}
-	}
 	m.Backend = b
 	if err := m.ImportWeights(); err != nil {
 		_ = m.Close()

@@ -272,14 +272,12 @@ func sqrt(x float64) float64 {
 	return z
 }
 
-func TestLoadDefaultBackend(t *testing.T) {
-	m, err := Load(tinyDir, nil)
-	require.NoError(t, err)
-	require.NotNil(t, m.Backend)
-	want := loadReference(t)
-	got, err := m.Logits(want.Logits.InputIDs, Options{})
-	require.NoError(t, err)
-	assertClose(t, got, flatten(want.Logits.Logits), refAtol, refRtol, "logits on the default backend")
-	require.NoError(t, m.Close())
-	require.NoError(t, m.Close(), "a second Close is a no-op")
+// TestLoadNeedsBackend: a nil backend is ErrNoBackend, naming the folder
+// and how to get one, before any file is read.
+func TestLoadNeedsBackend(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "missing"), nil)
+	require.ErrorIs(t, err, ErrNoBackend)
+	assert.Contains(t, err.Error(), "missing")
+	assert.Contains(t, err.Error(), "cpu.New(0)")
+	assert.Contains(t, err.Error(), `device.Open("cpu")`)
 }

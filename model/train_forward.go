@@ -123,7 +123,7 @@ func (tr *Trainable) prepare(st *passState, seqs []TrainSeq) error {
 func (tr *Trainable) forward(ctx context.Context, st *passState, adapters, keep bool) error {
 	m := tr.m
 	c := m.Config
-	if err := layoutActs(tr.be, st, m, keep, tr.opts.Checkpoint); err != nil {
+	if err := layoutActs(tr.be, st, m, keep, !tr.opts.KeepActivations); err != nil {
 		return err
 	}
 	if adapters {

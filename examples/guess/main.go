@@ -7,6 +7,7 @@
 //
 //	go run ./examples/guess
 //	go run ./examples/guess -model DIR    # a Hugging Face Qwen3 folder
+//	go run -tags cuda ./examples/guess -device cuda   # on GPU 0 (needs cuda.h to build, a GPU to run)
 package main
 
 import (
@@ -22,7 +23,7 @@ import (
 	"github.com/x/examples/internal/cli"
 	"github.com/x/grpo"
 	"github.com/x/grpo/warmstart"
-	"github.com/x/kernels/cpu"
+	"github.com/x/kernels/device"
 	"github.com/x/model"
 	"github.com/x/tokenizer"
 )
@@ -44,6 +45,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	seed := fs.Uint64("seed", 1, "seed")
 	hidden := fs.Int("hidden", 0, "hidden size of the embedded model (0: 128)")
 	threads := fs.Int("threads", 0, "CPU threads (0: all)")
+	dev := fs.String("device", "cpu", "where the model runs: cpu, cuda (GPU 0) or cuda:N (GPU N; needs a binary built with -tags cuda)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -55,8 +57,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	rules := guess.Rules{Max: *maxN}
 
-	be := cpu.New(*threads)
-	defer be.Close()
+	be, closeBackend, err := device.Open(*dev, device.Options{Threads: *threads})
+	if err != nil {
+		return fmt.Errorf("-device: %w", err)
+	}
+	defer func() { _ = closeBackend() }()
 	pol, err := warmstart.Load(warmstart.Options{Dir: *modelDir, Hidden: *hidden, Seed: *seed}, be)
 	if err != nil {
 		return err

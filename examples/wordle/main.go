@@ -8,6 +8,7 @@
 //	go run ./examples/wordle                      # the embedded default: no download, no GPU
 //	go run ./examples/wordle -model qwen3-0.6b    # a Hugging Face Qwen3 folder
 //	go run ./examples/wordle -env-url http://host:8001 -env-token s3cret
+//	go run -tags cuda ./examples/wordle -device cuda   # on GPU 0 (needs cuda.h to build, a GPU to run)
 //
 // With no -model it builds a small Qwen3 with random weights sized to the
 // project's embedded tiny tokenizer. The output folder (-out) receives the
@@ -27,6 +28,7 @@ import (
 	"github.com/x/examples/internal/cli"
 	"github.com/x/examples/internal/wordlegame"
 	"github.com/x/grpo"
+	"github.com/x/kernels/device"
 )
 
 func main() { cli.Main("wordle", run) }
@@ -50,6 +52,7 @@ type config struct {
 	Out       string
 	Seed      uint64
 	Threads   int
+	Device    string // "cpu", "cuda", "cuda:N" (kernels/device)
 	EnvURL    string
 	EnvToken  string
 	Hidden    int // the embedded model's hidden size (0: the tiny shape's 128)
@@ -92,6 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.Hidden, "hidden", 0, "hidden size of the embedded model (0: 128, the tiny shape's); ignored with -model")
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed of the weights, the data order and sampling")
 	fs.IntVar(&c.Threads, "threads", 0, "CPU threads (0: all)")
+	fs.StringVar(&c.Device, "device", "cpu", "where the model runs: cpu, cuda (GPU 0) or cuda:N (GPU N; needs a binary built with -tags cuda)")
 	fs.StringVar(&c.EnvURL, "env-url", "", "play on this OpenEnv Wordle server (env/cmd/envserver -env wordle, or OpenEnv's textarena_env) instead of in process")
 	fs.StringVar(&c.EnvToken, "env-token", os.Getenv("OPENENV_TOKEN"), "bearer token for -env-url (default $OPENENV_TOKEN)")
 	if err := fs.Parse(args); err != nil {
@@ -154,6 +158,9 @@ func (c config) validate() error {
 		return fmt.Errorf("-hidden %d: want a multiple of 32 (the head size)", c.Hidden)
 	case c.Threads < 0:
 		return fmt.Errorf("-threads %d is negative", c.Threads)
+	}
+	if _, err := device.Parse(c.Device); err != nil {
+		return fmt.Errorf("-device: %w", err)
 	}
 	for _, w := range c.EvalWords {
 		found := false

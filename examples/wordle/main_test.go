@@ -15,6 +15,7 @@ import (
 	"github.com/x/env/openenv"
 	"github.com/x/env/wordle"
 	"github.com/x/grpo"
+	"github.com/x/kernels/device"
 )
 
 // tinyArgs is a run of a couple of steps at a tiny size. One SFT step:
@@ -97,6 +98,8 @@ func TestFlags(t *testing.T) {
 		{args: []string{"-rollout-matmul", "fp8"}, wantErr: "-rollout-matmul \"fp8\": want exact or bf16"},
 		{args: []string{"-rollout-matmul", "bf16", "-eval-words", "crane,chart"}},
 		{args: []string{"extra"}, wantErr: "unexpected"},
+		{args: []string{"-device", "gpu"}, wantErr: `-device: device "gpu": want cpu, cuda`},
+		{args: []string{"-device", "cuda:1", "-eval-words", "crane,chart"}}, // a valid name; whether it opens is run's
 		{args: []string{"-eval-words", "crane,chart"}},
 	}
 	for _, tc := range tests {
@@ -110,6 +113,17 @@ func TestFlags(t *testing.T) {
 		assert.Len(t, c.Words, 10)
 		assert.Equal(t, 10, c.SFTWords, "the warm start sees every word by default")
 	}
+}
+
+// TestDeviceWithoutCUDA: -device cuda in a binary built without the cuda
+// tag stops before loading anything, with ErrNoCUDA's advice.
+func TestDeviceWithoutCUDA(t *testing.T) {
+	if device.CUDAEnabled {
+		t.Skip("built with -tags cuda")
+	}
+	err := run(context.Background(), []string{"-device", "cuda", "-out", t.TempDir()}, &bytes.Buffer{})
+	require.ErrorIs(t, err, device.ErrNoCUDA)
+	assert.ErrorContains(t, err, "-device: device cuda: this binary was built without CUDA: rebuild it with `go build -tags cuda`")
 }
 
 // TestFlagsInTheUsersOrder: a flag is judged on what the user wrote, the

@@ -14,7 +14,7 @@ import (
 	"github.com/x/examples/internal/wordlegame"
 	"github.com/x/grpo"
 	"github.com/x/grpo/warmstart"
-	"github.com/x/kernels/cpu"
+	"github.com/x/kernels/device"
 	"github.com/x/model"
 	"github.com/x/tokenizer"
 )
@@ -42,8 +42,11 @@ func train(ctx context.Context, cfg config, out io.Writer) (result, error) {
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return res, fmt.Errorf("output folder: %w", err)
 	}
-	be := cpu.New(cfg.Threads)
-	defer be.Close()
+	be, closeBackend, err := device.Open(cfg.Device, device.Options{Threads: cfg.Threads})
+	if err != nil {
+		return res, fmt.Errorf("-device: %w", err)
+	}
+	defer func() { _ = closeBackend() }()
 	pol, err := warmstart.Load(warmstart.Options{Dir: cfg.ModelDir, Hidden: cfg.Hidden, Seed: cfg.Seed}, be)
 	if err != nil {
 		return res, err

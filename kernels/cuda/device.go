@@ -38,7 +38,8 @@ import (
 // before the launch, outputs copied back after it, which makes the op a
 // sync point (kerneltest.Counting counts such arguments; the model passes
 // none). Small uploads go through a page-locked staging area, so they do
-// not wait for the device either.
+// not wait for the device either, unless its 4 MiB have filled up since
+// the last wait.
 //
 // A Device is safe for use by one goroutine at a time. NewStream returns
 // another Device on its own stream, sharing the memory and the loaded

@@ -1,9 +1,40 @@
 package cuda
 
+import "fmt"
+
 // dims is a launch configuration: grid and block sizes.
 type dims struct {
 	gx, gy, gz uint32
 	bx, by, bz uint32
+}
+
+// CUDA's launch limits on sm_90 (the programming guide's table of
+// technical specifications per compute capability).
+const (
+	maxGridX       = 1<<31 - 1
+	maxGridYZ      = 65535
+	maxBlockXY     = 1024
+	maxBlockZ      = 64
+	maxThreads     = 1024
+	maxDynamicSmem = 227 << 10 // with cuFuncSetAttribute (driver_cgo_cuda.go sets it past 48 KB)
+)
+
+// check returns an error naming kernel when dm or smem bytes of dynamic
+// shared memory exceed what a launch may ask for: the GPU would refuse it
+// with CUDA_ERROR_INVALID_VALUE, and the host twin would run it, so the
+// Device checks before either sees it.
+func (dm dims) check(kernel string, smem int) error {
+	threads := int64(dm.bx) * int64(dm.by) * int64(dm.bz)
+	switch {
+	case dm.gx > maxGridX || dm.gy > maxGridYZ || dm.gz > maxGridYZ:
+		return fmt.Errorf("kernels/cuda: launch of %s: grid %d×%d×%d exceeds CUDA's %d×%d×%d", kernel, dm.gx, dm.gy, dm.gz,
+			maxGridX, maxGridYZ, maxGridYZ)
+	case dm.bx > maxBlockXY || dm.by > maxBlockXY || dm.bz > maxBlockZ || threads > maxThreads || threads == 0:
+		return fmt.Errorf("kernels/cuda: launch of %s: block %d×%d×%d is not 1 to %d threads", kernel, dm.bx, dm.by, dm.bz, maxThreads)
+	case smem < 0 || smem > maxDynamicSmem:
+		return fmt.Errorf("kernels/cuda: launch of %s: %d bytes of dynamic shared memory exceed %d", kernel, smem, maxDynamicSmem)
+	}
+	return nil
 }
 
 // ceilDiv is ⌈a/b⌉ for a ≥ 0, b > 0.

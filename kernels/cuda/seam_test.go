@@ -8,6 +8,7 @@ package cuda
 // business (make cudahost).
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -182,6 +183,65 @@ func TestSeamMemory(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(40<<20), n)
 	assert.Less(t, d.MemoryStats().Reserved, int64(4<<20))
+}
+
+// failingMemset is nullDriver with memset8 failing once fail is set.
+type failingMemset struct {
+	nullDriver
+	fail bool
+}
+
+func (f *failingMemset) memset8(dst devptr, v byte, n int64, s streamH) error {
+	if f.fail {
+		return errors.New("fake cuMemsetD8Async: an earlier launch failed")
+	}
+	return nil
+}
+
+// TestSeamAllocFailureFrees: an Alloc whose zeroing cannot be queued
+// returns its error and gives the memory back.
+func TestSeamAllocFailureFrees(t *testing.T) {
+	drv := &failingMemset{}
+	d, err := newDevice(drv)
+	require.NoError(t, err)
+	defer d.Close()
+	before := d.MemoryStats().Allocated
+	drv.fail = true
+	_, err = d.Alloc(kernels.F32, 1000)
+	require.ErrorContains(t, err, "kernels/cuda: Alloc F32[1000]: fake cuMemsetD8Async")
+	assert.Equal(t, before, d.MemoryStats().Allocated, "the block was kept")
+}
+
+// TestSeamLaunchLimits: a launch past CUDA's limits (here gemm_f32's
+// grid.y of ⌈M/64⌉ over 65,535, at M = 64·65,536 + 1 rows) fails the op
+// with an error naming the kernel and the limit before the driver sees
+// it: the GPU would refuse it with CUDA_ERROR_INVALID_VALUE, the twin
+// would have run it.
+func TestSeamLaunchLimits(t *testing.T) {
+	d, _, r := newSeamDevice(t, 1<<30)
+	const m = 64*65536 + 1
+	x, err := d.Alloc(kernels.F32, m)
+	require.NoError(t, err)
+	out, err := d.Alloc(kernels.F32, m)
+	require.NoError(t, err)
+	w, err := d.Alloc(kernels.F32, 1)
+	require.NoError(t, err)
+	d.MatMul(out, x, kernels.MatOf(w, 1, 1), m, false)
+	require.ErrorContains(t, d.Err(), "kernels/cuda: launch of gemm_f32: grid 1×65537×1 exceeds CUDA's 2147483647×65535×65535")
+	assert.Zero(t, r.runs["gemm_f32"])
+
+	for _, c := range []struct {
+		dm   dims
+		smem int
+		want string
+	}{
+		{dims{gx: 1, gy: 1, gz: 1, bx: 1025, by: 1, bz: 1}, 0, "block 1025×1×1"},
+		{dims{gx: 1, gy: 1, gz: 1, bx: 64, by: 1, bz: 65}, 0, "block 64×1×65"},
+		{dims{gx: 1, gy: 1, gz: 1, bx: 128, by: 1, bz: 1}, 228 << 10, "233472 bytes of dynamic shared memory"},
+	} {
+		assert.ErrorContains(t, c.dm.check("k", c.smem), c.want)
+	}
+	assert.NoError(t, dims{gx: 1 << 30, gy: 65535, gz: 65535, bx: 1024, by: 1, bz: 1}.check("k", 227<<10))
 }
 
 // TestSeamProbeLaunches: the probes' launches pack what their kernels

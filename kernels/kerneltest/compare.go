@@ -29,15 +29,15 @@ func CheckClose(t *testing.T, what string, got, want []float32, tol Tol) bool {
 
 // zeroFloor is the magnitude a reference of exactly 0 stands for in NMSE's
 // denominator: float32's machine epsilon, 2⁻²³. A value that is 0 in
-// exact arithmetic but computed in float32 from O(1) quantities (the
-// log-prob of a token whose probability rounds to 1: log of a sum that is
-// 1 within float32) comes out as rounding of that order or far less (the
-// H200's sampler gave 1e-17 where the reference's float64 gave 0), while
-// its relative error, and with an all-zero reference the NMSE, is
-// infinite. With the floor, NMSE ≤ tol.NMSE bounds such an error at
-// √NMSE·2⁻²³ (1.2e-13 for SampleLogProb's 1e-12), so a kernel that gets 0
-// wrong by more than rounding still fails; the element check (ATol) is
-// unchanged.
+// exact arithmetic but computed from O(1) quantities (the log-prob of a
+// token whose probability rounds to 1: log of a sum that is 1 within
+// rounding) comes out as rounding error (the H200's sampler, which sums in
+// float64, gave 1e-17 where the reference's float64 gave 0), while its
+// relative error, and with an all-zero reference the NMSE, is infinite.
+// With the floor, NMSE ≤ tol.NMSE bounds such an error at √NMSE·2⁻²³
+// (1.2e-13 for SampleLogProb's 1e-12): float64 rounding passes, while an
+// error of float32's order (a sum kept in float32) or more still fails;
+// the element check (ATol) is unchanged.
 const zeroFloor = 1.0 / (1 << 23)
 
 // comparison is CheckClose's verdict on two equally long slices.

@@ -139,6 +139,65 @@ func TestCountingBadFrees(t *testing.T) {
 	}
 }
 
+// deviceAllocs is a backend whose Alloc and Import return device Buffers
+// (fakeMem), as a GPU's do.
+type deviceAllocs struct{ ref.Backend }
+
+func (deviceAllocs) Alloc(dt kernels.DType, n int) (kernels.Buffer, error) {
+	return kernels.DeviceBuffer(fakeMem(n), dt, 0, n), nil
+}
+
+func (deviceAllocs) Import(src kernels.Buffer) (kernels.Buffer, error) {
+	return kernels.DeviceBuffer(fakeMem(src.Len()), src.DType(), 0, src.Len()), nil
+}
+
+func (deviceAllocs) Free(kernels.Buffer) {}
+
+// TestCountingBytes: Bytes follows the live allocations (Alloc, copying
+// or device Imports; not an Import that is the host memory itself), on
+// host and device Buffers alike, a bad Free takes nothing off, and Peak
+// holds the most since ResetPeak.
+func TestCountingBytes(t *testing.T) {
+	tests := []struct {
+		name       string
+		be         kernels.Backend
+		copies     bool
+		importSize int64 // bytes an import of 2 F32 adds
+	}{
+		{"host, imports are the memory", ref.Backend{}, false, 0},
+		{"host, copying imports", ref.Backend{}, true, 8},
+		{"device", deviceAllocs{}, false, 8},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &Counting{Backend: tt.be, CopyImports: tt.copies}
+			a, err := c.Alloc(kernels.F32, 4) // 16 bytes
+			require.NoError(t, err)
+			b, err := c.Alloc(kernels.BF16, 6) // 12 bytes
+			require.NoError(t, err)
+			w, err := c.Import(kernels.HostF32([]float32{1, 2}))
+			require.NoError(t, err)
+			assert.Equal(t, 28+tt.importSize, c.Bytes)
+			assert.Equal(t, 28+tt.importSize, c.Peak)
+			c.Free(a)
+			assert.Equal(t, 12+tt.importSize, c.Bytes)
+			c.ResetPeak()
+			assert.Equal(t, 12+tt.importSize, c.Peak, "ResetPeak starts from what is live")
+			u, err := c.Alloc(kernels.U8, 3)
+			require.NoError(t, err)
+			c.Free(u)
+			assert.Equal(t, 15+tt.importSize, c.Peak, "the peak outlives the Free")
+			c.Free(w)
+			c.Free(b)
+			assert.Zero(t, c.Bytes)
+			if tt.be == (ref.Backend{}) {
+				c.Free(b) // a second Free of host memory takes nothing off
+				assert.Zero(t, c.Bytes)
+			}
+		})
+	}
+}
+
 // fakeMem is a DeviceMem no backend can reach.
 type fakeMem int
 
