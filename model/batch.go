@@ -213,6 +213,9 @@ func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 	pool := b.m.kvPool()
 	for i := range b.active {
 		s := &b.active[i]
+		if c := &s.req.Seq.Cache; c.stale(pool) {
+			c.Release() // blocks of a replaced pool: the tokens are fed again into this one
+		}
 		p := s.req.Seq.Pending()
 		n := len(p)
 		if n > 1 {

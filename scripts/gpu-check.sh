@@ -43,8 +43,10 @@
 #                (M 1, 8) GB/s and % of HBM in weight bytes, GEMM (M 4096) TFLOP/s and %
 #                of the 989 TFLOP/s dense peak; MatMulTN at the LoRA gradients (% of FP32)
 #   decode   40  decode tok/s at batch 1, 64, 256 vs the HBM bandwidth ceiling, and one decode
-#                step's wall and host µs, launches and waits (BenchmarkDecodeStep)
-#   prefill  25  prefill tok/s (8 × 512 tokens)
+#                step's wall and host µs, launches and waits (BenchmarkDecodeStep); attention
+#                alone at decode shapes (batch 1/64/256 at context 512, 1 at 4096: µs, K/V GB/s)
+#   prefill  25  prefill tok/s (8 × 512 tokens); attention alone at 8 × 512 and 1 × 4096
+#                (TFLOP/s)
 #   grpo    180  the trainer on the GPU (grpo.test): a 3-step GRPO run of a small model (LoRA with
 #                the KL reference, and full weights) vs the same run on kernels/cpu (the same
 #                completions and rewards, losses within ModelLogProbs, weights within
@@ -91,11 +93,11 @@ bins=([info]=cuda.test [kernels]=cuda.test [model]=cuda.test [train]=cuda.test [
 pkgs=([cuda.test]=./kernels/cuda [grpo.test]=./grpo)
 args[info]="-test.run ^TestDeviceInfo$ -test.v"
 args[kernels]="-test.run ^(TestGPU|TestPinnedRoundTrip|TestSeam) -test.v"
-args[model]="-test.run ^(TestModelLogitsGPUvsCPU|TestModelE2EGPUvsCPU|TestModelE2ETransfersGPU|TestModelE2ESyncsGPU)$ -test.v"
+args[model]="-test.run ^(TestModelLogitsGPUvsCPU|TestModelE2EGPUvsCPU|TestModelE2ETransfersGPU|TestModelE2ESyncsGPU|TestModelE2EForwardInvarianceGPU)$ -test.v"
 args[train]="-test.run ^(TestModelE2ETrainGPUvsCPU|TestModelE2ETrainTransfersGPU)$ -test.v"
 args[gemm]="-test.run ^$ -test.bench ^BenchmarkGEMM(LoRAGrad)?$ -test.benchtime 20x"
-args[decode]="-test.run ^$ -test.bench ^BenchmarkDecode(Step)?$ -test.benchtime 2x"
-args[prefill]="-test.run ^$ -test.bench ^BenchmarkPrefill$ -test.benchtime 2x"
+args[decode]="-test.run ^$ -test.bench ^(BenchmarkDecode(Step)?|BenchmarkAttentionDecode)$ -test.benchtime 2x"
+args[prefill]="-test.run ^$ -test.bench ^(BenchmarkPrefill|BenchmarkAttentionPrefill)$ -test.benchtime 2x"
 args[grpo]="-test.run ^(TestGRPOGPUvsCPU|TestGRPOGPUResume|TestSFTGPUvsCPU)$ -test.bench ^BenchmarkGRPOStepMemory$ -test.benchtime 1x -test.v"
 cmds[hf]='python3 hf_interop.py ./hfcheck'
 cmds[ncu]='ncu_stage'

@@ -1,27 +1,10 @@
 package cuda
 
 // Argument structs passed to kernels by pointer, laid out as their C
-// twins in attention.cu, sample.cu, loss.cu and matmul.cu (every field 8 bytes, or
+// twins in sample.cu, loss.cu and matmul.cu (every field 8 bytes, or
 // 4-byte fields grouped so that the C and Go layouts agree). Pointers are
 // carried as uintptr: host addresses of pinned slices in the host build,
 // device addresses in the device build.
-
-// attnSeq mirrors attention.cu's AttnSeq; pointers are carried as uintptr
-// (the slices are pinned for the call).
-type attnSeq struct {
-	q, k, v, out, lse uintptr
-	t, start          int64
-	kb, vb            uintptr // block tables: arrays of block addresses (pinned)
-	blockSize, dtype  int64
-}
-
-// attnGradSeq mirrors attention.cu's AttnGradSeq.
-type attnGradSeq struct {
-	dout, q, k, v, out, lse, dq, dk, dv, di uintptr
-	t, start                                int64
-	kb, vb                                  uintptr // block tables, as in attnSeq
-	blockSize, dtype                        int64
-}
 
 // gemmPart mirrors matmul.cu's GemmPart: one GEMM of a gemm_bf16_*_multi
 // launch (MatMulMany).

@@ -78,6 +78,11 @@ func TestGPURoPEBackward(t *testing.T)      { gpuConformance(t, kerneltest.RoPEB
 func TestGPUAttention(t *testing.T)         { gpuConformance(t, kerneltest.Attention) }
 func TestGPUAttentionBackward(t *testing.T) { gpuConformance(t, kerneltest.AttentionBackward) }
 func TestGPUAttentionPaged(t *testing.T)    { gpuConformance(t, kerneltest.AttentionPaged) }
+func TestGPUAttentionInvariance(t *testing.T) {
+	gpuConformance(t, kerneltest.AttentionInvariance)
+}
+func TestGPUWriteKV(t *testing.T) { gpuConformance(t, kerneltest.WriteKV) }
+func TestGPUFused(t *testing.T)   { gpuConformance(t, kerneltest.Fused) }
 func TestGPUAttentionBackwardPaged(t *testing.T) {
 	gpuConformance(t, kerneltest.AttentionBackwardPaged)
 }

@@ -55,7 +55,14 @@
 // kernels.MatMulBF16 (precision.go), on bf16-rounded activations.
 //
 // Status: the kernels are correct on the host build at the suite's
-// awkward shapes; on an H200 (2026-12-04, before the present GEMMs)
-// inference matched kernels/cpu. Attention runs one warp per query row,
-// and sample_rows makes about 70 block-wide passes over a row.
+// awkward shapes; on an H200 (2026-12-04, before the present GEMMs and
+// attention kernels) inference matched kernels/cpu. sample_rows makes
+// about 70 block-wide passes over a row. Attention (head dims 16..128 in
+// steps of 16) runs on the tensor cores, 16 query rows a warp with the
+// GQA group's heads sharing K/V, keys in chunks of 64 folded by one merge
+// so a row's bits do not depend on its batch (attention_fwd.cu), split
+// over blocks for decode at small batch (flash-decoding) and combined with
+// the same merge; its backward is flash-attention-2 style
+// (attention_bwd.cu); other head dims run one warp per query row
+// (attention.cu). Not yet run on a GPU.
 package cuda

@@ -17,9 +17,12 @@
 
 #include "adamw.cu"
 #include "attention.cu"
+#include "attention_bwd.cu"
+#include "attention_fwd.cu"
 #include "buffer.cu"
 #include "elementwise.cu"
 #include "embedding.cu"
+#include "kvcache.cu"
 #include "logsoftmax.cu"
 #include "loss.cu"
 #include "matmul.cu"
@@ -148,6 +151,14 @@ const Entry entries[] = {
     HOST_KERNEL(attention_forward),
     HOST_KERNEL(attention_backward_dq),
     HOST_KERNEL(attention_backward_dkdv),
+    HOST_KERNEL(attention_fwd1),
+    HOST_KERNEL(attention_fwd4),
+    HOST_KERNEL(attention_combine),
+    HOST_KERNEL(attention_bwd_dq),
+    HOST_KERNEL(attention_bwd_dkdv),
+    HOST_KERNEL(write_kv),
+    HOST_KERNEL(write_kv_rope),
+    HOST_KERNEL(add_rmsnorm),
     HOST_KERNEL(logsoftmax_gather),
     HOST_KERNEL(policy_loss),
     HOST_KERNEL(softmax_rows),

@@ -44,6 +44,11 @@ func TestAttentionPaged(t *testing.T)    { conformance(t, kerneltest.AttentionPa
 func TestAttentionBackwardPaged(t *testing.T) {
 	conformance(t, kerneltest.AttentionBackwardPaged)
 }
+func TestAttentionInvariance(t *testing.T) {
+	conformance(t, kerneltest.AttentionInvariance)
+}
+func TestWriteKV(t *testing.T)                  { conformance(t, kerneltest.WriteKV) }
+func TestFused(t *testing.T)                    { conformance(t, kerneltest.Fused) }
 func TestSwiGLU(t *testing.T)                   { conformance(t, kerneltest.SwiGLU) }
 func TestSwiGLUBackward(t *testing.T)           { conformance(t, kerneltest.SwiGLUBackward) }
 func TestAdd(t *testing.T)                      { conformance(t, kerneltest.Add) }

@@ -589,8 +589,6 @@ func checkStruct(goName string, g []cParam, cName string, c []cParam) error {
 
 // abiStructs pairs abi.go's argument structs with their C twins.
 var abiStructs = [][2]string{
-	{"attnSeq", "AttnSeq"},
-	{"attnGradSeq", "AttnGradSeq"},
 	{"sampleParams", "SampleParams"},
 	{"gemmPart", "GemmPart"},
 	{"lossArgs", "LossArgs"},

@@ -311,8 +311,9 @@ func BenchmarkSeam(b *testing.B) {
 		{"Add", func(d *Device, x, y, _ kernels.Buffer, _ kernels.Mat) { d.Add(y, x) }},
 		{"MatMul", func(d *Device, x, y, _ kernels.Buffer, w kernels.Mat) { d.MatMul(y, x, w, 4, false) }},
 		{"Embedding", func(d *Device, x, _, ids kernels.Buffer, w kernels.Mat) { d.Embedding(x, w, ids) }},
-		{"Attention", func(d *Device, x, y, _ kernels.Buffer, _ kernels.Mat) {
-			d.Attention([]kernels.AttentionSeq{{Out: y, Q: x, K: x, V: x, T: 1, Start: 3}}, 2, 1, 32, 0.1)
+		{"Attention", func(d *Device, x, y, ids kernels.Buffer, _ kernels.Mat) {
+			lay := kernels.BatchLayout{QStart: ids.Slice(0, 2), Pos: ids.Slice(2, 3), B: 1, N: 1, MaxT: 1, MaxLen: 4}
+			d.Attention(kernels.AttentionBatch{Layout: lay, Out: y, Q: x, K: x, V: x, KStart: ids.Slice(0, 2)}, 2, 1, 32, 0.1)
 		}},
 		{"Upload", func(d *Device, _, _, ids kernels.Buffer, _ kernels.Mat) {
 			_ = d.Upload(ids, kernels.HostI32([]int32{1, 2, 3, 4}))

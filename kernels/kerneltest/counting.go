@@ -348,28 +348,44 @@ func (c *Counting) RoPEBackward(dx, pos kernels.Buffer, heads, headDim int, thet
 	c.Backend.RoPEBackward(dx, pos, heads, headDim, theta)
 }
 
-// Attention checks every sequence's Buffers, paged blocks included.
-func (c *Counting) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim int, scale float32) {
-	for i := range seqs {
-		s := &seqs[i]
-		c.args("Attention", fmt.Sprintf("seq %d out,q,k,v,lse", i), []kernels.Buffer{s.Out, s.Q, s.K, s.V, s.LSE})
-		c.args("Attention", fmt.Sprintf("seq %d paged K", i), s.Paged.K)
-		c.args("Attention", fmt.Sprintf("seq %d paged V", i), s.Paged.V)
-	}
-	c.Backend.Attention(seqs, heads, kvHeads, headDim, scale)
+// attnBufs lists the Buffers of an attention batch: its layout, Q, Out,
+// LSE, contiguous K/V and KStart, and the paged pool and tables.
+func attnBufs(a *kernels.AttentionBatch) []kernels.Buffer {
+	return []kernels.Buffer{a.Layout.QStart, a.Layout.Pos, a.Q, a.Out, a.LSE, a.K, a.V, a.KStart, a.Paged.Pool, a.Paged.Tables}
 }
 
-// AttentionBackward checks every sequence's Buffers, paged K/V blocks
-// included.
-func (c *Counting) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHeads, headDim int, scale float32) {
-	for i := range seqs {
-		s := &seqs[i]
-		c.args("AttentionBackward", fmt.Sprintf("seq %d dout,q,k,v,out,lse,dq,dk,dv", i),
-			[]kernels.Buffer{s.DOut, s.Q, s.K, s.V, s.Out, s.LSE, s.DQ, s.DK, s.DV})
-		c.args("AttentionBackward", fmt.Sprintf("seq %d paged K", i), s.Paged.K)
-		c.args("AttentionBackward", fmt.Sprintf("seq %d paged V", i), s.Paged.V)
-	}
-	c.Backend.AttentionBackward(seqs, heads, kvHeads, headDim, scale)
+// Attention checks every Buffer of the batch, the paged pool and the block
+// tables included.
+func (c *Counting) Attention(a kernels.AttentionBatch, heads, kvHeads, headDim int, scale float32) {
+	c.args("Attention", "qstart,pos,q,out,lse,k,v,kstart,pool,tables", attnBufs(&a))
+	c.Backend.Attention(a, heads, kvHeads, headDim, scale)
+}
+
+// AttentionBackward checks every Buffer of the batch and its gradients.
+func (c *Counting) AttentionBackward(g kernels.AttentionGradBatch, heads, kvHeads, headDim int, scale float32) {
+	c.args("AttentionBackward", "qstart,pos,q,out,lse,k,v,kstart,pool,tables,dout,dq,dk,dv",
+		append(attnBufs(&g.AttentionBatch), g.DOut, g.DQ, g.DK, g.DV))
+	c.Backend.AttentionBackward(g, heads, kvHeads, headDim, scale)
+}
+
+// WriteKV checks its arguments.
+func (c *Counting) WriteKV(kv kernels.PagedKV, l kernels.BatchLayout, k, v kernels.Buffer, kvHeads, headDim int) {
+	c.args("WriteKV", "pool,tables,qstart,pos,k,v", []kernels.Buffer{kv.Pool, kv.Tables, l.QStart, l.Pos, k, v})
+	c.Backend.WriteKV(kv, l, k, v, kvHeads, headDim)
+}
+
+// AddRMSNorm checks its arguments and runs the backend's fused op, or the
+// unfused sequence when it has none (kernels.AddRMSNorm).
+func (c *Counting) AddRMSNorm(out, x, res, w kernels.Buffer, rows, cols int, eps float32) {
+	c.args("AddRMSNorm", "out,x,res,w", []kernels.Buffer{out, x, res, w})
+	kernels.AddRMSNorm(c.Backend, out, x, res, w, rows, cols, eps)
+}
+
+// WriteKVRoPE checks its arguments and runs the backend's fused op, or the
+// unfused sequence when it has none (kernels.WriteKVRoPE).
+func (c *Counting) WriteKVRoPE(kv kernels.PagedKV, l kernels.BatchLayout, k, v kernels.Buffer, kvHeads, headDim int, theta float64) {
+	c.args("WriteKVRoPE", "pool,tables,qstart,pos,k,v", []kernels.Buffer{kv.Pool, kv.Tables, l.QStart, l.Pos, k, v})
+	kernels.WriteKVRoPE(c.Backend, kv, l, k, v, kvHeads, headDim, theta)
 }
 
 // SwiGLU checks its arguments.

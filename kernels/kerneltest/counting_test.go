@@ -203,36 +203,52 @@ type fakeMem int
 
 func (f fakeMem) Elems() int { return int(f) }
 
-// TestCountingAttentionPagedArgs: Attention and AttentionBackward check
-// the paged K/V blocks too (the model passes K/V only through block
-// tables), so a foreign host block counts as a hidden crossing in both;
-// blocks the wrapper allocated do not.
+// TestCountingAttentionPagedArgs: Attention, AttentionBackward and
+// WriteKV check the paged pool and the block tables too (the model passes
+// K/V only through them), so a foreign host pool or table counts as a
+// hidden crossing in each; Buffers the wrapper allocated do not.
 func TestCountingAttentionPagedArgs(t *testing.T) {
 	const heads, kvHeads, d, tt, bs = 2, 1, 4, 3, 2
 	c := &Counting{Backend: ref.Backend{}}
-	alloc := func(n int) kernels.Buffer {
-		b, err := c.Alloc(kernels.F32, n)
+	alloc := func(dt kernels.DType, n int) kernels.Buffer {
+		b, err := c.Alloc(dt, n)
 		require.NoError(t, err)
 		return b
 	}
+	upload := func(v []int32) kernels.Buffer {
+		b := alloc(kernels.I32, len(v))
+		require.NoError(t, c.Upload(b, kernels.HostI32(v)))
+		return b
+	}
 	nq, nkv, blk := tt*heads*d, tt*kvHeads*d, bs*kvHeads*d
-	own := kernels.PagedKV{BlockSize: bs, DType: kernels.F32,
-		K: []kernels.Buffer{alloc(blk), alloc(blk)}, V: []kernels.Buffer{alloc(blk), alloc(blk)}}
-	foreign := own
-	foreign.K = []kernels.Buffer{own.K[0], kernels.HostF32(make([]float32, blk))}
-	q, out, lse := alloc(nq), alloc(nq), alloc(tt*heads)
+	lay := kernels.BatchLayout{QStart: upload([]int32{0, tt}), Pos: upload([]int32{0, 1, 2}), B: 1, N: tt, MaxT: tt, MaxLen: tt}
+	own := kernels.PagedKV{Pool: alloc(kernels.F32, 2*2*blk), BlockSize: bs, BlockStride: 2 * blk, VOff: blk,
+		Tables: upload([]int32{1, 0}), TableStride: 2}
+	foreignPool, foreignTables := own, own
+	foreignPool.Pool = kernels.HostF32(make([]float32, 2*2*blk))
+	foreignTables.Tables = kernels.HostI32([]int32{1, 0})
+	q, out, lse := alloc(kernels.F32, nq), alloc(kernels.F32, nq), alloc(kernels.F32, tt*heads)
+	kv := alloc(kernels.F32, nkv)
 	for _, tc := range []struct {
 		name  string
 		paged kernels.PagedKV
 		want  []string
 	}{
-		{"own blocks", own, nil},
-		{"a foreign K block", foreign, []string{"Attention seq 0 paged K[1]", "AttentionBackward seq 0 paged K[1]"}},
+		{"own pool and tables", own, nil},
+		{"a foreign pool", foreignPool, []string{"WriteKV pool,tables,qstart,pos,k,v[0]",
+			"Attention qstart,pos,q,out,lse,k,v,kstart,pool,tables[8]",
+			"AttentionBackward qstart,pos,q,out,lse,k,v,kstart,pool,tables,dout,dq,dk,dv[8]"}},
+		{"foreign tables", foreignTables, []string{"WriteKV pool,tables,qstart,pos,k,v[1]",
+			"Attention qstart,pos,q,out,lse,k,v,kstart,pool,tables[9]",
+			"AttentionBackward qstart,pos,q,out,lse,k,v,kstart,pool,tables,dout,dq,dk,dv[9]"}},
 	} {
 		c.Reset()
-		c.Attention([]kernels.AttentionSeq{{Q: q, Out: out, LSE: lse, Paged: tc.paged, T: tt}}, heads, kvHeads, d, 0.5)
-		c.AttentionBackward([]kernels.AttentionGradSeq{{DOut: alloc(nq), Q: q, Out: out, LSE: lse, DQ: alloc(nq),
-			DK: alloc(nkv), DV: alloc(nkv), Paged: tc.paged, T: tt}}, heads, kvHeads, d, 0.5)
+		c.WriteKV(tc.paged, lay, kv, kv, kvHeads, d)
+		a := kernels.AttentionBatch{Layout: lay, Q: q, Out: out, LSE: lse, Paged: tc.paged}
+		c.Attention(a, heads, kvHeads, d, 0.5)
+		a.KStart = upload([]int32{0, tt})
+		c.AttentionBackward(kernels.AttentionGradBatch{AttentionBatch: a, DOut: alloc(kernels.F32, nq), DQ: alloc(kernels.F32, nq),
+			DK: alloc(kernels.F32, nkv), DV: alloc(kernels.F32, nkv)}, heads, kvHeads, d, 0.5)
 		assert.Equal(t, len(tc.want), c.N.HostArgs, tc.name)
 		assert.Equal(t, tc.want, c.Foreign, tc.name)
 	}
