@@ -182,11 +182,14 @@ func TestSeamStagingReuse(t *testing.T) {
 	}
 }
 
-// TestSeamGraph: a captured sequence of ops on fixed Buffers replays with
-// one graph launch and no kernel launch from the host, on new inputs
-// uploaded into the same Buffers, and matches the ops run directly; what a
-// replay could not repeat (an upload, a staged host argument, a download,
-// an allocation) is refused while capturing and fails the capture.
+// TestSeamGraph: Graphs.Run runs a key's ops directly the first time,
+// then captures them and replays them with one graph launch and no kernel
+// launch from the host, on new inputs uploaded into the same Buffers,
+// matching the ops run directly; freeing a Buffer the graph uses makes it
+// stale, and the key is run directly and captured again on the new
+// Buffer; what a replay could not repeat (an upload, a staged host
+// argument, a download, an allocation) is refused while capturing and
+// fails the capture.
 func TestSeamGraph(t *testing.T) {
 	d := newTestDevice(t)
 	const n = 1000
@@ -202,7 +205,14 @@ func TestSeamGraph(t *testing.T) {
 	}
 	gs := d.NewGraphs()
 	defer func() { assert.NoError(t, gs.Close()) }()
-	for round := range 3 {
+	for round := range 6 {
+		if round == 3 { // y reallocated: the graph's y is freed memory now
+			d.Free(y)
+			_, err := d.Alloc(kernels.F32, n) // takes y's old memory
+			require.NoError(t, err)
+			y, err = d.Alloc(kernels.F32, n)
+			require.NoError(t, err)
+		}
 		in := make([]float32, n)
 		for i := range in {
 			in[i] = float32(i*(round+1)) - 7
@@ -211,8 +221,13 @@ func TestSeamGraph(t *testing.T) {
 		before := d.Counters()
 		require.NoError(t, gs.Run(Bucket(5), step))
 		after := d.Counters()
-		assert.Equal(t, int64(0), after.Launches-before.Launches, "round %d: kernels launched from the host", round)
-		assert.Equal(t, int64(1), after.GraphLaunches-before.GraphLaunches, "round %d", round)
+		direct := round == 0 || round == 3
+		wantLaunches, wantGraphs := int64(0), int64(1)
+		if direct {
+			wantLaunches, wantGraphs = 3, 0
+		}
+		assert.Equal(t, wantLaunches, after.Launches-before.Launches, "round %d: kernels launched from the host", round)
+		assert.Equal(t, wantGraphs, after.GraphLaunches-before.GraphLaunches, "round %d", round)
 		got := make([]float32, n)
 		require.NoError(t, d.Download(kernels.HostF32(got), y))
 		for i := range got {
@@ -220,6 +235,7 @@ func TestSeamGraph(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, gs.Len())
+	assert.Equal(t, 2, gs.Captures)
 	assert.Equal(t, 8, Bucket(5))
 
 	for _, bad := range []struct {

@@ -430,11 +430,10 @@ func (c *Counting) Softmax(x kernels.Buffer, rows, v int) {
 	c.Backend.Softmax(x, rows, v)
 }
 
-// SampleRows checks its Buffers (params and u are per-row host scalars by
-// the API).
-func (c *Counting) SampleRows(ids, logp, fullLogp, logits kernels.Buffer, params []kernels.SamplingParams, u []float64, rows, v int) {
-	c.args("SampleRows", "ids,logp,fullLogp,logits", []kernels.Buffer{ids, logp, fullLogp, logits})
-	c.Backend.SampleRows(ids, logp, fullLogp, logits, params, u, rows, v)
+// SampleRows checks its Buffers, the per-row arguments included.
+func (c *Counting) SampleRows(ids, logp, fullLogp, logits kernels.Buffer, args kernels.SampleArgs, rows, v int) {
+	c.args("SampleRows", "ids,logp,fullLogp,logits,params,u", []kernels.Buffer{ids, logp, fullLogp, logits, args.Params, args.U})
+	c.Backend.SampleRows(ids, logp, fullLogp, logits, args, rows, v)
 }
 
 // PolicyLoss checks every input and output Buffer.
@@ -445,6 +444,12 @@ func (c *Counting) PolicyLoss(out kernels.LossOutput, in kernels.LossInput, p ke
 		[]kernels.Buffer{out.Loss, out.DLogP, out.DEntropy, out.Ratio, out.KL, out.Clip, out.Phi})
 	c.Backend.PolicyLoss(out, in, p, n)
 }
+
+// NewStepGraphs returns the wrapped backend's recordings
+// (kernels.StepGrapher), or nil when it has none. The ops a recording is
+// made from go through the wrapper and are counted then; a replay crosses
+// nothing.
+func (c *Counting) NewStepGraphs() kernels.StepGraphs { return kernels.NewStepGraphs(c.Backend) }
 
 // AdamW checks its arguments.
 func (c *Counting) AdamW(param, grad, m, v kernels.Buffer, p kernels.AdamWParams, step int) {

@@ -24,22 +24,23 @@ func argmax(x []float32) int32 {
 	return int32(best)
 }
 
-// SampleRows draws one token per row of logits[R,V] (row r under params[r]
-// with u[r]) by sampleRow, row after row.
-func (b Backend) SampleRows(ids, logp, fullLogp, logits kernels.Buffer, params []kernels.SamplingParams, u []float64, rows, v int) {
-	kernels.CheckSampleRows(ids, logp, fullLogp, logits, params, u, rows, v)
-	b.sampleRows(ids.I32(), logp.F32(), fullLogp.F32(), logits.F32(), params, u, rows, v)
+// SampleRows draws one token per row of logits[R,V] (row r under its
+// parameters and uniform in args) by sampleRow, row after row.
+func (b Backend) SampleRows(ids, logp, fullLogp, logits kernels.Buffer, args kernels.SampleArgs, rows, v int) {
+	kernels.CheckSampleRows(ids, logp, fullLogp, logits, args, rows, v)
+	b.sampleRows(ids.I32(), logp.F32(), fullLogp.F32(), logits.F32(), args.Params.I32(), args.U.I32(), rows, v)
 }
 
-// sampleRows is SampleRows on host slices.
-func (b Backend) sampleRows(ids []int32, logp, fullLogp, logits []float32, params []kernels.SamplingParams, u []float64, rows, v int) {
+// sampleRows is SampleRows on host slices (params and u packed as
+// kernels.SampleArgs).
+func (b Backend) sampleRows(ids []int32, logp, fullLogp, logits []float32, params, u []int32, rows, v int) {
 	for r := range rows {
 		row := logits[r*v : (r+1)*v]
 		if !kernels.AnyFinite(row) {
 			ids[r], logp[r], fullLogp[r] = kernels.NoToken, float32(math.NaN()), float32(math.NaN())
 			continue
 		}
-		ids[r], logp[r], fullLogp[r] = b.sampleRow(row, params[r], u[r])
+		ids[r], logp[r], fullLogp[r] = b.sampleRow(row, kernels.SampleParamsAt(params, r), kernels.UniformAt(u, r))
 	}
 }
 
