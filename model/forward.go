@@ -34,9 +34,9 @@ type Runner struct {
 	// their Buffer after the call.
 	pre    []int32
 	preBuf kernels.Buffer
-	lg      kernels.Buffer    // [rows, V] logits chunk
-	hidden  kernels.Buffer    // [rows, C] Logits's upload of host hidden states
-	host    []float32         // host copies for Forward and Logits on a device backend
+	lg     kernels.Buffer // [rows, V] logits chunk
+	hidden kernels.Buffer // [rows, C] Logits's upload of host hidden states
+	host   []float32      // host copies for Forward and Logits on a device backend
 
 	// The call in progress, for attend: its layout and block tables (views
 	// of ipos) and the pool they index.

@@ -26,11 +26,11 @@ import (
 // recording stale): the padded rows, the block tables' width (the
 // attention bound MaxLen) and what decides which matmuls run and how.
 type stepKey struct {
-	rows, width     int
-	noAdapters      bool
-	snapshot        *AdapterSnapshot
-	lora, rank      int
-	precision       kernels.MatMulPrecision
+	rows, width        int
+	noAdapters         bool
+	snapshot           *AdapterSnapshot
+	lora, rank         int
+	precision          kernels.MatMulPrecision
 	invariant, hasPrec bool
 }
 
