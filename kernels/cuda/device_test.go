@@ -271,7 +271,9 @@ func TestSeamGraph(t *testing.T) {
 // RMSNormBackward's rstd; a split GEMM's workspace is the same) is written
 // again by every replay, so it must stay out of the allocator until the
 // Graph is closed. A Buffer allocated after the capture keeps its contents
-// across replays, and the replay's own results are right.
+// across replays, and the replay's own results are right. The captured
+// ops reuse one another's scratch, as they run one after the other: two
+// captured ops hold one block.
 func TestSeamGraphScratch(t *testing.T) {
 	d := newTestDevice(t)
 	const rows, cols = 4, 64
@@ -286,10 +288,13 @@ func TestSeamGraphScratch(t *testing.T) {
 		return b
 	}
 	dx, dw, dout, x, w := dev(rows*cols), dev(cols), dev(rows*cols), dev(rows*cols), dev(cols)
+	dw2 := dev(cols)
 	require.NoError(t, d.BeginCapture())
 	d.RMSNormBackward(dx, dw, dout, x, w, rows, cols, 1e-6)
+	d.RMSNormBackward(dx, dw2, dout, x, w, rows, cols, 1e-6)
 	g, err := d.EndCapture()
 	require.NoError(t, err)
+	assert.Len(t, g.spare, 1, "scratch blocks the graph holds")
 
 	z, err := d.Alloc(kernels.F32, rows) // the size of the rstd scratch
 	require.NoError(t, err)

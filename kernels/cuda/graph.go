@@ -19,8 +19,10 @@ import (
 // downloads, scalar results, Sync) and Alloc; Buffers freed while
 // capturing are kept until the Graph is closed, since the graph may still
 // use them, and so is the scratch of the ops captured (a split GEMM's
-// workspace, RMSNormBackward's rstd), which every replay writes again.
-// A Graph remembers the allocations its ops used; freeing one of them
+// workspace, RMSNormBackward's rstd), which every replay writes again
+// (reused from op to op within the graph, as its ops run one after the
+// other, so a graph holds about its largest op's scratch). A Graph
+// remembers the allocations its ops used; freeing one of them
 // (Free, or the Device's attention partials growing) makes it stale, and
 // Graphs records such a key again, so a step whose Buffers were
 // reallocated (a KV pool or a scratch that grew) never replays onto memory
@@ -33,7 +35,8 @@ import (
 type Graph struct {
 	d     *Device
 	g     graphH
-	frees []devptr // Buffers freed and op scratch used during capture, freed at Close
+	frees []devptr       // Buffers freed during capture, freed at Close
+	spare []scratchBlock // the captured ops' scratch, reused within the capture, freed at Close
 	uses  map[devptr]struct{}
 	// Launches is the number of kernel launches it recorded.
 	Launches int64
@@ -157,12 +160,32 @@ func (sh *shared) invalidate(p devptr) {
 	}
 }
 
+// takeSpare returns the smallest spare scratch block of at least n bytes,
+// taken out of the spares until its op ends.
+func (g *Graph) takeSpare(n int64) (scratchBlock, bool) {
+	best := -1
+	for i, b := range g.spare {
+		if b.n >= n && (best < 0 || b.n < g.spare[best].n) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return scratchBlock{}, false
+	}
+	b := g.spare[best]
+	g.spare = append(g.spare[:best], g.spare[best+1:]...)
+	return b, true
+}
+
 func (g *Graph) release() error {
 	var err error
 	for _, p := range g.frees {
 		err = errors.Join(err, g.d.sh.mem.free(p, g.d.stream))
 	}
-	g.frees = nil
+	for _, b := range g.spare {
+		err = errors.Join(err, g.d.sh.mem.free(b.p, g.d.stream))
+	}
+	g.frees, g.spare = nil, nil
 	return err
 }
 

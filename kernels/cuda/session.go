@@ -18,7 +18,7 @@ type session struct {
 	d     *Device
 	op    string
 	err   error
-	temps []devptr
+	temps []scratchBlock
 	outs  []hostCopy
 	slots []unsafe.Pointer // fetch's staging slots
 }
@@ -32,22 +32,31 @@ func (d *Device) begin(op string) *session {
 	return s
 }
 
+// scratchBlock is an op's scratch: its address and size.
+type scratchBlock struct {
+	p devptr
+	n int64
+}
+
 // end finishes the op: staged outputs copied back, scratch freed, the
-// first failure recorded. While a graph is being captured the scratch is
-// kept until the Graph is closed instead: every replay writes it again, so
-// handing it out after the capture would let a replay overwrite whatever
-// was allocated there (TestSeamGraphScratch).
+// first failure recorded. While a graph is being captured the scratch goes
+// to the graph's own spare blocks instead, which later ops of the capture
+// reuse (they run after this one on the stream, in every replay too) and
+// which are freed when the Graph is closed: every replay writes them
+// again, so handing them out after the capture would let a replay
+// overwrite whatever was allocated there (TestSeamGraphScratch). A graph
+// thus holds about the scratch of its largest op, not the sum of all.
 func (s *session) end() {
 	d := s.d
 	if s.err == nil && len(s.outs) > 0 {
 		s.err = d.fetch(s.outs)
 	}
-	for _, p := range s.temps {
+	for _, b := range s.temps {
 		if d.graph != nil {
-			d.graph.frees = append(d.graph.frees, p)
+			d.graph.spare = append(d.graph.spare, b)
 			continue
 		}
-		if err := d.sh.mem.free(p, d.stream); err != nil && s.err == nil {
+		if err := d.sh.mem.free(b.p, d.stream); err != nil && s.err == nil {
 			s.err = err
 		}
 	}
@@ -66,12 +75,18 @@ func (s *session) scratch(n int64) devptr {
 	if s.err != nil || n == 0 {
 		return 0
 	}
+	if g := s.d.graph; g != nil {
+		if b, ok := g.takeSpare(n); ok {
+			s.temps = append(s.temps, b)
+			return b.p
+		}
+	}
 	p, err := s.d.sh.mem.alloc(n, s.d.stream)
 	if err != nil {
 		s.fail(fmt.Errorf("scratch of %d bytes: %w", n, err))
 		return 0
 	}
-	s.temps = append(s.temps, p)
+	s.temps = append(s.temps, scratchBlock{p, n})
 	return p
 }
 
