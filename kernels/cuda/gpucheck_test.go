@@ -124,5 +124,5 @@ func TestGPUCheckStages(t *testing.T) {
 		assert.Contains(t, string(out), "gpu-check: stage "+s+" (")
 	}
 	assert.Contains(t, string(out), "stage model (./kernels/cuda) -test.run selects 6 functions",
-		"TestModelLogitsGPUvsCPU and five TestModelE2E*GPU")
+		"TestModelLogitsGPUvsCPU and five TestModelE2E*GPU (logits, transfers, syncs, graphs, forward invariance)")
 }
