@@ -267,6 +267,52 @@ func TestSeamGraph(t *testing.T) {
 	}
 }
 
+// TestSeamGraphMatMulMany: MatMulMany's multi launch reads a descriptor
+// of its GEMMs, uploaded per call; while capturing, where an upload cannot
+// be recorded, a store_words launch writes it. Replays on new inputs equal
+// one MatMul per weight bit for bit.
+func TestSeamGraphMatMulMany(t *testing.T) {
+	d := newTestDevice(t)
+	const m, k = 3, 64
+	js := []int{48, 80, 16}
+	rng := rand.New(rand.NewPCG(7, 8))
+	fill := func(n int) []float32 {
+		h := make([]float32, n)
+		for i := range h {
+			h[i] = float32(rng.NormFloat64())
+		}
+		return h
+	}
+	x, err := d.Alloc(kernels.F32, m*k)
+	require.NoError(t, err)
+	var ws []kernels.Mat
+	var outs, want []kernels.Buffer
+	for _, j := range js {
+		w, err := d.Import(kernels.HostRounded(kernels.BF16, fill(j*k)))
+		require.NoError(t, err)
+		ws = append(ws, kernels.MatOf(w, j, k))
+		for _, dst := range []*[]kernels.Buffer{&outs, &want} {
+			o, err := d.Alloc(kernels.F32, m*j)
+			require.NoError(t, err)
+			*dst = append(*dst, o)
+		}
+	}
+	gs := d.NewGraphs()
+	defer func() { assert.NoError(t, gs.Close()) }()
+	for round := range 4 {
+		require.NoError(t, d.Upload(x, kernels.HostF32(fill(m*k))))
+		require.NoError(t, gs.Run(0, func() error { d.MatMulMany(outs, x, ws, m); return nil }))
+		for i := range ws {
+			d.MatMul(want[i], x, ws[i], m, false)
+			got, exp := make([]float32, m*js[i]), make([]float32, m*js[i])
+			require.NoError(t, d.Download(kernels.HostF32(got), outs[i]))
+			require.NoError(t, d.Download(kernels.HostF32(exp), want[i]))
+			require.Equal(t, exp, got, "round %d weight %d", round, i)
+		}
+	}
+	assert.Equal(t, 1, gs.Captures)
+}
+
 // TestSeamGraphScratch: an op's scratch recorded in a graph (here
 // RMSNormBackward's rstd; a split GEMM's workspace is the same) is written
 // again by every replay, so it must stay out of the allocator until the

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"encoding/binary"
 	"fmt"
 	"unsafe"
 
@@ -91,14 +92,33 @@ func (s *session) scratch(n int64) devptr {
 }
 
 // value uploads a Go value's bytes (a kernel's descriptor table, per-row
-// parameters) into scratch and returns its device address.
+// parameters) into scratch and returns its device address. While a graph
+// is captured, where an upload cannot be recorded, up to storeWordsMax
+// bytes are written by a store_words launch carrying them as parameters
+// (MatMulMany's descriptor of up to three GEMMs); more fail the capture.
 func (s *session) value(b []byte) devptr {
 	p := s.scratch(int64(len(b)))
-	if p != 0 {
-		s.fail(s.d.upload(p, unsafe.Pointer(unsafe.SliceData(b)), int64(len(b))))
+	if p == 0 {
+		return 0
 	}
+	if s.d.graph == nil || len(b) > storeWordsMax {
+		s.fail(s.d.upload(p, unsafe.Pointer(unsafe.SliceData(b)), int64(len(b))))
+		return p
+	}
+	var w [storeWordsMax / 8]int
+	for i := range w {
+		var x [8]byte
+		copy(x[:], b[min(8*i, len(b)):min(8*i+8, len(b))])
+		w[i] = int(binary.LittleEndian.Uint64(x[:]))
+	}
+	s.launch("store_words", rowPlan(1, 32), argsOf().ptr(p).i32((len(b)+7)/8).i64(w[0]).i64(w[1]).i64(w[2]).i64(w[3]).
+		i64(w[4]).i64(w[5]).i64(w[6]).i64(w[7]).i64(w[8]).i64(w[9]).i64(w[10]).i64(w[11]).i64(w[12]).i64(w[13]).
+		i64(w[14]).i64(w[15]))
 	return p
 }
+
+// storeWordsMax is the most bytes store_words writes (16 64-bit words).
+const storeWordsMax = 128
 
 // bytesOf is the memory of a slice of plain values (no Go pointers).
 func bytesOf[T any](x []T) []byte {
