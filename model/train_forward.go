@@ -126,7 +126,8 @@ func (tr *Trainable) forward(ctx context.Context, st *passState, adapters, keep 
 	if err := layoutActs(tr.be, st, m, keep, !tr.opts.KeepActivations); err != nil {
 		return err
 	}
-	if adapters {
+	defer tr.m.batchInvariant(tr.invariant())()
+	if adapters && !tr.invariant() {
 		if err := tr.refreshBT(); err != nil {
 			return err
 		}
@@ -249,9 +250,9 @@ func (st *passState) clear(be kernels.Backend, b kernels.Buffer) {
 // sequence's own keys and values; res is the previous layer's h not yet
 // added into x, or empty.
 func (tr *Trainable) layerForward(st *passState, l int, x, res kernels.Buffer, a *layerActs, out kernels.Buffer, adapters bool) error {
-	var bT [7]kernels.Buffer
+	var bT [7]kernels.Buffer // none in batch-invariant mode: B through MatMul
 	for j := range tr.bT[l] {
-		if n := tr.bTLen[l][j]; n > 0 {
+		if n := tr.bTLen[l][j]; n > 0 && !tr.invariant() {
 			bT[j] = tr.bT[l][j].Slice(0, n)
 		}
 	}
@@ -298,6 +299,7 @@ type chunkGrad func(r0, n int) (dlp, dent kernels.Buffer)
 // buffer outlives its chunk. Nothing crosses to the host per chunk.
 func (tr *Trainable) logits(ctx context.Context, st *passState, grad chunkGrad, download bool) error {
 	m, be := tr.m, tr.be
+	defer m.batchInvariant(tr.invariant())() // the lm_head MatMul, as a decode step's
 	c, v := m.Config.HiddenSize, m.Config.VocabSize
 	k := min(tr.opts.LogitsChunk, max(1, len(st.rows)))
 	cxAll, err := fit(be, &st.cxMem, kernels.F32, k*c)
@@ -398,6 +400,27 @@ func transposeMat(be kernels.Backend, w kernels.Mat) (kernels.Mat, error) {
 	}
 	be.Transpose(buf, w.Data, w.Rows, w.Cols)
 	return kernels.MatOf(buf, w.Cols, w.Rows), nil
+}
+
+// SetBatchInvariant makes the passes compute with the arithmetic of a
+// batch-invariant generation step (BatchOptions.BatchInvariant), or stop:
+// the backend's batch-invariant MatMul (kernels.BatchInvariantSetter)
+// around every forward, the checkpointed recompute included, and each
+// adapter's B read by MatMul as inference reads it rather than as Bᵀ by
+// MatMulNN. A token's log-prob is then the one its sampling recorded
+// (Completion.FullLogProbs), bit for bit, where the backend's other ops
+// are batch-invariant too (kernels.AttentionInvariant; DESIGN.md). A
+// backend without the mode (cuda.Device, batch-invariant by construction)
+// is unaffected. On kernels/cpu it costs the packed MatMul from 112 rows
+// and Bᵀ's faster rank-R product (BENCHMARKS.md, issue 19). Off by default;
+// grpo turns it on with Config.BatchInvariantRollouts.
+func (tr *Trainable) SetBatchInvariant(on bool) { tr.invariantMode = on }
+
+// invariant reports whether the passes run in the backend's batch-invariant
+// mode: SetBatchInvariant on a backend that has the mode.
+func (tr *Trainable) invariant() bool {
+	_, ok := tr.be.(kernels.BatchInvariantSetter)
+	return tr.invariantMode && ok
 }
 
 // refreshBT transposes every adapter's B [Out, R] into tr.bT as Bᵀ [R, Out]
