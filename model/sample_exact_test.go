@@ -24,10 +24,10 @@ import (
 // on a model with head_dim 32 (the AVX-512 attention's tiled path) and a
 // 4,096-token vocabulary. They must be the same bits wherever every op of
 // the forward is batch-invariant: on ref, and on kernels/cpu where its
-// attention says so (kernels.AttentionInvariant: off AVX-512; on this
-// machine's AVX-512 the decode and training attention differ, and the
-// same backend with ref's attention in place of its own must be exact,
-// which shows that the attention is the only cause left). Elsewhere, and
+// attention says so (kernels.AttentionInvariant: off AVX-512). On AVX-512
+// its tiled attention is not, and SetBatchInvariant does not apply there;
+// the same backend with ref's attention in place of its own must then be
+// exact, which shows that the attention is the only cause left. Elsewhere, and
 // on kernels/cpu without SetBatchInvariant (its training MatMul packs and
 // reads Bᵀ), they differ within the sampler's bound
 // (SampleFullLogProb + ModelLogProbs).
@@ -76,6 +76,9 @@ type refAttention struct{ *cpu.Backend }
 func (r refAttention) Attention(a kernels.AttentionBatch, heads, kvHeads, headDim int, scale float32) {
 	ref.Backend{}.Attention(a, heads, kvHeads, headDim, scale)
 }
+
+// AttentionBatchInvariant: ref's attention is.
+func (refAttention) AttentionBatchInvariant() bool { return true }
 
 // sampledAndTrained generates from three prompts with BatchInvariant at
 // temperature temp on be and returns the recorded full log-probs and the

@@ -408,19 +408,27 @@ func transposeMat(be kernels.Backend, w kernels.Mat) (kernels.Mat, error) {
 // around every forward, the checkpointed recompute included, and each
 // adapter's B read by MatMul as inference reads it rather than as Bᵀ by
 // MatMulNN. A token's log-prob is then the one its sampling recorded
-// (Completion.FullLogProbs), bit for bit, where the backend's other ops
-// are batch-invariant too (kernels.AttentionInvariant; DESIGN.md). A
+// (Completion.FullLogProbs), bit for bit (DESIGN.md, "Sampled log-probs
+// are the trained ones"). It applies only where that is the outcome: on a
+// backend with the mode whose attention is batch-invariant too
+// (kernels.AttentionInvariant). On kernels/cpu with AVX-512, whose tiled
+// attention is not, the two passes' logits differ anyway, and the mode
+// would cost a LoRA step a third to two thirds more for nothing
+// (BenchmarkTrainStepInvariant), so it changes nothing there; on a
 // backend without the mode (cuda.Device, batch-invariant by construction)
-// is unaffected. On kernels/cpu it costs the packed MatMul from 112 rows
-// and Bᵀ's faster rank-R product (BENCHMARKS.md, issue 19). Off by default;
-// grpo turns it on with Config.BatchInvariantRollouts.
+// neither. Off by default; grpo turns it on with
+// Config.BatchInvariantRollouts.
 func (tr *Trainable) SetBatchInvariant(on bool) { tr.invariantMode = on }
 
 // invariant reports whether the passes run in the backend's batch-invariant
-// mode: SetBatchInvariant on a backend that has the mode.
+// mode: SetBatchInvariant on a backend that has the mode and whose
+// attention is batch-invariant.
 func (tr *Trainable) invariant() bool {
-	_, ok := tr.be.(kernels.BatchInvariantSetter)
-	return tr.invariantMode && ok
+	if _, ok := tr.be.(kernels.BatchInvariantSetter); !ok || !tr.invariantMode {
+		return false
+	}
+	a, ok := tr.be.(kernels.AttentionInvariant)
+	return ok && a.AttentionBatchInvariant()
 }
 
 // refreshBT transposes every adapter's B [Out, R] into tr.bT as Bᵀ [R, Out]

@@ -452,7 +452,10 @@ func (c *Counting) AdamW(param, grad, m, v kernels.Buffer, p kernels.AdamWParams
 	c.Backend.AdamW(param, grad, m, v, p, step)
 }
 
-var _ kernels.BatchInvariantSetter = (*Counting)(nil)
+var (
+	_ kernels.BatchInvariantSetter = (*Counting)(nil)
+	_ kernels.AttentionInvariant   = (*Counting)(nil)
+)
 
 // SetBatchInvariant sets the wrapped backend's batch-invariant mode when it
 // has one (kernels.BatchInvariantSetter), so that a model run through the
@@ -462,6 +465,13 @@ func (c *Counting) SetBatchInvariant(on bool) {
 	if b, ok := c.Backend.(kernels.BatchInvariantSetter); ok {
 		b.SetBatchInvariant(on)
 	}
+}
+
+// AttentionBatchInvariant reports what the wrapped backend says of its
+// attention (kernels.AttentionInvariant; false when it says nothing).
+func (c *Counting) AttentionBatchInvariant() bool {
+	a, ok := c.Backend.(kernels.AttentionInvariant)
+	return ok && a.AttentionBatchInvariant()
 }
 
 // BatchInvariant reports the wrapped backend's mode (false without one).
