@@ -260,3 +260,11 @@ func OneSeq(q, out, lse, k, v []float32, t, start int) AttentionBatch {
 type AttentionInvariant interface {
 	AttentionBatchInvariant() bool
 }
+
+// AttentionHeadDimLimiter is implemented by a backend whose attention
+// kernels take head dims up to a bound (kernels/cuda: 256), so that a
+// model whose config.json asks for more is refused when it is loaded,
+// with its head_dim named, instead of panicking at its first forward.
+type AttentionHeadDimLimiter interface {
+	MaxAttentionHeadDim() int
+}

@@ -35,6 +35,9 @@ func Load(dir string, b kernels.Backend) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	if l, ok := b.(kernels.AttentionHeadDimLimiter); ok && cfg.HeadDim > l.MaxAttentionHeadDim() {
+		return nil, fmt.Errorf("model: load %s: config head_dim = %d: this backend's attention takes head dims up to %d", dir, cfg.HeadDim, l.MaxAttentionHeadDim())
+	}
 	src, err := openWeights(dir)
 	if err != nil {
 		return nil, err

@@ -293,3 +293,27 @@ func TestLoadNeedsBackend(t *testing.T) {
 	assert.Contains(t, err.Error(), "cpu.New(0)")
 	assert.Contains(t, err.Error(), `device.Open("cpu")`)
 }
+
+// headDimLimited is the reference backend with a bound on the attention
+// head dim, as kernels/cuda has (256).
+type headDimLimited struct {
+	ref.Backend
+	max int
+}
+
+func (h headDimLimited) MaxAttentionHeadDim() int { return h.max }
+
+// TestLoadRefusesHeadDimBeyondTheBackend: a config whose head_dim the
+// backend's attention cannot take is refused at Load, naming both, instead
+// of panicking in the first forward; within the bound it loads.
+func TestLoadRefusesHeadDimBeyondTheBackend(t *testing.T) {
+	dir := writeCheckpoint(t, tinyTensors(t), nil)
+	cfg, err := LoadConfig(filepath.Join(dir, "config.json"))
+	require.NoError(t, err)
+	_, err = Load(dir, headDimLimited{max: cfg.HeadDim - 2})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), fmt.Sprintf("config head_dim = %d: this backend's attention takes head dims up to %d", cfg.HeadDim, cfg.HeadDim-2))
+	m, err := Load(dir, headDimLimited{max: cfg.HeadDim})
+	require.NoError(t, err)
+	require.NoError(t, m.Close())
+}

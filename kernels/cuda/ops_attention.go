@@ -172,6 +172,12 @@ func (d *Device) AttentionBackward(g kernels.AttentionGradBatch, heads, kvHeads,
 // row's arithmetic is fixed by its query and keys (attention_fwd.cu).
 func (d *Device) AttentionBatchInvariant() bool { return true }
 
+// MaxAttentionHeadDim is the largest head dim the attention kernels take
+// (kernels.AttentionHeadDimLimiter): model.Load refuses a config beyond it.
+func (d *Device) MaxAttentionHeadDim() int { return maxHeadDim }
+
+var _ kernels.AttentionHeadDimLimiter = (*Device)(nil)
+
 // WriteKV stores the batch's new K and V rows in the paged pool (one
 // launch).
 func (d *Device) WriteKV(kv kernels.PagedKV, l kernels.BatchLayout, k, v kernels.Buffer, kvHeads, headDim int) {
