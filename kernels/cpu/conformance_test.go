@@ -29,22 +29,24 @@ func TestAttentionPaged(t *testing.T) { conformance(t, kerneltest.AttentionPaged
 func TestAttentionInvariance(t *testing.T) {
 	conformance(t, kerneltest.AttentionInvariance)
 }
-func TestWriteKV(t *testing.T)                { conformance(t, kerneltest.WriteKV) }
-func TestFused(t *testing.T)                  { conformance(t, kerneltest.Fused) }
-func TestSwiGLU(t *testing.T)                 { conformance(t, kerneltest.SwiGLU) }
-func TestAdd(t *testing.T)                    { conformance(t, kerneltest.Add) }
-func TestScale(t *testing.T)                  { conformance(t, kerneltest.Scale) }
-func TestLogSoftmaxGather(t *testing.T)       { conformance(t, kerneltest.LogSoftmaxGather) }
-func TestSoftmax(t *testing.T)                { conformance(t, kerneltest.Softmax) }
-func TestArgmax(t *testing.T)                 { conformance(t, kerneltest.Argmax) }
-func TestSampleRows(t *testing.T)             { conformance(t, kerneltest.SampleRows) }
-func TestSampleFullLogProbExact(t *testing.T) { conformance(t, kerneltest.SampleFullLogProbExact) }
-func TestPolicyLoss(t *testing.T)             { conformance(t, kerneltest.PolicyLoss) }
-func TestMemory(t *testing.T)                 { conformance(t, kerneltest.Memory) }
-func TestCopy(t *testing.T)                   { conformance(t, kerneltest.Copy) }
-func TestGatherRows(t *testing.T)             { conformance(t, kerneltest.GatherRows) }
-func TestScatterRows(t *testing.T)            { conformance(t, kerneltest.ScatterRows) }
-func TestTranspose(t *testing.T)              { conformance(t, kerneltest.Transpose) }
-func TestSumSquares(t *testing.T)             { conformance(t, kerneltest.SumSquares) }
-func TestAllFinite(t *testing.T)              { conformance(t, kerneltest.AllFinite) }
-func TestResident(t *testing.T)               { conformance(t, kerneltest.Resident) }
+func TestSampleFullLogProbExact(t *testing.T) {
+	conformance(t, kerneltest.SampleFullLogProbExact)
+}
+func TestWriteKV(t *testing.T)          { conformance(t, kerneltest.WriteKV) }
+func TestFused(t *testing.T)            { conformance(t, kerneltest.Fused) }
+func TestSwiGLU(t *testing.T)           { conformance(t, kerneltest.SwiGLU) }
+func TestAdd(t *testing.T)              { conformance(t, kerneltest.Add) }
+func TestScale(t *testing.T)            { conformance(t, kerneltest.Scale) }
+func TestLogSoftmaxGather(t *testing.T) { conformance(t, kerneltest.LogSoftmaxGather) }
+func TestSoftmax(t *testing.T)          { conformance(t, kerneltest.Softmax) }
+func TestArgmax(t *testing.T)           { conformance(t, kerneltest.Argmax) }
+func TestSampleRows(t *testing.T)       { conformance(t, kerneltest.SampleRows) }
+func TestPolicyLoss(t *testing.T)       { conformance(t, kerneltest.PolicyLoss) }
+func TestMemory(t *testing.T)           { conformance(t, kerneltest.Memory) }
+func TestCopy(t *testing.T)             { conformance(t, kerneltest.Copy) }
+func TestGatherRows(t *testing.T)       { conformance(t, kerneltest.GatherRows) }
+func TestScatterRows(t *testing.T)      { conformance(t, kerneltest.ScatterRows) }
+func TestTranspose(t *testing.T)        { conformance(t, kerneltest.Transpose) }
+func TestSumSquares(t *testing.T)       { conformance(t, kerneltest.SumSquares) }
+func TestAllFinite(t *testing.T)        { conformance(t, kerneltest.AllFinite) }
+func TestResident(t *testing.T)         { conformance(t, kerneltest.Resident) }
