@@ -382,8 +382,12 @@ func backendSFTVsCPU(t *testing.T, nb newBackend) {
 // copying kerneltest.Counting: the arithmetic is kernels/cpu's on both
 // sides, so the GRPO runs' parameters, the SFT losses and the resume must
 // come out bit for bit equal (the harness's tolerances are then not
-// needed), and the sampled log-probs equal the training forward's within
-// the CPU's own bound.
+// needed), and the sampled log-probs equal the training forward's: bit for
+// bit where kernels/cpu's attention is batch-invariant (off AVX-512: run
+// it with GODEBUG=cpu.avx512f=off on an AVX-512 machine), within
+// samplingLogpBound elsewhere, and within the bound with
+// BatchInvariantRollouts off (where they differ: the training MatMul packs
+// and reads Bᵀ, so the check is not vacuous).
 func TestBackendHarnessCopyingCPU(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains a model")
@@ -397,4 +401,21 @@ func TestBackendHarnessCopyingCPU(t *testing.T) {
 	t.Run("grpo-full", func(t *testing.T) { backendGRPOVsCPU(t, nb, true) })
 	t.Run("resume", func(t *testing.T) { backendResume(t, nb) })
 	t.Run("sft", func(t *testing.T) { backendSFTVsCPU(t, nb) })
+	t.Run("grpo-lora-mode-off", func(t *testing.T) {
+		c := cpu.New(2)
+		t.Cleanup(c.Close)
+		tr := backendTrainer(t, backendCheckpoint(t), c, false, t.TempDir())
+		tr.pol.invariant = false // what BatchInvariantRollouts false sets
+		tr.pol.tr.SetBatchInvariant(false)
+		r := runGRPO(t, tr, backendRunSteps)
+		checkSamplingLogp(t, "mode off", r.metrics, false)
+		worst := 0.0
+		for _, m := range r.metrics {
+			worst = max(worst, m[MetricSamplingLogpDiffMax])
+		}
+		t.Logf("sampling_logp_difference/max without the mode: %.3g", worst)
+		if c.SIMD() != "generic" {
+			assert.Positive(t, worst, "without the mode the training passes sum in other orders")
+		}
+	})
 }
