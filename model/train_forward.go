@@ -418,16 +418,35 @@ func transposeMat(be kernels.Backend, w kernels.Mat) (kernels.Mat, error) {
 // backend without the mode (cuda.Device, batch-invariant by construction)
 // neither. Off by default; grpo turns it on with
 // Config.BatchInvariantRollouts.
-func (tr *Trainable) SetBatchInvariant(on bool) { tr.invariantMode = on }
+func (tr *Trainable) SetBatchInvariant(on bool) {
+	tr.invariantMode = on && hasBatchInvariantMode(tr.be) && attentionInvariant(tr.be)
+}
 
 // invariant reports whether the passes run in the backend's batch-invariant
-// mode: SetBatchInvariant on a backend that has the mode and whose
-// attention is batch-invariant.
-func (tr *Trainable) invariant() bool {
-	if _, ok := tr.be.(kernels.BatchInvariantSetter); !ok || !tr.invariantMode {
+// mode (SetBatchInvariant took effect).
+func (tr *Trainable) invariant() bool { return tr.invariantMode }
+
+// hasBatchInvariantMode reports whether be has a batch-invariant MatMul
+// mode that takes effect: a kernels.BatchInvariantSetter whose setting
+// reads back (a wrapper such as kerneltest.Counting forwards the setter to
+// a backend that may not have one).
+func hasBatchInvariantMode(be kernels.Backend) bool {
+	b, ok := be.(kernels.BatchInvariantSetter)
+	if !ok {
 		return false
 	}
-	a, ok := tr.be.(kernels.AttentionInvariant)
+	if b.BatchInvariant() {
+		return true
+	}
+	b.SetBatchInvariant(true)
+	defer b.SetBatchInvariant(false)
+	return b.BatchInvariant()
+}
+
+// attentionInvariant reports whether be says its attention is
+// batch-invariant (kernels.AttentionInvariant).
+func attentionInvariant(be kernels.Backend) bool {
+	a, ok := be.(kernels.AttentionInvariant)
 	return ok && a.AttentionBatchInvariant()
 }
 

@@ -460,7 +460,8 @@ var (
 // SetBatchInvariant sets the wrapped backend's batch-invariant mode when it
 // has one (kernels.BatchInvariantSetter), so that a model run through the
 // wrapper computes as it would on the backend itself; on a backend
-// without the mode it does nothing.
+// without the mode it does nothing, and BatchInvariant stays false (how
+// model tells that the mode did not take).
 func (c *Counting) SetBatchInvariant(on bool) {
 	if b, ok := c.Backend.(kernels.BatchInvariantSetter); ok {
 		b.SetBatchInvariant(on)
