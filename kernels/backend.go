@@ -175,7 +175,11 @@ type Backend interface {
 	// log_softmax(logits[r]/T)[ids[r]], the log-probability under the
 	// temperature-scaled unfiltered distribution, which is what training
 	// computes (T = the row's Temperature, or 1 under greedy, as
-	// TrainOptions.Temperature 0 means 1). fullLogp − logp is the log of the
+	// TrainOptions.Temperature 0 means 1), computed as training computes
+	// it: bit for bit what this backend's Scale(row, 1/T) (1/T a float32;
+	// skipped at T = 1) then LogSoftmaxGather give for ids[r]
+	// (kerneltest.SampleFullLogProbExact), so sampled and trained log-probs
+	// of the same logits are equal. fullLogp − logp is the log of the
 	// probability mass the filters kept (0 without filters). Greedy
 	// (Temperature 0) rows take Argmax. A row with no finite logit (every
 	// one NaN or ±Inf) has no distribution: it gets ids[r] = −1 and NaN

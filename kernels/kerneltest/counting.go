@@ -456,3 +456,32 @@ func (c *Counting) AdamW(param, grad, m, v kernels.Buffer, p kernels.AdamWParams
 	c.args("AdamW", "param,grad,m,v", []kernels.Buffer{param, grad, m, v})
 	c.Backend.AdamW(param, grad, m, v, p, step)
 }
+
+var (
+	_ kernels.BatchInvariantSetter = (*Counting)(nil)
+	_ kernels.AttentionInvariant   = (*Counting)(nil)
+)
+
+// SetBatchInvariant sets the wrapped backend's batch-invariant mode when it
+// has one (kernels.BatchInvariantSetter), so that a model run through the
+// wrapper computes as it would on the backend itself; on a backend
+// without the mode it does nothing, and BatchInvariant stays false (how
+// model tells that the mode did not take).
+func (c *Counting) SetBatchInvariant(on bool) {
+	if b, ok := c.Backend.(kernels.BatchInvariantSetter); ok {
+		b.SetBatchInvariant(on)
+	}
+}
+
+// AttentionBatchInvariant reports what the wrapped backend says of its
+// attention (kernels.AttentionInvariant; false when it says nothing).
+func (c *Counting) AttentionBatchInvariant() bool {
+	a, ok := c.Backend.(kernels.AttentionInvariant)
+	return ok && a.AttentionBatchInvariant()
+}
+
+// BatchInvariant reports the wrapped backend's mode (false without one).
+func (c *Counting) BatchInvariant() bool {
+	b, ok := c.Backend.(kernels.BatchInvariantSetter)
+	return ok && b.BatchInvariant()
+}

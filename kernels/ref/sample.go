@@ -60,14 +60,14 @@ func (b Backend) sampleRows(ids []int32, logp, fullLogp, logits []float32, param
 //     the first kept token, in index order, whose running sum of e exceeds
 //     u·S (the last kept token if rounding leaves none).
 //
-// The log-probability is z − max z − log S for the sampled token, and the
-// full log-probability z − max z − log S_all with S_all the sum of e over
-// every finite token (at temperature 1 under greedy).
+// The log-probability is z − max z − log S for the sampled token. The full
+// log-probability is not part of the draw: it is fullLogProb, training's
+// arithmetic (Scale then LogSoftmaxGather) on the same row.
 func (b Backend) sampleRow(logits []float32, p kernels.SamplingParams, u float64) (id int32, logp, full float32) {
 	v := len(logits)
 	if p.Temperature == 0 {
 		id := argmax(logits)
-		return id, 0, float32(float64(logits[id]) - logSumExp(logits))
+		return id, 0, fullLogProb(logits, 1, id)
 	}
 	z := make([]float64, v)
 	keep := make([]bool, v)
@@ -81,12 +81,6 @@ func (b Backend) sampleRow(logits []float32, p kernels.SamplingParams, u float64
 	}
 	if math.IsInf(zmax, -1) {
 		panic("kernels/ref: SampleRows: no token has a finite logit")
-	}
-	var sAll float64
-	for i := range z {
-		if keep[i] {
-			sAll += math.Exp(z[i] - zmax)
-		}
 	}
 	if p.TopK > 0 && p.TopK < v {
 		var kept []float64
@@ -159,5 +153,20 @@ func (b Backend) sampleRow(logits []float32, p kernels.SamplingParams, u float64
 			break
 		}
 	}
-	return int32(pick), float32(z[pick] - zmax - math.Log(s)), float32(z[pick] - zmax - math.Log(sAll))
+	return int32(pick), float32(z[pick] - zmax - math.Log(s)), fullLogProb(logits, p.Temperature, int32(pick))
+}
+
+// fullLogProb is SampleRows' full log-probability of token id: the
+// specification every backend follows is that it is, bit for bit, what
+// that backend's Scale(row, 1/T) (1/T rounded to float32; skipped at T = 1,
+// where it is the identity) then LogSoftmaxGather give for id, the
+// arithmetic training takes the same token's log-prob with. Here that is
+// logSoftmaxGather's float64 log-sum-exp of the float32 products.
+func fullLogProb(logits []float32, temperature float32, id int32) float32 {
+	x := logits
+	if temperature != 1 {
+		x = slices.Clone(logits)
+		scale(x, 1/temperature)
+	}
+	return logProbOf(x, id)
 }
