@@ -25,8 +25,10 @@ type StepGraphs interface {
 	// Run replays key's recording, first recording it from record when
 	// there is none or it is stale: record must queue the ops of one step
 	// and nothing else (no Alloc, Upload, Download or scalar result: the
-	// backend refuses them while recording, as an error from Run). key
-	// must be comparable.
+	// backend refuses them while recording). A recording the backend
+	// refuses is not an error: nothing of it ran, so Run does the work
+	// directly instead, then and after (the device backend's Fallback
+	// says why). key must be comparable.
 	Run(key any, record func() error) error
 	// Close discards every recording and the memory they hold.
 	Close() error

@@ -7,6 +7,7 @@ package cuda
 // stage (newTestDevice is NewHost or NewDevice(0)).
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -495,4 +496,69 @@ func TestSeamConcurrentStreams(t *testing.T) {
 	}
 	require.NoError(t, <-errs)
 	require.NoError(t, <-errs)
+}
+
+// TestSeamGraphFallback: a step whose recording is refused (here it
+// uploads, which a replay could not repeat; a driver without graph
+// support fails the same way) is done directly instead, that time and
+// every time after, with the right results and no error left on the
+// Device; Fallback says why. A failure the Device had before a recording
+// is returned, not taken for the recording's.
+func TestSeamGraphFallback(t *testing.T) {
+	d := newTestDevice(t)
+	const n = 256
+	x, err := d.Alloc(kernels.F32, n)
+	require.NoError(t, err)
+	y, err := d.Alloc(kernels.F32, n)
+	require.NoError(t, err)
+	in := make([]float32, n)
+	step := func() error {
+		if err := d.Upload(x, kernels.HostF32(in)); err != nil {
+			return err
+		}
+		d.Copy(y, x)
+		d.Scale(y, 2)
+		return nil
+	}
+	gs := d.NewGraphs()
+	defer func() { assert.NoError(t, gs.Close()) }()
+	for round := range 4 {
+		for i := range in {
+			in[i] = float32(i+round) - 3
+		}
+		before := d.Counters()
+		require.NoError(t, gs.Run(1, step), "round %d", round)
+		after := d.Counters()
+		require.NoError(t, d.Err(), "round %d", round)
+		assert.Equal(t, int64(0), after.GraphLaunches-before.GraphLaunches, "round %d", round)
+		assert.Equal(t, int64(2), after.Launches-before.Launches, "round %d: the step's kernels, counted once", round)
+		got := make([]float32, n)
+		require.NoError(t, d.Download(kernels.HostF32(got), y))
+		for i := range got {
+			require.Equal(t, 2*in[i], got[i], "round %d element %d", round, i)
+		}
+		if round == 0 {
+			assert.NoError(t, gs.Fallback, "the first run is direct: nothing recorded yet")
+		}
+	}
+	require.Error(t, gs.Fallback)
+	assert.ErrorContains(t, gs.Fallback, "while capturing a graph")
+	assert.Equal(t, 0, gs.Captures)
+	assert.Equal(t, 0, gs.Len())
+
+	t.Run("an earlier failure is returned", func(t *testing.T) {
+		d := newTestDevice(t)
+		y, err := d.Alloc(kernels.F32, n)
+		require.NoError(t, err)
+		gs := d.NewGraphs()
+		defer func() { _ = gs.Close() }()
+		step := func() error { d.Scale(y, 2); return nil }
+		require.NoError(t, gs.Run(1, step))
+		boom := errors.New("an earlier kernel fault")
+		d.fail("Scale", boom)
+		err = gs.Run(1, step)
+		require.ErrorIs(t, err, boom)
+		assert.NoError(t, gs.Fallback)
+		assert.ErrorIs(t, d.Err(), boom)
+	})
 }

@@ -84,6 +84,8 @@ func (d *Device) EndCapture() (*Graph, error) {
 		err = fmt.Errorf("kernels/cuda: EndCapture: %w", err)
 		d.fail("EndCapture", err)
 		g.release()
+		// Nothing recorded will run: its launches do not count.
+		d.sh.n.launches.Add(-(d.sh.n.launches.Load() - g.start))
 		return nil, err
 	}
 	g.g = h
@@ -200,6 +202,13 @@ type Graphs struct {
 	// Captures counts the recordings made (a stale one recorded again
 	// counts again).
 	Captures int
+	// Fallback is why gs stopped recording: a recording the driver or the
+	// Device refused (an op that cannot be captured, a driver without
+	// graph support). Nothing of a refused recording ran, so Run then did
+	// the key's work directly, and every later Run does too: a step
+	// graphs cannot hold costs host time, never the run. nil while gs
+	// records.
+	Fallback error
 }
 
 // NewGraphs returns an empty set of graphs of d.
@@ -218,6 +227,9 @@ var _ kernels.StepGrapher = (*Device)(nil)
 // must queue the same work on the same Buffers every time. key must be
 // comparable.
 func (gs *Graphs) Run(key any, record func() error) error {
+	if gs.Fallback != nil {
+		return record()
+	}
 	g, ok := gs.m[key]
 	if ok && g.Stale() {
 		delete(gs.m, key)
@@ -232,21 +244,32 @@ func (gs *Graphs) Run(key any, record func() error) error {
 			gs.seen[key] = true
 			return record()
 		}
+		if gs.d.err != nil {
+			return gs.d.err // a failure from before: not the recording's
+		}
 		if err := gs.d.BeginCapture(); err != nil {
-			return err
+			return gs.fallBack(key, err, record)
 		}
 		rerr := record()
 		g2, err := gs.d.EndCapture()
-		if rerr != nil {
-			return errors.Join(fmt.Errorf("kernels/cuda: recording graph %v: %w", key, rerr), g2.Close())
-		}
-		if err != nil {
-			return err
+		if rerr != nil || err != nil {
+			return gs.fallBack(key, errors.Join(rerr, err, g2.Close()), record)
 		}
 		gs.m[key], g = g2, g2
 		gs.Captures++
 	}
 	return g.Replay()
+}
+
+// fallBack records why recording key failed in gs.Fallback, clears the
+// Device's error that the failed recording left (it was the recording's
+// alone: the Device had none before it, and a recording runs nothing, so
+// a fault of earlier work is still the driver's and comes back at the
+// next wait), and does key's work directly.
+func (gs *Graphs) fallBack(key any, err error, record func() error) error {
+	gs.Fallback = fmt.Errorf("kernels/cuda: recording graph %v: %w", key, err)
+	gs.d.err = nil
+	return record()
 }
 
 // Len is the number of graphs captured.
