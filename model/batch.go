@@ -117,6 +117,7 @@ type Batch struct {
 	graphs  kernels.StepGraphs // recorded decode steps (nil: the backend has none, or NoGraphs)
 	pad     KVCache            // the padding rows' cache (see graphStep)
 	padFeed [1]int32           // what a padding row feeds: token 0
+	rec     stepRecord         // what a recorded step queues (see graphStep)
 }
 
 // NewBatch returns an empty Batch for m.
@@ -130,6 +131,8 @@ func (m *Model) NewBatch(opts BatchOptions) *Batch {
 	r := m.NewRunner()
 	r.NoAdapters = opts.NoAdapters
 	b := &Batch{m: m, opts: opts, r: r}
+	b.rec.b = b
+	b.rec.run = b.rec.record
 	if !opts.NoGraphs {
 		b.graphs = kernels.NewStepGraphs(m.Backend)
 	}
@@ -214,6 +217,10 @@ func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 			done = append(done, Finished{ID: s.id, Completion: s.comp})
 			continue
 		}
+		// The sequence's tokens grow by up to MaxNewTokens (at most 4096
+		// at once, as the completion's): room now, not a reallocation
+		// every few steps.
+		s.req.Seq.Tokens = slices.Grow(s.req.Seq.Tokens, min(s.req.MaxNewTokens, 4096))
 		b.active = append(b.active, s)
 	}
 	if len(b.active) == 0 {

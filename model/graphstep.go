@@ -109,10 +109,8 @@ func (b *Batch) graphStep(nsel int) (bool, error) {
 	if err != nil {
 		return true, err
 	}
-	record := func() error {
-		return b.sample(b.r.run(n), rows)
-	}
-	if err := b.graphs.Run(b.stepKey(rows), record); err != nil {
+	b.rec.n, b.rec.rows = n, rows
+	if err := b.graphs.Run(b.boxKey(b.stepKey(rows)), b.rec.run); err != nil {
 		return true, err
 	}
 	advance(b.caches[:real], b.feeds[:real])
@@ -122,6 +120,30 @@ func (b *Batch) graphStep(nsel int) (bool, error) {
 		return true, err
 	}
 	return true, b.collect(nsel, rows)
+}
+
+// stepRecord is what a recorded decode step queues: the forward over n
+// fed tokens, then the sampling of rows rows. Its run is bound once
+// (Batch.rec.run, a method value made in NewBatch), so handing it to
+// StepGraphs.Run allocates nothing per step.
+type stepRecord struct {
+	b        *Batch
+	n, rows  int
+	run      func() error
+	key      stepKey
+	boxed    any // key as an interface value, reused while the key does not change
+	hasBoxed bool
+}
+
+func (s *stepRecord) record() error { return s.b.sample(s.b.r.run(s.n), s.rows) }
+
+// boxKey returns k as an interface value, the one boxed at the previous
+// step when k is the same key (converting a struct to any allocates).
+func (b *Batch) boxKey(k stepKey) any {
+	if !b.rec.hasBoxed || b.rec.key != k {
+		b.rec.key, b.rec.boxed, b.rec.hasBoxed = k, k, true
+	}
+	return b.rec.boxed
 }
 
 // stepKey is the key of a decode step of rows padded rows, after the

@@ -79,7 +79,8 @@ type sampler struct {
 	ids   []int32   // [sampled rows] the sampled ids, downloaded
 	lps   []float32 // [2·rows] the log-probs, then full log-probs, downloaded
 	idsB  kernels.Buffer
-	lpsB  kernels.Buffer // [2·rows]: log-probs [rows], then full log-probs [rows]
+	lpsB  kernels.Buffer      // [2·rows]: log-probs [rows], then full log-probs [rows]
+	xfer  [2]kernels.Transfer // collect's download, kept here so passing it allocates nothing
 }
 
 // sampleChunk is the most rows of [rows, V] logits that exist at once.
@@ -157,8 +158,11 @@ func (b *Batch) collect(nsel, rows int) error {
 		return nil
 	}
 	sm.ids, sm.lps = grow(sm.ids, nsel), grow(sm.lps, 2*rows)
-	if err := kernels.DownloadAll(b.m.Backend, kernels.Transfer{Dst: kernels.HostI32(sm.ids), Src: sm.idsB.Slice(0, nsel)},
-		kernels.Transfer{Dst: kernels.HostF32(sm.lps), Src: sm.lpsB.Slice(0, 2*rows)}); err != nil {
+	sm.xfer = [2]kernels.Transfer{{Dst: kernels.HostI32(sm.ids), Src: sm.idsB.Slice(0, nsel)},
+		{Dst: kernels.HostF32(sm.lps), Src: sm.lpsB.Slice(0, 2*rows)}}
+	err := kernels.DownloadAll(b.m.Backend, sm.xfer[:]...)
+	sm.xfer = [2]kernels.Transfer{}
+	if err != nil {
 		return fmt.Errorf("downloading sampled ids and log-probs: %w", err)
 	}
 	for j, i := range sm.slots {

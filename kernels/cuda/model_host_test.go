@@ -55,11 +55,11 @@ func TestModelHostSyncs(t *testing.T) { e2eSyncs(t, newHost) }
 func TestModelHostGraphs(t *testing.T) { e2eGraphs(t, newHost) }
 
 // BenchmarkDecodeStepHost: a decode step of the tiny e2e model on the host
-// twin at batch 1, 8 and 64, replayed from graphs and op by op,
+// twin at batch 1, 8, 64 and 256, replayed from graphs and op by op,
 // interleaved: its host time without the kernels' (see benchDecodeStep),
 // launches and waits.
 func BenchmarkDecodeStepHost(b *testing.B) {
-	for _, batch := range []int{1, 8, 64} {
+	for _, batch := range []int{1, 8, 64, 256} {
 		b.Run(fmt.Sprintf("batch%d", batch), func(b *testing.B) {
 			d := cuda.NewHost(2)
 			defer d.Close()
