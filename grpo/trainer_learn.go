@@ -170,6 +170,7 @@ func (t *Trainer) learn(ctx context.Context, rs []*Rollout, adv Advantages, gm M
 			if err != nil {
 				return out, err
 			}
+			t.checkStep(m)
 			out = append(out, m)
 			mctx = context.WithoutCancel(ctx)
 			if err := t.logStep(m.Clone()); err != nil {
