@@ -552,7 +552,8 @@ func (c Config) RenderOptions(tools []json.RawMessage) tokenizer.RenderOptions {
 }
 
 // Warmup is the warmup in optimizer steps for a run of totalSteps:
-// WarmupSteps, or ⌈WarmupRatio × totalSteps⌉ as transformers rounds it.
+// WarmupSteps, or ⌈WarmupRatio × totalSteps⌉ as transformers rounds it
+// but at most totalSteps − 1 (a 1-step run warms up for 0 steps).
 func (c Config) Warmup(totalSteps int) int { return c.optimizer().warmup(totalSteps) }
 
 // AdamW is the optimizer configuration for a run of totalSteps optimizer

@@ -223,6 +223,10 @@ func TestConfigSchedule(t *testing.T) {
 	assert.Equal(t, 3, a.Schedule.WarmupSteps, "ceil(0.1 × 25) as transformers rounds")
 	assert.Equal(t, model.ScheduleLinear, a.Schedule.Kind)
 	assert.Equal(t, 25, a.Schedule.TotalSteps)
+	for total, want := range map[int]int{1: 0, 2: 1, 10: 1, 11: 2} {
+		assert.Equal(t, want, c.Warmup(total), "a ratio's warm-up never takes the whole run of %d steps", total)
+		require.NoError(t, c.AdamW(total).Validate(), "a linear decay over %d steps after the warm-up", total)
+	}
 	assert.Equal(t, float32(0.999), a.Beta2)
 	assert.Equal(t, float32(0), a.WeightDecay, "HF's weight_decay default is 0")
 	assert.Equal(t, 1.0, a.MaxGradNorm)

@@ -160,6 +160,20 @@ func (s *Sampler) GenerationsPerEpoch() int {
 	return s.data.Len() / s.prompts
 }
 
+// Epochs is the data drawn so far in epochs, fractional as Hugging Face
+// logs "epoch": 0.5 after the first of two generations an epoch feeds, 1
+// after the second. An epoch is the generations that fit: with 10 rows and
+// 4 prompts per generation, 2 generations of 8 rows, the 2 rows left over
+// sitting out (different ones each epoch when shuffled). -1 without a
+// dataset.
+func (s *Sampler) Epochs() float64 {
+	g := s.GenerationsPerEpoch()
+	if g == 0 {
+		return -1
+	}
+	return float64(s.pos.Epoch) + float64(s.pos.Index)/float64(g*s.prompts)
+}
+
 // Position returns where the sampler stands.
 func (s *Sampler) Position() Position { return s.pos }
 

@@ -104,6 +104,23 @@ func TestSamplerUnshuffled(t *testing.T) {
 	assert.Equal(t, Position{Epoch: 1, Index: 3}, s.Position())
 }
 
+// TestSamplerEpochs: the fractional epoch counts the generations an epoch
+// feeds (10 rows at 4 per generation: 2, the 2 rows left over sit out).
+func TestSamplerEpochs(t *testing.T) {
+	s, err := NewSampler(numbered(10), 4, true, 1)
+	require.NoError(t, err)
+	assert.Equal(t, 0.0, s.Epochs())
+	var got []float64
+	for range 5 {
+		s.Next()
+		got = append(got, s.Epochs())
+	}
+	assert.Equal(t, []float64{0.5, 1, 1.5, 2, 2.5}, got)
+	none, err := NewSampler(nil, 4, false, 1)
+	require.NoError(t, err)
+	assert.Equal(t, -1.0, none.Epochs())
+}
+
 func TestSamplerShuffled(t *testing.T) {
 	draw := func(seed uint64, n int) [][]int {
 		s, err := NewSampler(numbered(10), 5, true, seed)

@@ -3,14 +3,47 @@
 // GRPOTrainer with environment_factory where it is right and doing better
 // where its users hit problems.
 //
-//	cfg := grpo.DefaultConfig()
+// # Start here
+//
+// A run is five calls (the README's quick start is a complete program):
+//
+//	cfg := grpo.DefaultConfig() // TRL's GRPOConfig names; cfg.Validate() reports every problem
 //	cfg.NumGenerations, cfg.MaxSteps = 8, 200
-//	tr, err := grpo.NewTrainer(policy, tok, cfg,
-//		grpo.WithEnv(wordle.NewFactory(wordle.Options{})),
-//		grpo.WithReward("win", 1, win),
-//		grpo.WithLoRA(model.LoRAConfig{R: 16, Alpha: 32}))
+//	tr, err := grpo.NewTrainer(m, tok, cfg,
+//		grpo.WithEnv(factory),                // your env: Reset(ctx, row) + tool methods (package env)
+//		grpo.WithReward("solved", 1, solved), // func(ctx, *grpo.Rollout) (float64, error)
+//		grpo.WithLoRA(model.LoRAConfig{R: 16, Alpha: 32}),
+//		grpo.WithProgress(os.Stdout))
 //	defer tr.Close()
-//	err = tr.Train(ctx, grpo.NewDataset(rows))
+//	err = tr.Train(ctx, grpo.NewDataset(rows)) // metrics.jsonl and plot.png in cfg.OutputDir
+//	rep, err := tr.Evaluate(ctx, rows, grpo.EvalOptions{NumGenerations: 1, Greedy: true})
+//
+// Around them:
+//
+//   - The model and a warm start that teaches it to call your tools come
+//     first: package grpo/warmstart (Load: the embedded small Qwen3 and
+//     tokenizer in one call; Conversations and SFT: fine-tuning on a
+//     scripted expert's episodes; Check: whether GRPO then has something to
+//     learn).
+//   - A reward function reads a Rollout: its conversation (Completion), its
+//     counts (ToolCalls, ToolFailures), its row, its env in its final state.
+//     Reading the conversation and the counts works wherever the env runs;
+//     type-asserting Env works only in process. ErrNoScore leaves a
+//     rollout unscored.
+//   - To test a reward function, PlayScript plays an episode through the
+//     trainer's own rollout loop with a Script (Turns of CallTurn and
+//     TextTurn) in place of the model and returns the Rollout the function
+//     sees in training.
+//   - To read a run: ReadMetrics and the Metric* names (the README's
+//     "Metrics and how to read them"), WritePlot, the Progress line.
+//   - To resume: Config.SaveSteps, LatestCheckpoint and Trainer.Resume.
+//
+// The other exported names are what these are made of, for users who run
+// their own loop (Trainer.Step, RolloutFunc, Sampler) or check the
+// numbers: the advantage, loss and statistics math as pure functions
+// with table tests against TRL (ComputeAdvantages, PolicyLoss, TokenLoss,
+// LossWeights, RewardTable, WindowMetrics, ...). A first program needs
+// none of them.
 //
 // # One generation batch
 //

@@ -135,6 +135,10 @@ type runSummary struct {
 	samplesPerStep int
 	steps          int
 	loss           float64
+	// epoch is the data consumed once the generation in progress was
+	// drawn, in epochs (HF's fractional epoch); < 0 when unknown (no
+	// dataset).
+	epoch float64
 }
 
 // add counts one optimizer step of the run.

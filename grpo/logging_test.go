@@ -3,6 +3,7 @@ package grpo
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math"
 	"path/filepath"
 	"sync/atomic"
@@ -101,6 +102,27 @@ func TestLoggingSteps(t *testing.T) {
 	}
 	assert.InDelta(t, (per[0][MetricLoss]+per[1][MetricLoss]+per[2][MetricLoss])/3, lines[0][MetricLoss], 1e-12)
 	assert.Equal(t, per[5][MetricNumTokens], lines[1][MetricNumTokens])
+}
+
+// TestTrainLogsFractionalEpoch: "epoch" is the data drawn, in epochs, as
+// Hugging Face logs it: 5 rows at 2 per generation feed 2 generations per
+// epoch (a row sits out each epoch), so 0.5, 1, 1.5, 2.
+func TestTrainLogsFractionalEpoch(t *testing.T) {
+	cfg := testConfig(2, 2)
+	cfg.MaxSteps, cfg.OutputDir = 4, t.TempDir()
+	tr, _ := newScripted(t, cfg, threeWay, WithEnv(counters()), WithReward("one", 1, constant(1)))
+	rows := make([]env.Row, 5)
+	for i := range rows {
+		rows[i] = env.Row{"prompt": fmt.Sprintf("Go %d: ", i)}
+	}
+	require.NoError(t, tr.Train(context.Background(), NewDataset(rows)))
+	logged, err := ReadMetrics(filepath.Join(cfg.OutputDir, MetricsFile))
+	require.NoError(t, err)
+	var epochs []float64
+	for _, l := range logged {
+		epochs = append(epochs, l.Metrics[MetricEpoch])
+	}
+	assert.Equal(t, []float64{0.5, 1, 1.5, 2}, epochs)
 }
 
 // TestTrainLoggingSteps: Train writes a metrics line every LoggingSteps

@@ -20,12 +20,16 @@ type optimizerConfig struct {
 }
 
 // warmup is the warmup in optimizer steps for a run of total steps:
-// warmupSteps, or ⌈warmupRatio × total⌉ as transformers rounds it.
+// warmupSteps, or ⌈warmupRatio × total⌉ as transformers rounds it, but
+// never every step of the run (at most total − 1): a ratio is a share of
+// the run, and rounding it up to the whole of a very short run (one step
+// at ratio 0.1) would leave a decaying schedule no step to decay in and
+// train at rate 0 (transformers does the latter).
 func (o optimizerConfig) warmup(total int) int {
 	if o.warmupSteps > 0 {
 		return o.warmupSteps
 	}
-	return int(math.Ceil(o.warmupRatio * float64(total)))
+	return min(int(math.Ceil(o.warmupRatio*float64(total))), max(total-1, 0))
 }
 
 // adamW is the optimizer of a run of total optimizer steps.

@@ -163,6 +163,7 @@ func (p *policy) prefill(ctx context.Context, seqs []seq) error {
 type genRequest struct {
 	seq       seq
 	maxTokens int
+	r         *Rollout // the rollout so far (what a Script reads)
 }
 
 // turn is one generated assistant turn.
@@ -439,8 +440,9 @@ func (p *policy) accumulateNLL(ctx context.Context, seqs []model.TrainSeq, w flo
 // step is the optimizer step of GRPO and SFT alike: it applies the
 // accumulated gradients (clipped to MaxGradNorm, at the schedule's rate),
 // zeroes them and puts the step's figures in m: learning_rate (the rate
-// this step used), grad_norm (before clipping), time/optimizer, and
-// time/backward (backward, the step's forward and backward time).
+// this step used), grad_norm (before clipping), time/optimizer,
+// time/backward (backward, the step's forward and backward time) and, on a
+// device backend, memory/* (memoryMetrics).
 func (p *policy) step(m Metrics, backward time.Duration) error {
 	t0 := time.Now()
 	st, err := p.opt.Step()
@@ -452,6 +454,7 @@ func (p *policy) step(m Metrics, backward time.Duration) error {
 	m[MetricGradNorm] = st.GradNorm
 	m[MetricTimeOptimizer] = time.Since(t0).Seconds()
 	m[MetricTimeBackward] = backward.Seconds()
+	memoryMetrics(m, p.m.Backend)
 	return nil
 }
 

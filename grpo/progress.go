@@ -38,7 +38,8 @@ type ProgressOptions struct {
 }
 
 // Progress shows training progress: the step out of the total, the key
-// figures (reward, loss, kl) and the ETA. On a terminal it is a
+// figures (reward, its std within groups, tool calls per rollout and the
+// share that failed, loss, kl, entropy, seconds per step) and the ETA. On a terminal it is a
 // github.com/schollz/progressbar bar; elsewhere it writes plain lines that
 // read well in CI logs. Not safe for concurrent use.
 type Progress struct {
@@ -194,12 +195,33 @@ func (p *Progress) line(step int, m Metrics) string {
 	return b.String()
 }
 
-// figures formats the key metrics present in m, with 4 significant digits.
+// progressFigures are the metrics a progress line shows, in order, each
+// with its label and format: what tells a user whether the run learns (the
+// reward and its spread within groups, the tool calls per rollout and the
+// share that failed, the loss, the KL, the entropy) and how fast it goes.
+var progressFigures = [...]struct{ key, format string }{
+	{MetricReward, "reward %.4g"},
+	{MetricRewardStd, "std %.3g"},
+	{MetricToolsCallFrequency, "calls %.3g"},
+	{MetricToolsFailureFrequency, "failed %.3g"},
+	{MetricLoss, "loss %.4g"},
+	{MetricKL, "kl %.4g"},
+	{MetricEntropy, "entropy %.3g"},
+	{MetricStepTime, "%.3gs/step"},
+	{EvalPrefix + MetricReward, "eval/reward %.4g"},
+}
+
+// figures formats the key metrics present in m (progressFigures), e.g.
+// "reward 0.5 std 0.2 calls 1.5 failed 0.25 loss 0.0123 kl 0.0004
+// entropy 0.81 3.2s/step".
 func figures(m Metrics) string {
 	var parts []string
-	for _, k := range [...]string{MetricReward, MetricLoss, MetricKL, EvalPrefix + MetricReward} {
-		if v, ok := m[k]; ok && !math.IsNaN(v) {
-			parts = append(parts, fmt.Sprintf("%s %.4g", k, v))
+	for _, f := range progressFigures {
+		if v, ok := m[f.key]; ok && !math.IsNaN(v) {
+			if math.Abs(v) < 1e-12 {
+				v = 0 // rounding noise (a std of equal rewards) reads as 0
+			}
+			parts = append(parts, fmt.Sprintf(f.format, v))
 		}
 	}
 	return strings.Join(parts, " ")

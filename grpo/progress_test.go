@@ -69,6 +69,20 @@ func TestProgressLines(t *testing.T) {
 	}
 }
 
+// TestProgressFigures: the line shows what a user needs to see a run
+// learn, in a fixed order, and leaves out what a step did not measure.
+func TestProgressFigures(t *testing.T) {
+	m := Metrics{MetricReward: 0.5, MetricRewardStd: 0.25, MetricToolsCallFrequency: 1.5, MetricToolsFailureFrequency: 0.125,
+		MetricLoss: 0.0123, MetricKL: 0.0004, MetricEntropy: 0.8125, MetricStepTime: 3.25, MetricGradNorm: 9, MetricLearningRate: 1e-3}
+	assert.Equal(t, "reward 0.5 std 0.25 calls 1.5 failed 0.125 loss 0.0123 kl 0.0004 entropy 0.812 3.25s/step", figures(m))
+	m[MetricRewardStd] = 1.48e-17 // equal rewards, summed in another order
+	assert.Contains(t, figures(m), "reward 0.5 std 0 calls")
+	m[MetricRewardStd] = 0.25
+	m[MetricToolsFailureFrequency] = math.NaN() // no calls to fail
+	delete(m, MetricKL)
+	assert.Equal(t, "reward 0.5 std 0.25 calls 1.5 loss 0.0123 entropy 0.812 3.25s/step", figures(m))
+}
+
 func TestProgressBar(t *testing.T) {
 	var buf bytes.Buffer
 	p := NewProgress(&buf, 10, ProgressOptions{Mode: ProgressBar, Description: "sft"})

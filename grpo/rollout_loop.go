@@ -26,6 +26,20 @@ type rolloutConfig struct {
 	maxPrompt       int           // longest rendered prompt, tokens; 0 no cap
 }
 
+// rolloutConfig is the multi-turn loop's part of c.
+func (c Config) rolloutConfig() rolloutConfig {
+	return rolloutConfig{
+		maxCompletion:   c.MaxCompletionLength,
+		maxIters:        c.MaxToolCallingIterations,
+		thinking:        c.EnableThinking,
+		attempts:        c.RolloutAttempts,
+		budget:          c.RolloutRetryBudget,
+		toolTimeout:     c.ToolTimeout,
+		toolConcurrency: c.ToolConcurrency,
+		maxPrompt:       c.MaxPromptLength,
+	}
+}
+
 // envSource starts an episode on a pooled environment (env.Pool, env.Router).
 type envSource interface {
 	Start(ctx context.Context, row env.Row) (*env.Instance, string, error)
@@ -81,271 +95,95 @@ type event struct {
 // with the rollouts, nil for failed ones) belong to the caller, who must
 // release them after scoring.
 func (e *engine) play(ctx context.Context, rows []env.Row, groups []int, smp sampling, seed uint64) ([]*Rollout, []*env.Instance, rolloutTiming, error) {
-	var tm rolloutTiming
+	p := newRolloutLoop(ctx, e, rows, groups, smp, seed)
+	defer p.close()
+	if err := p.run(); err != nil {
+		p.cleanup()
+		return nil, nil, p.tm, err
+	}
+	rs, insts := p.results()
+	return rs, insts, p.tm, nil
+}
+
+// rolloutLoop is one batch of rollouts being played: the loop of spec §1.5
+// with its state. Ownership: env operations (resets, tool rounds) run on
+// goroutines started by startOp, bounded by sem, and hand their outcome
+// back as an event on events; they touch nothing else of the loop.
+// Everything else — the rollouts' state (ls), the decoder, byID, pending,
+// tm — belongs to the goroutine that calls run and is touched by no other,
+// so it needs no lock.
+type rolloutLoop struct {
+	e      *engine
+	ctx    context.Context // cancelled by cleanup and close: env operations stop
+	cancel context.CancelFunc
+	seed   uint64
+	ls     []*live // the rollouts, by index
+	dec    turnDecoder
+	byID   map[int]*live // decoder request id -> its rollout
+	// pending counts rollouts not finished (successful or failed).
+	pending int
+	tm      rolloutTiming
+	wg      sync.WaitGroup // env operations in flight
+	events  chan event     // one op in flight per rollout: sends never block
+	sem     chan struct{}  // env operations in flight at once
+}
+
+// newRolloutLoop prepares the rollouts of rows; run plays them.
+func newRolloutLoop(ctx context.Context, e *engine, rows []env.Row, groups []int, smp sampling, seed uint64) *rolloutLoop {
 	n := len(rows)
-	ls := make([]*live, n)
+	p := &rolloutLoop{
+		e:       e,
+		seed:    seed,
+		ls:      make([]*live, n),
+		byID:    map[int]*live{},
+		pending: n,
+		events:  make(chan event, n),
+		sem:     make(chan struct{}, max(e.cfg.toolConcurrency, 1)),
+	}
 	start := time.Now()
-	for i := range ls {
-		ls[i] = &live{r: &Rollout{Row: rows[i], Group: groups[i]}, idx: i}
+	for i := range p.ls {
+		p.ls[i] = &live{r: &Rollout{Row: rows[i], Group: groups[i]}, idx: i}
 		if e.cfg.budget > 0 {
-			ls[i].deadline = start.Add(e.cfg.budget)
+			p.ls[i].deadline = start.Add(e.cfg.budget)
 		}
 	}
+	p.ctx, p.cancel = context.WithCancel(ctx)
+	p.dec = e.decoder(smp, e.stop)
+	return p
+}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	events := make(chan event, n) // one op in flight per rollout: sends never block
-	sem := make(chan struct{}, max(e.cfg.toolConcurrency, 1))
-	run := func(l *live, f func(ctx context.Context) event) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				events <- event{idx: l.idx, err: ctx.Err()}
-				return
-			}
-			defer func() { <-sem }()
-			events <- f(ctx)
-		}()
-	}
-	cleanup := func() {
-		cancel()
-		wg.Wait()
-		close(events)
-		for ev := range events {
-			if ev.inst != nil {
-				_ = ev.inst.Discard()
-			}
-		}
-		for _, l := range ls {
-			if l.hasSeq {
-				l.sq.release()
-			}
-			if l.inst != nil {
-				_ = l.inst.Discard()
-				l.inst = nil
-			}
-		}
-	}
+// close gives the decoder back and stops what is still running.
+func (p *rolloutLoop) close() {
+	p.dec.close()
+	p.cancel()
+}
 
-	dec := e.decoder(smp, e.stop)
-	defer dec.close()
-	byID := map[int]*live{}
-	pending := n
-	var fatal error
-
-	// finish ends l, successful or failed.
-	finish := func(l *live) {
-		l.done = true
-		pending--
-		if l.hasSeq {
-			l.sq.release()
-			l.hasSeq = false
-		}
+// run plays every rollout to its end. An error is fatal to the batch: the
+// caller calls cleanup.
+func (p *rolloutLoop) run() error {
+	if err := p.firstAttempts(); err != nil {
+		return err
 	}
-	// enqueue asks for l's next turn within the remaining budget.
-	enqueue := func(l *live) error {
-		id, err := dec.add(genRequest{seq: l.sq, maxTokens: e.cfg.maxCompletion - len(l.r.CompletionIDs)})
-		if err != nil {
-			return fmt.Errorf("grpo: queue generation of rollout %d: %w", l.idx, err)
+	for p.pending > 0 {
+		if err := p.takeEvents(); err != nil {
+			return err
 		}
-		byID[id] = l
-		return nil
-	}
-	// startReset launches attempt l.r.Attempts+1 of l's episode.
-	startReset := func(l *live, backoff time.Duration) {
-		l.r.Attempts++
-		row := l.r.Row
-		if e.envs == nil {
-			events <- event{idx: l.idx, reset: true}
-			return
-		}
-		run(l, func(ctx context.Context) event {
-			if backoff > 0 {
-				t := time.NewTimer(backoff)
-				select {
-				case <-t.C:
-				case <-ctx.Done():
-					t.Stop()
-					return event{idx: l.idx, reset: true, err: ctx.Err()}
-				}
-			}
-			octx, ocancel := e.opContext(ctx, l)
-			defer ocancel()
-			inst, obs, err := e.envs.Start(octx, row)
-			if err != nil && octx.Err() != nil && ctx.Err() == nil {
-				err = fmt.Errorf("reset: %w (deadline %v)", err, context.DeadlineExceeded)
-			}
-			return event{idx: l.idx, reset: true, inst: inst, obs: obs, err: err}
-		})
-	}
-	// failAttempt handles an env failure of l: replay or give up.
-	failAttempt := func(l *live, err error) {
-		if l.inst != nil {
-			_ = l.inst.Discard()
-			l.inst = nil
-		}
-		if l.hasSeq {
-			l.sq.release()
-			l.hasSeq = false
-		}
-		l.lastErr = err
-		r := l.r
-		r.Prompt, r.Completion, r.PromptIDs = nil, nil, nil
-		r.CompletionIDs, r.Mask, r.LogProbs = nil, nil, nil
-		r.ToolCalls, r.ToolFailures, r.Truncated = 0, 0, false
-		l.iters = 0
-		backoff := time.Duration(50<<min(r.Attempts-1, 6)) * time.Millisecond
-		if r.Attempts < e.cfg.attempts && (l.deadline.IsZero() || time.Now().Add(backoff).Before(l.deadline)) {
-			startReset(l, backoff)
-			return
-		}
-		r.Err = fmt.Errorf("rollout %d (group %d) failed after %d attempt(s): %w", l.idx, r.Group, r.Attempts, err)
-		if e.log != nil {
-			e.log.Warn("grpo: rollout left out", "rollout", l.idx, "group", r.Group, "attempts", r.Attempts, "cause", err)
-		}
-		finish(l)
-	}
-
-	// First attempts: reset every env, then share each group's prefill.
-	for _, l := range ls {
-		startReset(l, 0)
-	}
-	resets := make([]event, 0, n)
-	for range n {
-		ev, err := e.wait(ctx, events, &tm)
-		if err != nil {
-			cleanup()
-			return nil, nil, tm, err
-		}
-		resets = append(resets, ev)
-	}
-	slices.SortFunc(resets, func(a, b event) int { return a.idx - b.idx }) // batch order independent of env timing
-	var fresh []*live
-	for _, ev := range resets {
-		l := ls[ev.idx]
-		if ev.err != nil {
-			if ctx.Err() != nil {
-				cleanup()
-				return nil, nil, tm, ctx.Err()
-			}
-			failAttempt(l, ev.err)
+		if p.dec.len() == 0 {
 			continue
 		}
-		if err := e.begin(l, ev, seed); err != nil {
-			fatal = err
-			break
+		if err := p.decode(); err != nil {
+			return err
 		}
-		fresh = append(fresh, l)
 	}
-	if fatal == nil {
-		t0 := time.Now()
-		fatal = e.sharePrefill(ctx, fresh, seed)
-		tm.generation += time.Since(t0)
-	}
-	for _, l := range fresh {
-		if fatal != nil {
-			break
-		}
-		fatal = enqueue(l)
-	}
+	p.wg.Wait()
+	return nil
+}
 
-	for fatal == nil && pending > 0 {
-		// Take what the env side has finished; block only when there is
-		// nothing to decode.
-		for fatal == nil && pending > 0 {
-			var ev event
-			if dec.len() == 0 {
-				var err error
-				if ev, err = e.wait(ctx, events, &tm); err != nil {
-					fatal = err
-					break
-				}
-			} else {
-				got := false
-				select {
-				case ev = <-events:
-					got = true
-				default:
-				}
-				if !got {
-					break
-				}
-			}
-			l := ls[ev.idx]
-			switch {
-			case ev.err != nil && ctx.Err() != nil:
-				fatal = ctx.Err()
-			case ev.err != nil:
-				failAttempt(l, ev.err)
-			case ev.reset:
-				if err := e.begin(l, ev, seed); err != nil {
-					fatal = err
-				} else {
-					fatal = enqueue(l)
-				}
-			default:
-				if cont, err := e.afterTools(l, ev); err != nil {
-					fatal = err
-				} else if cont {
-					fatal = enqueue(l)
-				} else {
-					finish(l)
-				}
-			}
-		}
-		if fatal != nil || dec.len() == 0 {
-			continue
-		}
-		t0 := time.Now()
-		fin, err := dec.step(ctx)
-		tm.generation += time.Since(t0)
-		if err != nil {
-			fatal = fmt.Errorf("grpo: generate: %w", err)
-			break
-		}
-		for id, tu := range fin {
-			l := byID[id]
-			delete(byID, id)
-			if tu.err != nil {
-				// The model could not generate this rollout's turn (its
-				// context length, a full KV pool): the rollout fails, the
-				// others go on.
-				l.r.Err = fmt.Errorf("rollout %d (group %d): generate: %w", l.idx, l.r.Group, tu.err)
-				if e.log != nil {
-					e.log.Warn("grpo: rollout left out", "rollout", l.idx, "group", l.r.Group, "cause", l.r.Err)
-				}
-				finish(l)
-				continue
-			}
-			round, cont := e.afterTurn(l, tu)
-			switch {
-			case !cont:
-				finish(l)
-			case round != nil:
-				run(l, round)
-			default: // a malformed call answered in place
-				if more, err := e.afterTools(l, e.malformed()); err != nil {
-					fatal = err
-				} else if more {
-					fatal = enqueue(l)
-				} else {
-					finish(l)
-				}
-			}
-		}
-	}
-	if fatal != nil {
-		cleanup()
-		return nil, nil, tm, fatal
-	}
-	wg.Wait()
-	out := make([]*Rollout, n)
-	insts := make([]*env.Instance, n)
-	for i, l := range ls {
+// results are the played rollouts and the instances they hold, by index.
+func (p *rolloutLoop) results() ([]*Rollout, []*env.Instance) {
+	out := make([]*Rollout, len(p.ls))
+	insts := make([]*env.Instance, len(p.ls))
+	for i, l := range p.ls {
 		out[i] = l.r
 		insts[i] = l.inst
 		if l.inst != nil {
@@ -353,18 +191,287 @@ func (e *engine) play(ctx context.Context, rows []env.Row, groups []int, smp sam
 			l.r.EnvName = l.inst.Name
 		}
 	}
-	return out, insts, tm, nil
+	return out, insts
+}
+
+// startOp runs the env operation f of l off the decoding goroutine; its
+// event comes back on p.events.
+func (p *rolloutLoop) startOp(l *live, f func(ctx context.Context) event) {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		select {
+		case p.sem <- struct{}{}:
+		case <-p.ctx.Done():
+			p.events <- event{idx: l.idx, err: p.ctx.Err()}
+			return
+		}
+		defer func() { <-p.sem }()
+		p.events <- f(p.ctx)
+	}()
+}
+
+// cleanup stops the env operations in flight and discards every
+// environment and sequence the batch holds (after a fatal error).
+func (p *rolloutLoop) cleanup() {
+	p.cancel()
+	p.wg.Wait()
+	close(p.events)
+	for ev := range p.events {
+		if ev.inst != nil {
+			_ = ev.inst.Discard()
+		}
+	}
+	for _, l := range p.ls {
+		if l.hasSeq {
+			l.sq.release()
+		}
+		if l.inst != nil {
+			_ = l.inst.Discard()
+			l.inst = nil
+		}
+	}
+}
+
+// finish ends l, successful or failed.
+func (p *rolloutLoop) finish(l *live) {
+	l.done = true
+	p.pending--
+	if l.hasSeq {
+		l.sq.release()
+		l.hasSeq = false
+	}
+}
+
+// enqueue asks for l's next turn within the remaining budget.
+func (p *rolloutLoop) enqueue(l *live) error {
+	id, err := p.dec.add(genRequest{seq: l.sq, maxTokens: p.e.cfg.maxCompletion - len(l.r.CompletionIDs), r: l.r})
+	if err != nil {
+		return fmt.Errorf("grpo: queue generation of rollout %d: %w", l.idx, err)
+	}
+	p.byID[id] = l
+	return nil
+}
+
+// startReset launches attempt l.r.Attempts+1 of l's episode.
+func (p *rolloutLoop) startReset(l *live, backoff time.Duration) {
+	l.r.Attempts++
+	row := l.r.Row
+	e := p.e
+	if e.envs == nil {
+		p.events <- event{idx: l.idx, reset: true}
+		return
+	}
+	p.startOp(l, func(ctx context.Context) event {
+		if backoff > 0 {
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return event{idx: l.idx, reset: true, err: ctx.Err()}
+			}
+		}
+		octx, ocancel := e.opContext(ctx, l)
+		defer ocancel()
+		inst, obs, err := e.envs.Start(octx, row)
+		if err != nil && octx.Err() != nil && ctx.Err() == nil {
+			err = fmt.Errorf("reset: %w (deadline %v)", err, context.DeadlineExceeded)
+		}
+		return event{idx: l.idx, reset: true, inst: inst, obs: obs, err: err}
+	})
+}
+
+// failAttempt handles an env failure of l: replay or give up.
+func (p *rolloutLoop) failAttempt(l *live, err error) {
+	if l.inst != nil {
+		_ = l.inst.Discard()
+		l.inst = nil
+	}
+	if l.hasSeq {
+		l.sq.release()
+		l.hasSeq = false
+	}
+	l.lastErr = err
+	r := l.r
+	r.Env, r.EnvName = nil, ""
+	r.Prompt, r.Completion, r.PromptIDs = nil, nil, nil
+	r.CompletionIDs, r.Mask, r.LogProbs = nil, nil, nil
+	r.ToolCalls, r.ToolFailures, r.Truncated = 0, 0, false
+	l.iters = 0
+	backoff := time.Duration(50<<min(r.Attempts-1, 6)) * time.Millisecond
+	if r.Attempts < p.e.cfg.attempts && (l.deadline.IsZero() || time.Now().Add(backoff).Before(l.deadline)) {
+		p.startReset(l, backoff)
+		return
+	}
+	r.Err = fmt.Errorf("rollout %d (group %d) failed after %d attempt(s): %w", l.idx, r.Group, r.Attempts, err)
+	if p.e.log != nil {
+		p.e.log.Warn("grpo: rollout left out", "rollout", l.idx, "group", r.Group, "attempts", r.Attempts, "cause", err)
+	}
+	p.finish(l)
+}
+
+// firstAttempts resets every env, then shares each group's prefill and
+// queues the first turns. Resets are handled in rollout order, whatever
+// order the envs answered in, so the batch does not depend on env timing.
+func (p *rolloutLoop) firstAttempts() error {
+	for _, l := range p.ls {
+		p.startReset(l, 0)
+	}
+	resets := make([]event, 0, len(p.ls))
+	for range len(p.ls) {
+		ev, err := p.wait()
+		if err != nil {
+			return err
+		}
+		resets = append(resets, ev)
+	}
+	slices.SortFunc(resets, func(a, b event) int { return a.idx - b.idx })
+	var fresh []*live
+	for _, ev := range resets {
+		l := p.ls[ev.idx]
+		if ev.err != nil {
+			if p.ctx.Err() != nil {
+				return p.ctx.Err()
+			}
+			p.failAttempt(l, ev.err)
+			continue
+		}
+		if err := p.e.begin(l, ev, p.seed); err != nil {
+			return err
+		}
+		fresh = append(fresh, l)
+	}
+	t0 := time.Now()
+	err := p.e.sharePrefill(p.ctx, fresh, p.seed)
+	p.tm.generation += time.Since(t0)
+	if err != nil {
+		return err
+	}
+	for _, l := range fresh {
+		if err := p.enqueue(l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// takeEvents handles what the env side has finished, blocking only when
+// there is nothing to decode.
+func (p *rolloutLoop) takeEvents() error {
+	for p.pending > 0 {
+		var ev event
+		if p.dec.len() == 0 {
+			var err error
+			if ev, err = p.wait(); err != nil {
+				return err
+			}
+		} else {
+			select {
+			case ev = <-p.events:
+			default:
+				return nil
+			}
+		}
+		if err := p.handle(ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// handle applies one env event to its rollout.
+func (p *rolloutLoop) handle(ev event) error {
+	l := p.ls[ev.idx]
+	switch {
+	case ev.err != nil && p.ctx.Err() != nil:
+		return p.ctx.Err()
+	case ev.err != nil:
+		p.failAttempt(l, ev.err)
+		return nil
+	case ev.reset:
+		if err := p.e.begin(l, ev, p.seed); err != nil {
+			return err
+		}
+		return p.enqueue(l)
+	default:
+		return p.toolsDone(l, ev)
+	}
+}
+
+// toolsDone appends a tool round's responses to l and queues its next
+// turn, or ends it when the responses do not fit.
+func (p *rolloutLoop) toolsDone(l *live, ev event) error {
+	cont, err := p.e.afterTools(l, ev)
+	switch {
+	case err != nil:
+		return err
+	case cont:
+		return p.enqueue(l)
+	default:
+		p.finish(l)
+		return nil
+	}
+}
+
+// decode runs one decoder step and dispatches the turns it finished, in
+// request order.
+func (p *rolloutLoop) decode() error {
+	t0 := time.Now()
+	fin, err := p.dec.step(p.ctx)
+	p.tm.generation += time.Since(t0)
+	if err != nil {
+		return fmt.Errorf("grpo: generate: %w", err)
+	}
+	ids := make([]int, 0, len(fin))
+	for id := range fin {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		l := p.byID[id]
+		delete(p.byID, id)
+		if err := p.turnDone(l, fin[id]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// turnDone records l's generated turn and starts what follows it.
+func (p *rolloutLoop) turnDone(l *live, tu turn) error {
+	if tu.err != nil {
+		// The model could not generate this rollout's turn (its context
+		// length, a full KV pool): the rollout fails, the others go on.
+		l.r.Err = fmt.Errorf("rollout %d (group %d): generate: %w", l.idx, l.r.Group, tu.err)
+		if p.e.log != nil {
+			p.e.log.Warn("grpo: rollout left out", "rollout", l.idx, "group", l.r.Group, "cause", l.r.Err)
+		}
+		p.finish(l)
+		return nil
+	}
+	round, cont := p.e.afterTurn(l, tu)
+	switch {
+	case !cont:
+		p.finish(l)
+		return nil
+	case round != nil:
+		p.startOp(l, round)
+		return nil
+	default: // a malformed call answered in place
+		return p.toolsDone(l, p.e.malformed())
+	}
 }
 
 // wait blocks for the next env event, counting the time as tool time.
-func (e *engine) wait(ctx context.Context, events <-chan event, tm *rolloutTiming) (event, error) {
+func (p *rolloutLoop) wait() (event, error) {
 	t0 := time.Now()
-	defer func() { tm.tools += time.Since(t0) }()
+	defer func() { p.tm.tools += time.Since(t0) }()
 	select {
-	case ev := <-events:
+	case ev := <-p.events:
 		return ev, nil
-	case <-ctx.Done():
-		return event{}, ctx.Err()
+	case <-p.ctx.Done():
+		return event{}, p.ctx.Err()
 	}
 }
 
@@ -386,6 +493,10 @@ func (e *engine) opContext(ctx context.Context, l *live) (context.Context, conte
 // begin builds l's prompt from its reset and starts its token sequence.
 func (e *engine) begin(l *live, ev event, seed uint64) error {
 	l.inst = ev.inst
+	if l.inst != nil {
+		// A Script (PlayScript) reads the env while the episode runs.
+		l.r.Env, l.r.EnvName = l.inst.Env, l.inst.Name
+	}
 	msgs, err := promptMessages(l.r.Row, ev.obs)
 	if err != nil {
 		return fmt.Errorf("grpo: rollout %d: %w", l.idx, err)
@@ -401,8 +512,10 @@ func (e *engine) begin(l *live, ev event, seed uint64) error {
 	if e.cfg.maxPrompt > 0 && len(ids) > e.cfg.maxPrompt {
 		return fmt.Errorf("grpo: rollout %d: the prompt of row %v renders to %d tokens, over MaxPromptLength %d: filter the dataset or raise the cap", l.idx, l.r.Row, len(ids), e.cfg.maxPrompt)
 	}
-	if err := e.pol.m.CheckTokens(ids); err != nil {
-		return fmt.Errorf("grpo: prompt of rollout %d: %w", l.idx, err)
+	if e.pol != nil { // nil when a Script plays (PlayScript)
+		if err := e.pol.m.CheckTokens(ids); err != nil {
+			return fmt.Errorf("grpo: prompt of rollout %d: %w", l.idx, err)
+		}
 	}
 	l.r.Prompt, l.r.PromptIDs = msgs, ids
 	l.sq, l.hasSeq = newSeq(mix(seed, uint64(l.idx), uint64(l.r.Attempts)), ids), true

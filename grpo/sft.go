@@ -424,7 +424,7 @@ func newSFTPolicy(m *model.Model, cfg SFTConfig, total int) (*policy, error) {
 	}
 	opt := cfg.optimizer()
 	if warmup := opt.warmup(total); opt.schedule != model.ScheduleConstant && total <= warmup {
-		return nil, fmt.Errorf("sft: %d steps leave no room after %d warmup steps for the %s schedule", total, warmup, opt.schedule)
+		return nil, fmt.Errorf("sft: WarmupSteps %d is not less than the run's %d steps: the %s schedule needs steps after the warm-up to decay in (lower WarmupSteps, use WarmupRatio, or run more steps)", warmup, total, opt.schedule)
 	}
 	pol, err := newPolicy(m, cfg.LoRA, cfg.Seed, 0, opt.adamW(total), cfg.GradientCheckpointing, 0)
 	if err != nil {

@@ -211,6 +211,24 @@ func loadTiny(t *testing.T, dir string) *model.Model {
 	return m
 }
 
+// TestSFTShortRuns: a warm-up ratio never takes every step (one SFT step
+// at ratio 0.1 trains at the peak rate), and warm-up steps that do are
+// reported in the config's terms.
+func TestSFTShortRuns(t *testing.T) {
+	ctx := context.Background()
+	m := loadTiny(t, tinyModelDir(t))
+	cfg := DefaultSFTConfig()
+	cfg.MaxSteps, cfg.LearningRate, cfg.LRSchedule, cfg.WarmupRatio, cfg.BatchSize = 1, 3e-3, model.ScheduleCosine, 0.1, 2
+	rep, err := SFT(ctx, m, tokenizer.Tiny(), guessConversations(), cfg)
+	require.NoError(t, err)
+	require.Len(t, rep.History, 1)
+	assert.Equal(t, 3e-3, rep.History[0].Metrics[MetricLearningRate], "no warm-up in a 1-step run: the peak rate")
+
+	cfg.WarmupRatio, cfg.WarmupSteps = 0, 1
+	_, err = SFT(ctx, m, tokenizer.Tiny(), guessConversations(), cfg)
+	assert.ErrorContains(t, err, "WarmupSteps 1 is not less than the run's 1 steps")
+}
+
 func TestSFTLossFalls(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains a model")

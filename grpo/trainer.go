@@ -184,19 +184,10 @@ func NewTrainer(policy *model.Model, tok *tokenizer.Tokenizer, cfg Config, opts 
 		return nil, errors.New("grpo: no reward source provided: add WithReward, or use an environment that implements env.Rewarder")
 	}
 	t.eng = &engine{
-		pol:  pol,
-		chat: chat,
-		envs: src,
-		cfg: rolloutConfig{
-			maxCompletion:   cfg.MaxCompletionLength,
-			maxIters:        cfg.MaxToolCallingIterations,
-			thinking:        cfg.EnableThinking,
-			attempts:        cfg.RolloutAttempts,
-			budget:          cfg.RolloutRetryBudget,
-			toolTimeout:     cfg.ToolTimeout,
-			toolConcurrency: cfg.ToolConcurrency,
-			maxPrompt:       cfg.MaxPromptLength,
-		},
+		pol:     pol,
+		chat:    chat,
+		envs:    src,
+		cfg:     cfg.rolloutConfig(),
 		stop:    []int32{tok.EOS()},
 		log:     o.log,
 		decoder: pol.newDecoder,

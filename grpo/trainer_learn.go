@@ -309,6 +309,9 @@ func (t *Trainer) generationMetrics(gen *batchOut, tab *RewardTable, adv Advanta
 	}
 	m[MetricNumTokens] = float64(t.state.NumTokens + tokens)
 	m[MetricEpoch] = float64(t.state.Epoch)
+	if t.run != nil && t.run.epoch >= 0 {
+		m[MetricEpoch] = t.run.epoch // fractional, under Train
+	}
 	return m, tokens, nil
 }
 

@@ -72,7 +72,9 @@ func (t *Trainer) Train(ctx context.Context, data Dataset) (err error) {
 			return err
 		}
 		before := t.state.GlobalStep
-		rep, err := t.Step(ctx, sampler.Next())
+		rows := sampler.Next()
+		t.run.epoch = sampler.Epochs()
+		rep, err := t.Step(ctx, rows)
 		if err != nil {
 			return err
 		}

@@ -165,7 +165,11 @@ type Backend interface {
 	// computes (T = params[r].Temperature, or 1 under greedy, as
 	// TrainOptions.Temperature 0 means 1). fullLogp − logp is the log of the
 	// probability mass the filters kept (0 without filters). Greedy
-	// (Temperature 0) rows take Argmax. Every row needs a finite logit.
+	// (Temperature 0) rows take Argmax. A row with no finite logit (every
+	// one NaN or ±Inf) has no distribution: it gets ids[r] = −1 and NaN
+	// log-probabilities, and the other rows are drawn as if it were not
+	// there, so a device backend reports it without the host reading the
+	// logits first (the caller ends that row's request).
 	SampleRows(ids, logp, fullLogp, logits Buffer, params []SamplingParams, u []float64, rows, v int)
 
 	// PolicyLoss evaluates the per-token policy-gradient loss of GRPO and

@@ -1,6 +1,23 @@
 package kernels
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
+
+// NoToken is the id SampleRows gives a row with no finite logit.
+const NoToken = -1
+
+// AnyFinite reports whether some logit of row is finite (not NaN or ±Inf):
+// whether SampleRows can draw from it.
+func AnyFinite(row []float32) bool {
+	for _, v := range row {
+		if !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0) {
+			return true
+		}
+	}
+	return false
+}
 
 // CheckSampleRows panics, naming the argument, when SampleRows's buffers do
 // not fit rows×v logits, a row's parameters are out of range, or a uniform

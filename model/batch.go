@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/x/kernels"
@@ -174,8 +173,9 @@ func (b *Batch) Len() int { return len(b.queue) + len(b.active) }
 // What crosses between host and backend in one step: one Upload of the
 // fed token ids and their positions; one Upload of the sampled rows'
 // indices unless they are the forward's rows in order (a pure decode
-// step); per chunk of up to 64 sampled rows, AllFinite's scalar and two
-// Downloads, the sampled ids and their two log-probs (see sample).
+// step); per chunk of up to 64 sampled rows, the sampled ids and their two
+// log-probs, downloaded together (kernels.DownloadAll: one wait on a
+// device; see sample).
 func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -389,16 +389,6 @@ func (b *Batch) Cancel(id int) (Finished, bool) {
 		}
 	}
 	return Finished{}, false
-}
-
-// anyFinite reports whether some logit is finite (SampleRows needs one).
-func anyFinite(row []float32) bool {
-	for _, v := range row {
-		if !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0) {
-			return true
-		}
-	}
-	return false
 }
 
 // Prefill feeds every sequence's pending tokens into its cache, at most

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
+	"reflect"
 )
 
 // Config is the part of a Hugging Face Qwen3 config.json the model uses,
@@ -99,7 +101,7 @@ func ParseConfig(data []byte) (Config, error) {
 	var r rawConfig
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&r); err != nil {
-		return Config{}, fmt.Errorf("model: parse config.json: %w", err)
+		return Config{}, fmt.Errorf("model: parse config.json: %w", jsonProblem(err))
 	}
 	if r.ModelType != "" && r.ModelType != "qwen3" {
 		return Config{}, fmt.Errorf("model: config model_type %q: only \"qwen3\" is supported", r.ModelType)
@@ -224,7 +226,7 @@ func parseTokenIDs(raw json.RawMessage) ([]int32, error) {
 	}
 	var many []int64
 	if err := json.Unmarshal(raw, &many); err != nil {
-		return nil, fmt.Errorf("want an integer or a list of integers: %w", err)
+		return nil, fmt.Errorf("want a whole number or a list of whole numbers, have %s", raw)
 	}
 	ids := make([]int32, len(many))
 	for i, v := range many {
@@ -337,4 +339,43 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		"use_sliding_window":      false,
 		"vocab_size":              c.VocabSize,
 	})
+}
+
+// jsonProblem says what is wrong with a config.json in its own terms (the
+// field as written and the JSON types), not in the Go types it decodes
+// into.
+func jsonProblem(err error) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return fmt.Errorf("not valid JSON at byte %d: %v", syn.Offset, syn)
+	case errors.As(err, &typ) && typ.Field != "":
+		return fmt.Errorf("field %s: want %s, have a JSON %s", typ.Field, jsonKind(typ.Type.Kind()), typ.Value)
+	case errors.As(err, &typ):
+		return fmt.Errorf("want a JSON object, have a JSON %s", typ.Value)
+	case errors.Is(err, io.EOF):
+		return errors.New("the file is empty")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return errors.New("the JSON ends early")
+	}
+	return err
+}
+
+// jsonKind names the JSON value a Go kind decodes from.
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	}
+	return "an object"
 }

@@ -86,12 +86,22 @@ func TestParseConfigErrors(t *testing.T) {
 		{"eos_out_of_vocab", minimalConfig + `,"eos_token_id":100}`, "eos_token_id"},
 		{"eos_string", minimalConfig + `,"eos_token_id":"x"}`, "eos_token_id"},
 		{"huge_vocab", `{"vocab_size":1e12,"hidden_size":8,"intermediate_size":8,"num_hidden_layers":1,"num_attention_heads":1}`, "vocab_size"},
+		// In config.json's terms, never Go's (no rawConfig, no "Go struct field").
+		{"string_hidden", `{"hidden_size":"big"}`, "field hidden_size: want a whole number, have a JSON string"},
+		{"string_eps", minimalConfig + `,"rms_norm_eps":"small"}`, "field rms_norm_eps: want a number, have a JSON string"},
+		{"number_act", minimalConfig + `,"hidden_act":1}`, "field hidden_act: want a string, have a JSON number"},
+		{"garbage", `hello`, "not valid JSON at byte 1"},
+		{"a_list", `[1, 2]`, "want a JSON object, have a JSON array"},
+		{"empty", ``, "the file is empty"},
+		{"cut", `{"hidden_size": 8`, "the JSON ends early"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := ParseConfig([]byte(c.json))
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), c.want)
+			assert.NotContains(t, err.Error(), "rawConfig")
+			assert.NotContains(t, err.Error(), "Go ")
 		})
 	}
 }

@@ -41,6 +41,9 @@ func (c backendCloser) Close() error {
 // mappings. b runs every op; nil means a fast CPU backend using every core
 // (cpu.New(0)), which the Model then owns and Close releases.
 func Load(dir string, b kernels.Backend) (*Model, error) {
+	if err := checkFolder(dir); err != nil {
+		return nil, err
+	}
 	cfg, err := LoadConfig(filepath.Join(dir, "config.json"))
 	if err != nil {
 		return nil, err

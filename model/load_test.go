@@ -166,8 +166,15 @@ func TestLoadErrors(t *testing.T) {
 		setup func(t *testing.T) string
 		want  string
 	}{
-		{"no_config", func(t *testing.T) string { return t.TempDir() }, "config"},
-		{"no_weights", func(t *testing.T) string { return writeCheckpoint(t, nil, nil) }, "model.safetensors"},
+		{"missing_folder", func(t *testing.T) string { return filepath.Join(t.TempDir(), "qwen3-0.6b") }, "qwen3-0.6b does not exist (want a Hugging Face Qwen3 folder"},
+		{"a_file", func(t *testing.T) string { return filepath.Join(writeCheckpoint(t, nil, nil), "config.json") }, "is a file, not a folder"},
+		{"empty_folder", func(t *testing.T) string { return t.TempDir() }, "has neither config.json nor *.safetensors"},
+		{"no_config", func(t *testing.T) string {
+			dir := writeCheckpoint(t, ts, nil)
+			require.NoError(t, os.Remove(filepath.Join(dir, "config.json")))
+			return dir
+		}, "has no config.json"},
+		{"no_weights", func(t *testing.T) string { return writeCheckpoint(t, nil, nil) }, "has no *.safetensors"},
 		{"missing_tensor", func(t *testing.T) string {
 			return writeCheckpoint(t, without("model.layers.1.self_attn.k_norm.weight"), nil)
 		}, "model.layers.1.self_attn.k_norm.weight"},

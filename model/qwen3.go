@@ -9,8 +9,12 @@
 // (Backend.Import; see ImportWeights), the KV cache and every activation
 // and scratch buffer come from Backend.Alloc, and a decode step moves only
 // the token ids and positions up and the sampled ids, their log-probs and
-// one scalar down. Training (Trainable, AdamW) still keeps its
-// activations, gradients, adapters and optimizer state in host slices.
+// one scalar down. Training (Trainable, AdamW) runs on Backend Buffers
+// too: activations, gradients, the trained parameters' values and AdamW's
+// moments. During training the backend's copy is authoritative; the host
+// fields (LoRA.A and B, the masters, the norm slices) are a mirror that
+// DownloadParams refreshes, which every host reader (SaveAdapter,
+// SaveCheckpoint, MergeLoRA, ...) calls first.
 //
 // Shapes use B (batch), T (tokens), C (hidden), F (MLP width), H (query
 // heads), KVH (kv heads), D (head dim), V (vocabulary), L (layers).

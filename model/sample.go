@@ -79,7 +79,6 @@ type sampler struct {
 	u      []float64
 	ids    []int32   // [rows] the sampled ids, downloaded
 	lps    []float32 // [2·rows] their log-probs, then full log-probs, downloaded
-	host   []float32 // [rows, V] the logits, downloaded only when a row is not finite
 	idsB   kernels.Buffer
 	lpsB   kernels.Buffer
 }
@@ -90,11 +89,9 @@ const sampleChunk = 64
 // sample draws the next token of every active sequence with a selected
 // hidden row (b.rows[i] ≥ 0, nsel of them in hsel, backend memory):
 // lm_head on chunks of rows, then one batched SampleRows per chunk. Per
-// chunk, the host learns AllFinite's scalar and downloads the sampled ids
-// and their log-probs, nothing else; only when some logit of the chunk is
-// not finite does it download the logits, to end the requests whose row
-// has no finite logit (SampleRows needs one) and pack the others to the
-// front (Copy on the backend).
+// chunk the host reads only the sampled ids and their log-probs, with one
+// DownloadAll (one wait on a device). A row with no finite logit (SampleRows
+// gives it kernels.NoToken) ends its request with an error, not the batch.
 func (b *Batch) sample(hsel kernels.Buffer, nsel int) error {
 	C, V := b.m.Config.HiddenSize, b.m.Config.VocabSize
 	be := b.m.Backend
@@ -109,45 +106,13 @@ func (b *Batch) sample(hsel kernels.Buffer, nsel int) error {
 		sm.slots, sm.params, sm.u = sm.slots[:0], sm.params[:0], sm.u[:0]
 		for i := range b.active {
 			if k := b.rows[i]; k >= c0 && k < c1 {
+				// b.rows numbers the selected rows in active order, so
+				// slots are in row order.
 				sm.slots = append(sm.slots, i)
-			}
-		}
-		// b.rows numbers the selected rows in active order, so slots are
-		// in row order.
-		finite, err := be.AllFinite(logits)
-		if err != nil {
-			return fmt.Errorf("checking logits: %w", err)
-		}
-		if !finite {
-			// A row with no finite logit ends its request with an error,
-			// not the batch; the rows that remain are packed to the front.
-			sm.host = grow(sm.host, n*V)
-			if err := be.Download(kernels.HostF32(sm.host), logits); err != nil {
-				return fmt.Errorf("downloading non-finite logits: %w", err)
-			}
-			kept := sm.slots[:0]
-			for _, i := range sm.slots {
 				s := &b.active[i]
-				k := b.rows[i] - c0
-				if !anyFinite(sm.host[k*V : (k+1)*V]) {
-					s.err = fmt.Errorf("model: request %d: no finite logit (non-finite weights?)", s.id)
-					continue
-				}
-				if j := len(kept); j != k {
-					be.Copy(logits.Slice(j*V, (j+1)*V), logits.Slice(k*V, (k+1)*V))
-				}
-				kept = append(kept, i)
+				sm.params = append(sm.params, s.req.Sampling)
+				sm.u = append(sm.u, s.req.Seq.uniform())
 			}
-			sm.slots = kept
-		}
-		for _, i := range sm.slots {
-			s := &b.active[i]
-			sm.params = append(sm.params, s.req.Sampling)
-			sm.u = append(sm.u, s.req.Seq.uniform())
-		}
-		n = len(sm.slots)
-		if n == 0 {
-			continue
 		}
 		ids, err := fit(be, &sm.idsB, kernels.I32, n)
 		if err != nil {
@@ -159,15 +124,17 @@ func (b *Batch) sample(hsel kernels.Buffer, nsel int) error {
 		}
 		be.SampleRows(ids, lps.Slice(0, n), lps.Slice(n, 2*n), logits.Slice(0, n*V), sm.params, sm.u, n, V)
 		sm.ids, sm.lps = grow(sm.ids, n), grow(sm.lps, 2*n)
-		if err := be.Download(kernels.HostI32(sm.ids), ids); err != nil {
-			return fmt.Errorf("downloading sampled ids: %w", err)
-		}
-		if err := be.Download(kernels.HostF32(sm.lps), lps); err != nil {
-			return fmt.Errorf("downloading sampled log-probs: %w", err)
+		if err := kernels.DownloadAll(be, kernels.Transfer{Dst: kernels.HostI32(sm.ids), Src: ids},
+			kernels.Transfer{Dst: kernels.HostF32(sm.lps), Src: lps}); err != nil {
+			return fmt.Errorf("downloading sampled ids and log-probs: %w", err)
 		}
 		for j, i := range sm.slots {
 			s := &b.active[i]
 			id := sm.ids[j]
+			if id == kernels.NoToken {
+				s.err = fmt.Errorf("model: request %d: no finite logit (non-finite weights?)", s.id)
+				continue
+			}
 			s.req.Seq.Tokens = append(s.req.Seq.Tokens, id)
 			s.comp.Tokens = append(s.comp.Tokens, id)
 			s.comp.LogProbs = append(s.comp.LogProbs, sm.lps[j])

@@ -21,9 +21,11 @@ import (
 // Decode step, two sequences feeding one token each (asserted exactly):
 // one Upload of the token ids and their positions (I32, 2 per token: 4
 // elements); the sampled rows are the forward's rows in order, so no
-// row-index upload; one scalar, AllFinite over the chunk's logits; two
-// Downloads, the sampled ids (2 I32) and their log-probs under the
-// sampling and the full distribution (4 F32): 6 elements. Weights were
+// row-index upload; no scalar (a row with no finite logit comes back from
+// SampleRows as kernels.NoToken instead of the host checking the logits
+// first); two Downloads in one DownloadAll (one wait on a device), the
+// sampled ids (2 I32) and their log-probs under the sampling and the full
+// distribution (4 F32): 6 elements. Weights were
 // imported at Load and activations, scratch and the KV cache are the
 // backend's (Alloc), so HostArgs is 0.
 //
@@ -75,7 +77,7 @@ func TestTransfers(t *testing.T) {
 	c.Reset()
 	_, err = b.Step(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, kerneltest.Transfers{Uploads: 1, Downloads: 2, Scalars: 1, UploadElems: 4, DownloadElems: 6}, c.N,
+	assert.Equal(t, kerneltest.Transfers{Uploads: 1, Downloads: 2, UploadElems: 4, DownloadElems: 6}, c.N,
 		"one decode step; host arguments: %v", c.Foreign)
 
 	c.Reset()

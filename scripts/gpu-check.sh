@@ -17,7 +17,9 @@
 #   kernels 100  the conformance suite (every kerneltest family on the Device vs
 #                kernels/ref at the suite's awkward shapes, the one tolerance table,
 #                integer outputs exact), the SIMT probes (mma.sync fragment layout,
-#                barrier/shared/shuffle/ballot) on hardware, and a pinned-memory round trip
+#                barrier/shared/shuffle/ballot) on hardware, a pinned-memory round trip,
+#                and the runtime layer (TestSeam*: device-side index errors, staging,
+#                DownloadAll, graph capture/replay, two streams with an event)
 #   model    75  logits of random tiny and Qwen3-0.6B-shaped models, GPU vs kernels/cpu;
 #                the model end to end on a tiny random bf16 checkpoint, GPU vs kernels/cpu
 #                (logits, continuous batched generation through the paged KV cache with
@@ -26,6 +28,7 @@
 #                foreign host memory)
 #   gemm     30  bf16 tensor-core GEMM TFLOP/s (and % of the 989 TFLOP/s dense peak)
 #   decode   50  decode tok/s at batch 1, 64, 256 vs the HBM bandwidth ceiling
+#                and one decode step's wall and host µs, launches and waits (BenchmarkDecodeStep)
 #   prefill  25  prefill tok/s (8 × 512 tokens)
 #   grpo    rest one GRPO-shaped step: 64 rollouts × 512 tokens of the Qwen3-0.6B shape
 #                (generation, scoring, backward into LoRA r16, AdamW): whatever the
@@ -54,10 +57,10 @@ all_stages="info kernels model gemm decode prefill grpo"
 
 declare -A args timeouts
 args[info]="-test.run ^TestDeviceInfo$ -test.v"
-args[kernels]="-test.run ^(TestGPU|TestPinnedRoundTrip) -test.v"
+args[kernels]="-test.run ^(TestGPU|TestPinnedRoundTrip|TestSeam) -test.v"
 args[model]="-test.run ^(TestModelLogitsGPUvsCPU|TestModelE2E) -test.v"
 args[gemm]="-test.run ^$ -test.bench ^BenchmarkGEMM$ -test.benchtime 20x"
-args[decode]="-test.run ^$ -test.bench ^BenchmarkDecode$ -test.benchtime 2x"
+args[decode]="-test.run ^$ -test.bench ^BenchmarkDecode(Step)?$ -test.benchtime 2x"
 args[prefill]="-test.run ^$ -test.bench ^BenchmarkPrefill$ -test.benchtime 2x"
 args[grpo]="-test.run ^$ -test.bench ^BenchmarkGRPOStep$ -test.benchtime 1x"
 timeouts=([info]=20 [kernels]=100 [model]=75 [gemm]=30 [decode]=50 [prefill]=25 [grpo]=600)

@@ -151,7 +151,8 @@ func inspect(v any, t reflect.Type, o options) (*typeInfo, error) {
 				t, m.Name, m.Name, m.Name)
 		}
 		params := parametersSchema(mi.shape)
-		mi.tl = Tool{name: mi.tool, description: desc, parameters: params, schema: functionSchema(mi.tool, desc, params, returnSchema(m.Type.Out(0)))}
+		ret := returnSchema(m.Type.Out(0))
+		mi.tl = Tool{name: mi.tool, description: desc, parameters: params, ret: ret, schema: functionSchema(mi.tool, desc, params, ret)}
 		info.methods = append(info.methods, mi)
 	}
 	for _, name := range sortedKeys(descs) {

@@ -67,7 +67,9 @@
 // non-nil error for the caller to count; nothing panics into the trainer.
 //
 // Tools defined at run time, such as those a remote MCP-style environment
-// lists, are made with [New] from a schema and a function over raw JSON.
+// lists, are made with [New] from a schema and a function over raw JSON;
+// [Tool.WithReturn] adds the result's schema, so that a tool listed by a
+// server of ours renders exactly as the method it stands for.
 //
 // Reflection happens once per type; the result is cached, so Discover on a
 // second value of a type only binds the cached tools to it.

@@ -21,6 +21,7 @@ type Tool struct {
 	name        string
 	description string
 	parameters  json.RawMessage
+	ret         json.RawMessage // the result's schema; nil: none
 	schema      json.RawMessage
 	call        Func
 }
@@ -35,11 +36,34 @@ func (t Tool) Description() string { return t.description }
 // {"type":"object","properties":{…},"required":[…]}.
 func (t Tool) Parameters() json.RawMessage { return t.parameters }
 
+// Return is the JSON schema of the tool's result, the "return" of Schema;
+// nil when the tool has none (see Schema). The caller must not modify the
+// returned bytes.
+func (t Tool) Return() json.RawMessage { return t.ret }
+
+// WithReturn is t with ret as its result's schema, so that its Schema
+// carries "return" as a discovered method's does: a tool listed by a
+// remote environment then renders into the prompt byte for byte as the
+// method it stands for. ret must be a JSON value (surrounding whitespace
+// is dropped); nil removes the result's schema.
+func (t Tool) WithReturn(ret json.RawMessage) (Tool, error) {
+	if ret != nil {
+		ret = bytes.TrimSpace(ret)
+		if !json.Valid(ret) {
+			return Tool{}, fmt.Errorf("tools: tool %q: the return schema is not valid JSON", t.name)
+		}
+		ret = append(json.RawMessage(nil), ret...)
+	}
+	t.ret = ret
+	t.schema = functionSchema(t.name, t.description, t.parameters, ret)
+	return t, nil
+}
+
 // Schema is the whole tool schema in get_json_schema's shape and key order:
 // {"type":"function","function":{"name":…,"description":…,"parameters":…,
 // "return":…}}; "return" (the result's schema, as get_json_schema writes
 // for a return annotation) is present for discovered methods whose result
-// type has one, absent for tools made with New.
+// type has one, absent for tools made with New unless given by WithReturn.
 // The caller must not modify the returned bytes.
 func (t Tool) Schema() json.RawMessage { return t.schema }
 

@@ -478,6 +478,34 @@ func TestNewAndJoin(t *testing.T) {
 
 func dynFn(ctx context.Context, args json.RawMessage) (string, error) { return "ok", nil }
 
+// TestWithReturn: a tool made with New and given a discovered method's
+// return schema has that method's schema byte for byte (what a remote env
+// needs to render its prompt as the local env does).
+func TestWithReturn(t *testing.T) {
+	s, err := Discover(&board{})
+	require.NoError(t, err)
+	move, _ := s.Lookup("move")
+	assert.JSONEq(t, `{"type":"string"}`, string(move.Return()))
+
+	dyn, err := New(move.Name(), move.Description(), move.Parameters(), dynFn)
+	require.NoError(t, err)
+	assert.Nil(t, dyn.Return())
+	assert.NotEqual(t, string(move.Schema()), string(dyn.Schema()))
+	withRet, err := dyn.WithReturn(json.RawMessage(" " + string(move.Return()) + "\n"))
+	require.NoError(t, err)
+	assert.Equal(t, string(move.Schema()), string(withRet.Schema()))
+	assert.Equal(t, string(move.Return()), string(withRet.Return()))
+	resp, err := withRet.call(context.Background(), nil)
+	require.NoError(t, err)
+	assert.Equal(t, "ok", resp, "the function is kept")
+
+	none, err := withRet.WithReturn(nil)
+	require.NoError(t, err)
+	assert.Equal(t, string(dyn.Schema()), string(none.Schema()))
+	_, err = dyn.WithReturn(json.RawMessage(`{"type":`))
+	assert.ErrorContains(t, err, "not valid JSON")
+}
+
 func TestKindString(t *testing.T) {
 	assert.Equal(t, "not_found", NotFound.String())
 	assert.Equal(t, "bad_arguments", BadArguments.String())

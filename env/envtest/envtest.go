@@ -1,8 +1,13 @@
 // Package envtest provides fakes and helpers for testing code that uses
 // environments without a network or a model: a scripted environment, a
 // factory that counts what it makes, and Play, which runs an episode of
-// tool calls against any env.Env and leaves it in its final state for a
-// reward function to score.
+// tool calls against any env.Env and reports each response.
+//
+// Play tests an environment. To test a reward function, use
+// grpo.PlayScript instead: it plays the episode through the trainer's own
+// rollout loop and returns the grpo.Rollout the function sees in training
+// (the conversation, ToolCalls and ToolFailures counted as the trainer
+// counts them), which Play's Episode is not.
 package envtest
 
 import (

@@ -44,7 +44,11 @@
 // the same protocol with OpenEnv's MCP-style actions: FromFactory serves
 // them ({"type":"list_tools"}, {"type":"call_tool",…} and JSON-RPC "mcp"
 // frames), and RemoteEnv plays such a server as a local env.Env whose tools
-// come from list_tools.
+// come from list_tools. One extension: a list_tools action whose metadata
+// has "return_schemas": true gets each tool's result schema as
+// "return_schema" beside upstream's fields (RemoteEnv asks for it, so the
+// same env renders the same prompt local or served; upstream clients never
+// ask, upstream servers ignore the request).
 //
 // Wire compatibility is tested by replaying frames recorded from the
 // Python server and client (testdata/). Two error texts deliberately

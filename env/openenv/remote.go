@@ -16,6 +16,12 @@ import (
 // Reset, and a tool call is a call_tool step. It owns one Client, so one
 // rollout uses it at a time.
 //
+// Against a server of ours the tools carry their return schemas too, so
+// an env served with FromFactory renders into the prompt byte for byte as
+// the same env in process. An upstream server lists no return schemas: its
+// tools' schemas then lack the "return" field a Python method's return
+// annotation would give under TRL.
+//
 // Its tools are dynamic, so tools.Discover cannot see them: use ToolSet.
 // (Discover on a RemoteEnv needs tools.Exclude("ToolSet").)
 type RemoteEnv struct {
@@ -74,7 +80,7 @@ func (r *RemoteEnv) Reset(ctx context.Context, row env.Row) (string, error) {
 // listTools asks the server for its tools and binds each to a call_tool
 // step.
 func (r *RemoteEnv) listTools(ctx context.Context) (*tools.Set, error) {
-	res, err := r.client.Step(ctx, map[string]string{"type": "list_tools"})
+	res, err := r.client.Step(ctx, map[string]any{"type": "list_tools", "metadata": map[string]bool{returnSchemasKey: true}})
 	if err != nil {
 		return nil, fmt.Errorf("remote env list_tools: %w", err)
 	}
@@ -94,6 +100,9 @@ func (r *RemoteEnv) listTools(ctx context.Context) (*tools.Set, error) {
 		t, err := tools.New(name, desc, ti.InputSchema, func(ctx context.Context, args json.RawMessage) (string, error) {
 			return r.callTool(ctx, name, args)
 		})
+		if err == nil && ti.ReturnSchema != nil {
+			t, err = t.WithReturn(ti.ReturnSchema)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("remote env tool %q: %w", name, err)
 		}

@@ -80,12 +80,22 @@ type toolEnvironment struct {
 	steps     int
 }
 
-// toolInfo is one entry of a list_tools observation.
+// toolInfo is one entry of a list_tools observation. ReturnSchema is our
+// extension: the tool's "return" schema (tools.Tool.Return), sent only to
+// a client that asks for it (returnSchemasKey in the action's metadata),
+// because upstream's Tool model forbids extra fields.
 type toolInfo struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	InputSchema json.RawMessage `json:"input_schema"`
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	InputSchema  json.RawMessage `json:"input_schema"`
+	ReturnSchema json.RawMessage `json:"return_schema,omitempty"`
 }
+
+// returnSchemasKey, set to true in a list_tools action's metadata, asks a
+// server of ours for each tool's return schema, so that a remote env's
+// tools render into the prompt exactly as the env's methods do locally.
+// Upstream servers ignore it (metadata is free-form there).
+const returnSchemasKey = "return_schemas"
 
 // Reset starts an episode with the reset data as the row.
 func (te *toolEnvironment) Reset(ctx context.Context, opts json.RawMessage) (Result, error) {
@@ -172,9 +182,12 @@ func (te *toolEnvironment) Step(ctx context.Context, action json.RawMessage) (Re
 	te.steps++
 	var obs any
 	if typ == "list_tools" {
+		var meta map[string]any
+		_ = json.Unmarshal(fields["metadata"], &meta) // free-form; anything else means no extension
+		withReturn, _ := meta[returnSchemasKey].(bool)
 		obs = struct {
 			Tools []toolInfo `json:"tools"`
-		}{te.toolList()}
+		}{te.toolList(withReturn)}
 	} else {
 		obs = te.callTool(ctx, toolName, args)
 	}
@@ -193,11 +206,15 @@ func (te *toolEnvironment) Step(ctx context.Context, action json.RawMessage) (Re
 	return res, nil
 }
 
-// toolList describes every tool.
-func (te *toolEnvironment) toolList() []toolInfo {
+// toolList describes every tool, with its return schema when withReturn.
+func (te *toolEnvironment) toolList(withReturn bool) []toolInfo {
 	list := make([]toolInfo, 0, te.tools.Len())
 	for _, t := range te.tools.Tools() {
-		list = append(list, toolInfo{Name: t.Name(), Description: t.Description(), InputSchema: t.Parameters()})
+		ti := toolInfo{Name: t.Name(), Description: t.Description(), InputSchema: t.Parameters()}
+		if withReturn {
+			ti.ReturnSchema = t.Return()
+		}
+		list = append(list, ti)
 	}
 	return list
 }

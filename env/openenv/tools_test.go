@@ -85,6 +85,19 @@ func TestFromFactoryServesToolEnvs(t *testing.T) {
 	assert.Equal(t, "Add a note.", list.Tools[0].Description)
 	assert.Contains(t, string(list.Tools[0].InputSchema), `"text"`)
 	assert.Equal(t, "count", list.Tools[1].Name)
+	assert.NotContains(t, string(res.Observation), "return_schema", "upstream's Tool model forbids extra fields: the extension is sent only on request")
+
+	res, err = c.Step(ctx, map[string]any{"type": "list_tools", "metadata": map[string]any{"return_schemas": true}})
+	require.NoError(t, err)
+	var withReturn struct {
+		Tools []struct {
+			ReturnSchema json.RawMessage `json:"return_schema"`
+		} `json:"tools"`
+	}
+	require.NoError(t, res.DecodeObservation(&withReturn))
+	require.Len(t, withReturn.Tools, 2)
+	assert.JSONEq(t, `{"type":"string"}`, string(withReturn.Tools[0].ReturnSchema), "add returns a string")
+	assert.JSONEq(t, `{"type":"integer"}`, string(withReturn.Tools[1].ReturnSchema), "count returns an int")
 
 	tests := []struct {
 		name   string
@@ -124,7 +137,7 @@ func TestFromFactoryServesToolEnvs(t *testing.T) {
 
 	st, err := c.State(ctx)
 	require.NoError(t, err)
-	assert.JSONEq(t, `{"episode_id":"e-9","step_count":6}`, string(st))
+	assert.JSONEq(t, `{"episode_id":"e-9","step_count":7}`, string(st), "two list_tools and five call_tool steps")
 
 	reply, err := c.MCP(ctx, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call",
 		"params": map[string]any{"name": "add", "arguments": map[string]any{"text": "via mcp"}}})
@@ -177,6 +190,9 @@ func TestRemoteEnvPlaysToolServer(t *testing.T) {
 	assert.Equal(t, "topic: remote", text)
 	require.NotNil(t, r.ToolSet())
 	assert.Equal(t, []string{"add", "count"}, r.ToolSet().Names())
+	local, err := env.Tools(&notesEnv{closed: &atomic.Int64{}})
+	require.NoError(t, err)
+	assert.Equal(t, local.Schemas(), r.ToolSet().Schemas(), "the served env's tools are the local env's, byte for byte, \"return\" included")
 
 	tests := []struct {
 		tool, args, want string

@@ -13,28 +13,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/x/env"
 	"github.com/x/examples/internal/catchgame"
-	"github.com/x/examples/internal/policy"
+	"github.com/x/examples/internal/cli"
 	"github.com/x/grpo"
+	"github.com/x/grpo/warmstart"
 	"github.com/x/kernels/cpu"
 	"github.com/x/model"
 	"github.com/x/tokenizer"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "catch:", err)
-		stop()
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("catch", run) }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("catch", flag.ContinueOnError)
@@ -59,33 +49,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 	be := cpu.New(*threads)
 	defer be.Close()
-	pol, err := policy.Load(policy.Options{Dir: *modelDir, Hidden: *hidden, Seed: *seed}, be)
+	pol, err := warmstart.Load(warmstart.Options{Dir: *modelDir, Hidden: *hidden, Seed: *seed}, be)
 	if err != nil {
 		return err
 	}
 	defer pol.Close()
 	fmt.Fprintln(out, "model:", pol.Description)
-
-	if *sftSteps > 0 {
-		convs, err := catchgame.Conversations(ctx)
-		if err != nil {
-			return err
-		}
-		sc := grpo.DefaultSFTConfig()
-		sc.MaxSteps, sc.LearningRate, sc.BatchSize, sc.Seed = *sftSteps, 3e-3, 5, *seed
-		sc.MaxLength, sc.EnableThinking, sc.GradientCheckpointing, sc.Progress = 2048, tokenizer.ThinkingOff, *modelDir != "", out
-		if *modelDir != "" {
-			sc.LoRA = &model.LoRAConfig{R: *rank, Alpha: 2 * float64(*rank)}
-		}
-		if _, err := grpo.SFT(ctx, pol.Model, pol.Tokenizer, convs, sc); err != nil {
-			return fmt.Errorf("SFT: %w", err)
-		}
-		if sc.LoRA != nil {
-			if err := model.MergeLoRA(pol.Model); err != nil {
-				return fmt.Errorf("SFT: %w", err)
-			}
-		}
-	}
 
 	cfg := grpo.DefaultConfig()
 	cfg.NumGenerations, cfg.PerDeviceTrainBatchSize = *g, 5**g // the five ball columns each step
@@ -94,6 +63,26 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	cfg.MaxCompletionLength, cfg.MaxToolCallingIterations = *maxLen, 10 // nine moves, one spare
 	cfg.EnableThinking, cfg.GradientCheckpointing = tokenizer.ThinkingOff, *modelDir != ""
 	cfg.OutputDir, cfg.LoggingSteps, cfg.SaveSteps, cfg.LogCompletions = *outDir, 1, 0, true
+	if *sftSteps > 0 {
+		sc := grpo.DefaultSFTConfig()
+		sc.MaxSteps, sc.LearningRate, sc.BatchSize, sc.Seed = *sftSteps, 3e-3, 5, *seed
+		sc.MaxLength, sc.EnableThinking, sc.GradientCheckpointing, sc.Progress = 2048, tokenizer.ThinkingOff, *modelDir != "", out
+		if *modelDir != "" {
+			sc.LoRA = &model.LoRAConfig{R: *rank, Alpha: 2 * float64(*rank)}
+		}
+		// Played under GRPO's settings but SFT's length: a whole game is
+		// worth imitating even where -max-completion would cut it.
+		play := cfg
+		play.MaxCompletionLength = sc.MaxLength
+		convs, err := catchgame.Conversations(ctx, grpo.PlayOptions{Tokenizer: pol.Tokenizer, Config: &play})
+		if err != nil {
+			return err
+		}
+		if _, err := warmstart.SFT(ctx, pol, convs, sc); err != nil {
+			return fmt.Errorf("SFT: %w", err)
+		}
+	}
+
 	tr, err := grpo.NewTrainer(pol.Model, pol.Tokenizer, cfg,
 		grpo.WithEnv(catchgame.NewFactory(*seed)),
 		grpo.WithReward("caught", 1, catchgame.Reward("")),

@@ -13,32 +13,24 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
+	"strings"
 
 	"github.com/x/env"
 	"github.com/x/env/echo"
-	"github.com/x/examples/internal/policy"
+	"github.com/x/examples/internal/cli"
 	"github.com/x/grpo"
+	"github.com/x/grpo/warmstart"
 	"github.com/x/kernels/cpu"
 	"github.com/x/model"
 	"github.com/x/tokenizer"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "echo:", err)
-		stop()
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("echo", run) }
 
 // words are what the prompts ask the model to echo.
 var words = []string{"hello", "wordle", "catch", "gopher", "tokens", "reward", "policy", "group"}
@@ -47,7 +39,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("echo", flag.ContinueOnError)
 	fs.SetOutput(out)
 	modelDir := fs.String("model", "", "Hugging Face Qwen3 folder; empty: the embedded small Qwen3")
-	sftSteps := fs.Int("sft-steps", 30, "SFT warm-start steps on scripted echo calls (0: none)")
+	sftSteps := fs.Int("sft-steps", 60, "SFT warm-start steps on scripted echo calls (0: none); at 30 every sampled call still failed (the warm start check says so), at 60 most work and rollouts still differ")
 	steps := fs.Int("steps", 10, "GRPO steps")
 	g := fs.Int("generations", 4, "rollouts per prompt")
 	lr := fs.Float64("lr", 1e-3, "GRPO learning rate")
@@ -64,7 +56,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 	be := cpu.New(*threads)
 	defer be.Close()
-	pol, err := policy.Load(policy.Options{Dir: *modelDir, Hidden: *hidden, Seed: *seed}, be)
+	pol, err := warmstart.Load(warmstart.Options{Dir: *modelDir, Hidden: *hidden, Seed: *seed}, be)
 	if err != nil {
 		return err
 	}
@@ -73,21 +65,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 	rows := make([]env.Row, len(words))
 	for i, w := range words {
-		rows[i] = env.Row{grpo.PromptColumn: "Use the echo tool to send: " + w}
+		rows[i] = env.Row{grpo.PromptColumn: prompt + w}
 	}
-	if *sftSteps > 0 {
-		convs, err := scripted(ctx, rows)
-		if err != nil {
-			return err
-		}
-		sc := grpo.DefaultSFTConfig()
-		sc.MaxSteps, sc.LearningRate, sc.BatchSize, sc.Seed = *sftSteps, 3e-3, 8, *seed
-		sc.EnableThinking, sc.GradientCheckpointing, sc.Progress = tokenizer.ThinkingOff, false, out
-		if _, err := grpo.SFT(ctx, pol.Model, pol.Tokenizer, convs, sc); err != nil {
-			return fmt.Errorf("SFT: %w", err)
-		}
-	}
-
 	cfg := grpo.DefaultConfig()
 	cfg.NumGenerations, cfg.PerDeviceTrainBatchSize = *g, 4**g // 4 prompts per step
 	cfg.MaxSteps, cfg.LearningRate, cfg.Seed = *steps, *lr, *seed
@@ -95,14 +74,36 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	cfg.MaxCompletionLength, cfg.MaxToolCallingIterations = 128, 2
 	cfg.EnableThinking, cfg.GradientCheckpointing = tokenizer.ThinkingOff, *modelDir != ""
 	cfg.OutputDir, cfg.LoggingSteps, cfg.SaveSteps, cfg.LogCompletions = *outDir, 1, 0, true
+	factory := env.FactoryFunc(echo.NewEnv)
+	if *sftSteps > 0 {
+		convs, err := warmstart.Conversations(ctx, factory, rows, scripted, grpo.PlayOptions{Tokenizer: pol.Tokenizer, Config: &cfg})
+		if err != nil {
+			return err
+		}
+		sc := grpo.DefaultSFTConfig()
+		sc.MaxSteps, sc.LearningRate, sc.BatchSize, sc.Seed = *sftSteps, 3e-3, 8, *seed
+		sc.EnableThinking, sc.GradientCheckpointing, sc.Progress = tokenizer.ThinkingOff, false, out
+		if _, err := warmstart.SFT(ctx, pol, convs, sc); err != nil {
+			return fmt.Errorf("SFT: %w", err)
+		}
+	}
 	tr, err := grpo.NewTrainer(pol.Model, pol.Tokenizer, cfg,
-		grpo.WithEnv(env.FactoryFunc(echo.NewEnv)), // its reward is the env's own
+		grpo.WithEnv(factory), // its reward is the env's own
 		grpo.WithLoRA(model.LoRAConfig{R: 8, Alpha: 16}),
 		grpo.WithProgress(out))
 	if err != nil {
 		return err
 	}
 	defer tr.Close()
+	// Does the warm start leave GRPO something to learn? (A warning: the
+	// run goes on, as a user exploring would.)
+	rep, err := warmstart.Check(ctx, tr, rows[:2], warmstart.CheckOptions{})
+	fmt.Fprintln(out, "warm start check:", rep)
+	if err != nil && !errors.Is(err, warmstart.ErrNoSignal) {
+		return err
+	} else if err != nil {
+		fmt.Fprintln(out, "warning:", err)
+	}
 	if err := tr.Train(ctx, grpo.NewDataset(rows)); err != nil {
 		return err
 	}
@@ -111,33 +112,19 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
-// scripted is one SFT conversation per row: the prompt, the echo call
-// with the word, the env's reply and a closing turn.
-func scripted(ctx context.Context, rows []env.Row) ([]grpo.Conversation, error) {
-	var convs []grpo.Conversation
-	for i, row := range rows {
-		e, err := echo.NewEnv(ctx)
-		if err != nil {
-			return nil, err
-		}
-		set, err := env.Tools(e)
-		if err != nil {
-			return nil, err
-		}
-		args, err := json.Marshal(echo.EchoArgs{Message: words[i]})
-		if err != nil {
-			return nil, err
-		}
-		reply, err := set.Call(ctx, "echo", args)
-		if err != nil {
-			return nil, fmt.Errorf("scripted echo: %w", err)
-		}
-		convs = append(convs, grpo.Conversation{Tools: set.Schemas(), Messages: []tokenizer.Message{
-			{Role: "user", Content: row[grpo.PromptColumn].(string)},
-			{Role: "assistant", ToolCalls: []tokenizer.ToolCall{{Name: "echo", Arguments: args}}},
-			{Role: "tool", Name: "echo", Content: reply},
-			{Role: "assistant", Content: "Echoed."},
-		}})
+// prompt asks for a word to echo.
+const prompt = "Use the echo tool to send: "
+
+// scripted is the warm start's expert, a grpo.Script: echo the word the
+// prompt asks for, then say it is done.
+func scripted(ctx context.Context, r *grpo.Rollout) (tokenizer.Message, error) {
+	if r.ToolCalls > 0 {
+		return grpo.TextTurn("Echoed."), nil
 	}
-	return convs, nil
+	word, _ := strings.CutPrefix(r.Prompt[len(r.Prompt)-1].Content, prompt)
+	args, err := json.Marshal(echo.EchoArgs{Message: word})
+	if err != nil {
+		return tokenizer.Message{}, err
+	}
+	return grpo.CallTurn("echo", string(args)), nil
 }

@@ -12,31 +12,22 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/x/env"
 	"github.com/x/env/guess"
-	"github.com/x/examples/internal/policy"
+	"github.com/x/examples/internal/cli"
 	"github.com/x/grpo"
+	"github.com/x/grpo/warmstart"
 	"github.com/x/kernels/cpu"
 	"github.com/x/model"
 	"github.com/x/tokenizer"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "guess:", err)
-		stop()
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("guess", run) }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("guess", flag.ContinueOnError)
@@ -66,7 +57,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 	be := cpu.New(*threads)
 	defer be.Close()
-	pol, err := policy.Load(policy.Options{Dir: *modelDir, Hidden: *hidden, Seed: *seed}, be)
+	pol, err := warmstart.Load(warmstart.Options{Dir: *modelDir, Hidden: *hidden, Seed: *seed}, be)
 	if err != nil {
 		return err
 	}
@@ -87,10 +78,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			grpo.WithLoRA(lora),
 			grpo.WithProgress(out))
 	}
-	evalRows := make([]env.Row, *evalGames)
-	for i := range evalRows {
-		evalRows[i] = env.Row{"seed": int64(1_000_000 + i)}
-	}
+	evalRows := seedRows(1_000_000, *evalGames)
 
 	// Before SFT; the evaluation's fresh adapters (B = 0) are removed so the
 	// warm start can train every weight of the embedded model.
@@ -105,7 +93,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("evaluate: %w", err)
 	}
 	if *sftSteps > 0 {
-		convs, err := expertGames(ctx, rules, *sftGames)
+		convs, err := warmstart.Conversations(ctx, guess.NewFactory(guess.Options{Rules: rules}), seedRows(0, *sftGames), binarySearch,
+			grpo.PlayOptions{Tokenizer: pol.Tokenizer, Config: &cfg})
 		if err != nil {
 			return err
 		}
@@ -115,13 +104,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if *modelDir != "" {
 			sc.LoRA = &lora
 		}
-		if _, err := grpo.SFT(ctx, pol.Model, pol.Tokenizer, convs, sc); err != nil {
+		if _, err := warmstart.SFT(ctx, pol, convs, sc); err != nil {
 			return fmt.Errorf("SFT: %w", err)
-		}
-		if sc.LoRA != nil {
-			if err := model.MergeLoRA(pol.Model); err != nil {
-				return fmt.Errorf("SFT: %w", err)
-			}
 		}
 	}
 	if tr, err = newTrainer(); err != nil {
@@ -131,6 +115,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	afterSFT, err := won(ctx, tr, evalRows)
 	if err != nil {
 		return fmt.Errorf("evaluate: %w", err)
+	}
+	rep, err := warmstart.Check(ctx, tr, evalRows[:min(4, len(evalRows))], warmstart.CheckOptions{})
+	fmt.Fprintln(out, "warm start check:", rep)
+	if err != nil && !errors.Is(err, warmstart.ErrNoSignal) {
+		return err
+	} else if err != nil {
+		fmt.Fprintln(out, "warning:", err)
 	}
 	rows := make([]env.Row, *maxN)
 	for i := range rows {
@@ -163,45 +154,47 @@ func won(ctx context.Context, tr *grpo.Trainer, rows []env.Row) (int, error) {
 	return n, nil
 }
 
-// expertGames plays n games by binary search (hidden numbers from seeds
-// 0..n-1) through the env's tool and returns them as SFT conversations.
-func expertGames(ctx context.Context, rules guess.Rules, n int) ([]grpo.Conversation, error) {
-	var convs []grpo.Conversation
-	for seed := range int64(n) {
-		e := guess.NewEnv(rules, nil)
-		intro, err := e.Reset(ctx, env.Row{"seed": seed})
-		if err != nil {
-			return nil, err
-		}
-		set, err := env.Tools(e)
-		if err != nil {
-			return nil, err
-		}
-		msgs := []tokenizer.Message{{Role: "user", Content: intro}}
-		lo, hi := 1, e.Game.Rules.Max
-		for !e.Game.Done() {
-			mid := (lo + hi) / 2
-			args, err := json.Marshal(guess.GuessArgs{Number: mid})
-			if err != nil {
-				return nil, err
-			}
-			msgs = append(msgs, tokenizer.Message{Role: "assistant", ToolCalls: []tokenizer.ToolCall{{Name: "guess", Arguments: args}}})
-			resp, err := set.Call(ctx, "guess", args)
-			if err != nil {
-				return nil, fmt.Errorf("expert guess %d: %s", mid, resp)
-			}
-			msgs = append(msgs, tokenizer.Message{Role: "tool", Name: "guess", Content: resp})
-			if e.Game.Target > mid {
-				lo = mid + 1
-			} else {
-				hi = mid - 1
-			}
-		}
-		if !e.Game.Found {
-			return nil, fmt.Errorf("binary search lost game %d (target %d)", seed, e.Game.Target)
-		}
-		msgs = append(msgs, tokenizer.Message{Role: "assistant", Content: fmt.Sprintf("Found it: the number is %d.", e.Game.Target)})
-		convs = append(convs, grpo.Conversation{Messages: msgs, Tools: set.Schemas()})
+// seedRows are n games with hidden numbers drawn from seeds first, first+1, ...
+func seedRows(first, n int) []env.Row {
+	rows := make([]env.Row, n)
+	for i := range rows {
+		rows[i] = env.Row{"seed": int64(first + i)}
 	}
-	return convs, nil
+	return rows
+}
+
+// binarySearch is the warm start's expert, a grpo.Script: it guesses the
+// middle of the range the replies so far leave, and says the number once
+// the game is won.
+func binarySearch(ctx context.Context, r *grpo.Rollout) (tokenizer.Message, error) {
+	e, ok := r.Env.(*guess.Env)
+	if !ok {
+		return tokenizer.Message{}, fmt.Errorf("binary search plays guess.Env, not %T", r.Env)
+	}
+	if e.Game.Done() {
+		if !e.Game.Found {
+			return tokenizer.Message{}, fmt.Errorf("binary search lost (target %d)", e.Game.Target)
+		}
+		return grpo.TextTurn(fmt.Sprintf("Found it: the number is %d.", e.Game.Target)), nil
+	}
+	lo, hi := 1, e.Game.Rules.Max
+	for _, m := range r.Completion {
+		if len(m.ToolCalls) == 0 {
+			continue
+		}
+		var a guess.GuessArgs
+		if err := json.Unmarshal(m.ToolCalls[0].Arguments, &a); err != nil {
+			return tokenizer.Message{}, err
+		}
+		if e.Game.Target > a.Number {
+			lo = a.Number + 1
+		} else {
+			hi = a.Number - 1
+		}
+	}
+	args, err := json.Marshal(guess.GuessArgs{Number: (lo + hi) / 2})
+	if err != nil {
+		return tokenizer.Message{}, err
+	}
+	return grpo.CallTurn("guess", string(args)), nil
 }

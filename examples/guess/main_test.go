@@ -12,13 +12,15 @@ import (
 
 	"github.com/x/env/guess"
 	"github.com/x/grpo"
+	"github.com/x/grpo/warmstart"
 )
 
 // TestExpertGames checks the SFT data: every game is binary search and
 // ends with the number found.
 func TestExpertGames(t *testing.T) {
 	rules := guess.Rules{Max: 16}
-	convs, err := expertGames(context.Background(), rules, 20)
+	cfg := grpo.DefaultConfig()
+	convs, err := warmstart.Conversations(context.Background(), guess.NewFactory(guess.Options{Rules: rules}), seedRows(0, 20), binarySearch, grpo.PlayOptions{Config: &cfg})
 	require.NoError(t, err)
 	for seed, c := range convs {
 		target := guess.TargetForSeed(rules, int64(seed))

@@ -15,29 +15,19 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/x/env"
 	"github.com/x/examples/internal/catchgame"
-	"github.com/x/examples/internal/policy"
+	"github.com/x/examples/internal/cli"
 	"github.com/x/examples/internal/wordlegame"
 	"github.com/x/grpo"
+	"github.com/x/grpo/warmstart"
 	"github.com/x/kernels/cpu"
 	"github.com/x/model"
 	"github.com/x/tokenizer"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "multienv:", err)
-		stop()
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("multienv", run) }
 
 // The env names rows use in their "environment" column.
 const (
@@ -71,7 +61,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 	be := cpu.New(*threads)
 	defer be.Close()
-	pol, err := policy.Load(policy.Options{Dir: *modelDir, Hidden: *hidden, Seed: *seed}, be)
+	pol, err := warmstart.Load(warmstart.Options{Dir: *modelDir, Hidden: *hidden, Seed: *seed}, be)
 	if err != nil {
 		return err
 	}
@@ -87,31 +77,6 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		rows = append(rows, r, catches[i])
 	}
 
-	if *sftSteps > 0 {
-		wc, err := wordlegame.Conversations(ctx, words, words)
-		if err != nil {
-			return err
-		}
-		cc, err := catchgame.Conversations(ctx)
-		if err != nil {
-			return err
-		}
-		sc := grpo.DefaultSFTConfig()
-		sc.MaxSteps, sc.LearningRate, sc.BatchSize, sc.Seed = *sftSteps, 3e-3, 8, *seed
-		sc.MaxLength, sc.EnableThinking, sc.GradientCheckpointing, sc.Progress = 2048, tokenizer.ThinkingOff, *modelDir != "", out
-		if *modelDir != "" {
-			sc.LoRA = &model.LoRAConfig{R: 16, Alpha: 32}
-		}
-		if _, err := grpo.SFT(ctx, pol.Model, pol.Tokenizer, append(wc, cc...), sc); err != nil {
-			return fmt.Errorf("SFT: %w", err)
-		}
-		if sc.LoRA != nil {
-			if err := model.MergeLoRA(pol.Model); err != nil {
-				return fmt.Errorf("SFT: %w", err)
-			}
-		}
-	}
-
 	cfg := grpo.DefaultConfig()
 	cfg.NumGenerations, cfg.PerDeviceTrainBatchSize = *g, 4**g // four rows per step
 	cfg.MaxSteps, cfg.LearningRate, cfg.LRSchedule, cfg.Seed = *steps, *lr, model.ScheduleConstant, *seed
@@ -119,6 +84,33 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	cfg.MaxCompletionLength, cfg.MaxToolCallingIterations = *maxLen, 10
 	cfg.EnableThinking, cfg.GradientCheckpointing = tokenizer.ThinkingOff, *modelDir != ""
 	cfg.OutputDir, cfg.LoggingSteps, cfg.SaveSteps, cfg.LogCompletions = *outDir, 1, 0, true
+
+	if *sftSteps > 0 {
+		sc := grpo.DefaultSFTConfig()
+		sc.MaxSteps, sc.LearningRate, sc.BatchSize, sc.Seed = *sftSteps, 3e-3, 8, *seed
+		sc.MaxLength, sc.EnableThinking, sc.GradientCheckpointing, sc.Progress = 2048, tokenizer.ThinkingOff, *modelDir != "", out
+		if *modelDir != "" {
+			sc.LoRA = &model.LoRAConfig{R: 16, Alpha: 32}
+		}
+		// The expert games are played under GRPO's settings but SFT's
+		// length: a whole game is worth imitating even where -max-completion
+		// would cut it.
+		play := cfg
+		play.MaxCompletionLength = sc.MaxLength
+		po := grpo.PlayOptions{Tokenizer: pol.Tokenizer, Config: &play}
+		wc, err := wordlegame.Conversations(ctx, words, words, po)
+		if err != nil {
+			return err
+		}
+		cc, err := catchgame.Conversations(ctx, po)
+		if err != nil {
+			return err
+		}
+		if _, err := warmstart.SFT(ctx, pol, append(wc, cc...), sc); err != nil {
+			return fmt.Errorf("SFT: %w", err)
+		}
+	}
+
 	tr, err := grpo.NewTrainer(pol.Model, pol.Tokenizer, cfg,
 		grpo.WithEnvs(map[string]env.Factory{
 			wordleEnv: wordlegame.LocalFactory(words),

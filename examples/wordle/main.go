@@ -22,22 +22,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 
+	"github.com/x/env/wordle"
+	"github.com/x/examples/internal/cli"
 	"github.com/x/examples/internal/wordlegame"
 	"github.com/x/grpo"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "wordle:", err)
-		stop()
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("wordle", run) }
 
 // config is one run's settings, from the command line.
 type config struct {
@@ -71,7 +63,7 @@ type config struct {
 // wordlegame.DefaultWordList. With ten words the warm start covers every
 // secret and a GRPO step takes a few seconds, so the run fits 30 GRPO
 // steps in minutes; with sixteen, six secrets the SFT model never saw made
-// GRPO's groups mostly all-lose or all-win (BENCHMARKS.md, "Examples: the
+// GRPO's groups mostly all-lose or all-win (BENCHMARKS-log.md, "Examples: the
 // Wordle demo").
 const demoWords = "brave brick bride chair charm chart crane crash grace grade"
 
@@ -84,7 +76,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.ModelDir, "model", "", "Hugging Face Qwen3 folder (config.json, *.safetensors, tokenizer.json); empty: the embedded small Qwen3 with random weights")
 	fs.StringVar(&words, "words", demoWords, "the secret words, comma- or space-separated (each must be an allowed guess)")
 	fs.StringVar(&evalWords, "eval-words", "", "words each evaluation plays, greedily, once each (default: all of -words)")
-	fs.IntVar(&c.SFTWords, "sft-words", 10, "the warm start sees games of the first this many words")
+	fs.IntVar(&c.SFTWords, "sft-words", 0, "the warm start sees games of the first this many words (0: all of -words)")
 	fs.IntVar(&c.SFTSteps, "sft-steps", 50, "supervised fine-tuning steps (0: no warm start); the default stops early, with the model still making invalid guesses, so that its rollouts differ and GRPO has something to learn")
 	fs.Float64Var(&c.SFTLR, "sft-lr", 3e-3, "supervised fine-tuning peak learning rate")
 	fs.IntVar(&c.Steps, "steps", 30, "GRPO optimizer steps")
@@ -111,6 +103,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var err error
 	if c.Words, err = wordlegame.ParseWords(words); err != nil {
 		return c, fmt.Errorf("-words: %w", err)
+	}
+	// The words first: every other word-count flag is checked against them.
+	if err := wordlegame.CheckAllowed(wordle.DefaultDictionary(), c.Words); err != nil {
+		return c, fmt.Errorf("-words: %w", err)
+	}
+	if c.SFTWords == 0 {
+		c.SFTWords = len(c.Words)
 	}
 	c.EvalWords = c.Words
 	if evalWords != "" {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -16,9 +17,11 @@ import (
 	"github.com/x/grpo"
 )
 
-// tinyArgs is a run of a couple of steps at a tiny size.
+// tinyArgs is a run of a couple of steps at a tiny size. One SFT step:
+// its warm-up ratio must not take the whole run (it once failed the cosine
+// schedule).
 func tinyArgs(out string) []string {
-	return []string{"-words", "crane,plant,brick,chart", "-sft-words", "2", "-sft-steps", "3",
+	return []string{"-words", "crane,plant,brick,chart", "-sft-words", "2", "-sft-steps", "1",
 		"-steps", "2", "-prompts", "2", "-generations", "2", "-hidden", "32", "-threads", "1", "-out", out}
 }
 
@@ -105,7 +108,42 @@ func TestFlags(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []string{"crane", "chart"}, c.EvalWords)
 		assert.Len(t, c.Words, 10)
+		assert.Equal(t, 10, c.SFTWords, "the warm start sees every word by default")
 	}
+}
+
+// TestFlagsInTheUsersOrder: a flag is judged on what the user wrote, the
+// words before the counts derived from them; -h is not a failure.
+func TestFlagsInTheUsersOrder(t *testing.T) {
+	_, err := parseFlags([]string{"-words", "brave,zzzzz"}, &bytes.Buffer{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "-words")
+	assert.Contains(t, err.Error(), "zzzzz")
+	assert.NotContains(t, err.Error(), "-sft-words", "the default -sft-words follows -words")
+
+	c, err := parseFlags([]string{"-words", "brave,crane"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, 2, c.SFTWords)
+
+	// -model that is not a checkpoint: said in terms of the folder.
+	garbage := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(garbage, "config.json"), []byte(`{"hidden_size": "big"}`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(garbage, "model.safetensors"), nil, 0o644))
+	for _, tc := range []struct{ dir, want string }{
+		{filepath.Join(t.TempDir(), "qwen3-0.6b"), "qwen3-0.6b does not exist (want a Hugging Face Qwen3 folder"},
+		{t.TempDir(), "has neither config.json nor *.safetensors"},
+		{garbage, "field hidden_size: want a whole number, have a JSON string"},
+	} {
+		err := run(context.Background(), []string{"-model", tc.dir, "-out", t.TempDir()}, &bytes.Buffer{})
+		assert.ErrorContains(t, err, tc.want)
+		assert.NotContains(t, err.Error(), "tokenizer.json")
+		assert.NotContains(t, err.Error(), "rawConfig")
+	}
+
+	var usage bytes.Buffer
+	err = run(context.Background(), []string{"-h"}, &usage)
+	assert.ErrorIs(t, err, flag.ErrHelp, "main exits 0 on it (examples/internal/cli)")
+	assert.Contains(t, usage.String(), "-sft-steps")
 }
 
 // TestRolloutMatMulFlag: -rollout-matmul reaches the trainer's config;

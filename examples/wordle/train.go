@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,10 +11,9 @@ import (
 	"time"
 
 	"github.com/x/env"
-	"github.com/x/env/wordle"
-	"github.com/x/examples/internal/policy"
 	"github.com/x/examples/internal/wordlegame"
 	"github.com/x/grpo"
+	"github.com/x/grpo/warmstart"
 	"github.com/x/kernels/cpu"
 	"github.com/x/model"
 	"github.com/x/tokenizer"
@@ -39,15 +39,12 @@ const (
 func train(ctx context.Context, cfg config, out io.Writer) (result, error) {
 	var res result
 	begin := time.Now()
-	if err := wordlegame.CheckAllowed(wordle.DefaultDictionary(), cfg.Words); err != nil {
-		return res, fmt.Errorf("-words: %w", err)
-	}
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return res, fmt.Errorf("output folder: %w", err)
 	}
 	be := cpu.New(cfg.Threads)
 	defer be.Close()
-	pol, err := policy.Load(policy.Options{Dir: cfg.ModelDir, Hidden: cfg.Hidden, Seed: cfg.Seed}, be)
+	pol, err := warmstart.Load(warmstart.Options{Dir: cfg.ModelDir, Hidden: cfg.Hidden, Seed: cfg.Seed}, be)
 	if err != nil {
 		return res, err
 	}
@@ -95,7 +92,7 @@ func train(ctx context.Context, cfg config, out io.Writer) (result, error) {
 	fmt.Fprintf(out, "before SFT: %s\n", res.Before)
 
 	if cfg.SFTSteps > 0 {
-		if err := warmStart(ctx, cfg, pol, out); err != nil {
+		if err := warmStart(ctx, cfg, gcfg, pol, out); err != nil {
 			return res, fmt.Errorf("SFT: %w", err)
 		}
 	}
@@ -118,6 +115,15 @@ func train(ctx context.Context, cfg config, out io.Writer) (result, error) {
 		return res, fmt.Errorf("evaluate after SFT: %w", err)
 	}
 	fmt.Fprintf(out, "after SFT:  %s\n", res.AfterSFT)
+	// Does the warm start leave GRPO something to learn? Rollouts of the
+	// first four words, sampled as GRPO's first step samples them.
+	check, err := warmstart.Check(ctx, tr, wordlegame.Rows(cfg.Words[:min(4, len(cfg.Words))]), warmstart.CheckOptions{})
+	fmt.Fprintf(out, "warm start check: %s\n", check)
+	if errors.Is(err, warmstart.ErrNoSignal) {
+		fmt.Fprintf(out, "warning: %v\n", err)
+	} else if err != nil {
+		return res, fmt.Errorf("warm start check: %w", err)
+	}
 
 	fmt.Fprintf(out, "GRPO: %d steps of %d words x %d rollouts, lr %g decaying linearly, beta %g, %s\n",
 		cfg.Steps, cfg.Prompts, cfg.G, cfg.LR, cfg.Beta, loraText(cfg.LoRARank))
@@ -178,11 +184,12 @@ func grpoConfig(cfg config) grpo.Config {
 	return c
 }
 
-// warmStart fine-tunes on the solver's games of the first SFTWords words:
-// every weight of the embedded model, or LoRA adapters merged afterwards
-// for a checkpoint given with -model.
-func warmStart(ctx context.Context, cfg config, pol *policy.Policy, out io.Writer) error {
-	convs, err := wordlegame.Conversations(ctx, cfg.Words[:cfg.SFTWords], cfg.Words)
+// warmStart fine-tunes on the solver's games of the first SFTWords words,
+// played as GRPO (gcfg) will play them: every weight of the embedded
+// model, or LoRA adapters merged afterwards for a checkpoint given with
+// -model.
+func warmStart(ctx context.Context, cfg config, gcfg grpo.Config, pol *warmstart.Policy, out io.Writer) error {
+	convs, err := wordlegame.Conversations(ctx, cfg.Words[:cfg.SFTWords], cfg.Words, grpo.PlayOptions{Tokenizer: pol.Tokenizer, Config: &gcfg})
 	if err != nil {
 		return err
 	}
@@ -202,14 +209,9 @@ func warmStart(ctx context.Context, cfg config, pol *policy.Policy, out io.Write
 	}
 	sc.Progress = out
 	fmt.Fprintf(out, "SFT: %d steps on the solver's games of %d of the %d words\n", cfg.SFTSteps, len(convs), len(cfg.Words))
-	rep, err := grpo.SFT(ctx, pol.Model, pol.Tokenizer, convs, sc)
+	rep, err := warmstart.SFT(ctx, pol, convs, sc)
 	if err != nil {
 		return err
-	}
-	if sc.LoRA != nil {
-		if err := model.MergeLoRA(pol.Model); err != nil {
-			return fmt.Errorf("SFT: %w", err)
-		}
 	}
 	if n := len(rep.History); n > 0 {
 		fmt.Fprintf(out, "SFT: final loss %.4f\n", rep.History[n-1].Metrics[grpo.MetricLoss])

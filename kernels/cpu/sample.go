@@ -50,6 +50,10 @@ func (b *Backend) sampleRows(ids []int32, logp, fullLogp, logits []float32, para
 		keep, scaled := buf[:v], buf[v:]
 		for r := lo; r < hi; r++ {
 			row := logits[r*v : (r+1)*v]
+			if !kernels.AnyFinite(row) {
+				ids[r], logp[r], fullLogp[r] = kernels.NoToken, float32(math.NaN()), float32(math.NaN())
+				continue
+			}
 			ids[r], logp[r] = b.sampleRow(row, params[r], u[r], buf)
 			x := row
 			if t := params[r].Temperature; t != 0 && t != 1 {

@@ -1,5 +1,3 @@
-//go:build cudahost || cuda
-
 package cuda
 
 // Argument structs passed to kernels by pointer, laid out as their C

@@ -7,8 +7,9 @@
 // copy_cast: dst[i] = src[i] for i < n, raw bits when the dtypes agree,
 // else F32 → BF16 (round to nearest even, as kernels.F32ToBF16) or BF16 →
 // F32 (exact). gather_rows: dst[i·cols + c] = src[idx[i]·cols + c];
-// scatter_rows: dst[idx[i]·cols + c] = src[i·cols + c] (indices distinct,
-// checked on the host with the ranges). transpose: dst[j·rows + i] =
+// scatter_rows: dst[idx[i]·cols + c] = src[i·cols + c] (indices distinct);
+// for both, an index outside [0, rows) (the table's rows) is skipped and
+// reported in the status slot (common.cuh, report_bad_index). transpose: dst[j·rows + i] =
 // src[i·cols + j]. Launch (all four): elementwisePlan(n) in plan.go, 256
 // threads, grid-stride loop, one element per thread per step.
 // sum_squares: *out += Σ x[i]² in double, one block of 512 threads
@@ -41,19 +42,31 @@ KERNEL void __launch_bounds__(256) copy_cast(void* dst, const void* src, int dt_
   }
 }
 
-KERNEL void __launch_bounds__(256) gather_rows(void* dst, const void* src, const int32_t* idx, int es, long nidx, long cols) {
+KERNEL void __launch_bounds__(256) gather_rows(void* dst, const void* src, const int32_t* idx, int es, long nidx, long cols,
+                                             long rows, int* status) {
   long n = nidx * cols;
   for (long i = blockIdx.x * long(blockDim.x) + threadIdx.x; i < n; i += long(gridDim.x) * blockDim.x) {
     long r = i / cols, c = i % cols;
-    move_elem(dst, i, src, long(idx[r]) * cols + c, es);
+    int id = idx[r];
+    if (id < 0 || id >= rows) {
+      if (c == 0) report_bad_index(status, r, id, rows);
+      continue;
+    }
+    move_elem(dst, i, src, long(id) * cols + c, es);
   }
 }
 
-KERNEL void __launch_bounds__(256) scatter_rows(void* dst, const void* src, const int32_t* idx, int es, long nidx, long cols) {
+KERNEL void __launch_bounds__(256) scatter_rows(void* dst, const void* src, const int32_t* idx, int es, long nidx, long cols,
+                                             long rows, int* status) {
   long n = nidx * cols;
   for (long i = blockIdx.x * long(blockDim.x) + threadIdx.x; i < n; i += long(gridDim.x) * blockDim.x) {
     long r = i / cols, c = i % cols;
-    move_elem(dst, long(idx[r]) * cols + c, src, i, es);
+    int id = idx[r];
+    if (id < 0 || id >= rows) {
+      if (c == 0) report_bad_index(status, r, id, rows);
+      continue;
+    }
+    move_elem(dst, long(id) * cols + c, src, i, es);
   }
 }
 

@@ -107,6 +107,20 @@ __device__ __forceinline__ int block_min_i(int v) {
 
 __device__ __forceinline__ int block_max_i(int v) { return -block_min_i(-v); }
 
+// report_bad_index records an index a kernel found outside [0, bound)
+// in its op's status slot, four ints (flag, position, value, bound): the
+// first one wins. Kernels that index with data call it and skip the index
+// instead of reading or writing out of bounds; the host reads the slots at
+// its next sync point and turns a raised flag into the sticky error
+// (status.go), so no index crosses to the host before a launch.
+__device__ __forceinline__ void report_bad_index(int* status, long pos, long value, long bound) {
+  if (atomicCAS(status, 0, 1) == 0) {
+    status[1] = int(pos);
+    status[2] = int(value);
+    status[3] = int(bound);
+  }
+}
+
 // mma_bf16_16816 is d += A·B with mma.sync.aligned.m16n8k16.row.col
 // f32.bf16.bf16.f32 (fragment layout in simt.h and the PTX ISA).
 __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {

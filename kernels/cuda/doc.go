@@ -1,46 +1,52 @@
-// Package cuda is the CUDA backend's kernels: one .cu file per op family
-// (the same basename as its CPU twin in kernels/cpu), each opening with a
-// comment on its layouts, launch configuration, assumptions and what it was
-// checked against; common.cuh holds the helpers they share.
+// Package cuda is the CUDA backend: the kernels, one .cu file per op
+// family (the same basename as its CPU twin in kernels/cpu), each opening
+// with a comment on its layouts, launch configuration, assumptions and
+// what it was checked against (common.cuh holds the helpers they share),
+// and Device, the one kernels.Backend that runs them.
 //
-// The kernels are built two ways:
+// One launch path. Device (device.go, ops*.go) checks shapes, stages host
+// arguments, packs each kernel's parameter block (args.go) and queues the
+// launch through a driver seam (driver.go) with two implementations:
 //
-//   - for the GPU, by `make cuda-kernels` (scripts/cuda-kernels.sh): nvcc
-//     11.8 compiles each .cu to PTX for compute_90 and to an sm_90 cubin
-//     under gen/, committed and embedded (see Images); ptxas must report no
-//     spills;
-//   - for the CPU, with the `cudahost` build tag: host.cc compiles the same
-//     sources as C++ through simt.h, a SIMT shim of our own (one fiber per
-//     CUDA thread, real barriers, lockstep warps, mma.sync fragments
-//     emulated per the PTX ISA tables), and Host runs them as a
-//     kernels.Backend, so `go test -tags cudahost ./kernels/cuda/` runs the
-//     whole conformance suite against the kernels' own indexing, tiling,
-//     masking and reductions, and the model end to end on Host against
-//     kernels/cpu (model_e2e_test.go: logits, batched generation through
-//     the paged KV cache, LogProbs, LoRA training steps, the host↔backend
-//     crossings). simt.h states what that cannot catch.
+//   - the CUDA driver API (`cuda` build tag: NewDevice; gorgonia.org/cu to
+//     find the GPU and load the modules, our cgo for the hot path,
+//     driver_cgo_cuda.go). Modules load from the embedded sm_90 cubins
+//     (gen/, `make cuda-kernels`), the PTX when the device is not sm_90;
+//   - the host twin (twin.go; with the `cudahost` tag, NewHost runs the
+//     kernels on the CPU through simt.h, our SIMT shim: one fiber per CUDA
+//     thread, real barriers, lockstep warps, mma.sync emulated per the PTX
+//     ISA tables). Device memory is host memory behind device addresses;
+//     streams queue work and run it only when the host waits, so a missing
+//     wait reads stale data every time; each launch's packed parameters are
+//     checked against the kernel's C signature (host.cc unpacks the block by
+//     that signature, so no parameter list is written twice).
 //
-// Launch configurations live in plan.go, shared by the host build and the
-// device launcher.
+// So `go test -tags cudahost ./kernels/cuda/` (make cudahost) runs the
+// whole conformance suite and the model end to end (model_e2e_test.go)
+// through the device path itself: memory, staging, launches, the kernels'
+// status words, the allocator. simt.h states what the shim cannot catch;
+// DESIGN.md lists what only a GPU confirms and the gpu-check stage that
+// does.
 //
-// With the `cuda` build tag (gorgonia.org/cu; building needs cuda.h,
-// running needs a GPU: cu's package init calls cuInit and exits without
-// one), NewDevice opens a GPU: one goroutine locked to its OS thread owns
-// the context and makes every driver call (driver_cuda.go); modules load
-// from the embedded cubins, the PTX when the device is not sm_90 or the
-// cubin is refused; device memory comes from a caching pool
-// (pool_cuda.go); what cu lacks is in driver_cgo_cuda.go. Device is a
-// kernels.Backend over the same kernels and plans as Host. Its Buffers
-// are pooled device memory (device_buffer_cuda.go, buffer_cuda.go), and
-// every op reads device Buffers in place; host Buffers passed to an op are
-// staged (copied in, and out for outputs) around its launch.
+// Execution is asynchronous and stream-ordered: the host waits only where
+// it reads a value (Download, DownloadAll, scalar results, Sync, staged
+// host outputs). Kernels that index with data check each index and report
+// a bad one in a status slot (status.go) that the Device reads at its next
+// sync point, instead of the host checking indices before a launch. Small
+// uploads go through a page-locked staging area (staging.go). Memory comes
+// from a caching allocator (alloc.go) with statistics
+// (kernels.MemoryReporter) and Trim (kernels.MemoryTrimmer). NewStream
+// gives more streams (Events order them); BeginCapture/EndCapture record
+// a CUDA graph that Replay queues with one call (graph.go). Counters
+// count what the Device asked of the driver: launches, waits, bytes.
+//
+// Adding a kernel: ops.go's comment. Launch configurations live in
+// plan.go; argument structs passed by pointer in abi.go (checked against
+// their C twins by TestKernelABI, with every launch's argument chain).
 //
 // Status: the kernels are correct on the host build at the suite's
-// awkward shapes; the device path compiles (go vet/build/test -c -tags
-// cuda) but has never run on a GPU: `make gpu-check` prepares the check
-// (scripts/gpu-check.sh). The kernels favour clarity over speed for now:
-// the GEMM is a plain 32×64-tile mma.sync kernel (no ldmatrix, cp.async or
-// pipelining; a decode row uses 1 of its 32 rows, no split-K for long
-// reductions), attention runs one warp per query row (no shared-memory K/V
-// tiles for prefill), and sample_rows makes about 70 block-wide passes over a row.
+// awkward shapes; on an H200 (2026-12-04) inference matched kernels/cpu.
+// The kernels favour clarity over speed for now: the GEMM is a plain
+// 32×64-tile mma.sync kernel, attention runs one warp per query row, and
+// sample_rows makes about 70 block-wide passes over a row.
 package cuda

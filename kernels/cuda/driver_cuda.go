@@ -3,74 +3,64 @@
 package cuda
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"path"
 	"regexp"
 	"runtime"
 	"sort"
 	"strings"
-	"unsafe"
+	"sync"
 
 	"gorgonia.org/cu"
 )
 
-// driver owns one CUDA context. The context is current on one OS thread
-// only, so a single goroutine, locked to its thread, makes every driver
-// call: work is sent to it as closures (do) and runs one at a time. The
-// fields below are touched only on that goroutine.
-type driver struct {
-	calls chan func()
-	done  chan struct{}
-
+// cudaDriver is the driver seam over the CUDA driver API: gorgonia.org/cu
+// to find the device and load the modules, our cgo (driver_cgo_cuda.go)
+// for every call on the hot path. Any goroutine may call it: each cgo call
+// makes the context current on its own thread first.
+type cudaDriver struct {
 	dev    cu.Device
-	ctx    cu.CUContext
-	stream cu.Stream
+	h      cuHandles
+	mu     sync.Mutex // the handle tables
 	mods   []cu.Module
-	fns    map[string]cu.Function
-	pool   pool
+	byName map[string]kernelH
+	names  []string      // by kernelH
+	funcs  []cu.Function // by kernelH (for attributes)
 
 	name   string
 	cc     [2]int
 	source map[string]string // family -> "cubin" or "ptx (JIT)"
 }
 
-// openDriver starts the owning goroutine, retains device ordinal's
-// primary context, creates a stream and loads every kernel family of
-// Images() (the sm_90 cubin on a compute capability 9.0 device, else the
-// PTX, JIT-compiled by the driver; a cubin the driver refuses falls back to
-// the PTX).
-func openDriver(ordinal int) (*driver, error) {
-	d := &driver{calls: make(chan func()), done: make(chan struct{}), fns: map[string]cu.Function{}, source: map[string]string{}}
-	ready := make(chan error, 1)
-	go d.serve(ordinal, ready)
-	if err := <-ready; err != nil {
+// NewDevice opens GPU ordinal (0 for the first), loads the embedded
+// kernels and returns a Device on it. It fails with an error naming the
+// driver call when there is no usable device.
+func NewDevice(ordinal int) (*Device, error) {
+	drv, err := openDriver(ordinal)
+	if err != nil {
 		return nil, err
+	}
+	return newDevice(drv)
+}
+
+// openDriver retains device ordinal's primary context and loads every
+// kernel family of Images() (the sm_90 cubin on a compute capability 9.0
+// device, else the PTX, JIT-compiled by the driver; a cubin the driver
+// refuses falls back to the PTX). cu's calls need the context current on
+// the calling thread, so this runs on a locked OS thread.
+func openDriver(ordinal int) (*cudaDriver, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	d := &cudaDriver{byName: map[string]kernelH{}, source: map[string]string{}, h: newCUHandles()}
+	if err := d.setup(ordinal); err != nil {
+		return nil, errors.Join(err, d.close())
 	}
 	return d, nil
 }
 
-// serve is the owning goroutine.
-func (d *driver) serve(ordinal int, ready chan<- error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	defer close(d.done)
-	if err := d.setup(ordinal); err != nil {
-		d.teardown()
-		ready <- err
-		return
-	}
-	ready <- nil
-	for f := range d.calls {
-		f()
-	}
-	d.teardown()
-}
-
-func (d *driver) setup(ordinal int) error {
+func (d *cudaDriver) setup(ordinal int) error {
 	n, err := cu.NumDevices()
 	if err != nil {
 		return fmt.Errorf("cuda: cuDeviceGetCount: %w", err)
@@ -87,14 +77,11 @@ func (d *driver) setup(ordinal int) error {
 	if d.cc[0], d.cc[1], err = d.dev.ComputeCapability(); err != nil {
 		return fmt.Errorf("cuda: cuDeviceGetAttribute (compute capability): %w", err)
 	}
-	if d.ctx, err = d.dev.RetainPrimaryCtx(); err != nil {
-		return fmt.Errorf("cuda: cuDevicePrimaryCtxRetain: %w", err)
+	if err := d.retain(); err != nil {
+		return err
 	}
-	if err = cu.SetCurrentContext(d.ctx); err != nil {
-		return fmt.Errorf("cuda: cuCtxSetCurrent: %w", err)
-	}
-	if d.stream, err = cu.MakeStream(cu.NonBlocking); err != nil {
-		return fmt.Errorf("cuda: cuStreamCreate: %w", err)
+	if err := d.makeCurrent(); err != nil {
+		return err
 	}
 	return d.load(Images())
 }
@@ -104,7 +91,7 @@ var entryRE = regexp.MustCompile(`(?m)^\.visible \.entry ([A-Za-z_][A-Za-z0-9_]*
 
 // load loads every family X of images (gen/X.ptx, gen/X.sm_90.cubin) and
 // resolves a function handle for each entry point the PTX declares.
-func (d *driver) load(images fs.FS) error {
+func (d *cudaDriver) load(images fs.FS) error {
 	ptxs, err := fs.Glob(images, "gen/*.ptx")
 	if err != nil || len(ptxs) == 0 {
 		return fmt.Errorf("cuda: no embedded kernels (gen/*.ptx): %v", err)
@@ -128,13 +115,13 @@ func (d *driver) load(images fs.FS) error {
 			if err != nil {
 				return fmt.Errorf("cuda: cuModuleGetFunction %s (%s): %w", name, family, err)
 			}
-			d.fns[name] = fn
+			d.byName[name] = d.addFunction(name, fn)
 		}
 	}
 	return nil
 }
 
-func (d *driver) loadFamily(images fs.FS, family string, ptx []byte) (cu.Module, string, error) {
+func (d *cudaDriver) loadFamily(images fs.FS, family string, ptx []byte) (cu.Module, string, error) {
 	var cubinErr error
 	if d.cc == [2]int{9, 0} {
 		bin, err := fs.ReadFile(images, "gen/"+family+".sm_90.cubin")
@@ -157,122 +144,44 @@ func (d *driver) loadFamily(images fs.FS, family string, ptx []byte) (cu.Module,
 	return mod, "ptx (JIT)", nil
 }
 
-func (d *driver) teardown() {
-	d.pool.release()
-	for _, m := range d.mods {
-		_ = m.Unload()
-	}
-	d.mods = nil
-	if d.stream != (cu.Stream{}) {
-		_ = d.stream.Destroy()
-	}
-	if d.ctx != (cu.CUContext{}) {
-		_ = d.dev.ReleasePrimaryCtx()
-	}
-}
-
-// errClosed is returned by do after close.
-var errClosed = errors.New("cuda: device closed")
-
-// do runs f on the owning goroutine and returns its error. It waits for
-// f to be accepted unless ctx ends first; once running, f runs to the end
-// (a kernel already queued cannot be taken back).
-func (d *driver) do(ctx context.Context, f func() error) (err error) {
-	res := make(chan error, 1)
-	call := func() {
-		defer func() {
-			if r := recover(); r != nil {
-				res <- fmt.Errorf("cuda: panic on the driver goroutine: %v", r)
-			}
-		}()
-		res <- f()
-	}
-	select {
-	case d.calls <- call:
-	case <-d.done:
-		return errClosed
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	return <-res
-}
-
-// close stops the owning goroutine after the calls already sent, then
-// frees the pool, unloads the modules and releases the context.
-func (d *driver) close() {
-	select {
-	case <-d.done:
-		return
-	default:
-	}
-	close(d.calls)
-	<-d.done
-}
-
-// fn returns the handle of kernel name.
-func (d *driver) fn(name string) (cu.Function, error) {
-	f, ok := d.fns[name]
-	if !ok {
-		return cu.Function{}, fmt.Errorf("cuda: kernel %s not in the embedded modules", name)
-	}
-	return f, nil
-}
-
-// launch launches kernel name on the driver's stream with plan dm, smem
-// bytes of dynamic shared memory and the packed arguments a.
-func (d *driver) launch(name string, dm dims, smem int, a *args) error {
-	f, err := d.fn(name)
-	if err != nil {
+// withContext runs f on a locked OS thread with the context current, for
+// gorgonia.org/cu's calls (tests read kernel attributes with it).
+func (d *cudaDriver) withContext(f func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := d.makeCurrent(); err != nil {
 		return err
 	}
-	if dm.gx == 0 || dm.gy == 0 || dm.gz == 0 {
-		return nil
+	return f()
+}
+
+func (d *cudaDriver) describe() string {
+	return fmt.Sprintf("%s (sm_%d%d) modules %v", d.name, d.cc[0], d.cc[1], d.source)
+}
+
+func (d *cudaDriver) kernel(name string) (kernelH, error) {
+	k, ok := d.byName[name]
+	if !ok {
+		return 0, fmt.Errorf("cuda: kernel %s not in the embedded modules", name)
 	}
-	if smem > 48<<10 {
-		if err := setMaxDynamicSmem(name, f, smem); err != nil {
-			return err
+	return k, nil
+}
+
+// close unloads the modules and releases the context.
+func (d *cudaDriver) close() error {
+	return d.withContextIfAny(func() error {
+		var err error
+		for _, m := range d.mods {
+			err = errors.Join(err, m.Unload())
 		}
-	}
-	return launchPacked(name, f, dm, smem, d.stream, a.b)
+		d.mods = nil
+		return errors.Join(err, d.release())
+	})
 }
 
-// sync waits for the driver's stream.
-func (d *driver) sync() error {
-	if err := d.stream.Synchronize(); err != nil {
-		return fmt.Errorf("cuda: cuStreamSynchronize: %w", err)
+func (d *cudaDriver) withContextIfAny(f func() error) error {
+	if d.h.ctx == nil {
+		return f()
 	}
-	return nil
+	return d.withContext(f)
 }
-
-// args packs kernel arguments as the C ABI lays them out in the driver's
-// parameter block: each value at an offset aligned to its size.
-type args struct{ b []byte }
-
-func (a *args) put(p unsafe.Pointer, size int) {
-	for len(a.b)%size != 0 {
-		a.b = append(a.b, 0)
-	}
-	a.b = append(a.b, unsafe.Slice((*byte)(p), size)...)
-}
-
-// ptr appends a device pointer.
-func (a *args) ptr(p cu.DevicePtr) *args { v := uint64(p); a.put(unsafe.Pointer(&v), 8); return a }
-
-// i32 appends a C int.
-func (a *args) i32(v int) *args {
-	if v > math.MaxInt32 || v < math.MinInt32 {
-		panic(fmt.Sprintf("kernels/cuda: argument %d does not fit a C int", v))
-	}
-	x := int32(v)
-	a.put(unsafe.Pointer(&x), 4)
-	return a
-}
-
-// i64 appends a C long.
-func (a *args) i64(v int) *args { x := int64(v); a.put(unsafe.Pointer(&x), 8); return a }
-
-// f32 appends a float.
-func (a *args) f32(v float32) *args { a.put(unsafe.Pointer(&v), 4); return a }
-
-// f64 appends a double.
-func (a *args) f64(v float64) *args { a.put(unsafe.Pointer(&v), 8); return a }

@@ -1,13 +1,17 @@
 //go:build cudahost
 
 // host.cc: the SIMT host build. It compiles every kernel of this package as
-// host C++ through simt.h and exports one C entry per kernel,
-// host_<kernel>(grid, block, workers, kernel arguments...), which runs the
-// kernel on the CPU and returns NULL or a malloc'd error message (the
-// caller frees it). Launch configurations come from the Go side (plan.go),
-// the same ones the device launcher uses.
+// host C++ through simt.h and runs any of them from the parameter block a
+// device launch would pass (host.h): the block is unpacked by the
+// kernel's own C signature, read from the function's type by the
+// templates below, so no kernel's parameter list is written here; the
+// table only names the kernels. Launch configurations come from the Go
+// side (plan.go), the same ones the device uses.
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <tuple>
+#include <type_traits>
 
 #include "simt.h"
 
@@ -43,76 +47,119 @@ KERNEL void simt_broken_diverge(int* out) {
 // simt_broken_mask: a shuffle whose mask leaves out live lanes.
 KERNEL void simt_broken_mask(int* out) { out[threadIdx.x] = __shfl_xor_sync(0x0000ffffu, int(threadIdx.x), 1); }
 
-#define UNPAREN(...) __VA_ARGS__
-#define HOST_ENTRY(name, params, args)                                                               \
-  extern "C" char* host_##name(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, \
-                               int workers, UNPAREN params) {                                        \
-    std::function<void()> body = [=] { name args; };                                               \
-    std::string err = simt::launch(dim3(gx, gy, gz), dim3(bx, by, bz), workers, body);              \
-    return err.empty() ? nullptr : strdup((std::string(#name ": ") + err).c_str());                 \
+namespace host_launcher {
+
+template <class T>
+constexpr bool unsupported = false;
+
+// arg_class is a parameter type's letter in a signature.
+template <class T>
+constexpr char arg_class() {
+  if constexpr (std::is_pointer_v<T>) {
+    return 'p';
+  } else if constexpr (std::is_same_v<T, float>) {
+    return 'f';
+  } else if constexpr (std::is_same_v<T, double>) {
+    return 'd';
+  } else if constexpr (std::is_integral_v<T> && sizeof(T) == 4) {
+    return 'i';
+  } else if constexpr (std::is_integral_v<T> && sizeof(T) == 8) {
+    return 'l';
+  } else {
+    static_assert(unsupported<T>, "kernel parameter of a type the launch path does not pack");
+  }
+}
+
+// take reads the next parameter of type T from the block, at an offset
+// aligned to its size (the C ABI's rule for these types, and args').
+template <class T>
+T take(const unsigned char* p, size_t& off) {
+  off = (off + sizeof(T) - 1) / sizeof(T) * sizeof(T);
+  T v;
+  memcpy(&v, p + off, sizeof(T));
+  off += sizeof(T);
+  return v;
+}
+
+struct Entry {
+  const char* name;
+  std::string sig;
+  std::string (*run)(dim3 grid, dim3 block, int workers, const unsigned char* p, size_t n);
+};
+
+template <class... A>
+std::string signature(void (*)(A...)) {
+  return std::string{arg_class<A>()...};
+}
+
+// run unpacks the block by k's parameter types (a braced list is evaluated
+// left to right) and runs k over the grid.
+template <class... A>
+std::string run(void (*k)(A...), dim3 grid, dim3 block, int workers, const unsigned char* p, size_t n) {
+  size_t off = 0;
+  std::tuple<A...> a{take<A>(p, off)...};
+  if (off != n) return "parameter block of " + std::to_string(n) + " bytes, the kernel takes " + std::to_string(off);
+  std::function<void()> body = [&] { std::apply(k, a); };
+  return simt::launch(grid, block, workers, body);
+}
+
+#define HOST_KERNEL(name)                                                                                         \
+  Entry {                                                                                                         \
+    #name, signature(name), [](dim3 g, dim3 b, int w, const unsigned char* p, size_t n) { return run(name, g, b, w, p, n); } \
   }
 
-HOST_ENTRY(add_f32, (float* dst, const float* src, long n), (dst, src, n))
-HOST_ENTRY(scale_f32, (float* x, float s, long n), (x, s, n))
-HOST_ENTRY(swiglu_forward, (float* out, const float* gate, const float* up, long n), (out, gate, up, n))
-HOST_ENTRY(swiglu_backward,
-           (float* dgate, float* dup, const float* dout, const float* gate, const float* up, long n),
-           (dgate, dup, dout, gate, up, n))
-HOST_ENTRY(adamw_f32,
-           (float* param, const float* grad, float* m, float* v, float beta1, float beta2, float eps, float decay,
-            float step_size, float bc2sqrt, long n),
-           (param, grad, m, v, beta1, beta2, eps, decay, step_size, bc2sqrt, n))
-HOST_ENTRY(embedding_forward, (float* out, const void* table, int dt, const int32_t* ids, int T, int C),
-           (out, table, dt, ids, T, C))
-HOST_ENTRY(embedding_backward, (float* dtable, const float* dout, const int32_t* ids, int T, int C),
-           (dtable, dout, ids, T, C))
-HOST_ENTRY(rmsnorm_forward, (float* out, const float* x, const float* w, int R, int C, float eps),
-           (out, x, w, R, C, eps))
-HOST_ENTRY(rmsnorm_backward_dx,
-           (float* dx, float* rstd, const float* dout, const float* x, const float* w, int R, int C, float eps),
-           (dx, rstd, dout, x, w, R, C, eps))
-HOST_ENTRY(rmsnorm_backward_dw, (float* dw, const float* dout, const float* x, const float* rstd, int R, int C),
-           (dw, dout, x, rstd, R, C))
-HOST_ENTRY(rope_f32, (float* x, const int32_t* pos, int T, int H, int D, double theta, double sign),
-           (x, pos, T, H, D, theta, sign))
-HOST_ENTRY(attention_forward, (const void* seqs, int H, int KVH, int D, float scale),
-           (static_cast<const AttnSeq*>(seqs), H, KVH, D, scale))
-HOST_ENTRY(attention_backward_dq, (const void* seqs, int H, int KVH, int D, float scale),
-           (static_cast<const AttnGradSeq*>(seqs), H, KVH, D, scale))
-HOST_ENTRY(attention_backward_dkdv, (const void* seqs, int H, int KVH, int D, float scale),
-           (static_cast<const AttnGradSeq*>(seqs), H, KVH, D, scale))
-HOST_ENTRY(logsoftmax_gather,
-           (float* logp, float* entropy, const float* logits, const int32_t* targets, int R, int V),
-           (logp, entropy, logits, targets, R, V))
-HOST_ENTRY(policy_loss, (const void* args), (static_cast<const LossArgs*>(args)))
-HOST_ENTRY(softmax_rows, (float* x, int R, int V), (x, R, V))
-HOST_ENTRY(logsoftmax_gather_backward,
-           (float* dlogits, const float* logits, const int32_t* targets, const float* dlogp, const float* dentropy,
-            int R, int V),
-           (dlogits, logits, targets, dlogp, dentropy, R, V))
-HOST_ENTRY(argmax_f32, (int32_t* out, const float* x, int V), (out, x, V))
-HOST_ENTRY(sample_rows,
-           (int32_t* ids, float* logp, float* full, const float* logits, const void* params, const double* us, int R,
-            int V),
-           (ids, logp, full, logits, static_cast<const SampleParams*>(params), us, R, V))
-HOST_ENTRY(simt_probe_mma, (float* d, const uint16_t* a, const uint16_t* b, const float* c), (d, a, b, c))
-HOST_ENTRY(simt_probe_barrier, (int* out), (out))
-HOST_ENTRY(simt_broken_diverge, (int* out), (out))
-HOST_ENTRY(simt_broken_mask, (int* out), (out))
-HOST_ENTRY(gemm_bf16_wt, (float* out, const float* a, const uint16_t* w, int I, int J, int R, int accumulate),
-           (out, a, w, I, J, R, accumulate))
-HOST_ENTRY(gemm_bf16_wn, (float* out, const float* a, const uint16_t* w, int I, int J, int R, int accumulate),
-           (out, a, w, I, J, R, accumulate))
-HOST_ENTRY(gemm_f32,
-           (float* out, const float* a, long sai, long sar, const void* b, int bdt, long sbr, long sbj, int I, int J,
-            int R, int accumulate),
-           (out, a, sai, sar, b, bdt, sbr, sbj, I, J, R, accumulate))
-HOST_ENTRY(copy_cast, (void* dst, const void* src, int dt_dst, int dt_src, int es, long n),
-           (dst, src, dt_dst, dt_src, es, n))
-HOST_ENTRY(gather_rows, (void* dst, const void* src, const int32_t* idx, int es, long nidx, long cols),
-           (dst, src, idx, es, nidx, cols))
-HOST_ENTRY(scatter_rows, (void* dst, const void* src, const int32_t* idx, int es, long nidx, long cols),
-           (dst, src, idx, es, nidx, cols))
-HOST_ENTRY(transpose_rows, (void* dst, const void* src, int es, long rows, long cols), (dst, src, es, rows, cols))
-HOST_ENTRY(sum_squares, (double* out, const float* x, long n), (out, x, n))
-HOST_ENTRY(all_finite, (int32_t* out, const float* x, long n), (out, x, n))
+const Entry entries[] = {
+    HOST_KERNEL(add_f32),
+    HOST_KERNEL(scale_f32),
+    HOST_KERNEL(swiglu_forward),
+    HOST_KERNEL(swiglu_backward),
+    HOST_KERNEL(adamw_f32),
+    HOST_KERNEL(embedding_forward),
+    HOST_KERNEL(embedding_backward),
+    HOST_KERNEL(rmsnorm_forward),
+    HOST_KERNEL(rmsnorm_backward_dx),
+    HOST_KERNEL(rmsnorm_backward_dw),
+    HOST_KERNEL(rope_f32),
+    HOST_KERNEL(attention_forward),
+    HOST_KERNEL(attention_backward_dq),
+    HOST_KERNEL(attention_backward_dkdv),
+    HOST_KERNEL(logsoftmax_gather),
+    HOST_KERNEL(policy_loss),
+    HOST_KERNEL(softmax_rows),
+    HOST_KERNEL(logsoftmax_gather_backward),
+    HOST_KERNEL(argmax_f32),
+    HOST_KERNEL(sample_rows),
+    HOST_KERNEL(simt_probe_mma),
+    HOST_KERNEL(simt_probe_barrier),
+    HOST_KERNEL(simt_broken_diverge),
+    HOST_KERNEL(simt_broken_mask),
+    HOST_KERNEL(gemm_bf16_wt),
+    HOST_KERNEL(gemm_bf16_wn),
+    HOST_KERNEL(gemm_f32),
+    HOST_KERNEL(copy_cast),
+    HOST_KERNEL(gather_rows),
+    HOST_KERNEL(scatter_rows),
+    HOST_KERNEL(transpose_rows),
+    HOST_KERNEL(sum_squares),
+    HOST_KERNEL(all_finite),
+};
+
+constexpr int count = sizeof entries / sizeof entries[0];
+
+}  // namespace host_launcher
+
+extern "C" int host_kernel(const char* name) {
+  for (int i = 0; i < host_launcher::count; i++) {
+    if (strcmp(host_launcher::entries[i].name, name) == 0) return i;
+  }
+  return -1;
+}
+
+extern "C" const char* host_kernel_sig(int k) { return host_launcher::entries[k].sig.c_str(); }
+
+extern "C" char* host_launch(int k, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                             int workers, const void* p, size_t n) {
+  const auto& e = host_launcher::entries[k];
+  std::string err = e.run(dim3(gx, gy, gz), dim3(bx, by, bz), workers, static_cast<const unsigned char*>(p), n);
+  return err.empty() ? nullptr : strdup((std::string(e.name) + ": " + err).c_str());
+}

@@ -5,17 +5,23 @@ package cuda
 import (
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/x/kernels"
 	"github.com/x/kernels/kerneltest"
 )
 
-var _ kernels.Backend = (*Host)(nil)
-
-// conformance runs one kerneltest family against the host build with two
-// workers, so two blocks run at once on two OS threads (each with its own
-// __shared__ storage), as blocks do on different SMs.
+// conformance runs one kerneltest family against a Device on the host
+// twin with two workers, so two blocks run at once on two OS threads (each
+// with its own __shared__ storage), as blocks do on different SMs. It is
+// the device path itself (memory, staging, launches, status words); the
+// Device must end without a sticky error, having leaked no Buffer the
+// family freed.
 func conformance(t *testing.T, family func(*testing.T, kernels.Backend)) {
-	family(t, NewHost(2))
+	d := NewHost(2)
+	t.Cleanup(func() { require.NoError(t, d.Close()) })
+	family(t, d)
+	require.NoError(t, d.Sync())
 }
 
 func TestMatMul(t *testing.T)            { conformance(t, kerneltest.MatMul) }

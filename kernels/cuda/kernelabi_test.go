@@ -18,17 +18,20 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The kernels' calling convention is written down four times by hand: the
-// kernel signatures in the .cu files, the generated PTX entries in gen/,
-// the C entries of the SIMT host build in host.h, and the argument lists
-// the device launcher packs (argsOf().ptr(...).i32(...) in the *_cuda.go
-// files), plus the argument structs of abi.go and their C twins. The
-// compilers check none of these against each other: nvcc sees only the
-// .cu files, cgo sees only host.h, and a device launch packs a byte block
-// that the driver hands to the kernel unchecked. TestKernelABI reads them
-// all as text (no build tag, no nvcc, no GPU: it runs in every `go test`)
-// and fails on any disagreement, naming the kernel, the parameter and the
-// file.
+// The kernels' calling convention is written by hand twice: the kernel
+// signatures in the .cu files, and the argument chains of the one launch
+// path (argsOf().ptr(...).i32(...) in ops*.go and probe.go), plus the
+// argument structs of abi.go and their C twins; the PTX entries in gen/
+// are generated from the .cu files, and the host build unpacks a launch's
+// parameter block by the kernel's own C type (host.cc), so it repeats no
+// parameter list. The compilers check none of these against each other:
+// nvcc sees only the .cu files, and a launch packs a byte block that the
+// driver hands to the kernel unchecked. TestKernelABI reads them all as
+// text (no build tag, no nvcc, no GPU: it runs in every `go test`) and
+// fails on any disagreement, naming the kernel, the parameter and the
+// file; the host twin also checks every launch's packed classes against
+// the kernel's signature when it runs (twin.go), which covers launches
+// this static reading would miss.
 
 // abiClass is how one kernel parameter travels: a pointer or an integer or
 // float of a given width.
@@ -59,7 +62,7 @@ func (c abiClass) size() int {
 	return 8
 }
 
-// compatible reports whether a parameter of class got (PTX, host.h, a Go
+// compatible reports whether a parameter of class got (PTX, a Go
 // launch) carries a C parameter of class want.
 func (c abiClass) compatible(want abiClass) bool {
 	if c == abiB64 {
@@ -130,7 +133,7 @@ type cSig struct {
 var (
 	cLineComment = regexp.MustCompile(`//[^\n]*`)
 	cKernelDecl  = regexp.MustCompile(`(?s)KERNEL\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\(([^)]*)\)`)
-	cHostDecl    = regexp.MustCompile(`(?s)char\s*\*\s*host_(\w+)\s*\(([^)]*)\)\s*;`)
+	cHostKernel  = regexp.MustCompile(`HOST_KERNEL\((\w+)\)`)
 	cStructDecl  = regexp.MustCompile(`(?s)struct\s+(\w+)\s*\{(.*?)\};`)
 	ptxEntryDecl = regexp.MustCompile(`(?s)\.entry\s+(\w+)\s*\(([^)]*)\)`)
 	ptxParamDecl = regexp.MustCompile(`\.param\s+(?:\.align\s+\d+\s+)?(\.\w+)\s+(\w+)(\[\d+\])?`)
@@ -172,28 +175,21 @@ func parseKernels(file, src string) ([]cSig, error) {
 	return out, nil
 }
 
-// parseHostEntries returns host.h's entries, keyed by kernel name, with the
-// seven launch parameters (grid, block, workers) checked and dropped.
-func parseHostEntries(file, src string) (map[string]cSig, error) {
+// parseHostTable returns the kernels host.cc's table names
+// (HOST_KERNEL(name)), in order; a name listed twice is an error.
+func parseHostTable(file, src string) ([]string, error) {
 	src = cLineComment.ReplaceAllString(src, "")
-	out := map[string]cSig{}
-	for _, m := range cHostDecl.FindAllStringSubmatch(src, -1) {
-		ps, err := parseCParams(m[2])
-		if err != nil {
-			return nil, fmt.Errorf("%s: host_%s: %w", file, m[1], err)
+	var out []string
+	seen := map[string]bool{}
+	for _, m := range cHostKernel.FindAllStringSubmatch(src, -1) {
+		if m[1] == "name" { // the macro's own definition
+			continue
 		}
-		if len(ps) < 7 {
-			return nil, fmt.Errorf("%s: host_%s: %d parameters, want the 7 launch parameters (gx, gy, gz, bx, by, bz, workers) first", file, m[1], len(ps))
+		if seen[m[1]] {
+			return nil, fmt.Errorf("%s: HOST_KERNEL(%s) listed twice", file, m[1])
 		}
-		for i, want := range []string{"gx", "gy", "gz", "bx", "by", "bz", "workers"} {
-			if ps[i].name != want || ps[i].class != abiI32 {
-				return nil, fmt.Errorf("%s: host_%s: parameter %d is %s %s, want the 32-bit launch parameter %s", file, m[1], i, ps[i].class, ps[i].name, want)
-			}
-		}
-		if _, dup := out[m[1]]; dup {
-			return nil, fmt.Errorf("%s: host_%s declared twice", file, m[1])
-		}
-		out[m[1]] = cSig{name: m[1], file: file, params: ps[7:]}
+		seen[m[1]] = true
+		out = append(out, m[1])
 	}
 	return out, nil
 }
@@ -247,7 +243,7 @@ func parseCStructs(file, src string) (map[string][]cParam, error) {
 }
 
 // checkSignature compares what carries a kernel's parameters (got, from
-// PTX, host.h or a Go launch) with the kernel's C signature.
+// PTX or a Go launch) with the kernel's C signature.
 func checkSignature(what string, got []abiClass, k cSig) error {
 	if len(got) != len(k.params) {
 		return fmt.Errorf("%s passes %d parameters to %s, which takes %d (%s)", what, len(got), k.name, len(k.params), k.file)
@@ -294,7 +290,10 @@ type launcherKey struct {
 // Anything it cannot read is an error: a launch the check cannot see is a
 // launch it cannot check.
 func parseGoLaunches(fset *token.FileSet, files []*ast.File) ([]goLaunch, error) {
-	launchers := map[launcherKey]launcher{{method: true, name: "launch"}: {nameIdx: 0, argsIdx: -1}}
+	launchers := map[launcherKey]launcher{
+		{method: true, name: "launch"}:     {nameIdx: 0, argsIdx: -1},
+		{method: true, name: "launchWith"}: {nameIdx: 0, argsIdx: -1},
+	}
 	var funcs []*ast.FuncDecl
 	for _, f := range files {
 		for _, decl := range f.Decls {
@@ -607,7 +606,7 @@ func readFile(t *testing.T, path string) string {
 	return string(b)
 }
 
-// TestKernelABI checks the .cu kernel signatures against gen/*.ptx, host.h,
+// TestKernelABI checks the .cu kernel signatures against gen/*.ptx, host.cc's table,
 // every device launch in the Go sources, and abi.go's structs against
 // their C twins.
 func TestKernelABI(t *testing.T) {
@@ -625,6 +624,9 @@ func TestKernelABI(t *testing.T) {
 			prev, dup := kernels[k.name]
 			require.False(t, dup, "kernel %s defined in %s and %s", k.name, prev.file, file)
 			kernels[k.name] = k
+		}
+		if file == "host.cc" { // the launcher's own C++ types, no kernel arguments
+			continue
 		}
 		ss, err := parseCStructs(file, src)
 		require.NoError(t, err)
@@ -671,22 +673,18 @@ func TestKernelABI(t *testing.T) {
 		assert.Len(t, ptxs, len(sources), "gen/ holds PTX without a .cu source: run make cuda-kernels")
 	})
 
-	t.Run("host.h", func(t *testing.T) {
-		entries, err := parseHostEntries("host.h", readFile(t, "host.h"))
+	t.Run("host.cc table", func(t *testing.T) {
+		// host.cc unpacks each kernel by its own signature; its table
+		// only has to name every kernel once, and nothing else.
+		names, err := parseHostTable("host.cc", readFile(t, "host.cc"))
 		require.NoError(t, err)
-		for n, k := range kernels {
-			e, ok := entries[n]
-			if !assert.True(t, ok, "kernel %s (%s) has no host_%s in host.h (and HOST_ENTRY in host.cc)", n, k.file, n) {
-				continue
-			}
-			var got []abiClass
-			for _, p := range e.params {
-				got = append(got, p.class)
-			}
-			assert.NoError(t, checkSignature("host.h's host_"+n, got, k))
+		listed := map[string]bool{}
+		for _, n := range names {
+			listed[n] = true
+			assert.Contains(t, kernels, n, "host.cc's table lists %s, which no .cu file or host.cc defines", n)
 		}
-		for n := range entries {
-			assert.Contains(t, kernels, n, "host.h declares host_%s but no .cu file defines kernel %s", n, n)
+		for n, k := range kernels {
+			assert.True(t, listed[n], "kernel %s (%s) is missing from host.cc's table (HOST_KERNEL)", n, k.file)
 		}
 	})
 
@@ -793,21 +791,10 @@ func (d *Device) op(n int) {
 			_, err := parsePTX("k.ptx", ".visible .entry k(\n\t.param .align 8 .b8 k_param_0[24]\n)\n")
 			return err
 		}, "is a byte array[24]"},
-		{"host.h float where the kernel has double", func() error {
-			es, err := parseHostEntries("host.h", `char* host_k(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, int workers, float* out, const void* w, int dt, long n, float theta);`)
-			if err != nil {
-				return err
-			}
-			var cs []abiClass
-			for _, p := range es["k"].params {
-				cs = append(cs, p.class)
-			}
-			return checkSignature("host.h", cs, k)
-		}, "parameter 4 of k (theta, a f64"},
-		{"host.h without the launch parameters", func() error {
-			_, err := parseHostEntries("host.h", `char* host_k(float* out, const void* w, int dt, long n, double theta, int a, int b);`)
+		{"host.cc table lists a kernel twice", func() error {
+			_, err := parseHostTable("host.cc", "const Entry entries[] = {HOST_KERNEL(k), HOST_KERNEL(k)};")
 			return err
-		}, "want the 32-bit launch parameter gx"},
+		}, "HOST_KERNEL(k) listed twice"},
 		{"go launch agrees", func() error {
 			return checkGoSource(goLaunch("argsOf().ptr(po).ptr(pw).i32(dt).i64(n).f64(theta)"), k)
 		}, ""},

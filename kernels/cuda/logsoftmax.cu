@@ -11,7 +11,9 @@
 //     read then written by the same thread).
 // Launch: block 512, grid R (one block per row); max and sums are float32
 // with a fixed reduction tree (block_max, block_sum): deterministic.
-// Assumes targets in [0,V) (checked by the caller) and a finite max.
+// A target outside [0,V) skips its row (outputs left alone) and is
+// reported in the status slot (common.cuh, report_bad_index). Assumes a
+// finite max.
 // Checked against: kerneltest.LogSoftmaxGather (V up to 151,936, ±Inf,
 // offsets 5e4), Softmax and LogSoftmaxGatherBackward on the SIMT host build.
 #include "common.cuh"
@@ -31,9 +33,14 @@ __device__ __forceinline__ float row_sumexp(const float* x, int V, float m) {
 using namespace logsoftmax_impl;
 
 KERNEL void __launch_bounds__(512) logsoftmax_gather(float* logp, float* entropy, const float* logits,
-                                                     const int32_t* targets, int R, int V) {
+                                                     const int32_t* targets, int R, int V, int* status) {
   int r = blockIdx.x;
   if (r >= R) return;
+  int tg = targets[r];
+  if (tg < 0 || tg >= V) {  // the whole block returns, before any collective
+    if (threadIdx.x == 0) report_bad_index(status, r, tg, V);
+    return;
+  }
   const float* x = logits + long(r) * V;
   float m = row_max(x, V);
   float s = row_sumexp(x, V, m);
@@ -47,7 +54,7 @@ KERNEL void __launch_bounds__(512) logsoftmax_gather(float* logp, float* entropy
     se = block_sum(se);
     if (threadIdx.x == 0) entropy[r] = lse - se / s;
   }
-  if (threadIdx.x == 0) logp[r] = (x[targets[r]] - m) - lse;
+  if (threadIdx.x == 0) logp[r] = (x[tg] - m) - lse;
 }
 
 KERNEL void __launch_bounds__(512) softmax_rows(float* logits, int R, int V) {
@@ -61,9 +68,14 @@ KERNEL void __launch_bounds__(512) softmax_rows(float* logits, int R, int V) {
 
 KERNEL void __launch_bounds__(512) logsoftmax_gather_backward(float* dlogits, const float* logits,
                                                               const int32_t* targets, const float* dlogp,
-                                                              const float* dentropy, int R, int V) {
+                                                              const float* dentropy, int R, int V, int* status) {
   int r = blockIdx.x;
   if (r >= R) return;
+  int tg = targets[r];
+  if (tg < 0 || tg >= V) {  // the whole block returns, before any collective
+    if (threadIdx.x == 0) report_bad_index(status, r, tg, V);
+    return;
+  }
   const float* x = logits + long(r) * V;
   float m = row_max(x, V);
   if (dentropy != nullptr) {
@@ -80,7 +92,6 @@ KERNEL void __launch_bounds__(512) logsoftmax_gather_backward(float* dlogits, co
     se = block_sum_d(se);
     double lse = double(m) + log(s), h = log(s) - se / s;
     double g = dlogp[r], ge = dentropy[r];
-    int tg = targets[r];
     float* d = dlogits + long(r) * V;
     for (int i = threadIdx.x; i < V; i += blockDim.x) {
       double xi = x[i];
@@ -94,7 +105,6 @@ KERNEL void __launch_bounds__(512) logsoftmax_gather_backward(float* dlogits, co
   }
   float inv = 1.f / row_sumexp(x, V, m);
   float g = dlogp[r];
-  int tg = targets[r];
   float* d = dlogits + long(r) * V;
   for (int i = threadIdx.x; i < V; i += blockDim.x) {
     float p = expf(x[i] - m) * inv;

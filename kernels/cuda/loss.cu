@@ -13,7 +13,9 @@
 // block sums in a fixed tree; every token's terms are computed in float64,
 // as in the reference, and rounded to float32 once. A token's terms are
 // recomputed in the second pass instead of stored (no scratch).
-// Assumes the arguments passed kernels.CheckPolicyLoss.
+// Assumes the arguments passed kernels.CheckPolicyLoss; segment offsets
+// that do not run from 0 to n without decreasing skip their block and are
+// reported in the status slot (common.cuh, report_bad_index).
 // Checked against: kerneltest.PolicyLoss (every objective, sequence ratios,
 // KL with bias correction, IS ratios, masks) on the SIMT host build.
 #include "common.cuh"
@@ -141,9 +143,18 @@ __device__ __forceinline__ Token token(const LossArgs& p, int t, double adv, dou
 }  // namespace loss_impl
 using namespace loss_impl;
 
-KERNEL void __launch_bounds__(256) policy_loss(const LossArgs* args) {
+KERNEL void __launch_bounds__(256) policy_loss(const LossArgs* args, int n, int* status) {
   const LossArgs p = *args;
   const int s = blockIdx.x, t0 = p.seg[s], t1 = p.seg[s + 1];
+  const bool last = s == int(gridDim.x) - 1;
+  if (t0 < 0 || (s == 0 && t0 != 0)) {  // uniform over the block: it returns before any collective
+    if (threadIdx.x == 0) report_bad_index(status, s, t0, n);
+    return;
+  }
+  if (t1 < t0 || t1 > n || (last && t1 != n)) {
+    if (threadIdx.x == 0) report_bad_index(status, s + 1, t1, n);
+    return;
+  }
   // Sequence-level log-ratio (GSPO) and VESPO's log-ratio.
   double seq_logw = 0, cnt = 0, vlw = 0, vw = 0;
   if (p.sequence_ratio) {

@@ -28,6 +28,7 @@ import (
 
 	"github.com/x/kernels"
 	"github.com/x/kernels/cpu"
+	"github.com/x/kernels/cuda"
 	"github.com/x/kernels/kerneltest"
 	"github.com/x/model"
 )
@@ -228,9 +229,8 @@ func generate(t *testing.T, ctx context.Context, m *model.Model, vocab int) []mo
 // kernels/cpu, with LoRA adapters attached and imports that copy (as
 // loadPair's): Load imports each weight once (the checkpoint's bf16
 // matrices go to the backend as they are) and moves nothing else; a decode
-// step of a Batch uploads its ids and positions once, learns one scalar
-// (AllFinite over the logits chunk) and downloads the sampled ids and
-// their two log-probs, never the logits ([rows, V] stays in backend
+// step of a Batch uploads its ids and positions once and downloads the
+// sampled ids and their two log-probs (one DownloadAll), never the logits ([rows, V] stays in backend
 // memory); LogProbs moves only its inputs and per-token results; and no
 // compute op gets a host Buffer the backend did not allocate or import
 // (HostArgs 0).
@@ -266,7 +266,7 @@ func e2eTransfers(t *testing.T, nb newBackend) {
 		c.Reset()
 		_, err = b.Step(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, kerneltest.Transfers{Uploads: 1, Downloads: 2, Scalars: 1, UploadElems: 4, DownloadElems: 6}, c.N,
+		assert.Equal(t, kerneltest.Transfers{Uploads: 1, Downloads: 2, UploadElems: 4, DownloadElems: 6}, c.N,
 			"decode step %d; host arguments: %v", step, c.Foreign)
 		assert.Less(t, c.N.DownloadElems, vocab, "a decode step downloaded logits")
 	}
@@ -278,4 +278,61 @@ func e2eTransfers(t *testing.T, nb newBackend) {
 		"LogProbs; host arguments: %v", c.Foreign)
 
 	require.NoError(t, c.Err())
+}
+
+// e2eSyncs counts on the Device itself (Counters, at the driver seam) what
+// a decode step and a training step ask of the driver: a decode step of a
+// two-row batch waits for the device exactly once (the sampled ids and
+// log-probs, one DownloadAll) and makes the same launches and staged
+// uploads every step (the ids and positions; the attention descriptors and
+// block tables and the sampling parameters, until those live on the
+// device); a LoRA training step
+// (Accumulate, AdamW.Step) waits only where the host reads a value (its
+// two downloads and the gradient norm), not per op.
+func e2eSyncs(t *testing.T, nb newBackend) {
+	d, ok := nb(t).(*cuda.Device)
+	require.True(t, ok, "the backend under test is not a *cuda.Device")
+	m := loadOn(t, e2eCheckpoint(t), d)
+	require.NoError(t, model.AttachLoRA(m, model.LoRAConfig{R: 2, Alpha: 4}, 3))
+	ctx := t.Context()
+	b := m.NewBatch(model.BatchOptions{MaxBatch: 2})
+	t.Cleanup(b.Release)
+	for i, prompt := range [][]int32{{1, 2, 3}, {4, 5}} {
+		_, err := b.Add(model.Request{Seq: model.NewSequence(uint64(i), prompt...), MaxNewTokens: 8,
+			Sampling: kernels.SamplingParams{Temperature: float32(i)}})
+		require.NoError(t, err)
+	}
+	_, err := b.Step(ctx) // prefill and the first token
+	require.NoError(t, err)
+	var launches, uploads []int64
+	for step := range 4 {
+		c0 := d.Counters()
+		_, err := b.Step(ctx)
+		require.NoError(t, err)
+		c1 := d.Counters()
+		assert.Equal(t, int64(1), c1.Syncs-c0.Syncs, "decode step %d: waits for the device", step)
+		assert.Equal(t, int64(2), c1.Downloads-c0.Downloads, "decode step %d: downloads", step)
+		launches = append(launches, c1.Launches-c0.Launches)
+		uploads = append(uploads, c1.Uploads-c0.Uploads)
+	}
+	for i := range launches {
+		assert.Equal(t, launches[0], launches[i], "launches per decode step %v", launches)
+		assert.Equal(t, uploads[0], uploads[i], "uploads per decode step %v", uploads)
+	}
+	t.Logf("a decode step of %d layers, batch 2: %d launches, %d staged uploads, 1 wait", m.Config.NumLayers, launches[0], uploads[0])
+
+	tr, opt, seqs, loss := smallTraining(t, m, d)
+	for step := range 2 {
+		c0 := d.Counters()
+		_, err := tr.Accumulate(ctx, seqs, loss)
+		require.NoError(t, err)
+		_, err = opt.Step()
+		require.NoError(t, err)
+		c1 := d.Counters()
+		syncs, n := c1.Syncs-c0.Syncs, c1.Launches-c0.Launches
+		assert.Equal(t, int64(3), syncs, "training step %d: waits (results, clip flags, gradient norm)", step)
+		assert.Greater(t, n, 20*syncs, "training step %d: %d launches", step, n)
+		t.Logf("training step %d: %d launches, %d waits", step, n, syncs)
+	}
+	require.NoError(t, d.Sync())
 }

@@ -148,15 +148,7 @@ func e2eTrainTransfers(t *testing.T, nb newBackend) {
 	m := loadOn(t, e2eCheckpoint(t), c)
 	require.NoError(t, model.AttachLoRA(m, model.LoRAConfig{R: 2, Alpha: 4}, 3))
 	ctx := t.Context()
-	tr, err := model.NewTrainable(m, model.TrainOptions{})
-	require.NoError(t, err)
-	t.Cleanup(tr.Release)
-	opt, err := model.NewAdamW(c, tr.Params(), model.DefaultAdamWConfig(1e-2))
-	require.NoError(t, err)
-	t.Cleanup(opt.Release)
-	seqs := []model.TrainSeq{{IDs: []int32{1, 2, 3, 4, 5}, Start: 2}, {IDs: []int32{6, 7, 8}, Start: 1}}
-	loss := model.Loss{LossParams: kernels.LossParams{Objective: kernels.ObjectiveClipped, EpsLow: 0.2, EpsHigh: 0.2},
-		SeqAdv: []float32{1, -1}, Weight: [][]float32{{0.2, 0.2, 0.2}, {0.2, 0.2}}, OldLogP: [][]float32{{-6, -5.5, -6}, {-5.8, -6}}}
+	tr, opt, seqs, loss := smallTraining(t, m, c)
 	for step := range 2 {
 		c.Reset()
 		res, err := tr.Accumulate(ctx, seqs, loss)
@@ -171,4 +163,20 @@ func e2eTrainTransfers(t *testing.T, nb newBackend) {
 		assert.Equal(t, 0, c.N.HostArgs, "training step %d's host Buffer arguments (first: %v)", step, c.Foreign)
 	}
 	require.NoError(t, c.Err())
+}
+
+// smallTraining prepares a LoRA step over m's adapters on be: the
+// Trainable, AdamW, two sequences of 5 and 3 tokens scoring 3 and 2, and
+// the clipped loss over them.
+func smallTraining(t *testing.T, m *model.Model, be kernels.Backend) (*model.Trainable, *model.AdamW, []model.TrainSeq, model.Loss) {
+	tr, err := model.NewTrainable(m, model.TrainOptions{})
+	require.NoError(t, err)
+	t.Cleanup(tr.Release)
+	opt, err := model.NewAdamW(be, tr.Params(), model.DefaultAdamWConfig(1e-2))
+	require.NoError(t, err)
+	t.Cleanup(opt.Release)
+	seqs := []model.TrainSeq{{IDs: []int32{1, 2, 3, 4, 5}, Start: 2}, {IDs: []int32{6, 7, 8}, Start: 1}}
+	loss := model.Loss{LossParams: kernels.LossParams{Objective: kernels.ObjectiveClipped, EpsLow: 0.2, EpsHigh: 0.2},
+		SeqAdv: []float32{1, -1}, Weight: [][]float32{{0.2, 0.2, 0.2}, {0.2, 0.2}}, OldLogP: [][]float32{{-6, -5.5, -6}, {-5.8, -6}}}
+	return tr, opt, seqs, loss
 }

@@ -3,16 +3,24 @@
 package cuda_test
 
 import (
+	"fmt"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/x/kernels"
 	"github.com/x/kernels/cuda"
+	"github.com/x/model"
 )
 
-// newHost is the SIMT host build as the backend under test (the e2e
-// checks wrap it in kerneltest.Counting with CopyImports, so its imports
-// are copies as a device's are).
-func newHost(*testing.T) kernels.Backend { return cuda.NewHost(2) }
+// newHost is a Device on the host twin as the backend under test (its
+// imports are copies, as on a GPU; the e2e checks also wrap it in
+// kerneltest.Counting with CopyImports).
+func newHost(t *testing.T) kernels.Backend {
+	d := cuda.NewHost(2)
+	t.Cleanup(func() { require.NoError(t, d.Close()) })
+	return d
+}
 
 // TestModelHostVsCPU: the model's inference entry points through the SIMT
 // host build against kernels/cpu (see e2eVsCPU).
@@ -30,3 +38,26 @@ func TestModelHostTrainVsCPU(t *testing.T) { e2eTrainVsCPU(t, newHost) }
 // TestModelHostTrainTransfers: a training step's crossings through the
 // host build (see e2eTrainTransfers).
 func TestModelHostTrainTransfers(t *testing.T) { e2eTrainTransfers(t, newHost) }
+
+// TestModelHostSyncs: a decode step waits for the device once, a training
+// step only where the host reads a value, counted at the driver seam of
+// the host twin (see e2eSyncs).
+func TestModelHostSyncs(t *testing.T) { e2eSyncs(t, newHost) }
+
+// BenchmarkDecodeStepHost: a decode step of the tiny e2e model on the host
+// twin at batch 1 and 8: its host time without the kernels' (see
+// benchDecodeStep), launches and waits.
+func BenchmarkDecodeStepHost(b *testing.B) {
+	for _, batch := range []int{1, 8} {
+		b.Run(fmt.Sprintf("batch%d", batch), func(b *testing.B) {
+			d := cuda.NewHost(2)
+			defer d.Close()
+			dir := b.TempDir()
+			require.NoError(b, model.WriteRandom(dir, e2eShape(), kernels.BF16, 11, model.RandomOptions{Std: 0.08, NormStd: 0.1}))
+			m, err := model.Load(dir, d)
+			require.NoError(b, err)
+			defer m.Close()
+			benchDecodeStep(b, d, m, batch)
+		})
+	}
+}

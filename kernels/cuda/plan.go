@@ -1,5 +1,3 @@
-//go:build cudahost || cuda
-
 package cuda
 
 // dims is a launch configuration: grid and block sizes.

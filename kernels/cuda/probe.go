@@ -1,48 +1,43 @@
-//go:build cudahost
-
 package cuda
 
-/*
-#include <stdlib.h>
-#include "host.h"
-*/
-import "C"
+import "github.com/x/kernels"
 
-import (
-	"errors"
-	"unsafe"
-)
-
-// hostError turns a host launch's message into an error (nil if none).
-func hostError(msg *C.char) error {
-	if msg == nil {
-		return nil
-	}
-	s := C.GoString(msg)
-	C.free(unsafe.Pointer(msg))
-	return errors.New(s)
-}
+// The SIMT probes (simt_probe.cu) through the one launch path: the host
+// build's tests check the shim with them, the GPU check the hardware, with
+// the same launches.
 
 // probeMMA runs simt_probe_mma: d[16,8] = a[16,16]·b[16,8] + c (a, b bf16
-// bits) through one emulated mma.sync.
-func probeMMA(d []float32, a, b []uint16, c []float32) error {
-	return hostError(C.host_simt_probe_mma(1, 1, 1, 32, 1, 1, 1, f32p(d), u16p(a), u16p(b), f32p(c)))
+// bits) through one mma.sync, and waits.
+func (dev *Device) probeMMA(d []float32, a, b []uint16, c []float32) error {
+	s := dev.begin("probe mma")
+	po, pa, pb, pc := s.out(kernels.HostF32(d)), s.in(kernels.HostBF16(a)), s.in(kernels.HostBF16(b)), s.in(kernels.HostF32(c))
+	s.launch("simt_probe_mma", dims{gx: 1, gy: 1, gz: 1, bx: 32, by: 1, bz: 1}, argsOf().ptr(po).ptr(pa).ptr(pb).ptr(pc))
+	s.end()
+	return dev.err
 }
 
-// probeBarrier runs simt_probe_barrier on one block of len(out) threads.
-func probeBarrier(out []int32, workers int) error {
-	return hostError(C.host_simt_probe_barrier(1, 1, 1, C.uint(len(out)), 1, 1, C.int(workers), (*C.int)(unsafe.Pointer(&out[0]))))
+// probeBarrier runs simt_probe_barrier on one block of len(out) threads,
+// and waits.
+func (dev *Device) probeBarrier(out []int32) error {
+	s := dev.begin("probe barrier")
+	s.launch("simt_probe_barrier", dims{gx: 1, gy: 1, gz: 1, bx: uint32(len(out)), by: 1, bz: 1}, argsOf().ptr(s.out(kernels.HostI32(out))))
+	s.end()
+	return dev.err
 }
 
-// probeBroken runs one of the deliberately broken kernels on one warp; it
-// returns the shim's error.
-func probeBroken(kernel string, out []int32) error {
-	p := (*C.int)(unsafe.Pointer(&out[0]))
+// probeBroken runs one of host.cc's deliberately broken kernels
+// ("diverge", "mask") on one warp and waits: the shim must fail the
+// launch.
+func (dev *Device) probeBroken(kernel string, out []int32) error {
+	s := dev.begin("probe " + kernel)
+	p := s.out(kernels.HostI32(out))
+	one := dims{gx: 1, gy: 1, gz: 1, bx: 32, by: 1, bz: 1}
 	switch kernel {
 	case "diverge":
-		return hostError(C.host_simt_broken_diverge(1, 1, 1, 32, 1, 1, 1, p))
+		s.launch("simt_broken_diverge", one, argsOf().ptr(p))
 	case "mask":
-		return hostError(C.host_simt_broken_mask(1, 1, 1, 32, 1, 1, 1, p))
+		s.launch("simt_broken_mask", one, argsOf().ptr(p))
 	}
-	return errors.New("no broken kernel " + kernel)
+	s.end()
+	return dev.err
 }

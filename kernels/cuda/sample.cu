@@ -18,9 +18,11 @@
 // the final pick is a chunked block prefix sum. Writes ids[r], logp[r]
 // (z − zmax − log S) and full[r] (z − zmax − log S_all, S_all over every
 // finite token); a greedy row (temperature 0) takes the argmax, logp 0 and
-// full = logit − logsumexp(logits). Launch: one block of 512 threads per
-// row (grid R), no scratch memory. Every row needs a finite logit (checked
-// by the caller).
+// full = logit − logsumexp(logits). A row with no finite logit gets id −1
+// and NaN log-probabilities (kernels.Backend's SampleRows): a sampled row
+// finds it in its count of finite logits, a greedy row when its argmax is
+// not finite. Launch: one block of 512 threads
+// per row (grid R), no scratch memory.
 // Sums are in a different order than the reference's sequential float64
 // sums, so a draw landing within ~1e-16 relative of a boundary could
 // differ; exact boundaries of the tests (equal logits) are exact in both.
@@ -99,6 +101,19 @@ KERNEL void __launch_bounds__(512) argmax_f32(int32_t* out, const float* x, int 
   if (threadIdx.x == 0) out[0] = r;
 }
 
+// no_finite reports to every thread whether no logit of x[V] is finite.
+__device__ __forceinline__ bool no_finite(const float* x, int V) {
+  int n = 0;
+  for (int i = threadIdx.x; i < V; i += blockDim.x) n += finite_logit(x[i]);
+  return block_count(n) == 0;
+}
+
+// dead_row writes a row with no finite logit: id −1, NaN log-probabilities.
+__device__ __forceinline__ void dead_row(int32_t* ids, float* logp, float* full, int row) {
+  ids[row] = -1;
+  logp[row] = full[row] = __int_as_float(0x7fc00000);
+}
+
 // SampleParams mirrors kernels.SamplingParams (with a 32-bit TopK).
 struct SampleParams {
   float temperature;
@@ -122,7 +137,11 @@ KERNEL void __launch_bounds__(512) sample_rows(int32_t* ids, float* logp, float*
     if (threadIdx.x == 0) id_s = id;
     __syncthreads();
     id = id_s;
-    double m = double(x[id]);  // the max (argmax), finite by the caller's check
+    if (!finite_logit(x[id]) && no_finite(x, V)) {  // uniform over the block
+      if (threadIdx.x == 0) dead_row(ids, logp, full, row);
+      return;
+    }
+    double m = double(x[id]);  // the max (argmax)
     double se = 0;
     for (int i = threadIdx.x; i < V; i += blockDim.x)
       if (finite_logit(x[i])) se += exp(double(x[i]) - m);
@@ -151,6 +170,10 @@ KERNEL void __launch_bounds__(512) sample_rows(int32_t* ids, float* logp, float*
     if (finite_logit(x[i])) lmax = fmaxf(lmax, x[i]), nkept++;
   lmax = block_max(lmax);
   nkept = block_count(nkept);
+  if (nkept == 0) {  // uniform over the block
+    if (threadIdx.x == 0) dead_row(ids, logp, full, row);
+    return;
+  }
   f.zmax = double(lmax) * f.inv_t;
   double s_all = 0;
   for (int i = threadIdx.x; i < V; i += blockDim.x)

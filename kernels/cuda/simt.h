@@ -550,6 +550,12 @@ inline uint32_t __ballot_sync(uint32_t mask, int pred) {
 inline int __any_sync(uint32_t mask, int pred) { return __ballot_sync(mask, pred) != 0; }
 inline int __all_sync(uint32_t mask, int pred) { return __ballot_sync(mask, pred) == mask; }
 
+// atomicCAS on a global int: blocks run on several worker threads at once.
+inline int atomicCAS(int* p, int cmp, int val) {
+  __atomic_compare_exchange_n(p, &cmp, val, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return cmp;  // the old value either way
+}
+
 // CUDA's global min/max for the arithmetic types.
 inline int min(int a, int b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }

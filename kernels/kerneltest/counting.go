@@ -168,6 +168,16 @@ func (c *Counting) Download(dst, src kernels.Buffer) error {
 	return c.Backend.Download(dst, src)
 }
 
+// DownloadAll counts one download per transfer and passes them on
+// together (kernels.DownloadAll), so a wrapped device still waits once.
+func (c *Counting) DownloadAll(ts ...kernels.Transfer) error {
+	for _, t := range ts {
+		c.N.Downloads++
+		c.N.DownloadElems += t.Src.Len()
+	}
+	return kernels.DownloadAll(c.Backend, ts...)
+}
+
 // Import counts one import (a copy to a device; none on a CPU backend, but
 // counted all the same) and records the result as backend memory.
 func (c *Counting) Import(src kernels.Buffer) (kernels.Buffer, error) {

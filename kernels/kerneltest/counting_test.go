@@ -44,6 +44,23 @@ func TestCounting(t *testing.T) {
 	assert.Zero(t, c.N.Total())
 }
 
+// TestCountingDownloadAll: DownloadAll counts one download per transfer
+// and moves every one (through kernels.DownloadAll's fallback on a
+// backend without the batched form).
+func TestCountingDownloadAll(t *testing.T) {
+	c := &Counting{Backend: ref.Backend{}}
+	d, err := c.Import(kernels.HostF32([]float32{1, 2, 3}))
+	require.NoError(t, err)
+	e, err := c.Import(kernels.HostI32([]int32{4, 5}))
+	require.NoError(t, err)
+	c.Reset()
+	f, i := make([]float32, 3), make([]int32, 2)
+	require.NoError(t, kernels.DownloadAll(c, kernels.Transfer{Dst: kernels.HostF32(f), Src: d}, kernels.Transfer{Dst: kernels.HostI32(i), Src: e}))
+	assert.Equal(t, Transfers{Downloads: 2, DownloadElems: 5}, c.N)
+	assert.Equal(t, []float32{1, 2, 3}, f)
+	assert.Equal(t, []int32{4, 5}, i)
+}
+
 // TestCountingHostArgs: a compute op's host Buffer that did not come from
 // the wrapper's Alloc or Import counts as a hidden crossing (HostArgs),
 // and Foreign names it; views of allocations and imports do not count;

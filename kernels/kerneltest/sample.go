@@ -139,4 +139,46 @@ func SampleRows(t *testing.T, b kernels.Backend) {
 			}
 		}
 	}
+	t.Run("no_finite_logit", func(t *testing.T) { sampleDeadRows(t, b) })
+}
+
+// sampleDeadRows: rows with no finite logit (all −Inf; NaN, +Inf and −Inf)
+// get kernels.NoToken and NaN log-probabilities, under greedy and sampled
+// parameters, and the rows around them are drawn as if alone.
+func sampleDeadRows(t *testing.T, b kernels.Backend) {
+	const v = 300
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	alive := uniform(newRNG("dead"), v, 4)
+	negInf, mixed := make([]float32, v), make([]float32, v)
+	for i := range v {
+		negInf[i] = -inf
+		mixed[i] = []float32{nan, inf, -inf}[i%3]
+	}
+	rows := [][]float32{alive, negInf, alive, mixed}
+	for _, p := range []kernels.SamplingParams{{}, {Temperature: 0.8, TopK: 20, TopP: 0.9}} {
+		t.Run(fmt.Sprintf("T%g", p.Temperature), func(t *testing.T) {
+			var logits []float32
+			params, u := make([]kernels.SamplingParams, len(rows)), make([]float64, len(rows))
+			for i, row := range rows {
+				logits = append(logits, row...)
+				params[i], u[i] = p, 0.3
+			}
+			n := len(rows)
+			id, lp, full := make([]int32, n), make([]float32, n), make([]float32, n)
+			b.SampleRows(kernels.HostI32(id), kernels.HostF32(lp), kernels.HostF32(full), kernels.HostF32(logits), params, u, n, v)
+			wantID, wantLP, wantFull := make([]int32, 1), make([]float32, 1), make([]float32, 1)
+			ref.Backend{}.SampleRows(kernels.HostI32(wantID), kernels.HostF32(wantLP), kernels.HostF32(wantFull), kernels.HostF32(alive), params[:1], u[:1], 1, v)
+			for i := range rows {
+				if kernels.AnyFinite(rows[i]) {
+					assert.Equal(t, wantID[0], id[i], "row %d id", i)
+					CheckClose(t, "logprob", lp[i:i+1], wantLP, Tolerance("SampleLogProb"))
+					CheckClose(t, "full logprob", full[i:i+1], wantFull, Tolerance("SampleFullLogProb"))
+					continue
+				}
+				assert.Equal(t, int32(kernels.NoToken), id[i], "row %d id", i)
+				assert.True(t, math.IsNaN(float64(lp[i])), "row %d logprob %v", i, lp[i])
+				assert.True(t, math.IsNaN(float64(full[i])), "row %d full logprob %v", i, full[i])
+			}
+		})
+	}
 }

@@ -34,12 +34,18 @@ func (b Backend) SampleRows(ids, logp, fullLogp, logits kernels.Buffer, params [
 // sampleRows is SampleRows on host slices.
 func (b Backend) sampleRows(ids []int32, logp, fullLogp, logits []float32, params []kernels.SamplingParams, u []float64, rows, v int) {
 	for r := range rows {
-		ids[r], logp[r], fullLogp[r] = b.sampleRow(logits[r*v:(r+1)*v], params[r], u[r])
+		row := logits[r*v : (r+1)*v]
+		if !kernels.AnyFinite(row) {
+			ids[r], logp[r], fullLogp[r] = kernels.NoToken, float32(math.NaN()), float32(math.NaN())
+			continue
+		}
+		ids[r], logp[r], fullLogp[r] = b.sampleRow(row, params[r], u[r])
 	}
 }
 
-// sampleRow draws a token from logits[V] under p with u ∈ [0,1) as its only
-// randomness. It is the specification of sampling; in float64 throughout:
+// sampleRow draws a token from logits[V], which has a finite logit, under p
+// with u ∈ [0,1) as its only randomness. It is the specification of
+// sampling; in float64 throughout:
 //
 //  1. z[i] = logits[i] / Temperature; tokens with z = −Inf are dropped.
 //  2. Top-k keeps every token with z ≥ the k-th largest z (ties at the

@@ -16,6 +16,7 @@ import (
 	"github.com/x/env"
 	"github.com/x/env/catch"
 	"github.com/x/grpo"
+	"github.com/x/grpo/warmstart"
 	"github.com/x/tokenizer"
 )
 
@@ -159,63 +160,40 @@ func Reward(envName string) grpo.RewardFunc {
 	}
 }
 
-// Play plays one game with the scripted player (move toward the ball's
-// column) through c's tools and returns the conversation: the intro, then
-// per move a short reasoning with the call and the tool's reply, then a
+// Expert is the scripted player as a grpo.Script: move toward the
+// ball's column with a short reasoning, or, once the ball has landed, a
 // closing turn.
-func Play(ctx context.Context, c *Catch, row env.Row) ([]tokenizer.Message, error) {
-	obs, err := c.Reset(ctx, row)
-	if err != nil {
-		return nil, err
+func Expert(ctx context.Context, r *grpo.Rollout) (tokenizer.Message, error) {
+	c, ok := r.Env.(*Catch)
+	if !ok {
+		return tokenizer.Message{}, fmt.Errorf("the scripted player plays the examples' Catch, not %T", r.Env)
 	}
-	set, err := env.Tools(c)
-	if err != nil {
-		return nil, err
-	}
-	msgs := []tokenizer.Message{{Role: "user", Content: obs}}
-	for !c.Game.Done() {
-		call := tokenizer.ToolCall{Name: "stay", Arguments: []byte(`{}`)}
-		reasoning := "The ball is above the paddle: stay."
-		switch d := c.Game.BallCol - c.Game.PaddleCol; {
-		case d < 0:
-			call = tokenizer.ToolCall{Name: "move", Arguments: []byte(`{"direction": "left"}`)}
-			reasoning = "The ball is to the left: move left."
-		case d > 0:
-			call = tokenizer.ToolCall{Name: "move", Arguments: []byte(`{"direction": "right"}`)}
-			reasoning = "The ball is to the right: move right."
+	if c.Game.Done() {
+		if Caught(&c.Game) {
+			return grpo.TextTurn("Caught it."), nil
 		}
-		msgs = append(msgs, tokenizer.Message{Role: "assistant", Content: reasoning, ToolCalls: []tokenizer.ToolCall{call}})
-		resp, err := set.Call(ctx, call.Name, call.Arguments)
-		if err != nil {
-			return nil, fmt.Errorf("scripted %s refused: %s", call.Name, resp)
-		}
-		msgs = append(msgs, tokenizer.Message{Role: "tool", Name: call.Name, Content: resp})
+		return grpo.TextTurn("Missed."), nil
 	}
-	closing := "Missed."
-	if Caught(&c.Game) {
-		closing = "Caught it."
+	call := tokenizer.ToolCall{Name: "stay", Arguments: []byte(`{}`)}
+	reasoning := "The ball is above the paddle: stay."
+	switch d := c.Game.BallCol - c.Game.PaddleCol; {
+	case d < 0:
+		call = tokenizer.ToolCall{Name: "move", Arguments: []byte(`{"direction": "left"}`)}
+		reasoning = "The ball is to the left: move left."
+	case d > 0:
+		call = tokenizer.ToolCall{Name: "move", Arguments: []byte(`{"direction": "right"}`)}
+		reasoning = "The ball is to the right: move right."
 	}
-	return append(msgs, tokenizer.Message{Role: "assistant", Content: closing}), nil
+	return tokenizer.Message{Role: "assistant", Content: reasoning, ToolCalls: []tokenizer.ToolCall{call}}, nil
 }
 
-// Conversations plays the scripted player once from each ball column and
-// returns the games as SFT conversations.
-func Conversations(ctx context.Context) ([]grpo.Conversation, error) {
-	var convs []grpo.Conversation
-	for col := range catch.Columns {
-		c := New(rand.New(rand.NewPCG(0, 0)))
-		msgs, err := Play(ctx, c, env.Row{"ball_column": int64(col)})
-		if err != nil {
-			return nil, fmt.Errorf("scripted game from column %d: %w", col, err)
-		}
-		if !Caught(&c.Game) {
-			return nil, fmt.Errorf("the scripted player missed the ball from column %d", col)
-		}
-		set, err := env.Tools(c)
-		if err != nil {
-			return nil, err
-		}
-		convs = append(convs, grpo.Conversation{Messages: msgs, Tools: set.Schemas()})
+// Conversations plays the scripted player once from each ball column
+// through grpo.PlayScript under o (the GRPO run's config) and returns the
+// games as SFT conversations.
+func Conversations(ctx context.Context, o grpo.PlayOptions) ([]grpo.Conversation, error) {
+	convs, err := warmstart.Conversations(ctx, NewFactory(0), Rows(catch.Columns), Expert, o)
+	if err != nil {
+		return nil, fmt.Errorf("scripted games: %w", err)
 	}
 	return convs, nil
 }

@@ -57,7 +57,18 @@ func TestToolsAndReward(t *testing.T) {
 }
 
 func TestScriptedPlayerCatchesEverything(t *testing.T) {
-	convs, err := Conversations(context.Background())
+	ctx := context.Background()
+	cfg := grpo.DefaultConfig()
+	cfg.EnableThinking, cfg.MaxCompletionLength = tokenizer.ThinkingOff, 1024
+	for _, row := range Rows(5) {
+		c := New(rand.New(rand.NewPCG(0, 0)))
+		r, err := grpo.PlayScript(ctx, c, row, Expert, grpo.PlayOptions{Config: &cfg})
+		require.NoError(t, err)
+		assert.True(t, Caught(&c.Game), "from column %v", row["ball_column"])
+		assert.Zero(t, r.ToolFailures)
+		assert.Equal(t, "Caught it.", r.Completion[len(r.Completion)-1].Content)
+	}
+	convs, err := Conversations(ctx, grpo.PlayOptions{Config: &cfg})
 	require.NoError(t, err)
 	require.Len(t, convs, 5)
 	chat, err := tokenizer.NewChat(tokenizer.Tiny())

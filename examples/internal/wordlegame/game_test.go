@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -57,31 +58,31 @@ func TestRewards(t *testing.T) {
 		{name: "six misses", secret: "chart", calls: []envtest.Call{guess("brave"), guess("brick"), guess("bride"), guess("grace"), guess("grade"), guess("plate"), guess("chart")},
 			greens: 0.1 * 1, invalid: 1, errs: []bool{false, false, false, false, false, false, true}},
 	}
+	cfg := grpo.DefaultConfig()
+	cfg.MaxCompletionLength = 2048
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			// The rollout a reward sees in training: the guesses made through
+			// the trainer's rollout loop, failed calls counted by it.
 			w := NewLocal(words)
-			ep, err := envtest.Play(context.Background(), w, env.Row{"secret_word": tc.secret}, tc.calls...)
+			var turns []tokenizer.Message
+			for _, c := range tc.calls {
+				turns = append(turns, grpo.CallTurn(c.Tool, c.Args))
+			}
+			r, err := grpo.PlayScript(context.Background(), w, env.Row{"secret_word": tc.secret}, grpo.Turns(append(turns, grpo.TextTurn("Done."))...), grpo.PlayOptions{Config: &cfg})
 			require.NoError(t, err)
-			require.Len(t, ep.Steps, len(tc.errs))
-			for i, s := range ep.Steps {
-				assert.Equal(t, tc.errs[i], s.Err != nil, "call %d: %s", i, s.Response)
-				if s.Err != nil {
-					assert.Contains(t, s.Response, `"error"`, "a refused guess is a tool error the model reads")
+			var errs []bool
+			for _, m := range r.Completion {
+				if m.Role == "tool" {
+					errs = append(errs, strings.HasPrefix(m.Content, `{"error"`))
 				}
 			}
+			assert.Equal(t, tc.errs, errs, "which guesses came back as tool errors the model reads")
 			g := &w.Game
 			assert.InDelta(t, tc.win, WinReward(g), 1e-12, "win")
 			assert.InDelta(t, tc.greens, GreensReward(g), 1e-12, "greens")
 			assert.Equal(t, tc.invalid, g.Invalid)
-			// Every refusal was a failed tool call, which the invalid term counts.
-			failures := 0
-			for _, s := range ep.Steps {
-				if s.Err != nil {
-					failures++
-				}
-			}
-			assert.Equal(t, tc.invalid, failures)
-			r := &grpo.Rollout{Env: w, ToolFailures: failures}
+			assert.Equal(t, tc.invalid, r.ToolFailures, "every refusal was a failed tool call, which the invalid term counts")
 			for name, fn := range map[string]grpo.RewardFunc{"win": Reward("", WinReward), "greens": Reward("", GreensReward), "invalid": Invalid("")} {
 				got, err := fn(context.Background(), r)
 				require.NoError(t, err)
@@ -111,22 +112,23 @@ func TestSolverWinsEveryWord(t *testing.T) {
 	worst := 0
 	for _, secret := range words {
 		w := NewLocal(words)
-		conv, err := s.Play(context.Background(), w, env.Row{"secret_word": secret})
+		r, err := grpo.PlayScript(context.Background(), w, env.Row{"secret_word": secret}, s.Turn, grpo.PlayOptions{})
 		require.NoError(t, err, secret)
 		require.True(t, w.Game.Won, secret)
 		assert.Zero(t, w.Game.Invalid, secret)
+		assert.Zero(t, r.ToolFailures, secret)
 		worst = max(worst, len(w.Game.Guesses))
-		// user, (assistant, tool) per guess, closing assistant
-		require.Len(t, conv, 2+2*len(w.Game.Guesses), secret)
-		assert.Equal(t, "user", conv[0].Role)
+		// (assistant, tool) per guess, closing assistant
+		conv := r.Completion
+		require.Len(t, conv, 1+2*len(w.Game.Guesses), secret)
 		for i, g := range w.Game.Guesses {
-			call := conv[1+2*i]
+			call := conv[2*i]
 			require.Len(t, call.ToolCalls, 1)
 			var a GuessArgs
 			require.NoError(t, json.Unmarshal(call.ToolCalls[0].Arguments, &a))
 			assert.Equal(t, g.Word, a.Word)
 			assert.NotEmpty(t, call.Content, "a short reasoning precedes each guess")
-			assert.Equal(t, "tool", conv[2+2*i].Role)
+			assert.Equal(t, "tool", conv[1+2*i].Role)
 		}
 		assert.Equal(t, "Solved: "+secret+".", conv[len(conv)-1].Content)
 	}
@@ -135,22 +137,22 @@ func TestSolverWinsEveryWord(t *testing.T) {
 }
 
 // TestExpertConversationRenders: the solver's games render with the Qwen3
-// template and parse back into the same assistant turns, with the tiny
-// tokenizer the default model uses.
+// template, with the tiny tokenizer the default model uses, within the
+// demo's budget.
 func TestExpertConversationRenders(t *testing.T) {
 	words := defaultTestWords(t)
-	w := NewLocal(words)
-	conv, err := Solver{Words: words}.Play(context.Background(), w, env.Row{"secret_word": "plate"})
+	cfg := grpo.DefaultConfig()
+	cfg.EnableThinking, cfg.MaxCompletionLength = tokenizer.ThinkingOff, 400
+	convs, err := Conversations(context.Background(), []string{"plate", "chart"}, words, grpo.PlayOptions{Config: &cfg})
 	require.NoError(t, err)
 	chat, err := tokenizer.NewChat(tokenizer.Tiny())
 	require.NoError(t, err)
-	set, err := env.Tools(w)
-	require.NoError(t, err)
-	opts := tokenizer.RenderOptions{Tools: set.Schemas(), EnableThinking: tokenizer.ThinkingOff, KeepAllReasoning: true}
-	ids, err := chat.RenderIDs(conv, opts)
-	require.NoError(t, err)
-	assert.Less(t, len(ids), 1000, "a game stays short in tiny-tokenizer tokens")
-	t.Logf("game for plate: %d messages, %d tokens", len(conv), len(ids))
+	for _, conv := range convs {
+		ids, err := chat.RenderIDs(conv.Messages, tokenizer.RenderOptions{Tools: conv.Tools, EnableThinking: tokenizer.ThinkingOff, KeepAllReasoning: true})
+		require.NoError(t, err)
+		assert.Less(t, len(ids), 1000, "a game stays short in tiny-tokenizer tokens")
+		t.Logf("game: %d messages, %d tokens", len(conv.Messages), len(ids))
+	}
 }
 
 // TestRemoteMatchesLocal plays the solver's games against our OpenEnv
@@ -175,11 +177,13 @@ func TestRemoteMatchesLocal(t *testing.T) {
 	defer rw.Close()
 	s := Solver{Words: words}
 	for _, secret := range []string{"chart", "plane", "brick"} {
-		remote, err := s.Play(ctx, rw, env.Row{"secret_word": secret})
+		remote, err := grpo.PlayScript(ctx, rw, env.Row{"secret_word": secret}, s.Turn, grpo.PlayOptions{})
 		require.NoError(t, err, secret)
-		local, err := s.Play(ctx, NewLocal(words), env.Row{"secret_word": secret})
+		local, err := grpo.PlayScript(ctx, NewLocal(words), env.Row{"secret_word": secret}, s.Turn, grpo.PlayOptions{})
 		require.NoError(t, err, secret)
-		assert.Equal(t, local, remote, secret)
+		assert.Equal(t, local.PromptIDs, remote.PromptIDs, secret)
+		assert.Equal(t, local.Completion, remote.Completion, secret)
+		assert.Equal(t, local.CompletionIDs, remote.CompletionIDs, secret)
 		assert.Equal(t, secret, rw.Game.Secret)
 	}
 	// Invalid moves and the end of the game read the same remotely.

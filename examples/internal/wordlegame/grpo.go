@@ -6,6 +6,7 @@ import (
 
 	"github.com/x/env"
 	"github.com/x/grpo"
+	"github.com/x/grpo/warmstart"
 )
 
 // GameOf is the finished game of a rollout played on a Wordle env.
@@ -51,22 +52,14 @@ func Invalid(envName string) grpo.RewardFunc {
 	}
 }
 
-// Conversations plays one solver game per secret, in process, and returns
-// them as SFT conversations with the env's tool schemas.
-func Conversations(ctx context.Context, secrets, words []string) ([]grpo.Conversation, error) {
-	s := Solver{Words: words}
-	convs := make([]grpo.Conversation, 0, len(secrets))
-	for _, secret := range secrets {
-		w := NewLocal(words)
-		msgs, err := s.Play(ctx, w, env.Row{"secret_word": secret})
-		if err != nil {
-			return nil, fmt.Errorf("solver game for %q: %w", secret, err)
-		}
-		set, err := env.Tools(w)
-		if err != nil {
-			return nil, err
-		}
-		convs = append(convs, grpo.Conversation{Messages: msgs, Tools: set.Schemas()})
+// Conversations plays one solver game per secret, in process, through
+// grpo.PlayScript under o (the GRPO run's config: its thinking mode and
+// token budget), and returns them as SFT conversations with the env's tool
+// schemas.
+func Conversations(ctx context.Context, secrets, words []string, o grpo.PlayOptions) ([]grpo.Conversation, error) {
+	convs, err := warmstart.Conversations(ctx, LocalFactory(words), Rows(secrets), Solver{Words: words}.Turn, o)
+	if err != nil {
+		return nil, fmt.Errorf("solver games: %w", err)
 	}
 	return convs, nil
 }

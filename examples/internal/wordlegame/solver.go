@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/x/env"
 	"github.com/x/env/wordle"
+	"github.com/x/grpo"
 	"github.com/x/tokenizer"
 )
 
@@ -81,41 +81,30 @@ func (s Solver) turn(history []wordle.Guess) (reasoning, word string, ok bool) {
 	return reasoning, word, true
 }
 
-// Play plays one game with the solver against e (reset with row)
-// through e's tools, exactly as a rollout calls them, and returns the
-// conversation: the user's intro, then per move an assistant turn (the
-// reasoning and a guess call) and the tool's reply, then a closing
-// assistant turn. The env is left in its final state.
-func (s Solver) Play(ctx context.Context, e *Wordle, row env.Row) ([]tokenizer.Message, error) {
-	obs, err := e.Reset(ctx, row)
+// Turn is the solver as a grpo.Script: the next assistant turn of the
+// game r plays on a *Wordle (in process or remote): a short reasoning and
+// a guess call, or, once the game is over, a closing turn. Played through
+// grpo.PlayScript it is exactly a rollout of a model that plays like the
+// solver.
+func (s Solver) Turn(ctx context.Context, r *grpo.Rollout) (tokenizer.Message, error) {
+	e, ok := r.Env.(*Wordle)
+	if !ok {
+		return tokenizer.Message{}, fmt.Errorf("the solver plays the examples' Wordle, not %T", r.Env)
+	}
+	if e.Game.Done {
+		if e.Game.Won {
+			return grpo.TextTurn(fmt.Sprintf("Solved: %s.", e.Game.Secret)), nil
+		}
+		return grpo.TextTurn("Out of guesses."), nil
+	}
+	reasoning, word, ok := s.turn(e.Game.Guesses)
+	if !ok {
+		return tokenizer.Message{}, fmt.Errorf("no listed word fits the feedback %v", e.Game.Guesses)
+	}
+	args, err := json.Marshal(GuessArgs{Word: word})
 	if err != nil {
-		return nil, err
+		return tokenizer.Message{}, err
 	}
-	set, err := env.Tools(e)
-	if err != nil {
-		return nil, err
-	}
-	msgs := []tokenizer.Message{{Role: "user", Content: obs}}
-	for !e.Game.Done {
-		reasoning, word, ok := s.turn(e.Game.Guesses)
-		if !ok {
-			return nil, fmt.Errorf("no listed word fits the feedback %v", e.Game.Guesses)
-		}
-		args, err := json.Marshal(GuessArgs{Word: word})
-		if err != nil {
-			return nil, err
-		}
-		msgs = append(msgs, tokenizer.Message{Role: "assistant", Content: reasoning,
-			ToolCalls: []tokenizer.ToolCall{{Name: "guess", Arguments: args}}})
-		resp, err := set.Call(ctx, "guess", args)
-		if err != nil {
-			return nil, fmt.Errorf("the solver's guess %q was refused: %s", word, resp)
-		}
-		msgs = append(msgs, tokenizer.Message{Role: "tool", Name: "guess", Content: resp})
-	}
-	closing := "Out of guesses."
-	if e.Game.Won {
-		closing = fmt.Sprintf("Solved: %s.", e.Game.Secret)
-	}
-	return append(msgs, tokenizer.Message{Role: "assistant", Content: closing}), nil
+	return tokenizer.Message{Role: "assistant", Content: reasoning,
+		ToolCalls: []tokenizer.ToolCall{{Name: "guess", Arguments: args}}}, nil
 }
