@@ -50,8 +50,11 @@ type Game struct {
 	Secret  string         // "" until known (a remote server reveals it at the end)
 	Guesses []wordle.Guess // the accepted guesses with their feedback, in order
 	Invalid int            // invalid moves, including guesses after the game ended
-	Done    bool
-	Won     bool
+	// Attempts are the words of every guess call, accepted or refused,
+	// lower-cased, in order (the repetition reward reads them).
+	Attempts []string
+	Done     bool
+	Won      bool
 }
 
 // Wordle is the tool-style Wordle env of this example: one tool, guess,
@@ -118,6 +121,7 @@ func intro(words []string) string {
 
 // Guess is the tool: one move.
 func (w *Wordle) Guess(ctx context.Context, a GuessArgs) (string, error) {
+	w.Game.Attempts = append(w.Game.Attempts, strings.ToLower(a.Word))
 	if w.Game.Done {
 		w.Game.Invalid++
 		return "", ErrGameOver
