@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -115,30 +116,67 @@ func TestWarningWords(t *testing.T) {
 	assert.Contains(t, p.line(3, Metrics{MetricReward: 0, MetricWarnNoSignal: 1}), "reward 0 elapsed 0s eta 0s WARNING: NO SIGNAL")
 }
 
-// TestTrainWarnsWithoutSignal: a run whose rollouts all score the same
-// says so on the progress output and the logger, once at the start and
-// again after warnRepeat steps, and its metrics carry the warning.
+// TestTrainWarnsWithoutSignal: a run whose rollouts all score the same,
+// or whose every tool call is malformed, says so on the progress output
+// and the logger, once at the start and again after warnRepeat steps, and
+// its metrics carry the warnings.
 func TestTrainWarnsWithoutSignal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains a model")
 	}
-	cfg := testConfig(2, 1)
-	cfg.MaxSteps = 12
-	var progress, logged bytes.Buffer
-	var flags []float64
-	plain := func(int, int) string { return "Done." }
-	tr, _ := newScripted(t, cfg, plain, WithEnv(counters()), WithReward("one", 1, constant(1)),
-		WithProgress(&progress), WithLogger(slog.New(slog.NewTextHandler(&logged, nil))),
-		WithCallback(func(_ int, m Metrics) error {
-			flags = append(flags, m[MetricWarnNoSignal])
-			return nil
-		}))
-	require.NoError(t, tr.Train(context.Background(), NewDataset([]env.Row{{"prompt": "Go: "}})))
-	assert.Equal(t, []float64{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, flags)
-	assert.Equal(t, 2, strings.Count(progress.String(), "warning: step"), progress.String())
-	assert.Contains(t, progress.String(), "warning: step 1: no learning signal: every rollout scored 1")
-	assert.Contains(t, progress.String(), "warning: step 11: no learning signal")
-	assert.Contains(t, progress.String(), "WARNING: NO SIGNAL")
-	assert.Equal(t, 2, strings.Count(logged.String(), "level=WARN"), logged.String())
-	assert.Contains(t, logged.String(), "warning=warnings/no_learning_signal")
+	malformed := func(_, turn int) string {
+		if turn == 0 {
+			return "<tool_call>\n{name: increment}\n</tool_call>"
+		}
+		return "Sorry."
+	}
+	tests := []struct {
+		name   string
+		script func(rollout, turn int) string
+		reward RewardFunc
+		want   []string // warning metrics raised at every step
+		words  []string // on the progress output
+	}{
+		{"every rollout the same score", func(int, int) string { return "Done." }, constant(1),
+			[]string{MetricWarnNoSignal}, []string{"warning: step 1: no learning signal: every rollout scored 1", "WARNING: NO SIGNAL"}},
+		{"every rollout malformed", malformed, constant(0),
+			[]string{MetricWarnNoSignal, MetricWarnCallsFailed},
+			[]string{"every tool call failed (the policy cannot call its tools yet: warm-start it longer)",
+				"warning: step 1: every one of the 1.00 tool calls per rollout failed", "WARNING: NO SIGNAL, ALL CALLS FAILED"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig(2, 1)
+			cfg.MaxSteps = 12
+			cfg.MaxToolCallingIterations = 1
+			var progress, logged bytes.Buffer
+			raised := map[string][]float64{}
+			tr, _ := newScripted(t, cfg, tt.script, WithEnv(counters()), WithReward("r", 1, tt.reward),
+				WithProgress(&progress), WithLogger(slog.New(slog.NewTextHandler(&logged, nil))),
+				WithCallback(func(_ int, m Metrics) error {
+					for _, name := range WarningMetrics() {
+						raised[name] = append(raised[name], m[name])
+					}
+					return nil
+				}))
+			require.NoError(t, tr.Train(context.Background(), NewDataset([]env.Row{{"prompt": "Go: "}})))
+			every := []float64{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}
+			for _, name := range WarningMetrics() {
+				if slices.Contains(tt.want, name) {
+					assert.Equal(t, every, raised[name], name)
+				} else {
+					assert.NotContains(t, raised[name], 1.0, name)
+				}
+			}
+			assert.Equal(t, 2*len(tt.want), strings.Count(progress.String(), "warning: step"), progress.String())
+			assert.Contains(t, progress.String(), "warning: step 11: no learning signal")
+			for _, w := range tt.words {
+				assert.Contains(t, progress.String(), w)
+			}
+			assert.Equal(t, 2*len(tt.want), strings.Count(logged.String(), "level=WARN"), logged.String())
+			for _, name := range tt.want {
+				assert.Contains(t, logged.String(), "warning="+name)
+			}
+		})
+	}
 }
