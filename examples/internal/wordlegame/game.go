@@ -50,8 +50,11 @@ type Game struct {
 	Secret  string         // "" until known (a remote server reveals it at the end)
 	Guesses []wordle.Guess // the accepted guesses with their feedback, in order
 	Invalid int            // invalid moves, including guesses after the game ended
-	// Attempts are the words of every guess call, accepted or refused,
-	// lower-cased, in order (the repetition reward reads them).
+	// Attempts are the words of every guess call made before the game
+	// ended, accepted or refused, lower-cased, in order (the repetition
+	// reward reads them). Calls after the end are not attempts: TRL's
+	// episode ends with the game, and counting them paid a policy for
+	// calling guess again after its win (DESIGN.md, issue 21).
 	Attempts []string
 	Done     bool
 	Won      bool
@@ -121,11 +124,11 @@ func intro(words []string) string {
 
 // Guess is the tool: one move.
 func (w *Wordle) Guess(ctx context.Context, a GuessArgs) (string, error) {
-	w.Game.Attempts = append(w.Game.Attempts, strings.ToLower(a.Word))
 	if w.Game.Done {
 		w.Game.Invalid++
 		return "", ErrGameOver
 	}
+	w.Game.Attempts = append(w.Game.Attempts, strings.ToLower(a.Word))
 	if strings.ContainsAny(a.Word, "[] \n") {
 		w.Game.Invalid++
 		return "", fmt.Errorf("%q is not a word: send one word, no spaces or brackets", a.Word)

@@ -97,21 +97,24 @@ func TestRewards(t *testing.T) {
 
 // TestTRLRewards plays scripted games and checks TRL's terms, each of
 // the last guess: correct, greens and yellows (of the last accepted guess,
-// over five) and repetition (of the last guess call, refused or not).
+// over five) and repetition (of the last guess call before the game
+// ended, refused or not: a call after a win earns nothing).
 func TestTRLRewards(t *testing.T) {
 	words := defaultTestWords(t)
 	tests := []struct {
 		name                                 string
 		secret                               string
 		guesses                              []string
+		attempts                             []string // nil: guesses
 		correct, greens, yellows, repetition float64
 	}{
-		{"win in one", "crane", []string{"crane"}, 1, 1, 0, 0},
-		{"win in three", "plant", []string{"crane", "plain", "plant"}, 1, 1, 0, 1},
-		{"one guess, then stop", "chart", []string{"charm"}, 0, 0.8, 0, 0},
-		{"a repeat refused", "grain", []string{"brave", "brave"}, 0, 0.4, 0, 0},
-		{"a repeat last of three", "grain", []string{"brick", "crane", "brick"}, 0, 0.4, 0.2, 0.5},
-		{"no call", "grain", nil, 0, 0, 0, 0},
+		{"win in one", "crane", []string{"crane"}, nil, 1, 1, 0, 0},
+		{"win in three", "plant", []string{"crane", "plain", "plant"}, nil, 1, 1, 0, 1},
+		{"a call after a win in one is no attempt", "crane", []string{"crane", "plant"}, []string{"crane"}, 1, 1, 0, 0},
+		{"one guess, then stop", "chart", []string{"charm"}, nil, 0, 0.8, 0, 0},
+		{"a repeat refused", "grain", []string{"brave", "brave"}, nil, 0, 0.4, 0, 0},
+		{"a repeat last of three", "grain", []string{"brick", "crane", "brick"}, nil, 0, 0.4, 0.2, 0.5},
+		{"no call", "grain", nil, nil, 0, 0, 0, 0},
 	}
 	cfg := grpo.DefaultConfig()
 	cfg.MaxCompletionLength = 2048
@@ -124,7 +127,11 @@ func TestTRLRewards(t *testing.T) {
 			}
 			r, err := grpo.PlayScript(context.Background(), w, env.Row{"secret_word": tc.secret}, grpo.Turns(append(turns, grpo.TextTurn("Done."))...), grpo.PlayOptions{Config: &cfg})
 			require.NoError(t, err)
-			assert.Equal(t, tc.guesses, w.Game.Attempts)
+			attempts := tc.attempts
+			if attempts == nil {
+				attempts = tc.guesses
+			}
+			assert.Equal(t, attempts, w.Game.Attempts)
 			terms, err := RewardSet(TRLRewards, "")
 			require.NoError(t, err)
 			want := map[string]float64{"correct": tc.correct, "greens": tc.greens, "yellows": tc.yellows, "repetition": tc.repetition}
