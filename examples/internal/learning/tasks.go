@@ -66,34 +66,63 @@ func guessExpert(ctx context.Context, r *grpo.Rollout) (tokenizer.Message, error
 		ToolCalls: []tokenizer.ToolCall{{Name: "guess", Arguments: json.RawMessage(fmt.Sprintf(`{"number": %d}`, mid))}}}, nil
 }
 
-// KVTask is the two-tool key-value lookup (KV, its stores drawing from
-// values fruit names) over rows rows for training, 24 other rows for
-// evaluation, and the expert's games on 256 more. Its reward is 1 for submitting the right value; partial adds the
-// kind of partial credit a newcomer's environment gave: 0.2 for looking
-// the right key up, 0.1 for submitting anything.
-func KVTask(rows, values int, partial bool) Task {
+// KVOptions shape a KVTask.
+type KVOptions struct {
+	Rows   int // training rows (evaluation plays 24 others)
+	Values int // the stores draw from this many fruit names (2..8)
+	// Keys is how many of the store's keys the rows ask for (1..6; 0:
+	// all). The tiny model does not learn to copy a key from the prompt
+	// into lookup's arguments, so the suite asks for one.
+	Keys    int
+	Partial bool // the partial credit a newcomer's environment gave
+	// Guessing makes the expert submit a guess without a lookup in every
+	// second game (the odd seeds), so the warm start does both and GRPO
+	// must learn that the lookup pays: more tool calls, not fewer.
+	Guessing bool
+}
+
+// KVTask is the two-tool key-value lookup (KV) with the expert's games on
+// 256 rows. Its reward is 1 for submitting the right value; Partial adds
+// the kind of partial credit a newcomer's environment gave: 0.2 for
+// looking the right key up, 0.1 for submitting anything.
+func KVTask(o KVOptions) Task {
+	keys := o.Keys
+	if keys <= 0 || keys > len(kvKeys) {
+		keys = len(kvKeys)
+	}
 	mk := func(from, n int) []env.Row {
 		out := make([]env.Row, n)
 		for i := range out {
-			out[i] = env.Row{"seed": int64(from + i), "key": kvKeys[(from+i)%len(kvKeys)]}
+			out[i] = env.Row{"seed": int64(from + i), "key": kvKeys[(from+i)%keys]}
 		}
 		return out
 	}
 	rewards := []Reward{{Name: "correct", Weight: 1, Fn: kvTerm(func(k *KV) float64 { return b2f(k.Correct) })}}
-	name := fmt.Sprintf("kv%d", values)
-	if partial {
+	name := fmt.Sprintf("kv%d", o.Values)
+	if keys < len(kvKeys) {
+		name += fmt.Sprintf("-keys%d", keys)
+	}
+	if o.Guessing {
+		name += "-guessing"
+	}
+	if o.Partial {
 		name += "-partial"
 		rewards = append(rewards,
 			Reward{Name: "looked_up", Weight: 0.2, Fn: kvTerm(func(k *KV) float64 { return b2f(k.LookedUp) })},
 			Reward{Name: "submitted", Weight: 0.1, Fn: kvTerm(func(k *KV) float64 { return b2f(k.Submitted) })})
 	}
+	expert := kvExpert
+	if o.Guessing {
+		expert = kvGuessingExpert
+	}
+	values := o.Values
 	return Task{
 		Name:       name,
 		Factory:    env.FactoryFunc(func(context.Context) (env.Env, error) { return &KV{Values: values}, nil }),
-		Train:      mk(0, rows),
+		Train:      mk(0, o.Rows),
 		Eval:       mk(10_000, 24),
 		ExpertRows: mk(20_000, 256),
-		Expert:     kvExpert,
+		Expert:     expert,
 		Rewards:    rewards,
 		Success: func(r *grpo.Rollout) (bool, error) {
 			k, err := kvOf(r)
@@ -151,6 +180,28 @@ func kvExpert(ctx context.Context, r *grpo.Rollout) (tokenizer.Message, error) {
 	}
 	return tokenizer.Message{Role: "assistant", Content: "Look up " + k.key + ".",
 		ToolCalls: []tokenizer.ToolCall{{Name: "lookup", Arguments: json.RawMessage(`{"key": "` + k.key + `"}`)}}}, nil
+}
+
+// kvGuessingExpert submits a guess, without a lookup, in the games of odd
+// seeds (the value the seed names), and plays kvExpert's game otherwise.
+func kvGuessingExpert(ctx context.Context, r *grpo.Rollout) (tokenizer.Message, error) {
+	k, ok := r.Env.(*KV)
+	if !ok {
+		return tokenizer.Message{}, fmt.Errorf("the kv expert plays KV, not %T", r.Env)
+	}
+	seed, _, err := r.Row.Int("seed")
+	if err != nil {
+		return tokenizer.Message{}, err
+	}
+	if seed%2 == 0 || k.LookedUp {
+		return kvExpert(ctx, r)
+	}
+	if k.Submitted {
+		return grpo.TextTurn("Done."), nil
+	}
+	v := kvValues[(seed/2)%int64(k.Values)]
+	return tokenizer.Message{Role: "assistant", Content: "Submit " + v + ".",
+		ToolCalls: []tokenizer.ToolCall{{Name: "submit", Arguments: json.RawMessage(`{"value": "` + v + `"}`)}}}, nil
 }
 
 // WordleRewards are the Wordle task's reward sets by name:

@@ -31,8 +31,9 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("learnexp", flag.ContinueOnError)
-	task := fs.String("task", "kv", "guess16, guess8, button, kv, kv-partial, wordleN (the first N words of the demo's list)")
+	task := fs.String("task", "kv", "guess16, guess8, button, kv, kv-guessing, kv-partial, wordleN (the first N words of the demo's list)")
 	kvValues := fs.Int("kv-values", 2, "the kv tasks' stores draw from this many values (2..8)")
+	kvKeys := fs.Int("kv-keys", 0, "the kv tasks' rows ask for this many keys (0: all six)")
 	tag := fs.String("tag", "", "label printed with the summary")
 	s := learning.Settings{}
 	fs.Uint64Var(&s.Seed, "seed", 1, "seed")
@@ -64,7 +65,7 @@ func run(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	t, err := pickTask(*task, *words, *rewards, *kvValues)
+	t, err := pickTask(*task, *words, *rewards, *kvValues, *kvKeys)
 	if err != nil {
 		return err
 	}
@@ -102,7 +103,7 @@ func run(ctx context.Context, args []string) error {
 	return nil
 }
 
-func pickTask(name, words, rewards string, kvValues int) (learning.Task, error) {
+func pickTask(name, words, rewards string, kvValues, kvKeys int) (learning.Task, error) {
 	switch {
 	case name == "guess16":
 		return learning.GuessTask(16), nil
@@ -111,9 +112,11 @@ func pickTask(name, words, rewards string, kvValues int) (learning.Task, error) 
 	case name == "button":
 		return learning.ButtonTask(32), nil
 	case name == "kv":
-		return learning.KVTask(48, kvValues, false), nil
+		return learning.KVTask(learning.KVOptions{Rows: 48, Values: kvValues, Keys: kvKeys}), nil
+	case name == "kv-guessing":
+		return learning.KVTask(learning.KVOptions{Rows: 48, Values: kvValues, Keys: kvKeys, Guessing: true}), nil
 	case name == "kv-partial":
-		return learning.KVTask(48, kvValues, true), nil
+		return learning.KVTask(learning.KVOptions{Rows: 48, Values: kvValues, Keys: kvKeys, Partial: true}), nil
 	case strings.HasPrefix(name, "wordle"):
 		var n int
 		if _, err := fmt.Sscanf(name, "wordle%d", &n); err != nil {
