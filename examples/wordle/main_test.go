@@ -176,8 +176,9 @@ func TestRolloutMatMulFlag(t *testing.T) {
 // TestGRPOImprovesOnSFT is the demo's claim at a smaller size: the GRPO
 // phase itself raises the greedy evaluation above the SFT model's. The warm
 // start is deliberately short, so that the SFT model still makes invalid
-// guesses (4 in its 5 greedy games); GRPO runs with the demo's defaults
-// (LoRA, peak lr 1e-3 decaying linearly, KL weight 0.1, temperature 0.5).
+// guesses (4 in its 5 greedy games); GRPO runs with the recipe's rewards
+// and the demo's former settings (LoRA, peak lr 1e-3 decaying linearly, KL
+// weight 0.1, temperature 0.5), which the flags pin.
 // It must remove at least half of the invalid guesses, win no fewer games,
 // and raise the mean reward per game by at least minGain: one invalid
 // guess fewer in every second game. A policy that collapses (stops calling
@@ -192,7 +193,7 @@ func TestGRPOImprovesOnSFT(t *testing.T) {
 		"-steps", smallGRPOSteps, "-prompts", "2", "-generations", "8",
 		"-threads", "1", "-out", t.TempDir(),
 		// The recipe's rewards and the run this test was measured with.
-		"-rewards", "recipe", "-lr-schedule", "linear", "-sampled-eval", "0"}
+		"-rewards", "recipe", "-lr", "1e-3", "-lr-schedule", "linear", "-beta", "0.1", "-sampled-eval", "0"}
 	cfg, err := parseFlags(args, &bytes.Buffer{})
 	require.NoError(t, err)
 	var out bytes.Buffer

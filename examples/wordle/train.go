@@ -85,7 +85,7 @@ func train(ctx context.Context, cfg config, out io.Writer) (result, error) {
 	if err != nil {
 		return res, err
 	}
-	res.Before, err = evaluate(ctx, tr, evalRows, cfg.Sampled)
+	res.Before, err = evaluate(ctx, tr, evalRows, 0) // a random model: its sampled games only cost time
 	tr.Close()
 	model.DetachLoRA(pol.Model)
 	if err != nil {
