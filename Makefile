@@ -3,7 +3,7 @@ GO ?= go
 STATICCHECK_VERSION ?= v0.8.2
 FUZZTIME ?= 20000x
 
-.PHONY: all setup test unit lint cudahost quickstart fuzz bench demo learn clean
+.PHONY: all setup test unit lint cudahost quickstart fuzz faults bench demo learn clean
 
 all: test
 
@@ -30,10 +30,13 @@ unit:
 	$(GO) test -count=1 -timeout 15m ./...
 
 ## cudahost: every CUDA kernel compiled as host C++ through the SIMT shim (cgo, g++ only:
-## no nvcc, no GPU) and run through the whole conformance suite. The nvcc half is cudabuild.
+## no nvcc, no GPU) and run through the whole conformance suite; then the trainer on them
+## (grpo's Host tests: GRPO LoRA and full, SFT, a bit-exact resume, vs kernels/cpu). The nvcc
+## half is cudabuild.
 cudahost:
-	$(GO) vet -tags cudahost ./kernels/cuda/...
+	$(GO) vet -tags cudahost ./kernels/cuda/... ./grpo
 	$(GO) test -count=1 -timeout 15m -tags cudahost ./kernels/cuda/...
+	$(GO) test -count=1 -timeout 15m -tags cudahost -run 'Host' ./grpo
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go') 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -47,6 +50,17 @@ quickstart:
 
 fuzz:
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
+
+## faults: the faults that take seconds to minutes of waiting (README, "Reliability"): the
+## kill-and-resume loop (a small Wordle run SIGKILLed 12 times, at random moments and right after a
+## temporary checkpoint folder appears, resumed each time, its outputs compared with an
+## uninterrupted run's), an OpenEnv server killed for 30 s during GRPO, one that never comes back;
+## then the rollout loop's fault tests under the race detector. About 7 minutes on 2 cores.
+faults:
+	$(GO) build -o bin/wordle ./examples/wordle
+	$(GO) build -o bin/envserver ./env/cmd/envserver
+	$(GO) run ./grpo/cmd/faults -trainer bin/wordle -server bin/envserver
+	$(GO) test -race -count=1 -run 'Stuck|Cancel|Panics|RewardFaults|OverContext|EnvServer|EnvFailure' ./grpo ./env
 
 ## bench: every benchmark once, then the llama-bench-style model and training
 ## commands on random weights of the tiny and Qwen3-0.6B shapes (figures go to BENCHMARKS.md).
@@ -91,12 +105,14 @@ cuda-kernels:
 ## vet and build everything with the cuda tag (the device launcher; compiled and linked, never
 ## run: a -tags cuda binary needs a GPU to start), compile its test binary, and rebuild the
 ## kernels from the .cu sources into a temporary directory, failing on ptxas spills or on any
-## byte that differs from the committed kernels/cuda/gen.
+## byte that differs from the committed kernels/cuda/gen; then start a -tags cuda example here
+## and check what a user without a GPU sees (scripts/cuda-start-check.sh).
 cudabuild:
 	$(GO) vet -tags cuda ./...
 	$(GO) build -tags cuda ./...
 	$(GO) test -c -tags cuda -o /dev/null ./kernels/cuda/
 	./scripts/cuda-kernels.sh --check
+	./scripts/cuda-start-check.sh
 
 ## cuda-check: the whole CUDA check without the rest of make test: the host build's vet and
 ## conformance suite and the nvcc half.

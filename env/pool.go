@@ -28,13 +28,25 @@ type Instance struct {
 // Reset starts an episode: it resets the env with row and, for a
 // DynamicTools env, refreshes Tools. Reset through the Instance (or use
 // Start) rather than calling Env.Reset directly.
+//
+// A panic of the env's Reset (or ToolSet) is returned as a *PanicError.
 func (i *Instance) Reset(ctx context.Context, row Row) (string, error) {
-	obs, err := i.Env.Reset(ctx, row)
+	obs, err := i.reset(ctx, row)
 	if err != nil {
-		return "", fmt.Errorf("env %s: reset: %w", i.label(), err)
+		return "", err
 	}
 	if err := i.refresh(); err != nil {
 		return "", err
+	}
+	return obs, nil
+}
+
+// reset calls the env's Reset, its panic recovered.
+func (i *Instance) reset(ctx context.Context, row Row) (obs string, err error) {
+	defer recoverInto(&err, i.label(), "reset")
+	obs, err = i.Env.Reset(ctx, row)
+	if err != nil {
+		return "", fmt.Errorf("env %s: reset: %w", i.label(), err)
 	}
 	return obs, nil
 }
@@ -49,12 +61,14 @@ func (i *Instance) Release() { i.pool.release(i, false) }
 func (i *Instance) Discard() error { return i.pool.release(i, true) }
 
 // Reward scores the episode with the env's own reward. ok is false when
-// the env is not a Rewarder.
+// the env is not a Rewarder. A panic of Reward is returned as a
+// *PanicError.
 func (i *Instance) Reward(ctx context.Context) (reward float64, ok bool, err error) {
 	r, ok := i.Env.(Rewarder)
 	if !ok {
 		return 0, false, nil
 	}
+	defer recoverInto(&err, i.label(), "reward")
 	v, err := r.Reward(ctx)
 	if err != nil {
 		return 0, true, fmt.Errorf("env %s: reward: %w", i.label(), err)
@@ -139,7 +153,11 @@ func (p *Pool) Acquire(ctx context.Context) (*Instance, error) {
 	}
 	p.mu.Unlock()
 
-	e, err := p.factory.New(ctx) // outside the lock: dialing a server can take long
+	e, err := p.newEnv(ctx) // outside the lock: dialing a server can take long
+	var pe *PanicError
+	if errors.As(err, &pe) {
+		return nil, err // it names the env and what panicked
+	}
 	if err != nil {
 		return nil, fmt.Errorf("env%s: new environment: %w", p.suffix(), err)
 	}
@@ -164,6 +182,16 @@ func (p *Pool) Acquire(ctx context.Context) (*Instance, error) {
 	}
 	p.all[in] = struct{}{}
 	return in, nil
+}
+
+// newEnv asks the factory for an env, its panic recovered.
+func (p *Pool) newEnv(ctx context.Context) (e Env, err error) {
+	label := fmt.Sprintf("%T", p.factory)
+	if p.name != "" {
+		label = fmt.Sprintf("%q", p.name)
+	}
+	defer recoverInto(&err, label, "new")
+	return p.factory.New(ctx)
 }
 
 // Start acquires an environment and resets it with row, returning the
@@ -284,7 +312,8 @@ func methodTools(e Env, opts []tools.Option) (*tools.Set, error) {
 }
 
 // refresh recomputes the tools of a DynamicTools env.
-func (i *Instance) refresh() error {
+func (i *Instance) refresh() (err error) {
+	defer recoverInto(&err, i.label(), "tools")
 	set, err := joinDynamic(i.Env, i.methods)
 	if err != nil {
 		return fmt.Errorf("env %s: %w", i.label(), err)

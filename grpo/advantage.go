@@ -5,6 +5,12 @@ import (
 	"math"
 )
 
+// maxReward bounds a rollout's reward: a quarter of float64's range, so
+// that r − μ (at most twice it) and the group std (at most √2 times it)
+// are finite. Within it every advantage is computed; the statistics
+// scale huge rewards rather than square them (nanStd).
+const maxReward = math.MaxFloat64 / 4
+
 // advantageEps is added to the std before dividing (TRL's 1e-4), so a
 // group whose rewards are all equal gets advantage 0, not ±Inf.
 const advantageEps = 1e-4
@@ -34,7 +40,7 @@ type Advantages struct {
 // baseline and std, of the batch std, and of the loss (Loss[i] false,
 // A[i] 0). ok nil means all succeeded. It is an error if every rollout
 // failed, if len(rewards) is not a multiple of g, or if a reward is
-// infinite.
+// infinite or beyond ±maxReward.
 func ComputeAdvantages(rewards []float64, ok []bool, g int, scale ScaleRewards) (Advantages, error) {
 	r, err := groupedRewards("advantages", rewards, ok, g)
 	if err != nil {
@@ -158,8 +164,9 @@ func groupedRewards(what string, rewards []float64, ok []bool, g int) ([]float64
 	r := make([]float64, n)
 	failed := 0
 	for i, v := range rewards {
-		if math.IsInf(v, 0) {
-			return nil, fmt.Errorf("grpo: %s: rollout %d has reward %v", what, i, v)
+		if math.IsInf(v, 0) || math.Abs(v) > maxReward {
+			return nil, fmt.Errorf("grpo: %s: rollout %d has reward %v (a weighted sum of the reward functions' scores): "+
+				"beyond ±%.3g its group's baseline and std are not representable in float64; scale the rewards down", what, i, v, maxReward)
 		}
 		if ok != nil && !ok[i] {
 			v = math.NaN()

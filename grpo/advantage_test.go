@@ -113,6 +113,37 @@ func TestComputeAdvantages(t *testing.T) {
 	}
 }
 
+// TestComputeAdvantagesHugeRewards: advantages do not depend on the
+// rewards' scale, up to a quarter of float64's range; before, a group std
+// of rewards ≥ 1e154 overflowed and every advantage became 0.
+func TestComputeAdvantagesHugeRewards(t *testing.T) {
+	unit := []float64{1, -1, 1, 3, 0.5, 0.25}
+	for _, scale := range []ScaleRewards{ScaleGroup, ScaleBatch, ScaleNone} {
+		want, err := ComputeAdvantages(unit, nil, 2, scale)
+		require.NoError(t, err)
+		for _, k := range []float64{1e154, 1e200, 1e307} { // 3e307: within maxReward
+			r := make([]float64, len(unit))
+			for i, v := range unit {
+				r[i] = v * k
+			}
+			got, err := ComputeAdvantages(r, nil, 2, scale)
+			require.NoError(t, err)
+			for i := range r {
+				assert.InDelta(t, want.Mean[i], got.Mean[i]/k, 1e-15, "%s ×%g mean %d", scale, k, i)
+				assert.InDelta(t, want.Std[i], got.Std[i]/k, 1e-15, "%s ×%g std %d", scale, k, i)
+				if scale == ScaleNone {
+					assert.InDelta(t, want.A[i], got.A[i]/k, 1e-15, "%s ×%g A %d", scale, k, i)
+				} else {
+					// σ + 1e-4 against kσ + 1e-4: the ε's weight differs, by
+					// at most 1e-4/σ relative (σ ≥ 0.125 here).
+					assert.InEpsilon(t, want.A[i], got.A[i], 1e-3, "%s ×%g A %d", scale, k, i)
+				}
+				assert.NotZero(t, got.A[i], "%s ×%g A %d", scale, k, i)
+			}
+		}
+	}
+}
+
 func TestComputeAdvantagesErrors(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -126,6 +157,7 @@ func TestComputeAdvantagesErrors(t *testing.T) {
 		{"all failed", []float64{1, 2}, []bool{false, false}, 2, ScaleGroup, "all 2 rollouts failed"},
 		{"ok length", []float64{1, 2}, []bool{true}, 2, ScaleGroup, "1 success flags for 2"},
 		{"infinite reward", []float64{1, math.Inf(-1)}, nil, 2, ScaleGroup, "rollout 1 has reward -Inf"},
+		{"reward beyond a quarter of float64", []float64{1e308, 0}, nil, 2, ScaleGroup, "rollout 0 has reward 1e+308 (a weighted sum of the reward functions' scores): beyond ±4.49e+307"},
 		{"unknown scale", []float64{1, 2}, nil, 2, "mean", `unknown reward scaling "mean"`},
 		{"empty", nil, nil, 2, ScaleGroup, "no rollouts"},
 		{"group 0", []float64{1}, nil, 0, ScaleGroup, "group size 0"},

@@ -118,16 +118,18 @@ func BenchmarkPhaseMemory(b *testing.B) {
 			lb.seqs = append(lb.seqs, trainSeq{ids: ids, start: prompt, mask: mask})
 			lb.adv = append(lb.adv, float64(j%3)-1)
 			lb.policy = append(lb.policy, make([]float32, len(mask)))
+			lb.sampler = lb.policy
+			lb.width = max(lb.width, len(mask))
 			lb.tokens += len(mask)
 			mb[j] = j
 		}
 		params := cfg.LossParams()
-		norm := cfg.LossNorm(lb.tokens)
+		norm := cfg.LossNorm(lb.tokens, lb.width)
 		base := resetPeak(b)
 		b.ResetTimer()
 		for range b.N {
 			acc := newStepAccumulator(params)
-			require.NoError(b, tr.microStep(ctx, lb, mb, 0, params, norm, acc))
+			require.NoError(b, tr.microStep(ctx, lb, mb, params, norm, acc, nil))
 			tr.pol.zeroGrad()
 		}
 		b.ReportMetric(base, "base-GiB")

@@ -167,7 +167,7 @@ func BenchmarkRolloutPrecision(b *testing.B) {
 	tr.eng.stop = nil // never stop early: every rollout generates newTokens
 	rows := benchPromptRows(prompts)
 	ctx := context.Background()
-	precs := []cpu.MatMulPrecision{cpu.MatMulExact, cpu.MatMulBF16}
+	precs := []kernels.MatMulPrecision{kernels.MatMulExact, kernels.MatMulBF16}
 	elapsed := make([]time.Duration, len(precs))
 	b.ResetTimer()
 	for i := range b.N {

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/x/internal/atomicfile"
 	"github.com/x/kernels"
 	"github.com/x/model"
 )
@@ -28,6 +29,9 @@ const (
 	OptimizerStateFile = "optimizer.safetensors"
 	TrainerStateFile   = "trainer_state.json"
 	modelWeightsFile   = "model.safetensors"
+	// checkpointTempInfix follows ".checkpoint-<step>" in the name of the
+	// folder a checkpoint is written into before it is renamed.
+	checkpointTempInfix = ".tmp"
 )
 
 // CheckpointWeights is what a checkpoint saves and restores besides the
@@ -43,7 +47,16 @@ type CheckpointWeights struct {
 	LoRA      *model.LoRAConfig
 	BaseModel string       // recorded in adapter_config.json
 	Optimizer *model.AdamW // nil: no optimizer state saved or loaded
+	// Snapshots are adapter snapshots by policy version that asynchronous
+	// training still samples or learns with (Config.MaxStaleness), saved
+	// as policy_version_<v>.safetensors (SnapshotFile); LoadCheckpoint
+	// leaves them to Trainer.Resume.
+	Snapshots map[int]*model.AdapterSnapshot
 }
+
+// SnapshotFile is the file name of the adapter snapshot of policy version
+// v in a checkpoint (see CheckpointWeights.Snapshots).
+func SnapshotFile(v int) string { return fmt.Sprintf("policy_version_%d.safetensors", v) }
 
 // trainerStateFile is trainer_state.json.
 type trainerStateFile struct {
@@ -92,7 +105,7 @@ func SaveCheckpoint(outputDir string, step, keep int, w CheckpointWeights, state
 		return "", fmt.Errorf("save checkpoint: %w", err)
 	}
 	name := CheckpointPrefix + strconv.Itoa(step)
-	tmp, err := os.MkdirTemp(outputDir, "."+name+".tmp")
+	tmp, err := atomicfile.MkdirTemp(outputDir, "."+name+checkpointTempInfix)
 	if err != nil {
 		return "", fmt.Errorf("save checkpoint: %w", err)
 	}
@@ -112,6 +125,11 @@ func SaveCheckpoint(outputDir string, step, keep int, w CheckpointWeights, state
 	if w.Optimizer != nil {
 		if err := w.Optimizer.SaveState(filepath.Join(tmp, OptimizerStateFile)); err != nil {
 			return "", fmt.Errorf("save checkpoint %d: %w", step, err)
+		}
+	}
+	for v, snap := range w.Snapshots {
+		if err := snap.Save(filepath.Join(tmp, SnapshotFile(v))); err != nil {
+			return "", fmt.Errorf("save checkpoint %d: policy version %d: %w", step, v, err)
 		}
 	}
 	if err := os.WriteFile(filepath.Join(tmp, TrainerStateFile), append(js, '\n'), 0o644); err != nil {
@@ -245,7 +263,13 @@ func LatestCheckpoint(outputDir string) (string, error) {
 	return cks[len(cks)-1], nil
 }
 
+// pruneCheckpoints keeps the newest keep checkpoints under outputDir and
+// removes the temporary folders of checkpoints a killed run never
+// finished (removeCheckpointTemps).
 func pruneCheckpoints(outputDir string, keep int) error {
+	if err := removeCheckpointTemps(outputDir); err != nil {
+		return err
+	}
 	cks, err := Checkpoints(outputDir)
 	if err != nil {
 		return err
@@ -255,6 +279,37 @@ func pruneCheckpoints(outputDir string, keep int) error {
 			return fmt.Errorf("remove old checkpoint: %w", err)
 		}
 		cks = cks[1:]
+	}
+	return nil
+}
+
+// removeCheckpointTemps removes the folders SaveCheckpoint writes a
+// checkpoint into before renaming it (".checkpoint-<step>.tmp…", and the
+// ".old" an older checkpoint of that step is moved to): one is left over
+// only when the process died while saving, and a full fine-tune's is as
+// big as the model. Only the run writing into outputDir may call it: it
+// would remove another writer's checkpoint in progress. A missing
+// outputDir has none.
+func removeCheckpointTemps(outputDir string) error {
+	entries, err := os.ReadDir(outputDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("list checkpoints: %w", err)
+	}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), "."+CheckpointPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		if step, _, ok := strings.Cut(rest, checkpointTempInfix); ok {
+			if _, ok := checkpointStep(CheckpointPrefix + step); ok {
+				if err := os.RemoveAll(filepath.Join(outputDir, e.Name())); err != nil {
+					return fmt.Errorf("remove an unfinished checkpoint: %w", err)
+				}
+			}
+		}
 	}
 	return nil
 }
@@ -396,8 +451,18 @@ func checkAdapterConfig(path string, cfg model.LoRAConfig) error {
 // SaveCheckpoint: weights, optimizer, TrainerState, Config), keeping the
 // newest Config.SaveTotalLimit checkpoints, and returns the folder. Train
 // calls it every Config.SaveSteps optimizer steps.
-func (t *Trainer) SaveCheckpoint() (string, error) {
-	return SaveCheckpoint(t.cfg.OutputDir, t.state.GlobalStep, t.cfg.SaveTotalLimit, t.checkpointWeights(), t.state, t.cfg)
+func (t *Trainer) SaveCheckpoint() (dir string, err error) {
+	w := t.checkpointWeights()
+	if t.async != nil {
+		w.Snapshots = t.async.saved()
+	}
+	// The weights and snapshots are read on the backend, which an
+	// asynchronous run's producer shares.
+	err = t.pol.locked(func() (err error) {
+		dir, err = SaveCheckpoint(t.cfg.OutputDir, t.state.GlobalStep, t.cfg.SaveTotalLimit, w, t.state, t.cfg)
+		return err
+	})
+	return dir, err
 }
 
 // Resume restores a checkpoint written by SaveCheckpoint into the
@@ -407,8 +472,9 @@ func (t *Trainer) SaveCheckpoint() (string, error) {
 // base model, LoRA config and Config): the checkpoint holds what training
 // changed, and the base weights are also the KL reference, so resuming on
 // a model loaded from the checkpoint folder would move the reference.
-// dir "latest" means the newest checkpoint under Config.OutputDir.
-// Settings that differ from the saved config are logged as a warning: the
+// dir "latest" means the newest checkpoint under Config.OutputDir. The
+// temporary folders of checkpoints a killed run left unfinished under
+// Config.OutputDir are removed. Settings that differ from the saved config are logged as a warning: the
 // run then continues, but not as the original would have. On error the
 // Trainer is unchanged, but for a device error while the weights were
 // uploaded (see LoadCheckpoint).
@@ -432,11 +498,24 @@ func (t *Trainer) Resume(dir string) error {
 	if st.GlobalStep < 0 || st.Generation < 0 || st.DataPos < 0 || st.Epoch < 0 || st.NumTokens < 0 || st.Evaluations < 0 {
 		return fmt.Errorf("grpo: resume %s: trainer state %+v has a negative counter", dir, st)
 	}
-	if _, err := LoadCheckpoint(dir, w, &st); err != nil {
+	snaps, err := t.loadSnapshots(dir, st.GlobalStep)
+	if err != nil {
+		return fmt.Errorf("grpo: resume %s: %w", dir, err)
+	}
+	if err := t.pol.locked(func() error { _, err := LoadCheckpoint(dir, w, &st); return err }); err != nil {
+		t.releaseSnapshots(snaps)
 		return fmt.Errorf("grpo: resume: %w", err)
 	}
 	if err := t.SetState(st); err != nil {
+		t.releaseSnapshots(snaps)
 		return fmt.Errorf("grpo: resume %s: %w", dir, err)
+	}
+	t.releaseResumed()
+	t.resumed = snaps
+	if t.cfg.OutputDir != "" {
+		if err := removeCheckpointTemps(t.cfg.OutputDir); err != nil {
+			return fmt.Errorf("grpo: resume: %w", err)
+		}
 	}
 	if diff := configDiff(dir, t.cfg); len(diff) > 0 && t.log != nil {
 		t.log.Warn("resuming with settings that differ from the checkpoint's", "checkpoint", dir, "settings", diff)
@@ -468,8 +547,11 @@ func readTrainerState(dir string, st *TrainerState) error {
 }
 
 // configDiff names the settings of cfg that differ from those saved in
-// checkpoint dir (none if it saved no config).
-func configDiff(dir string, cfg any) []string {
+// checkpoint dir (none if it saved no config). A checkpoint written
+// before a setting was renamed has it under its old name
+// (oldConfigName); one written before a setting existed ran as its
+// default does, which is what a missing setting is compared with.
+func configDiff(dir string, cfg Config) []string {
 	data, err := os.ReadFile(filepath.Join(dir, TrainerStateFile))
 	if err != nil {
 		return nil
@@ -482,16 +564,90 @@ func configDiff(dir string, cfg any) []string {
 	if err != nil {
 		return nil
 	}
-	var a, b map[string]any
-	if json.Unmarshal(st.Config, &a) != nil || json.Unmarshal(now, &b) != nil {
+	def, err := json.Marshal(DefaultConfig())
+	if err != nil {
+		return nil
+	}
+	var a, b, d map[string]any
+	if json.Unmarshal(st.Config, &a) != nil || json.Unmarshal(now, &b) != nil || json.Unmarshal(def, &d) != nil {
 		return nil
 	}
 	var diff []string
 	for k, v := range b {
-		if old, ok := a[k]; !ok || !reflect.DeepEqual(old, v) {
+		old, ok := a[k]
+		if !ok {
+			old, ok = a[oldConfigName(k)]
+		}
+		if !ok {
+			old, ok = d[k]
+		}
+		if !ok || !reflect.DeepEqual(old, v) {
 			diff = append(diff, k)
 		}
 	}
 	slices.Sort(diff)
 	return diff
+}
+
+// oldConfigName is the JSON name a Config setting had in checkpoints
+// written before it took TRL's ("" if it had no other).
+func oldConfigName(name string) string {
+	switch name {
+	case "vllm_importance_sampling_mode":
+		return "importance_sampling_correction"
+	case "vllm_importance_sampling_clip_max":
+		return "importance_sampling_cap"
+	}
+	return ""
+}
+
+// loadSnapshots reads the adapter snapshots an asynchronous run's
+// checkpoint at step holds (SnapshotFile, versions below step), for Train
+// to sample the generations in flight with again.
+func (t *Trainer) loadSnapshots(dir string, step int) (map[int]*model.AdapterSnapshot, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	snaps := map[int]*model.AdapterSnapshot{}
+	for _, e := range entries {
+		var v int
+		if _, err := fmt.Sscanf(e.Name(), "policy_version_%d.safetensors", &v); err != nil || SnapshotFile(v) != e.Name() {
+			continue
+		}
+		if v < 0 || v >= step || t.pol.lora == nil {
+			t.releaseSnapshots(snaps)
+			return nil, fmt.Errorf("%s: policy version %d does not fit a LoRA checkpoint at step %d", e.Name(), v, step)
+		}
+		s, err := t.pol.newSnapshot()
+		if err == nil {
+			err = t.pol.locked(func() error { return s.Load(filepath.Join(dir, e.Name())) })
+			if err != nil {
+				t.pol.releaseSnapshot(s)
+			}
+		}
+		if err != nil {
+			t.releaseSnapshots(snaps)
+			return nil, err
+		}
+		snaps[v] = s
+	}
+	if len(snaps) == 0 {
+		return nil, nil
+	}
+	return snaps, nil
+}
+
+// releaseSnapshots gives snapshots back.
+func (t *Trainer) releaseSnapshots(snaps map[int]*model.AdapterSnapshot) {
+	for _, s := range snaps {
+		t.pol.releaseSnapshot(s)
+	}
+}
+
+// releaseResumed drops snapshots a Resume read that no asynchronous run
+// took.
+func (t *Trainer) releaseResumed() {
+	t.releaseSnapshots(t.resumed)
+	t.resumed = nil
 }

@@ -137,6 +137,36 @@ func TestCheckpointKeepAndLatest(t *testing.T) {
 	}
 }
 
+// TestCheckpointTempsRemoved: the folders of checkpoints a killed run left
+// unfinished go when SaveTotalLimit prunes; other hidden entries stay.
+func TestCheckpointTempsRemoved(t *testing.T) {
+	out := t.TempDir()
+	w := trainedWeights(t, tinyModelDir(t), &model.LoRAConfig{R: 2, Alpha: 2}, 1)
+	left := []string{".checkpoint-4.tmp1234", ".checkpoint-4.tmp99.old", ".checkpoint-12.tmpx"}
+	for _, name := range left {
+		require.NoError(t, os.MkdirAll(filepath.Join(out, name, "sub"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(out, name, "adapter_model.safetensors"), []byte("half"), 0o644))
+	}
+	kept := []string{".checkpoint-x.tmp1", ".cache", ".checkpoint-4"}
+	for _, name := range kept {
+		require.NoError(t, os.Mkdir(filepath.Join(out, name), 0o755))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(out, ".checkpoint-5.tmp7"), nil, 0o644)) // a file, not ours
+
+	_, err := SaveCheckpoint(out, 5, 0, w, nil, nil)
+	require.NoError(t, err)
+	assert.DirExists(t, filepath.Join(out, left[0]), "without a limit nothing is pruned")
+	_, err = SaveCheckpoint(out, 6, 2, w, nil, nil)
+	require.NoError(t, err)
+	for _, name := range left {
+		assert.NoDirExists(t, filepath.Join(out, name))
+	}
+	for _, name := range kept {
+		assert.DirExists(t, filepath.Join(out, name))
+	}
+	assert.FileExists(t, filepath.Join(out, ".checkpoint-5.tmp7"))
+}
+
 func TestCheckpointErrors(t *testing.T) {
 	dir := tinyModelDir(t)
 	out := t.TempDir()
@@ -204,4 +234,32 @@ func TestCheckpointErrors(t *testing.T) {
 	require.NoError(t, json.Unmarshal(data, &st))
 	assert.Equal(t, 1, st.Step)
 	assert.Equal(t, "lora", st.Mode)
+}
+
+// TestConfigDiffAcrossRenames: a checkpoint written before the IS
+// correction's settings took TRL's names (importance_sampling_correction,
+// importance_sampling_cap) and before off_policy_mask_threshold,
+// vllm_importance_sampling_clip_min and max_staleness existed differs
+// from the same run's settings today in nothing; a setting changed since
+// is still named.
+func TestConfigDiffAcrossRenames(t *testing.T) {
+	data, err := json.Marshal(DefaultConfig())
+	require.NoError(t, err)
+	var old map[string]any
+	require.NoError(t, json.Unmarshal(data, &old))
+	old["importance_sampling_correction"], old["importance_sampling_cap"] = old["vllm_importance_sampling_mode"], old["vllm_importance_sampling_clip_max"]
+	for _, k := range []string{"vllm_importance_sampling_mode", "vllm_importance_sampling_clip_max", "vllm_importance_sampling_clip_min", "off_policy_mask_threshold", "max_staleness"} {
+		delete(old, k)
+	}
+	cfgJSON, err := json.Marshal(old)
+	require.NoError(t, err)
+	file, err := json.Marshal(trainerStateFile{Step: 2, Mode: "lora", State: json.RawMessage(`{}`), Config: cfgJSON})
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, TrainerStateFile), file, 0o644))
+
+	assert.Empty(t, configDiff(dir, DefaultConfig()), "nothing changed")
+	cfg := DefaultConfig()
+	cfg.ISCorrectionClipMax, cfg.MaxStaleness = 5, 1
+	assert.Equal(t, []string{"max_staleness", "vllm_importance_sampling_clip_max"}, configDiff(dir, cfg))
 }

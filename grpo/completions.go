@@ -15,15 +15,18 @@ import (
 // (decoded with special tokens kept, tool responses included), each reward
 // function's score, the weighted reward, the advantage and the tool use.
 type CompletionRecord struct {
-	Step       int                `json:"step"`
-	Group      int                `json:"group"` // index of the prompt in its generation batch
-	Env        string             `json:"env,omitempty"`
-	Prompt     string             `json:"prompt"`
-	Completion string             `json:"completion"`
-	Rewards    map[string]float64 `json:"-"` // by function name; NaN = no score
-	Reward     float64            `json:"-"` // weighted sum; NaN = unscorable
-	Advantage  float64            `json:"advantage"`
-	ToolCalls  int                `json:"tool_calls"`
+	Step int `json:"step"`
+	// PolicyVersion is the optimizer step count of the policy that sampled
+	// the rollout (Rollout.PolicyVersion).
+	PolicyVersion int                `json:"policy_version"`
+	Group         int                `json:"group"` // index of the prompt in its generation batch
+	Env           string             `json:"env,omitempty"`
+	Prompt        string             `json:"prompt"`
+	Completion    string             `json:"completion"`
+	Rewards       map[string]float64 `json:"-"` // by function name; NaN = no score
+	Reward        float64            `json:"-"` // weighted sum; NaN = unscorable
+	Advantage     float64            `json:"advantage"`
+	ToolCalls     int                `json:"tool_calls"`
 	// ToolFailures counts malformed calls, unknown tools and tool errors.
 	ToolFailures int    `json:"tool_failures"`
 	Truncated    bool   `json:"truncated,omitempty"`

@@ -16,10 +16,10 @@ import (
 func TestCompletionsLine(t *testing.T) {
 	var buf bytes.Buffer
 	w := NewCompletionsWriter(&buf)
-	rec := CompletionRecord{Step: 2, Group: 1, Env: "guess", Prompt: "<|im_start|>user\nhi<|im_end|>\n", Completion: "ok<|im_end|>",
+	rec := CompletionRecord{Step: 2, PolicyVersion: 1, Group: 1, Env: "guess", Prompt: "<|im_start|>user\nhi<|im_end|>\n", Completion: "ok<|im_end|>",
 		Rewards: map[string]float64{"win": 1, "fmt": math.NaN()}, Reward: 1, Advantage: -0.5, ToolCalls: 3, ToolFailures: 1}
 	require.NoError(t, w.Write(rec))
-	assert.JSONEq(t, `{"step":2,"group":1,"env":"guess","prompt":"<|im_start|>user\nhi<|im_end|>\n","completion":"ok<|im_end|>",
+	assert.JSONEq(t, `{"step":2,"policy_version":1,"group":1,"env":"guess","prompt":"<|im_start|>user\nhi<|im_end|>\n","completion":"ok<|im_end|>",
 		"rewards":{"fmt":null,"win":1},"reward":1,"advantage":-0.5,"tool_calls":3,"tool_failures":1}`, buf.String())
 	assert.Equal(t, byte('\n'), buf.Bytes()[buf.Len()-1], "flushed, one line")
 }

@@ -116,13 +116,14 @@ const (
 type ISCorrection string
 
 // Sampling-mismatch corrections. ρ = exp(old − sampling), per token or
-// summed per sequence; C = ISCorrectionCap.
+// summed per sequence; [C_min, C_max] = [ISCorrectionClipMin,
+// ISCorrectionClipMax].
 const (
 	ISCorrectionNone             ISCorrection = "none"              // no correction
-	ISCorrectionTokenTruncate    ISCorrection = "token_truncate"    // ρ_t = min(ρ_t, C)
-	ISCorrectionTokenMask        ISCorrection = "token_mask"        // ρ_t, or 0 above C
-	ISCorrectionSequenceTruncate ISCorrection = "sequence_truncate" // ρ_i = min(ρ_i, C)
-	ISCorrectionSequenceMask     ISCorrection = "sequence_mask"     // ρ_i, or 0 above C (TRL's default)
+	ISCorrectionTokenTruncate    ISCorrection = "token_truncate"    // ρ_t = clamp(ρ_t, C_min, C_max)
+	ISCorrectionTokenMask        ISCorrection = "token_mask"        // ρ_t, or 0 outside [C_min, C_max]
+	ISCorrectionSequenceTruncate ISCorrection = "sequence_truncate" // ρ_i = clamp(ρ_i, C_min, C_max)
+	ISCorrectionSequenceMask     ISCorrection = "sequence_mask"     // ρ_i, or 0 outside [C_min, C_max] (TRL's default)
 )
 
 // Unlimited is the MaxToolCallingIterations value for no cap (TRL's None).
@@ -245,16 +246,16 @@ type Config struct {
 	// Evaluate alike (evaluation is generation) (Go trainer's own,
 	// RolloutExact). RolloutExact ("exact"; "" means the same) leaves the
 	// backend as it is. RolloutBF16 ("bf16") runs them at
-	// cpu.MatMulBF16 (activations rounded to bf16 for bf16 weights,
+	// kernels.MatMulBF16 (activations rounded to bf16 for bf16 weights,
 	// llama.cpp's arithmetic, faster on AVX512_BF16 CPUs) and puts the
 	// backend's previous precision back right after each prefill and
 	// step, so the training passes (old and reference log-probs, the loss
 	// forward and backward) run at the backend's own setting,
-	// cpu.MatMulExact unless the caller changed it: the split verl and TRL
+	// kernels.MatMulExact unless the caller changed it: the split verl and TRL
 	// make when vLLM samples in bf16 and the trainer scores in fp32. The
-	// model's backend must then have SetMatMulPrecision and
-	// MatMulPrecision (kernels/cpu's Backend does; NewTrainer refuses one
-	// that lacks them). Only bf16 weights are affected: with full
+	// model's backend must then implement kernels.MatMulPrecisionSetter
+	// and accept kernels.MatMulBF16 (kernels/cpu's Backend does; NewTrainer
+	// refuses one that does not). Only bf16 weights are affected: with full
 	// fine-tuning the trained weights are float32 masters and "bf16"
 	// changes nothing (NewTrainer warns), so it is for LoRA on a bf16
 	// model. The sampling log-probs then come from other numbers than
@@ -263,6 +264,22 @@ type Config struct {
 	// (Layout.NeedsOldLogProbs) or ISCorrection is on, and ISCorrection
 	// corrects for the difference (sampling/* reports its size).
 	RolloutMatMulPrecision string `json:"rollout_matmul_precision"`
+	// BatchInvariantRollouts makes generation batch-invariant (Go
+	// trainer's own; true by default; model.BatchOptions.BatchInvariant):
+	// every prefill and decode step runs with the backend's
+	// batch-invariant MatMul (cpu.Backend.SetBatchInvariant) and prompts
+	// and tool responses are cut into chunks at fixed positions, so a
+	// sequence's logits, sampled tokens and sampling log-probs do not
+	// depend on which other sequences share its steps. In a multi-turn
+	// batch those are the rollouts not waiting on a tool, which depends on
+	// tool timing: without it two identical runs log sampling/* figures
+	// that differ in the 8th digit (and could, rarely, sample another
+	// token). Its cost is at batch 1 (a 3-row matmul in place of matVec:
+	// decode about 1.5x slower on the tiny model) and in prefills of 112
+	// rows and more (no packing); from 3 to 111 rows MatMul computes as it
+	// does anyway (BENCHMARKS.md, issue 23). A backend without the mode
+	// (not kernels/cpu) gets the chunking only.
+	BatchInvariantRollouts bool `json:"batch_invariant_rollouts"`
 
 	// --- batch layout (see the type's doc) ---
 
@@ -313,7 +330,9 @@ type Config struct {
 	// LossType is the policy loss (loss_type, "dapo").
 	LossType LossType `json:"loss_type"`
 	// ImportanceSamplingLevel is token or sequence (GSPO)
-	// (importance_sampling_level, "token").
+	// (importance_sampling_level, "token"). Every loss type takes either,
+	// as TRL's _compute_loss computes them (Warnings repeats TRL's advice
+	// where a combination is unusual).
 	ImportanceSamplingLevel ISLevel `json:"importance_sampling_level"`
 	// Beta weighs the k3 KL to the reference policy (the model with its
 	// adapters off; no second copy) (beta, 0.0 = no reference pass).
@@ -323,20 +342,27 @@ type Config struct {
 	Epsilon float64 `json:"epsilon"`
 	// EpsilonHigh is the upper clip: ratios above 1+ε_high are clipped
 	// (epsilon_high, None). 0 means Epsilon. For cispo it is the absolute
-	// cap on the ratio (MiniMax-M1 uses values around 5), not 1+ε.
+	// cap on the ratio, not 1+ε: TRL's default then caps it at Epsilon
+	// (0.2); ScaleRL recommends 5.
 	EpsilonHigh float64 `json:"epsilon_high"`
 	// Delta caps the unclipped ratio (two-sided GRPO, INTELLECT-2)
-	// (delta, None). 0 means off; set it above 1+EpsilonHigh.
+	// (delta, None). 0 means off; TRL recommends a value above
+	// 1+EpsilonHigh. It acts on the clipped loss types only (grpo, bnpo,
+	// dr_grpo, dapo, luspo).
 	Delta float64 `json:"delta"`
 	// MaskTruncatedCompletions gives no loss to completions cut off by the
 	// token budget (mask_truncated_completions, False).
 	MaskTruncatedCompletions bool `json:"mask_truncated_completions"`
-	// EntropyCoef subtracts coef × the mean entropy of loss tokens from the
-	// loss (entropy_coef, 0.0).
+	// EntropyCoef subtracts coef × the mean entropy of loss tokens (those
+	// the entropy mask keeps, with TopEntropyQuantile < 1) from the loss
+	// (entropy_coef, 0.0), whatever LossType's normalisation, as TRL does:
+	// a micro-batch's mean over GradientAccumulationSteps for most types,
+	// the generation batch's tokens for dapo, cispo and vespo
+	// (EntropyWeights).
 	EntropyCoef float64 `json:"entropy_coef"`
-	// TopEntropyQuantile keeps in the policy loss only tokens whose entropy
-	// is at least the (1−ρ) quantile of the batch's loss-token entropies
-	// (top_entropy_quantile, 1.0 = all).
+	// TopEntropyQuantile keeps in the policy loss (and the entropy bonus)
+	// only tokens whose entropy is at least the (1−ρ) quantile of the
+	// micro-batch's loss-token entropies (top_entropy_quantile, 1.0 = all).
 	TopEntropyQuantile float64 `json:"top_entropy_quantile"`
 	// UseBiasCorrectionKL multiplies the KL term by the importance ratio
 	// (use_bias_correction_kl, False).
@@ -355,30 +381,82 @@ type Config struct {
 	VESPOKNeg float64 `json:"vespo_k_neg"`
 	// VESPOLambdaNeg is vespo's gamma rate λ for A < 0 (vespo_lambda_neg, 2.0).
 	VESPOLambdaNeg float64 `json:"vespo_lambda_neg"`
+	// OffPolicyMaskThreshold turns on DeepSeek-V3.2's off-policy sequence
+	// mask (off_policy_mask_threshold, None = nil): a sequence with a
+	// negative advantage whose mean over its loss tokens of sampling −
+	// current log-prob exceeds it gets no policy loss. The sampling
+	// log-probs are the sampler's (the engine's, a RolloutFunc's), so the
+	// mask sees both the policy's drift since sampling and any
+	// training–inference mismatch, as TRL's does with vLLM. TRL suggests
+	// 0.5.
+	OffPolicyMaskThreshold *float64 `json:"off_policy_mask_threshold"`
 	// ISCorrection corrects for sampling log-probs that differ from
 	// training's (vllm_importance_sampling_mode, "sequence_mask"; TRL applies
 	// it only with vLLM). It acts only when old log-probs are recomputed by
 	// a training forward; when sampling and training agree the ratio is 1.
-	ISCorrection ISCorrection `json:"importance_sampling_correction"`
-	// ISCorrectionCap is C for ISCorrection (vllm_importance_sampling_cap, 3.0).
-	ISCorrectionCap float64 `json:"importance_sampling_cap"`
+	ISCorrection ISCorrection `json:"vllm_importance_sampling_mode"`
+	// ISCorrectionClipMax is C_max for ISCorrection
+	// (vllm_importance_sampling_clip_max, 3.0); 0 is TRL's None (no upper
+	// bound).
+	ISCorrectionClipMax float64 `json:"vllm_importance_sampling_clip_max"`
+	// ISCorrectionClipMin is C_min for ISCorrection
+	// (vllm_importance_sampling_clip_min, None = 0: no lower bound).
+	// Truncate modes raise a smaller ratio to it, mask modes drop it.
+	ISCorrectionClipMin float64 `json:"vllm_importance_sampling_clip_min"`
+
+	// --- asynchronous training ---
+
+	// MaxStaleness turns on asynchronous GRPO in Train (TRL's
+	// AsyncGRPOTrainer max_staleness; verl's fully-async staleness,
+	// prime-rl's max_async_level) when > 0: a producer plays and scores
+	// the next generations while the learner trains on the current one,
+	// each generation sampled with the policy of exactly MaxStaleness
+	// optimizer steps before the learner starts on it (or the first
+	// policy, early in a run), so that the policy that starts learning
+	// from a generation is at most MaxStaleness steps ahead of the one
+	// that sampled it (async/staleness/*). That is TRL's bound when a
+	// generation feeds one optimizer step; one learnt over several
+	// (Layout().OptimizerSteps() > 1) trains its later micro-batches up to
+	// that many − 1 steps further on, as the synchronous trainer does.
+	// 0 (the default) trains synchronously. It needs LoRA adapters (the older policy is a
+	// snapshot of them) and the trainer's own rollouts (no RolloutFunc).
+	// TRL's default is 4; a value of Layout().OptimizerSteps() samples
+	// each generation while the previous one trains.
+	MaxStaleness int `json:"max_staleness"`
 
 	// --- rollouts (Go trainer) ---
 
 	// ToolConcurrency bounds the tool calls running at once across
 	// rollouts (16).
 	ToolConcurrency int `json:"tool_concurrency"`
-	// ToolTimeout is each tool call's deadline (30s); 0 means none. A call
-	// past it is an env failure (the env's state is unknown, a remote
-	// session may be lost): the rollout is played again from the start on a
-	// fresh env, within RolloutAttempts and RolloutRetryBudget.
+	// ToolTimeout is the deadline of each env reset and tool call (30s); 0
+	// means none. A call past it is an env failure (the env's state is
+	// unknown, a remote session may be lost): the rollout is played again
+	// from the start on a fresh env, within RolloutAttempts and
+	// RolloutRetryBudget. A call that ignores its context is abandoned at
+	// the deadline (ErrAbandoned): left to finish on its own, its env
+	// discarded when it does.
 	ToolTimeout time.Duration `json:"tool_timeout"`
 	// RolloutAttempts is how many times a rollout whose env failed is played
-	// from the start on a fresh env (3, the first included).
+	// from the start on a fresh env (3, the first included). Tries that
+	// cannot reach the env (env.ErrUnavailable: its server is down or
+	// restarting) are not attempts: they go on until RolloutRetryBudget
+	// (with 1, nothing is tried again).
 	RolloutAttempts int `json:"rollout_attempts"`
-	// RolloutRetryBudget bounds the time of all attempts of one rollout
-	// (0 = none); when it runs out no further attempt starts.
+	// RolloutRetryBudget bounds how long a rollout keeps retrying after its
+	// env first failed (60s): no retry starts later than that. Retries wait
+	// an exponential backoff with jitter (0.25 s doubling to 8 s), so the
+	// default rides out an env server restart of 30 s, and a server that
+	// stays down fails the rollout (and, when every rollout fails, the
+	// step) about a minute after it went. 0 means no limit: an unreachable
+	// env is then retried for ever.
 	RolloutRetryBudget time.Duration `json:"rollout_retry_budget"`
+	// RewardTimeout is the deadline of each reward function call and env
+	// reward (60s); 0 means none. A reward past it, or one that panics,
+	// fails its rollout (left out of the loss, logged and counted in
+	// rollouts/failed); a call that ignores its context is abandoned
+	// (ErrAbandoned) and the rollout's env discarded when it returns.
+	RewardTimeout time.Duration `json:"reward_timeout"`
 
 	// --- output ---
 
@@ -424,6 +502,7 @@ func DefaultConfig() Config {
 		GradientCheckpointing:  true,
 		MicroBatchTokens:       8192,
 		RolloutMatMulPrecision: RolloutExact,
+		BatchInvariantRollouts: true,
 
 		PerDeviceTrainBatchSize:   8,
 		GradientAccumulationSteps: 1,
@@ -446,11 +525,13 @@ func DefaultConfig() Config {
 		VESPOKNeg:               3,
 		VESPOLambdaNeg:          2,
 		ISCorrection:            ISCorrectionSequenceMask,
-		ISCorrectionCap:         3,
+		ISCorrectionClipMax:     3,
 
-		ToolConcurrency: 16,
-		ToolTimeout:     30 * time.Second,
-		RolloutAttempts: 3,
+		ToolConcurrency:    16,
+		ToolTimeout:        30 * time.Second,
+		RolloutAttempts:    3,
+		RolloutRetryBudget: 60 * time.Second,
+		RewardTimeout:      60 * time.Second,
 
 		LoggingSteps: 10,
 		SaveSteps:    500,
@@ -567,17 +648,37 @@ func (c Config) optimizer() optimizerConfig {
 }
 
 // Warnings lists settings that are valid but probably not meant, each
-// a sentence to log (TRL warns likewise): sequence-level importance
-// sampling with a loss type that sums tokens (bnpo, dr_grpo, dapo) weights
-// each sequence by its completion length.
+// a sentence to log, where TRL warns likewise or recommends otherwise:
+// sequence-level importance sampling with a loss type that sums tokens
+// (bnpo, dr_grpo, dapo, cispo) weights each sequence by its completion
+// length; luspo at token level and vespo at sequence level depart from
+// their papers; delta at or below 1+epsilon_high cuts ratios inside the
+// clip range, and delta with a loss type that has no clip does nothing;
+// epsilon_high below epsilon narrows the upper clip.
 func (c Config) Warnings() []string {
 	var w []string
 	if c.ImportanceSamplingLevel == ISSequence {
 		switch c.LossType {
-		case LossBNPO, LossDrGRPO, LossDAPO:
+		case LossBNPO, LossDrGRPO, LossDAPO, LossCISPO:
 			w = append(w, fmt.Sprintf("grpo: importance_sampling_level=sequence with loss_type=%s weights each sequence by its completion length "+
 				"(the sequence ratio multiplies every token of a token-summed loss); loss_type=grpo averages per sequence instead", c.LossType))
+		case LossVESPO:
+			w = append(w, "grpo: vespo computes sequence-level importance weights itself; importance_sampling_level should be token (the default)")
 		}
+	}
+	if c.LossType == LossLUSPO && c.ImportanceSamplingLevel != ISSequence {
+		w = append(w, "grpo: loss_type=luspo with importance_sampling_level=token: set it to sequence to mirror the LUSPO paper's setup")
+	}
+	if c.Delta != 0 {
+		switch {
+		case !c.LossType.clipped():
+			w = append(w, fmt.Sprintf("grpo: delta %v has no effect with loss_type=%s (it caps the clipped surrogate of grpo, bnpo, dr_grpo, dapo and luspo)", c.Delta, c.LossType))
+		case c.Delta <= 1+c.EpsilonHighOrDefault():
+			w = append(w, fmt.Sprintf("grpo: delta %v is not above 1+epsilon_high = %v: it caps ratios inside the clip range (TRL recommends delta > 1+ε)", c.Delta, 1+c.EpsilonHighOrDefault()))
+		}
+	}
+	if c.LossType.clipped() && c.EpsilonHigh != 0 && c.EpsilonHigh < c.Epsilon {
+		w = append(w, fmt.Sprintf("grpo: epsilon_high %v is below epsilon %v: the upper clip is narrower than the lower one (DAPO suggests 0.28)", c.EpsilonHigh, c.Epsilon))
 	}
 	return w
 }
@@ -731,50 +832,27 @@ func (c Config) Validate() error {
 		bad("Aggregation", "multi_objective_aggregation", "%q: use %q or %q", c.Aggregation, SumThenNormalize, NormalizeThenSum)
 	}
 
-	// loss
+	// loss: TRL's GRPOConfig rejects none of these settings but the two IS
+	// clip checks; the others only keep values finite and signs sane.
 	if !c.LossType.Valid() {
 		bad("LossType", "loss_type", "%q: use one of %v", c.LossType, LossTypes())
 	}
 	switch c.ImportanceSamplingLevel {
-	case ISToken:
-		if c.LossType == LossLUSPO {
-			bad("ImportanceSamplingLevel", "importance_sampling_level", "%q with loss type luspo: LUSPO is defined on sequence-level ratios; set it to %q", c.ImportanceSamplingLevel, ISSequence)
-		}
-	case ISSequence:
-		switch c.LossType {
-		case LossCISPO, LossSAPO, LossVESPO:
-			bad("ImportanceSamplingLevel", "importance_sampling_level", "%q with loss type %s: %s needs token-level ratios; set it to %q or change LossType", c.ImportanceSamplingLevel, c.LossType, c.LossType, ISToken)
-		}
+	case ISToken, ISSequence:
 	default:
-		bad("ImportanceSamplingLevel", "importance_sampling_level", "%q: use %q or %q", c.ImportanceSamplingLevel, ISToken, ISSequence)
+		bad("ImportanceSamplingLevel", "importance_sampling_level", "%q: Unknown importance sampling level; possible values are %q and %q", c.ImportanceSamplingLevel, ISToken, ISSequence)
 	}
 	if !finite(c.Beta) || c.Beta < 0 {
 		bad("Beta", "beta", "%v: must be finite and ≥ 0 (0 = no KL term)", c.Beta)
 	}
-	epsOK := finite(c.Epsilon) && c.Epsilon >= 0 && c.Epsilon < 1
-	if !epsOK {
-		bad("Epsilon", "epsilon", "%v: must be in [0, 1) (the lower clip is 1−ε)", c.Epsilon)
+	if !finite(c.Epsilon) || c.Epsilon < 0 {
+		bad("Epsilon", "epsilon", "%v: must be finite and ≥ 0 (the lower clip is 1−ε)", c.Epsilon)
 	}
-	epsHigh := c.EpsilonHighOrDefault()
-	switch {
-	case !finite(c.EpsilonHigh) || c.EpsilonHigh < 0:
+	if !finite(c.EpsilonHigh) || c.EpsilonHigh < 0 {
 		bad("EpsilonHigh", "epsilon_high", "%v: must be finite and ≥ 0 (0 = Epsilon)", c.EpsilonHigh)
-	case c.LossType == LossCISPO:
-		if epsHigh < 1 {
-			bad("EpsilonHigh", "epsilon_high", "%v with loss type cispo: cispo caps the ratio at EpsilonHigh itself (falling back to Epsilon when 0), so every ratio would be capped below 1; set EpsilonHigh ≥ 1 (MiniMax-M1 uses about 5)", epsHigh)
-		}
-	case epsOK && c.EpsilonHigh != 0 && c.EpsilonHigh < c.Epsilon:
-		bad("EpsilonHigh", "epsilon_high", "%v is below Epsilon %v: the upper clip 1+ε_high should be at least as wide as the lower one (DAPO suggests 0.28); raise it or leave it 0", c.EpsilonHigh, c.Epsilon)
 	}
-	if c.Delta != 0 {
-		switch {
-		case !finite(c.Delta):
-			bad("Delta", "delta", "%v: must be finite (0 = off)", c.Delta)
-		case c.LossType.Valid() && !c.LossType.clipped():
-			bad("Delta", "delta", "%v with loss type %s: two-sided clipping applies only to grpo, bnpo, dr_grpo, dapo and luspo; set it to 0", c.Delta, c.LossType)
-		case c.LossType.clipped() && c.Delta <= 1+epsHigh:
-			bad("Delta", "delta", "%v is not above 1+ε_high = %v: it would cut the ratio inside the clip range; set it above (INTELLECT-2 uses 4) or to 0", c.Delta, 1+epsHigh)
-		}
+	if !finite(c.Delta) || c.Delta < 0 {
+		bad("Delta", "delta", "%v: must be finite and ≥ 0 (0 = off)", c.Delta)
 	}
 	if !finite(c.EntropyCoef) {
 		bad("EntropyCoef", "entropy_coef", "%v: must be finite", c.EntropyCoef)
@@ -791,6 +869,9 @@ func (c Config) Validate() error {
 		}
 	}
 	if c.LossType == LossVESPO {
+		// Any finite k and λ: φ = e^λ·w^k·e^{−λw} is defined for every k
+		// (k = 0 weighs by e^{λ(1−w)}), and λ is raised to 1e-4, as TRL
+		// takes them.
 		for _, f := range []struct {
 			field, trl string
 			v          float64
@@ -798,20 +879,35 @@ func (c Config) Validate() error {
 			{"VESPOKPos", "vespo_k_pos", c.VESPOKPos}, {"VESPOLambdaPos", "vespo_lambda_pos", c.VESPOLambdaPos},
 			{"VESPOKNeg", "vespo_k_neg", c.VESPOKNeg}, {"VESPOLambdaNeg", "vespo_lambda_neg", c.VESPOLambdaNeg},
 		} {
-			if !finite(f.v) || f.v <= 0 {
-				bad(f.field, f.trl, "%v: must be finite and > 0", f.v)
+			if !finite(f.v) {
+				bad(f.field, f.trl, "%v: must be finite", f.v)
 			}
 		}
+	}
+	if th := c.OffPolicyMaskThreshold; th != nil && !finite(*th) {
+		bad("OffPolicyMaskThreshold", "off_policy_mask_threshold", "%v: must be finite (nil = off)", *th)
 	}
 	switch c.ISCorrection {
 	case ISCorrectionNone:
 	case ISCorrectionTokenTruncate, ISCorrectionTokenMask, ISCorrectionSequenceTruncate, ISCorrectionSequenceMask:
-		if !finite(c.ISCorrectionCap) || c.ISCorrectionCap <= 0 {
-			bad("ISCorrectionCap", "vllm_importance_sampling_cap", "%v: must be finite and > 0 (TRL uses 3)", c.ISCorrectionCap)
+		lo, hi := c.ISCorrectionClipMin, c.ISCorrectionClipMax
+		switch {
+		case !finite(hi) || hi < 0:
+			bad("ISCorrectionClipMax", "vllm_importance_sampling_clip_max", "%v: must be finite and ≥ 0 (0 = None, no upper bound; TRL uses 3)", hi)
+		case !finite(lo) || lo < 0:
+			bad("ISCorrectionClipMin", "vllm_importance_sampling_clip_min", "%v: must be finite and ≥ 0 (0 = None, no lower bound)", lo)
+		case lo > 0 && hi > 0 && lo >= hi:
+			bad("ISCorrectionClipMin", "vllm_importance_sampling_clip_min", "vllm_importance_sampling_clip_min (%v) must be less than vllm_importance_sampling_clip_max (%v)", lo, hi)
+		case lo == 0 && hi == 0 && (c.ISCorrection == ISCorrectionTokenTruncate || c.ISCorrection == ISCorrectionSequenceTruncate):
+			bad("ISCorrectionClipMax", "vllm_importance_sampling_clip_max", "At least one of `vllm_importance_sampling_clip_min` or `vllm_importance_sampling_clip_max` must be set when `vllm_importance_sampling_mode` is a `*_truncate` mode (%q)", c.ISCorrection)
 		}
 	default:
 		bad("ISCorrection", "vllm_importance_sampling_mode", "%q: use %q, %q, %q, %q or %q", c.ISCorrection,
 			ISCorrectionNone, ISCorrectionTokenTruncate, ISCorrectionTokenMask, ISCorrectionSequenceTruncate, ISCorrectionSequenceMask)
+	}
+
+	if c.MaxStaleness < 0 {
+		bad("MaxStaleness", "max_staleness", "%d: must be ≥ 0 (0 = synchronous)", c.MaxStaleness)
 	}
 
 	// rollouts
@@ -826,6 +922,9 @@ func (c Config) Validate() error {
 	}
 	if c.RolloutRetryBudget < 0 {
 		bad("RolloutRetryBudget", "", "%v: must be ≥ 0 (0 = no limit)", c.RolloutRetryBudget)
+	}
+	if c.RewardTimeout < 0 {
+		bad("RewardTimeout", "", "%v: must be ≥ 0 (0 = no deadline)", c.RewardTimeout)
 	}
 
 	// output

@@ -65,7 +65,9 @@ func TestDefaultConfigMatchesTRL(t *testing.T) {
 	assert.Equal(t, 1.05, c.SAPOTemperatureNeg)
 	assert.Equal(t, [4]float64{2, 3, 3, 2}, [4]float64{c.VESPOKPos, c.VESPOLambdaPos, c.VESPOKNeg, c.VESPOLambdaNeg})
 	assert.Equal(t, ISCorrectionSequenceMask, c.ISCorrection)
-	assert.Equal(t, 3.0, c.ISCorrectionCap)
+	assert.Equal(t, 3.0, c.ISCorrectionClipMax)
+	assert.Zero(t, c.ISCorrectionClipMin)
+	assert.Nil(t, c.OffPolicyMaskThreshold)
 	assert.Equal(t, RolloutExact, c.RolloutMatMulPrecision, "the Go trainer's own: rollouts as training computes")
 
 	l := c.Layout()
@@ -99,29 +101,37 @@ func TestConfigValidate(t *testing.T) {
 		{"rollout precision names are exact", func(c *Config) { c.RolloutMatMulPrecision = "BF16" }, []string{"RolloutMatMulPrecision"}},
 		{"bf16 rollouts ok", func(c *Config) { c.RolloutMatMulPrecision = RolloutBF16 }, nil},
 		{"empty rollout precision ok (exact)", func(c *Config) { c.RolloutMatMulPrecision = "" }, nil},
-		{"epsilon_high below epsilon", func(c *Config) { c.EpsilonHigh = 0.1 }, []string{"EpsilonHigh"}},
+		// TRL accepts these (some with a warning, see TestConfigWarnings).
+		{"epsilon_high below epsilon ok", func(c *Config) { c.EpsilonHigh = 0.1 }, nil},
 		{"epsilon_high 0.28 ok", func(c *Config) { c.EpsilonHigh = 0.28 }, nil},
-		{"epsilon 1", func(c *Config) { c.Epsilon = 1 }, []string{"Epsilon"}},
-		{"delta inside clip range", func(c *Config) { c.Delta = 1.2 }, []string{"Delta"}},
+		{"epsilon 1 ok", func(c *Config) { c.Epsilon = 1 }, nil},
+		{"negative epsilon", func(c *Config) { c.Epsilon = -0.1 }, []string{"Epsilon"}},
+		{"delta inside clip range ok", func(c *Config) { c.Delta = 1.2 }, nil},
 		{"delta above 1+eps_high ok", func(c *Config) { c.Delta = 4 }, nil},
-		{"delta below 1+eps_high (0.28)", func(c *Config) { c.EpsilonHigh = 0.28; c.Delta = 1.25 }, []string{"Delta"}},
-		{"delta with sapo", func(c *Config) { c.LossType = LossSAPO; c.Delta = 4 }, []string{"Delta"}},
+		{"delta below 1+eps_high (0.28) ok", func(c *Config) { c.EpsilonHigh = 0.28; c.Delta = 1.25 }, nil},
+		{"delta with sapo ok", func(c *Config) { c.LossType = LossSAPO; c.Delta = 4 }, nil},
+		{"negative delta", func(c *Config) { c.Delta = -1 }, []string{"Delta"}},
 		{"unknown loss type", func(c *Config) { c.LossType = "ppo" }, []string{"LossType"}},
-		{"sequence IS with cispo", func(c *Config) {
+		{"sequence IS with cispo ok", func(c *Config) {
 			c.LossType = LossCISPO
 			c.EpsilonHigh = 5
 			c.ImportanceSamplingLevel = ISSequence
-		}, []string{"ImportanceSamplingLevel"}},
-		{"sequence IS with sapo", func(c *Config) { c.LossType = LossSAPO; c.ImportanceSamplingLevel = ISSequence }, []string{"ImportanceSamplingLevel"}},
-		{"sequence IS with vespo", func(c *Config) { c.LossType = LossVESPO; c.ImportanceSamplingLevel = ISSequence }, []string{"ImportanceSamplingLevel"}},
+		}, nil},
+		{"sequence IS with sapo ok", func(c *Config) { c.LossType = LossSAPO; c.ImportanceSamplingLevel = ISSequence }, nil},
+		{"sequence IS with vespo ok", func(c *Config) { c.LossType = LossVESPO; c.ImportanceSamplingLevel = ISSequence }, nil},
 		{"sequence IS with grpo ok (GSPO)", func(c *Config) { c.LossType = LossGRPO; c.ImportanceSamplingLevel = ISSequence }, nil},
-		{"luspo at token level", func(c *Config) { c.LossType = LossLUSPO }, []string{"ImportanceSamplingLevel"}},
+		{"luspo at token level ok", func(c *Config) { c.LossType = LossLUSPO }, nil},
 		{"luspo at sequence level ok", func(c *Config) { c.LossType = LossLUSPO; c.ImportanceSamplingLevel = ISSequence }, nil},
 		{"unknown IS level", func(c *Config) { c.ImportanceSamplingLevel = "row" }, []string{"ImportanceSamplingLevel"}},
-		{"cispo with the epsilon fallback", func(c *Config) { c.LossType = LossCISPO }, []string{"EpsilonHigh"}},
+		{"cispo with the epsilon fallback ok (TRL's default: cap 0.2)", func(c *Config) { c.LossType = LossCISPO }, nil},
+		{"cispo with epsilon_high 0.28 ok", func(c *Config) { c.LossType = LossCISPO; c.EpsilonHigh = 0.28 }, nil},
 		{"cispo with cap 5 ok", func(c *Config) { c.LossType = LossCISPO; c.EpsilonHigh = 5 }, nil},
+		{"off-policy mask ok", func(c *Config) { th := 0.5; c.OffPolicyMaskThreshold = &th }, nil},
+		{"off-policy mask NaN", func(c *Config) { th := math.NaN(); c.OffPolicyMaskThreshold = &th }, []string{"OffPolicyMaskThreshold"}},
 		{"sapo temperature 0", func(c *Config) { c.LossType = LossSAPO; c.SAPOTemperatureNeg = 0 }, []string{"SAPOTemperatureNeg"}},
 		{"vespo lambda NaN", func(c *Config) { c.LossType = LossVESPO; c.VESPOLambdaPos = math.NaN() }, []string{"VESPOLambdaPos"}},
+		// TRL takes any k and raises λ to 1e-4.
+		{"vespo k 0 and lambda 0 ok", func(c *Config) { c.LossType = LossVESPO; c.VESPOKPos, c.VESPOLambdaNeg = 0, 0 }, nil},
 		{"unknown scale", func(c *Config) { c.ScaleRewards = "true" }, []string{"ScaleRewards"}},
 		{"unknown aggregation", func(c *Config) { c.Aggregation = "sum" }, []string{"Aggregation"}},
 		{"negative beta", func(c *Config) { c.Beta = -0.1 }, []string{"Beta"}},
@@ -142,8 +152,18 @@ func TestConfigValidate(t *testing.T) {
 		{"max steps without epochs ok", func(c *Config) { c.NumEpochs = 0; c.MaxSteps = 10 }, nil},
 		{"entropy quantile 1.5", func(c *Config) { c.TopEntropyQuantile = 1.5 }, []string{"TopEntropyQuantile"}},
 		{"IS correction unknown", func(c *Config) { c.ISCorrection = "clip" }, []string{"ISCorrection"}},
-		{"IS cap 0", func(c *Config) { c.ISCorrectionCap = 0 }, []string{"ISCorrectionCap"}},
-		{"IS none ignores cap", func(c *Config) { c.ISCorrection = ISCorrectionNone; c.ISCorrectionCap = 0 }, nil},
+		// TRL's two IS checks, with its words.
+		{"IS clip min ≥ max", func(c *Config) { c.ISCorrectionClipMin = 3 }, []string{"ISCorrectionClipMin"}},
+		{"IS truncate without bounds", func(c *Config) { c.ISCorrection = ISCorrectionTokenTruncate; c.ISCorrectionClipMax = 0 }, []string{"ISCorrectionClipMax"}},
+		{"IS mask without bounds ok", func(c *Config) { c.ISCorrectionClipMax = 0 }, nil},
+		{"IS both bounds ok", func(c *Config) { c.ISCorrectionClipMin = 0.5; c.ISCorrectionClipMax = 2 }, nil},
+		{"IS lower bound only ok", func(c *Config) {
+			c.ISCorrection = ISCorrectionSequenceTruncate
+			c.ISCorrectionClipMin = 0.5
+			c.ISCorrectionClipMax = 0
+		}, nil},
+		{"IS negative cap", func(c *Config) { c.ISCorrectionClipMax = -1 }, []string{"ISCorrectionClipMax"}},
+		{"IS none ignores bounds", func(c *Config) { c.ISCorrection = ISCorrectionNone; c.ISCorrectionClipMax = 0 }, nil},
 		{"tool concurrency 0", func(c *Config) { c.ToolConcurrency = 0 }, []string{"ToolConcurrency"}},
 		{"negative tool timeout", func(c *Config) { c.ToolTimeout = -time.Second }, []string{"ToolTimeout"}},
 		{"zero attempts", func(c *Config) { c.RolloutAttempts = 0 }, []string{"RolloutAttempts"}},
@@ -153,7 +173,7 @@ func TestConfigValidate(t *testing.T) {
 		{"log completions with output dir ok", func(c *Config) { c.LogCompletions = true; c.OutputDir = "out" }, nil},
 		{"every problem at once", func(c *Config) {
 			c.NumGenerations = 1
-			c.EpsilonHigh = 0.1
+			c.EpsilonHigh = -0.1
 			c.LossType = "ppo"
 			c.ScaleRewards = "x"
 			c.RolloutAttempts = 0
@@ -273,23 +293,40 @@ func TestConfigRenderOptions(t *testing.T) {
 	assert.Equal(t, tokenizer.RenderOptions{Tools: tools, AddGenerationPrompt: true, EnableThinking: tokenizer.ThinkingOff, KeepAllReasoning: true}, o)
 }
 
-// §8.16: sequence-level IS with a token-summed loss warns, not with grpo.
+// §8.16: sequence-level IS with a token-summed loss warns (bnpo, dr_grpo,
+// dapo, cispo), not with grpo; TRL's other loss warnings (luspo at token
+// level, vespo at sequence level) and its delta advice likewise.
 func TestConfigWarnings(t *testing.T) {
 	for _, tt := range []struct {
-		loss LossType
-		warn bool
-	}{{LossBNPO, true}, {LossDrGRPO, true}, {LossDAPO, true}, {LossGRPO, false}, {LossLUSPO, false}} {
-		c := DefaultConfig()
-		c.LossType = tt.loss
-		c.ImportanceSamplingLevel = ISSequence
-		require.NoError(t, c.Validate(), "%s", tt.loss)
-		w := c.Warnings()
-		if tt.warn {
-			require.Len(t, w, 1, "%s", tt.loss)
-			assert.Contains(t, w[0], "weights each sequence by its completion length")
-		} else {
-			assert.Empty(t, w, "%s", tt.loss)
-		}
+		name string
+		edit func(*Config)
+		want string // "" = no warning
+	}{
+		{"bnpo sequence", func(c *Config) { c.LossType, c.ImportanceSamplingLevel = LossBNPO, ISSequence }, "weights each sequence by its completion length"},
+		{"dr_grpo sequence", func(c *Config) { c.LossType, c.ImportanceSamplingLevel = LossDrGRPO, ISSequence }, "weights each sequence by its completion length"},
+		{"dapo sequence", func(c *Config) { c.ImportanceSamplingLevel = ISSequence }, "weights each sequence by its completion length"},
+		{"cispo sequence", func(c *Config) { c.LossType, c.EpsilonHigh, c.ImportanceSamplingLevel = LossCISPO, 5, ISSequence }, "weights each sequence by its completion length"},
+		{"grpo sequence", func(c *Config) { c.LossType, c.ImportanceSamplingLevel = LossGRPO, ISSequence }, ""},
+		{"luspo sequence", func(c *Config) { c.LossType, c.ImportanceSamplingLevel = LossLUSPO, ISSequence }, ""},
+		{"luspo token", func(c *Config) { c.LossType = LossLUSPO }, "LUSPO paper"},
+		{"vespo sequence", func(c *Config) { c.LossType, c.ImportanceSamplingLevel = LossVESPO, ISSequence }, "vespo computes sequence-level"},
+		{"delta inside the clip", func(c *Config) { c.Delta = 1.2 }, "not above 1+epsilon_high"},
+		{"delta with sapo", func(c *Config) { c.LossType, c.Delta = LossSAPO, 4 }, "no effect"},
+		{"delta 4", func(c *Config) { c.Delta = 4 }, ""},
+		{"epsilon_high below epsilon", func(c *Config) { c.EpsilonHigh = 0.1 }, "narrower"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := DefaultConfig()
+			tt.edit(&c)
+			require.NoError(t, c.Validate())
+			w := c.Warnings()
+			if tt.want == "" {
+				assert.Empty(t, w)
+				return
+			}
+			require.Len(t, w, 1)
+			assert.Contains(t, w[0], tt.want)
+		})
 	}
 	assert.Empty(t, DefaultConfig().Warnings())
 }

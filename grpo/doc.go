@@ -70,15 +70,28 @@
 //   - Failures: a malformed call, an unknown tool, bad arguments or a tool
 //     error go back to the model as the tool's response ({"error": ...})
 //     and are counted (tools/failure_frequency). An environment failure (a
-//     lost OpenEnv session, a dead server, a tool past its deadline, an
-//     error wrapping ErrEnvFailed) replays the rollout from the start on a
-//     fresh environment, up to Config.RolloutAttempts within
-//     Config.RolloutRetryBudget; a rollout failing every attempt is left
-//     out of the loss and of its group's baseline, counted in
-//     rollouts/failed and logged with its cause. An environment that fails
-//     that way while giving its own reward (after the episode, when no
-//     replay is possible) fails its rollout alike. A step whose rollouts
-//     all failed is an error.
+//     lost OpenEnv session, a Reset that fails or panics, a reset or tool
+//     past its deadline, an error wrapping ErrEnvFailed) replays the
+//     rollout from the start on a fresh environment, up to
+//     Config.RolloutAttempts (rollouts/replayed); tries that cannot reach
+//     the environment (env.ErrUnavailable: its server down or restarting)
+//     are not attempts and go on, with an exponential backoff and jitter,
+//     until Config.RolloutRetryBudget after the first failure, so a server
+//     restart of 30 s costs waiting, not rollouts. A reset or tool call
+//     that ignores its context is abandoned at its deadline (ErrAbandoned,
+//     rollouts/abandoned): its goroutine is left to finish on its own and
+//     discard its environment, which is never pooled again, and the batch
+//     goes on; cancelling returns at once. A rollout failing every attempt,
+//     whose prompt does not fit (MaxPromptLength, the model's context), or
+//     whose reward panics or passes Config.RewardTimeout is left out of
+//     the loss and of its group's baseline, counted in rollouts/failed and
+//     logged with its cause. An environment that fails while giving its
+//     own reward (after the episode, when no replay is possible) fails its
+//     rollout alike. A step whose rollouts all failed is an error.
+//   - Generation is batch-invariant (Config.BatchInvariantRollouts): a
+//     sequence's log-probs do not depend on which rollouts share its
+//     decoding steps, so identical runs log identical metrics, however
+//     their tool calls are timed.
 //
 // A rollout ends when its last turn calls no tool, when
 // Config.MaxToolCallingIterations rounds ran, or when the shared token
@@ -87,13 +100,14 @@
 // responses that would leave no room are dropped (the tools did run).
 //
 // Rewards (WithReward, and env.Rewarder environments, named by their type)
-// see each Rollout with its environment in its final state; advantages,
-// the loss of every TRL loss type, and the metrics are pure functions of
-// the scored batch (advantage.go, loss.go, stats.go). The batch is then
-// shuffled and cut into StepsPerGeneration micro-batches, trained on
-// NumIterations times, with an optimizer step every
-// GradientAccumulationSteps micro-batches (TRL's layout). The loss runs on
-// the model's backend (model.Loss); loss.go's PolicyLoss is its reference.
+// see each Rollout with its environment in its final state; advantages
+// and the metrics are pure functions of the scored batch (advantage.go,
+// stats.go). The batch is then shuffled and cut into StepsPerGeneration
+// micro-batches, trained on NumIterations times, with an optimizer step
+// every GradientAccumulationSteps micro-batches (TRL's layout). The loss
+// of every TRL loss type, at either importance-sampling level, runs on the
+// model's backend (model.Loss); its one spec is kernels/ref, and loss.go
+// maps the Config onto it (Config.LossParams, LossWeights).
 // When the policy moves within a generation, old log-probs are those the
 // sampler recorded: the full tempered distribution's (before any
 // top-k/top-p/min-p filter), computed by the training kernels, so they are
@@ -103,24 +117,40 @@
 // training passes exact, as verl and TRL split a bf16 vLLM sampler from
 // an fp32 trainer), a scoring pass computes them and Config.ISCorrection
 // corrects for the generator's differing numbers. sampling/* logs how far
-// the recorded log-probs are from the training forward's.
+// the recorded log-probs are from the training forward's before the policy
+// moves: the scoring pass's when there is one (as TRL compares vLLM's with
+// its forward right after generation), else the loss forwards of the
+// micro-batches that run before the generation's first optimizer step,
+// reduced in rollout order whatever order they ran in.
 //
-// # Producing rollouts apart from learning
+// # Producing rollouts apart from learning (asynchronous GRPO)
 //
-// Step is generate (rollouts and their environments), score (rewards,
-// advantages) and learn (micro-batches, optimizer steps); the three meet
-// only in a batch of scored rollouts. An asynchronous mode plugs in
-// between them without touching either: a producer goroutine runs
-// generate and score for generation k+1 while learn consumes generation
-// k, handing batches over a channel of capacity s (the staleness bound:
-// a batch is at most s optimizer steps behind the policy that trains on
-// it). Because the producer samples with an older policy, learn must then
-// always take old log-probs from sampling (as it already does whenever the
-// policy moves within a generation), so the clipped ratio is between the
-// policy that sampled and the one that trains. What the mode needs beyond that is a model that can sample
-// with a snapshot of the adapters while training updates the live ones
-// (the CPU backend serves one goroutine at a time, so on the CPU the
-// overlap is only between tool calls and training).
+// Step is produce (rollouts and their environments, rewards, advantages)
+// and consume (micro-batches, optimizer steps); the two meet only in a
+// scored generation. With Config.MaxStaleness = s > 0 (TRL's
+// AsyncGRPOTrainer max_staleness), Train runs produce on a producer
+// goroutine ahead of the learner: generation k, learnt from optimizer step
+// g_k on, is sampled with the policy of exactly max(0, g_k − s) steps, so
+// a batch is never more than s optimizer steps behind the policy that
+// starts learning from it (async/staleness/mean and /max; each Rollout's
+// PolicyVersion, the completions log's policy_version), and a run is
+// reproducible. The older policy is a snapshot of the LoRA adapters
+// (model.AdapterSnapshot) the learner takes at that step; the producer's
+// forwards read it through model.UseAdapters, a pointer swap, while the
+// learner trains the live adapters; the base weights are never copied.
+// The producer then scores each generation with the adapters that sampled
+// it, so old log-probs are always the sampling policy's, the ratio is
+// between the policy that sampled and the one that trains, and they do
+// not depend on how decoding happened to be batched. Staleness 0 through
+// the producer is the synchronous trainer, bit for bit. The model serves
+// one goroutine at a time (a generation-first lock, modelLock): on the CPU
+// the overlap is between the producer's tool calls, environment resets and
+// reward functions and the learner's passes (BENCHMARKS.md: 1.37× at a
+// tool-bound setting). A checkpoint keeps the snapshots of versions below
+// its step that generations in flight need; a resumed run plays those
+// generations again and ends where the uninterrupted one does, bit for bit
+// (deterministic environments assumed, as for any resume). Asynchronous
+// training needs LoRA and the trainer's own rollouts (no RolloutFunc).
 //
 // # Memory
 //
@@ -132,8 +162,8 @@
 // 14), and training runs checkpointed (GradientCheckpointing) in groups of
 // at most Config.MicroBatchTokens tokens, so its activations do not grow
 // with the completions' number or length. BENCHMARKS.md sizes a 0.6B step
-// from these phases. An asynchronous producer would keep its cache live
-// across learning: its budget is then the sum.
+// from these phases. In asynchronous training the producer's cache is live
+// while the learner's activations are: the budget is then the sum.
 //
 // A RolloutFunc replaces the whole rollout side for users who own
 // generation; the trainer scores and learns from what it returns.

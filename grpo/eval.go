@@ -95,6 +95,7 @@ func (t *Trainer) Evaluate(ctx context.Context, rows []env.Row, o EvalOptions) (
 		return nil, err
 	}
 	m[MetricRolloutsFailed] = float64(failed)
+	faultMetrics(m, gen.rollouts)
 	m[MetricTimeGeneration] = gen.timing.generation.Seconds()
 	m[MetricTimeTools] = gen.timing.tools.Seconds()
 	m[MetricTimeScoring] = scoring.Seconds()

@@ -10,13 +10,13 @@ import (
 func ExampleConfig_Validate() {
 	cfg := grpo.DefaultConfig()
 	cfg.NumGenerations = 3 // 8 completions per generation are not whole groups of 3
-	cfg.EpsilonHigh = 0.1  // below Epsilon 0.2
 	cfg.LossType = grpo.LossType("ppo")
+	cfg.ISCorrectionClipMin = 4 // above ISCorrectionClipMax 3
 	fmt.Println(cfg.Validate())
 	// Output:
 	// grpo: config GenerationBatchSize (generation_batch_size): 8 (= PerDeviceTrainBatchSize 8 × StepsPerGeneration 1) is not a multiple of NumGenerations 3: a generation must hold whole groups; change one of them
 	// grpo: config LossType (loss_type): "ppo": use one of [dapo grpo bnpo dr_grpo cispo sapo luspo vespo]
-	// grpo: config EpsilonHigh (epsilon_high): 0.1 is below Epsilon 0.2: the upper clip 1+ε_high should be at least as wide as the lower one (DAPO suggests 0.28); raise it or leave it 0
+	// grpo: config ISCorrectionClipMin (vllm_importance_sampling_clip_min): vllm_importance_sampling_clip_min (4) must be less than vllm_importance_sampling_clip_max (3)
 }
 
 func ExampleComputeAdvantages() {

@@ -57,13 +57,21 @@ const (
 	MetricTrainRuntime              = "train_runtime" // seconds of the run (this Train or SFT call), on its last step
 	MetricTrainSamplesPerSecond     = "train_samples_per_second"
 	MetricTrainStepsPerSecond       = "train_steps_per_second"
-	MetricTrainLoss                 = "train_loss"      // mean loss of the run's steps
-	MetricRolloutsFailed            = "rollouts/failed" // rollouts left out after every attempt failed
-	MetricTimeGeneration            = "time/generation" // seconds in model generation
-	MetricTimeTools                 = "time/tools"      // seconds waiting on tool calls and env resets
-	MetricTimeScoring               = "time/scoring"    // seconds in reward functions
-	MetricTimeBackward              = "time/backward"   // seconds in forward+backward passes
-	MetricTimeOptimizer             = "time/optimizer"  // seconds in the optimizer step
+	MetricTrainLoss                 = "train_loss"         // mean loss of the run's steps
+	MetricRolloutsFailed            = "rollouts/failed"    // rollouts left out after every attempt failed
+	MetricRolloutsReplayed          = "rollouts/replayed"  // episodes played again after an env failure (Σ Attempts − 1)
+	MetricRolloutsAbandoned         = "rollouts/abandoned" // env and reward calls abandoned past their deadline (ErrAbandoned)
+	// MetricAsyncStalenessMean and Max are, in asynchronous training
+	// (Config.MaxStaleness > 0), the optimizer steps between the policy
+	// that sampled a step's rollouts and the one that starts learning from
+	// their generation (at most MaxStaleness); ours.
+	MetricAsyncStalenessMean = "async/staleness/mean"
+	MetricAsyncStalenessMax  = "async/staleness/max"
+	MetricTimeGeneration     = "time/generation" // seconds in model generation
+	MetricTimeTools          = "time/tools"      // seconds waiting on tool calls and env resets
+	MetricTimeScoring        = "time/scoring"    // seconds in reward functions
+	MetricTimeBackward       = "time/backward"   // seconds in forward+backward passes
+	MetricTimeOptimizer      = "time/optimizer"  // seconds in the optimizer step
 )
 
 const (
@@ -270,6 +278,19 @@ func ParseMetrics(r io.Reader, name string) ([]StepMetrics, error) {
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// Reproducible reports whether the metric named name is a function of the
+// data, the seed and the configuration alone, so that two identical runs,
+// and a run resumed from a checkpoint and one that was not, log the same
+// value. The others measure wall time (step_time, time/*, train_runtime,
+// the per-second rates) or sum up one Train call (train_loss).
+func Reproducible(name string) bool {
+	switch name {
+	case MetricStepTime, MetricTrainRuntime, MetricTrainSamplesPerSecond, MetricTrainStepsPerSecond, MetricTrainLoss:
+		return false
+	}
+	return !strings.HasPrefix(name, "time/")
 }
 
 // isRewardMean reports whether name is "rewards/<fn>/mean" and returns fn.

@@ -34,9 +34,9 @@ var specMetrics = map[string]LossType{
 	MetricTrainRuntime: "", MetricTrainSamplesPerSecond: "", MetricTrainStepsPerSecond: "", MetricTrainLoss: "",
 }
 
-// ourMetrics are logged beyond §6: the loss's other terms, failed
-// rollouts and the phases' timings.
-var ourMetrics = []string{MetricKLLoss, MetricEntropyLoss, MetricRolloutsFailed,
+// ourMetrics are logged beyond §6: the loss's other terms, failed and
+// replayed rollouts, abandoned calls and the phases' timings.
+var ourMetrics = []string{MetricKLLoss, MetricEntropyLoss, MetricRolloutsFailed, MetricRolloutsReplayed, MetricRolloutsAbandoned,
 	MetricTimeGeneration, MetricTimeTools, MetricTimeScoring, MetricTimeBackward, MetricTimeOptimizer}
 
 // TestSpecMetricsLogged trains two steps with each loss type that logs

@@ -17,7 +17,10 @@ import (
 // RewardFunc scores one rollout; r.Env is the environment in its final
 // state. Returning an error wrapping ErrNoScore is TRL's None: the rollout
 // is left out of this function's mean. Any other error, NaN or ±Inf stops
-// the step with the function's name and the row.
+// the step with the function's name and the row. A panic, or a call past
+// Config.RewardTimeout, fails only the rollout (left out of the loss); a
+// call that ignores its context is abandoned and must not touch r once
+// ctx is done.
 type RewardFunc func(ctx context.Context, r *Rollout) (float64, error)
 
 // Option configures a Trainer.

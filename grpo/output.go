@@ -1,6 +1,8 @@
 package grpo
 
 import (
+	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,9 +29,13 @@ type runOutput struct {
 }
 
 // newRunOutput opens OutputDir/metrics.jsonl (and completions.jsonl if
-// completions is set), appending when resuming, and the progress bar on w
-// (nil for none). dir "" writes no files.
-func newRunOutput(dir string, w io.Writer, total int, name string, resume, completions bool) (_ *runOutput, err error) {
+// completions is set) and the progress bar on w (nil for none). A fresh
+// run (resumeStep 0) starts the logs afresh; a run resumed at resumeStep
+// cuts them back to that step (cutLog) and appends, so a crash between
+// a checkpoint and the next one leaves no line twice. Either removes the
+// folders of checkpoints a killed run left unfinished in dir. dir ""
+// writes no files.
+func newRunOutput(dir string, w io.Writer, total int, name string, resumeStep int, completions bool) (_ *runOutput, err error) {
 	o := &runOutput{dir: dir}
 	defer func() {
 		if err != nil {
@@ -40,14 +46,19 @@ func newRunOutput(dir string, w io.Writer, total int, name string, resume, compl
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("%s: output folder: %w", name, err)
 		}
-		f, err := openLog(filepath.Join(dir, MetricsFile), resume)
+		// The run owns the folder: checkpoints a killed run left
+		// unfinished go, resumed or not.
+		if err := removeCheckpointTemps(dir); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		f, err := openLog(filepath.Join(dir, MetricsFile), resumeStep)
 		if err != nil {
 			return nil, fmt.Errorf("%s: metrics log: %w", name, err)
 		}
 		o.metrics = NewMetricsWriter(f)
 		o.metrics.closer = f
 		if completions {
-			f, err := openLog(filepath.Join(dir, CompletionsFile), resume)
+			f, err := openLog(filepath.Join(dir, CompletionsFile), resumeStep)
 			if err != nil {
 				return nil, fmt.Errorf("%s: completions log: %w", name, err)
 			}
@@ -61,13 +72,62 @@ func newRunOutput(dir string, w io.Writer, total int, name string, resume, compl
 	return o, nil
 }
 
-// openLog creates path, or appends to it when resuming.
-func openLog(path string, resume bool) (*os.File, error) {
-	flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
-	if resume {
-		flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND
+// openLog creates path, or, when resuming at step > 0, cuts it back to
+// that step and appends to it.
+func openLog(path string, step int) (*os.File, error) {
+	if step <= 0 {
+		return os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	}
-	return os.OpenFile(path, flags, 0o644)
+	if err := cutLog(path, step); err != nil {
+		return nil, err
+	}
+	return os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+}
+
+// cutLog truncates a JSON-lines log whose lines carry a "step" (the
+// metrics and completions logs) before its first line past step, or
+// before a torn last line (one a kill left without its newline, or that
+// does not parse): the lines a resumed run writes again are then not
+// there twice. A line that does not parse before the last one is an
+// error naming it, since it was not a crash that made it. A missing file
+// is left missing.
+func cutLog(path string, step int) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	r := bufio.NewReader(f)
+	var off int64
+	for n := 1; ; n++ {
+		line, err := r.ReadBytes('\n')
+		if err == io.EOF {
+			break // nothing, or a torn last line without its newline
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", path, err)
+		}
+		var s struct {
+			Step *int `json:"step"`
+		}
+		if jerr := json.Unmarshal(line, &s); jerr != nil || s.Step == nil {
+			if _, perr := r.Peek(1); perr == io.EOF {
+				break // a torn last line
+			}
+			return fmt.Errorf("%s:%d is not a log line with a step; the log cannot be cut back to step %d for the resumed run: repair or remove it", path, n, step)
+		}
+		if *s.Step > step {
+			break
+		}
+		off += int64(len(line))
+	}
+	if err := f.Truncate(off); err != nil {
+		return fmt.Errorf("cut %s back to step %d: %w", path, step, err)
+	}
+	return nil
 }
 
 // callbacks are the metrics log's and the progress bar's.

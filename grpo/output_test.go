@@ -25,7 +25,7 @@ func runSteps(t *testing.T, o *runOutput, from, to int) {
 func TestRunOutput(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	var bar bytes.Buffer
-	o, err := newRunOutput(dir, &bar, 4, "grpo", false, true)
+	o, err := newRunOutput(dir, &bar, 4, "grpo", 0, true)
 	require.NoError(t, err)
 	runSteps(t, o, 1, 2)
 	o.close() // stopped early: the logs keep what was written
@@ -34,7 +34,7 @@ func TestRunOutput(t *testing.T) {
 	assert.Len(t, logged, 2)
 	assert.NoFileExists(t, filepath.Join(dir, PlotFile))
 
-	o, err = newRunOutput(dir, &bar, 4, "grpo", true, true) // resumed: append
+	o, err = newRunOutput(dir, &bar, 4, "grpo", 2, true) // resumed at step 2: append
 	require.NoError(t, err)
 	runSteps(t, o, 3, 4)
 	require.NoError(t, o.finish())
@@ -48,7 +48,7 @@ func TestRunOutput(t *testing.T) {
 	assert.FileExists(t, filepath.Join(dir, PlotFile), "the plot covers the whole run")
 	assert.Contains(t, bar.String(), "grpo step 4/4 (100%) reward 4 loss 0.25")
 
-	o, err = newRunOutput(dir, nil, 4, "grpo", false, false) // a fresh run truncates
+	o, err = newRunOutput(dir, nil, 4, "grpo", 0, false) // a fresh run truncates
 	require.NoError(t, err)
 	assert.Nil(t, o.completions)
 	assert.Len(t, o.callbacks(), 1, "metrics only: no progress writer")
@@ -60,7 +60,7 @@ func TestRunOutput(t *testing.T) {
 }
 
 func TestRunOutputNoFolder(t *testing.T) {
-	o, err := newRunOutput("", io.Discard, 2, "sft", false, true)
+	o, err := newRunOutput("", io.Discard, 2, "sft", 0, true)
 	require.NoError(t, err)
 	assert.Nil(t, o.metrics)
 	assert.Nil(t, o.completions, "no folder, no completions log")
@@ -69,8 +69,91 @@ func TestRunOutputNoFolder(t *testing.T) {
 
 	file := filepath.Join(t.TempDir(), "file")
 	require.NoError(t, os.WriteFile(file, nil, 0o644))
-	_, err = newRunOutput(filepath.Join(file, "sub"), nil, 2, "sft", false, false)
+	_, err = newRunOutput(filepath.Join(file, "sub"), nil, 2, "sft", 0, false)
 	assert.ErrorContains(t, err, "sft: output folder")
+}
+
+// TestRunOutputResumeCutsLogs: a run killed after step 5 with its last
+// checkpoint at step 3 (and, in some cases, a line torn by the kill)
+// resumes at 3; the logs are cut back to step 3 and the resumed steps are
+// logged once, so the logs equal an uninterrupted run's.
+func TestRunOutputResumeCutsLogs(t *testing.T) {
+	whole := t.TempDir()
+	o, err := newRunOutput(whole, nil, 6, "grpo", 0, true)
+	require.NoError(t, err)
+	runSteps(t, o, 1, 6)
+	o.close()
+	for _, tc := range []struct {
+		name string
+		torn string // appended to both logs after step 5
+	}{
+		{"clean", ""},
+		{"torn line", `{"step":6,"reward":0.`},
+		{"torn before its newline", `{"step":6,"reward":0.5}`},
+		{"torn garbage", "\x00\x00\x00"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			o, err := newRunOutput(dir, nil, 6, "grpo", 0, true)
+			require.NoError(t, err)
+			runSteps(t, o, 1, 5)
+			o.close()
+			for _, f := range []string{MetricsFile, CompletionsFile} {
+				appendFile(t, filepath.Join(dir, f), tc.torn)
+			}
+
+			o, err = newRunOutput(dir, nil, 6, "grpo", 3, true)
+			require.NoError(t, err)
+			runSteps(t, o, 4, 6)
+			o.close()
+			for _, f := range []string{MetricsFile, CompletionsFile} {
+				want, err := os.ReadFile(filepath.Join(whole, f))
+				require.NoError(t, err)
+				got, err := os.ReadFile(filepath.Join(dir, f))
+				require.NoError(t, err)
+				assert.Equal(t, string(want), string(got), f)
+			}
+		})
+	}
+
+	t.Run("a bad line before the last is an error", func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, MetricsFile)
+		appendFile(t, path, "{\"step\":1}\nnot json\n{\"step\":2}\n")
+		_, err := newRunOutput(dir, nil, 6, "grpo", 2, false)
+		assert.ErrorContains(t, err, MetricsFile+":2 is not a log line with a step")
+		data, err := os.ReadFile(path)
+		require.NoError(t, err)
+		assert.Equal(t, "{\"step\":1}\nnot json\n{\"step\":2}\n", string(data), "left as it was")
+	})
+	t.Run("a fresh run removes unfinished checkpoints", func(t *testing.T) {
+		dir := t.TempDir()
+		require.NoError(t, os.Mkdir(filepath.Join(dir, ".checkpoint-3.tmp42"), 0o755))
+		o, err := newRunOutput(dir, nil, 6, "sft", 0, false)
+		require.NoError(t, err)
+		o.close()
+		assert.NoDirExists(t, filepath.Join(dir, ".checkpoint-3.tmp42"))
+	})
+	t.Run("a missing log is made", func(t *testing.T) {
+		dir := t.TempDir()
+		o, err := newRunOutput(dir, nil, 6, "grpo", 2, true)
+		require.NoError(t, err)
+		runSteps(t, o, 3, 3)
+		o.close()
+		logged, err := ReadMetrics(filepath.Join(dir, MetricsFile))
+		require.NoError(t, err)
+		assert.Len(t, logged, 1)
+	})
+}
+
+// appendFile appends s to path.
+func appendFile(t *testing.T, path, s string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	require.NoError(t, err)
+	_, err = f.WriteString(s)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
 }
 
 // BenchmarkMetricsWriter measures one JSONL line of a typical GRPO step

@@ -15,6 +15,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/x/internal/atomicfile"
 )
 
 // PlotOptions configure WritePlot. The zero value gives a 1200×1200 image
@@ -292,7 +294,7 @@ func movingAverage(xy plotter.XYs, window int) plotter.XYs {
 // writeFileAtomic writes path through a temporary file in the same folder
 // renamed into place, so readers never see a half-written file.
 func writeFileAtomic(path string, write func(*os.File) error) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	f, err := atomicfile.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}

@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/x/kernels"
-	"github.com/x/kernels/cpu"
 	"github.com/x/model"
 )
 
@@ -20,10 +18,20 @@ import (
 // API (paged KV cache, batched sampling with both log-probs, per-token loss
 // tensors) is made here and nowhere else.
 
-// policy is the model being trained: generation with its current adapters,
-// teacher-forced scoring and the optimizer. It is used by one goroutine at a
-// time (the model's backend serves one caller).
+// policy is the model being trained: generation with its current adapters
+// (or a snapshot of older ones), teacher-forced scoring and the optimizer.
+//
+// Ownership: the model and its backend serve one goroutine at a time, so
+// every method that runs them (generation, prefill, scoring, the loss
+// passes, the optimizer, snapshots, TrimKV) holds lk for its call. In
+// synchronous training one goroutine makes every call and lk is never
+// contended; in asynchronous training (Config.MaxStaleness) the producer's
+// generation and scoring calls and the learner's passes and optimizer
+// steps interleave call by call, generation first (modelLock), so what
+// overlaps on the CPU is the model's work of one with the other's tool
+// calls, environments and reward functions, which run outside lk.
 type policy struct {
+	lk    *modelLock
 	m     *model.Model
 	tr    *model.Trainable
 	opt   *model.AdamW
@@ -33,9 +41,55 @@ type policy struct {
 	// prec is the backend that generation switches to the rollout
 	// precision (Config.RolloutMatMulPrecision); nil: generation leaves
 	// the backend's precision alone.
-	prec    matMulPrecisioner
-	rollout cpu.MatMulPrecision
+	prec    kernels.MatMulPrecisionSetter
+	rollout kernels.MatMulPrecision
+	// invariant makes generation batch-invariant
+	// (Config.BatchInvariantRollouts, model.BatchOptions.BatchInvariant).
+	invariant bool
 }
+
+// adaptersKey is the context key of withAdapters.
+type adaptersKey struct{}
+
+// withAdapters returns ctx for a generation that samples with the adapters
+// of snap (an older policy's, in asynchronous training) instead of the
+// live ones. The snapshot travels with the generation's context rather
+// than in the policy, so that another generation at the same time (an
+// Evaluate from a Callback while the producer plays) samples with its own.
+func withAdapters(ctx context.Context, snap *model.AdapterSnapshot) context.Context {
+	if snap == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, adaptersKey{}, snap)
+}
+
+// adaptersOf is the snapshot withAdapters put in ctx; nil: the live
+// adapters.
+func adaptersOf(ctx context.Context) *model.AdapterSnapshot {
+	s, _ := ctx.Value(adaptersKey{}).(*model.AdapterSnapshot)
+	return s
+}
+
+// use runs f with the model to itself (lk; gen: as a generation call,
+// which goes first), its forwards reading the adapters of snap (nil: the
+// live ones).
+func (p *policy) use(gen bool, snap *model.AdapterSnapshot, f func() error) error {
+	p.lk.lock(gen)
+	defer p.lk.unlock(gen)
+	if snap != nil {
+		p.m.UseAdapters(snap)
+		defer p.m.UseAdapters(nil)
+	}
+	return f()
+}
+
+// locked runs f with the model to itself and its live adapters, as a
+// learner call.
+func (p *policy) locked(f func() error) error { return p.use(false, nil, f) }
+
+// generationCall runs f with the model to itself and its live adapters, as
+// a generation call.
+func (p *policy) generationCall(f func() error) error { return p.use(true, nil, f) }
 
 // newPolicy prepares m for training: it attaches adapters when lora is set
 // and m has none, trains the adapters m carries, and otherwise every weight.
@@ -50,7 +104,7 @@ func newPolicy(m *model.Model, lora *model.LoRAConfig, seed uint64, temperature 
 		}
 		has = true
 	}
-	tr, err := model.NewTrainable(m, model.TrainOptions{Full: !has, Checkpoint: checkpoint, Temperature: temperature, MicroBatchTokens: microTokens})
+	tr, err := model.NewTrainable(m, model.TrainOptions{Full: !has, KeepActivations: !checkpoint, Temperature: temperature, MicroBatchTokens: microTokens})
 	if err != nil {
 		return nil, fmt.Errorf("grpo: prepare training: %w", err)
 	}
@@ -59,7 +113,7 @@ func newPolicy(m *model.Model, lora *model.LoRAConfig, seed uint64, temperature 
 		tr.Close()
 		return nil, fmt.Errorf("grpo: optimizer: %w", err)
 	}
-	p := &policy{m: m, tr: tr, opt: opt, temp: temperature, batch: 64}
+	p := &policy{lk: newModelLock(), m: m, tr: tr, opt: opt, temp: temperature, batch: 64}
 	if has {
 		if lora == nil {
 			c := adapterConfig(m)
@@ -76,8 +130,24 @@ func newPolicy(m *model.Model, lora *model.LoRAConfig, seed uint64, temperature 
 // the parameters' values are) stay; the policy cannot train again.
 // Calling it twice is harmless.
 func (p *policy) close() {
-	p.tr.Close()
-	p.opt.Release()
+	_ = p.locked(func() error {
+		p.tr.Close()
+		p.opt.Release()
+		return nil
+	})
+}
+
+// releaseScratch gives learning's backend scratch back (the activations
+// and their gradients, the logits chunk, the adapters' Bᵀ and lm_head's
+// transposed copy: model.Trainable.Release) once a generation's learning
+// is done, so the next generation's KV cache does not sit on top of it: a
+// step's memory is then the larger of its two phases, not their sum. The
+// next learning phase allocates them again (from a device allocator's
+// cache, a CPU backend's garbage collector).
+// It holds the model lock, as every call on the shared backend does (in
+// asynchronous training the producer may be generating).
+func (p *policy) releaseScratch() {
+	_ = p.locked(func() error { p.tr.Release(); return nil })
 }
 
 // adapterConfig describes the adapters a model already carries (e.g. from
@@ -156,7 +226,7 @@ func (p *policy) prefill(ctx context.Context, seqs []seq) error {
 	for i, s := range seqs {
 		ms[i] = s.s
 	}
-	return p.generating(func() error { return p.m.Prefill(ctx, ms, model.BatchOptions{}) })
+	return p.generating(ctx, func() error { return p.m.Prefill(ctx, ms, model.BatchOptions{BatchInvariant: p.invariant}) })
 }
 
 // genRequest asks for one turn of a sequence.
@@ -203,28 +273,32 @@ type decoder struct {
 func (p *policy) newDecoder(s sampling, stop []int32) turnDecoder {
 	return &decoder{
 		p:    p,
-		b:    p.m.NewBatch(model.BatchOptions{MaxBatch: p.batch}),
+		b:    p.m.NewBatch(model.BatchOptions{MaxBatch: p.batch, BatchInvariant: p.invariant}),
 		stop: stop,
 		smp:  kernels.SamplingParams{Temperature: s.Temperature, TopK: s.TopK, TopP: s.TopP, MinP: s.MinP},
 	}
 }
 
 // add queues a request and returns its id.
-func (d *decoder) add(r genRequest) (int, error) {
-	return d.b.Add(model.Request{Seq: r.seq.s, MaxNewTokens: r.maxTokens, Stop: d.stop, Sampling: d.smp})
+func (d *decoder) add(r genRequest) (id int, err error) {
+	err = d.p.generationCall(func() (err error) {
+		id, err = d.b.Add(model.Request{Seq: r.seq.s, MaxNewTokens: r.maxTokens, Stop: d.stop, Sampling: d.smp})
+		return err
+	})
+	return id, err
 }
 
 // len is the number of requests queued or running.
 func (d *decoder) len() int { return d.b.Len() }
 
 // close releases the batch's backend buffers (model.Batch.Release).
-func (d *decoder) close() { d.b.Release() }
+func (d *decoder) close() { _ = d.p.generationCall(func() error { d.b.Release(); return nil }) }
 
 // step decodes one token of every running request and returns the turns
 // that finished, by id.
 func (d *decoder) step(ctx context.Context) (map[int]turn, error) {
 	var fin []model.Finished
-	err := d.p.generating(func() (err error) {
+	err := d.p.generating(ctx, func() (err error) {
 		fin, err = d.b.Step(ctx)
 		return err
 	})
@@ -258,117 +332,81 @@ func toModel(seqs []trainSeq) []model.TrainSeq {
 // [seq][i], with the adapters on (the current policy) or off (the KL
 // reference of a LoRA run).
 func (p *policy) logProbs(ctx context.Context, seqs []trainSeq, adapters bool) ([][]float32, error) {
-	lp, _, err := p.tr.LogProbs(ctx, toModel(seqs), adapters)
+	return p.logProbsWith(ctx, seqs, adapters, false, nil)
+}
+
+// logProbsWith is logProbs as a generation call (gen: the producer's) or
+// not, with the adapters of snap (nil: the live ones): the log-probs of
+// an older policy as the training forward computes them.
+func (p *policy) logProbsWith(ctx context.Context, seqs []trainSeq, adapters, gen bool, snap *model.AdapterSnapshot) (out [][]float32, err error) {
+	err = p.use(gen, snap, func() error {
+		lp, _, err := p.tr.LogProbs(ctx, toModel(seqs), adapters)
+		out = cloneRows(lp)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	return cloneRows(lp), nil
+	return out, nil
 }
 
 // scores returns the completion tokens' log-probs and entropies under the
 // current policy, [seq][i], without a backward pass.
 func (p *policy) scores(ctx context.Context, seqs []trainSeq) (logp, entropy [][]float32, err error) {
-	lp, ent, err := p.tr.LogProbs(ctx, toModel(seqs), true)
+	err = p.locked(func() error {
+		lp, ent, err := p.tr.LogProbs(ctx, toModel(seqs), true)
+		logp, entropy = cloneRows(lp), cloneRows(ent)
+		return err
+	})
 	if err != nil {
 		return nil, nil, err
 	}
-	return cloneRows(lp), cloneRows(ent), nil
+	return logp, entropy, nil
 }
 
 // refLogProbs returns the reference policy's log-probs, [seq][i]: the model
 // with its adapters off.
-func (p *policy) refLogProbs(ctx context.Context, seqs []trainSeq) ([][]float32, error) {
-	lp, err := p.tr.RefLogProbs(ctx, toModel(seqs))
+func (p *policy) refLogProbs(ctx context.Context, seqs []trainSeq) (out [][]float32, err error) {
+	err = p.locked(func() error {
+		lp, err := p.tr.RefLogProbs(ctx, toModel(seqs))
+		out = cloneRows(lp)
+		return err
+	})
 	if err != nil {
 		return nil, err
-	}
-	return cloneRows(lp), nil
-}
-
-// accumulate evaluates the policy loss of in (whose LogP and Entropy it
-// fills) over seqs and adds its gradient to the parameters. The loss runs
-// on the backend (model.Loss, kernels' PolicyLoss) in one pass; inputs the
-// backend op does not take (an entropy mask) go through a forward, the
-// reference PolicyLoss and a backward instead.
-func (p *policy) accumulate(ctx context.Context, seqs []trainSeq, params LossParams, in *LossInput) (LossOutput, error) {
-	if in.EntropyMask != nil {
-		return p.accumulateReference(ctx, seqs, params, in)
-	}
-	res, err := p.tr.Accumulate(ctx, toModel(seqs), modelLoss(params, in))
-	if err != nil {
-		return LossOutput{}, err
-	}
-	in.LogP, in.Entropy = res.LogP, res.Entropy
-	out := LossOutput{Loss: res.Loss, Ratio: widen(res.Ratio), ClipLow: flags(res.Clip, kernels.ClipLow), ClipHigh: flags(res.Clip, kernels.ClipHigh)}
-	if params.Beta != 0 {
-		out.KL = widen(res.KL)
-	}
-	if params.Type == LossVESPO {
-		out.Phi = make([]float64, len(res.Phi))
-		for i, row := range res.Phi {
-			out.Phi[i] = math.NaN()
-			for t, v := range row {
-				if in.Mask[i][t] {
-					out.Phi[i] = float64(v)
-					break
-				}
-			}
-		}
 	}
 	return out, nil
 }
 
-// accumulateReference is accumulate through the training forward, the
-// table-tested PolicyLoss of loss.go and a backward from its d/dlogp. It
-// has no entropy gradient.
-func (p *policy) accumulateReference(ctx context.Context, seqs []trainSeq, params LossParams, in *LossInput) (LossOutput, error) {
-	if params.EntropyCoef != 0 {
-		return LossOutput{}, errors.New("grpo: an entropy mask (TopEntropyQuantile < 1) with an entropy bonus (EntropyCoef) is not supported")
-	}
-	logp, ent, err := p.tr.Forward(ctx, toModel(seqs))
+// accumulate evaluates the policy loss of in (whose LogP and Entropy it
+// fills) over seqs and adds its gradient to the parameters: the loss runs
+// on the backend (model.Loss, kernels' PolicyLoss, whose spec is
+// kernels/ref) in one pass.
+func (p *policy) accumulate(ctx context.Context, seqs []trainSeq, params kernels.LossParams, in *LossInput) (LossOutput, error) {
+	var res model.LossResult
+	err := p.locked(func() (err error) {
+		res, err = p.tr.Accumulate(ctx, toModel(seqs), modelLoss(params, in))
+		return err
+	})
 	if err != nil {
 		return LossOutput{}, err
 	}
-	in.LogP, in.Entropy = cloneRows(logp), cloneRows(ent)
-	out, err := PolicyLoss(params, *in)
-	if err != nil {
-		return LossOutput{}, err
-	}
-	return out, p.tr.Backward(ctx, out.DLogP)
+	in.LogP, in.Entropy = res.LogP, res.Entropy
+	return lossOutput(params, in, res), nil
 }
 
 // modelLoss maps the trainer's loss inputs one to one onto model.Loss.
-func modelLoss(p LossParams, in *LossInput) model.Loss {
-	l := model.Loss{LossParams: kernels.LossParams{
-		SequenceRatio: p.Level == ISSequence,
-		EpsLow:        float32(p.EpsLow), EpsHigh: float32(p.EpsHigh), Delta: float32(p.Delta),
-		SAPOTauPos: float32(p.SAPOTempPos), SAPOTauNeg: float32(p.SAPOTempNeg),
-		VESPOKPos: float32(p.VESPOKPos), VESPOLambdaPos: float32(p.VESPOLambdaPos),
-		VESPOKNeg: float32(p.VESPOKNeg), VESPOLambdaNeg: float32(p.VESPOLambdaNeg),
-		Beta: float32(p.Beta), EntropyCoef: float32(p.EntropyCoef), KLBiasCorrection: p.BiasCorrectionKL,
-	}}
-	switch p.Type {
-	case LossCISPO:
-		l.Objective = kernels.ObjectiveCISPO
-	case LossSAPO:
-		l.Objective = kernels.ObjectiveSAPO
-	case LossVESPO:
-		l.Objective = kernels.ObjectiveVESPO
-	default:
-		l.Objective = kernels.ObjectiveClipped
-	}
+func modelLoss(p kernels.LossParams, in *LossInput) model.Loss {
+	l := model.Loss{LossParams: p}
 	l.SeqAdv = make([]float32, len(in.Adv))
 	for i, a := range in.Adv {
 		l.SeqAdv[i] = float32(a)
 	}
-	l.Weight = make([][]float32, len(in.Weight))
-	for i, row := range in.Weight {
-		l.Weight[i] = make([]float32, len(row))
-		for t, w := range row {
-			l.Weight[i][t] = float32(w)
-		}
+	l.Weight = narrow(in.Weight)
+	if in.EntropyWeight != nil {
+		l.EntropyWeight = narrow(in.EntropyWeight)
 	}
-	l.OldLogP, l.RefLogP = in.Old, in.Ref
+	l.OldLogP, l.RefLogP, l.SamplingLogP = in.Old, in.Ref, in.Sampling
 	if in.ISRatio != nil {
 		l.ISRatio = make([][]float32, len(in.ISRatio))
 		for i, row := range in.ISRatio {
@@ -376,7 +414,7 @@ func modelLoss(p LossParams, in *LossInput) model.Loss {
 			first := true
 			for t, r := range row {
 				switch {
-				case p.Type == LossVESPO && in.ISRatioPerSequence:
+				case p.Objective == kernels.ObjectiveVESPO && in.ISRatioPerSequence:
 					// VESPO adds log ρ to the sequence sum over loss tokens;
 					// a sequence ratio counts once: on its first loss token.
 					l.ISRatio[i][t] = 1
@@ -389,7 +427,53 @@ func modelLoss(p LossParams, in *LossInput) model.Loss {
 			}
 		}
 	}
+	if in.EntropyMask != nil {
+		l.EntropyMask = make([][]float32, len(in.EntropyMask))
+		for i, row := range in.EntropyMask {
+			l.EntropyMask[i] = make([]float32, len(row))
+			for t, keep := range row {
+				if keep {
+					l.EntropyMask[i][t] = 1
+				}
+			}
+		}
+	}
 	return l
+}
+
+// lossOutput is the backend's result in the trainer's terms: float64
+// diagnostics, clip flags split, and vespo's φ one per row (1 for a row
+// with no loss token, TRL's rule).
+func lossOutput(p kernels.LossParams, in *LossInput, res model.LossResult) LossOutput {
+	out := LossOutput{Loss: res.Loss, DLogP: res.DLogP, DEntropy: res.DEntropy, Ratio: widen(res.Ratio),
+		ClipLow: flags(res.Clip, kernels.ClipLow), ClipHigh: flags(res.Clip, kernels.ClipHigh)}
+	if p.Beta != 0 {
+		out.KL = widen(res.KL)
+	}
+	if p.Objective == kernels.ObjectiveVESPO {
+		out.Phi = make([]float64, len(res.Phi))
+		for i, row := range res.Phi {
+			out.Phi[i] = 1
+			for t, v := range row {
+				if in.Mask[i][t] {
+					out.Phi[i] = float64(v)
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+func narrow(x [][]float64) [][]float32 {
+	out := make([][]float32, len(x))
+	for i, row := range x {
+		out[i] = make([]float32, len(row))
+		for t, v := range row {
+			out[i][t] = float32(v)
+		}
+	}
+	return out
 }
 
 func widen(x [][]float32) [][]float64 {
@@ -425,7 +509,11 @@ func (p *policy) accumulateNLL(ctx context.Context, seqs []model.TrainSeq, w flo
 			row[j] = w
 		}
 	}
-	res, err := p.tr.Accumulate(ctx, seqs, loss)
+	var res model.LossResult
+	err = p.locked(func() (err error) {
+		res, err = p.tr.Accumulate(ctx, seqs, loss)
+		return err
+	})
 	if err != nil {
 		return 0, 0, err
 	}
@@ -445,8 +533,15 @@ func (p *policy) accumulateNLL(ctx context.Context, seqs []model.TrainSeq, w flo
 // device backend, memory/* (memoryMetrics).
 func (p *policy) step(m Metrics, backward time.Duration) error {
 	t0 := time.Now()
-	st, err := p.opt.Step()
-	p.tr.ZeroGrad()
+	var st model.StepStats
+	err := p.locked(func() (err error) {
+		st, err = p.opt.Step()
+		p.tr.ZeroGrad()
+		if err == nil {
+			memoryMetrics(m, p.m.Backend) // the backend's figures, read while no one else runs it
+		}
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -454,7 +549,6 @@ func (p *policy) step(m Metrics, backward time.Duration) error {
 	m[MetricGradNorm] = st.GradNorm
 	m[MetricTimeOptimizer] = time.Since(t0).Seconds()
 	m[MetricTimeBackward] = backward.Seconds()
-	memoryMetrics(m, p.m.Backend)
 	return nil
 }
 
@@ -466,6 +560,10 @@ func (p *policy) weights() CheckpointWeights {
 // reschedule replaces the optimizer's configuration (the learning-rate
 // schedule's length), keeping its moments and step count.
 func (p *policy) reschedule(cfg model.AdamWConfig) error {
+	return p.locked(func() error { return p.rescheduleLocked(cfg) })
+}
+
+func (p *policy) rescheduleLocked(cfg model.AdamWConfig) error {
 	opt, err := model.NewAdamW(p.m.Backend, p.tr.Params(), cfg)
 	if err != nil {
 		return fmt.Errorf("grpo: optimizer: %w", err)
@@ -501,7 +599,36 @@ func (p *policy) moveState(opt *model.AdamW) error {
 }
 
 // zeroGrad drops gradients accumulated by an unfinished step.
-func (p *policy) zeroGrad() { p.tr.ZeroGrad() }
+func (p *policy) zeroGrad() { _ = p.locked(func() error { p.tr.ZeroGrad(); return nil }) }
+
+// trimKV gives the KV pool's free blocks back (model.TrimKV) and reports
+// how many bytes it freed; it follows generation, as a generation call.
+func (p *policy) trimKV() (n int64) {
+	_ = p.generationCall(func() error { n = p.m.TrimKV(); return nil })
+	return n
+}
+
+// newSnapshot makes a snapshot of the live adapters.
+func (p *policy) newSnapshot() (s *model.AdapterSnapshot, err error) {
+	err = p.locked(func() error {
+		if s, err = p.m.NewAdapterSnapshot(); err != nil {
+			return err
+		}
+		if err = s.Capture(); err != nil {
+			s.Release()
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("grpo: snapshot of the adapters: %w", err)
+	}
+	return s, nil
+}
+
+// releaseSnapshot gives a snapshot's memory back.
+func (p *policy) releaseSnapshot(s *model.AdapterSnapshot) {
+	_ = p.locked(func() error { s.Release(); return nil })
+}
 
 // params returns the trainable tensors (for tests and checkpoints).
 func (p *policy) params() []model.Param { return p.tr.Params() }

@@ -1,68 +1,77 @@
 package grpo
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/x/kernels"
-	"github.com/x/kernels/cpu"
 	"github.com/x/model"
 )
 
 // Rollout matmul precisions, the values of Config.RolloutMatMulPrecision.
 const (
-	RolloutExact = "exact" // cpu.MatMulExact: generation as training computes
-	RolloutBF16  = "bf16"  // cpu.MatMulBF16: activations rounded to bf16 for bf16 weights
+	RolloutExact = "exact" // kernels.MatMulExact: generation as training computes
+	RolloutBF16  = "bf16"  // kernels.MatMulBF16: activations rounded to bf16 for bf16 weights
 )
 
 // rolloutPrecision is the precision RolloutMatMulPrecision asks for ("" is
 // exact).
-func (c Config) rolloutPrecision() (cpu.MatMulPrecision, error) {
+func (c Config) rolloutPrecision() (kernels.MatMulPrecision, error) {
 	if c.RolloutMatMulPrecision == "" {
-		return cpu.MatMulExact, nil
+		return kernels.MatMulExact, nil
 	}
-	return cpu.ParseMatMulPrecision(c.RolloutMatMulPrecision)
-}
-
-// matMulPrecisioner is a backend whose MatMul precision can be set
-// (kernels/cpu's Backend).
-type matMulPrecisioner interface {
-	SetMatMulPrecision(cpu.MatMulPrecision) error
-	MatMulPrecision() cpu.MatMulPrecision
+	return kernels.ParseMatMulPrecision(c.RolloutMatMulPrecision)
 }
 
 // rolloutPrecisioner returns the backend that generation switches to
 // precision p, or nil when p is exact (generation then leaves the backend
-// alone, and any backend will do). A backend that cannot switch is an
-// error naming its type.
-func rolloutPrecisioner(b kernels.Backend, p cpu.MatMulPrecision) (matMulPrecisioner, error) {
-	if p == cpu.MatMulExact {
+// alone, and any backend will do). A backend that cannot switch (it lacks
+// kernels.MatMulPrecisionSetter, or refuses p) is an error naming its
+// type; the probe puts the backend's precision back.
+func rolloutPrecisioner(b kernels.Backend, p kernels.MatMulPrecision) (kernels.MatMulPrecisionSetter, error) {
+	if p == kernels.MatMulExact {
 		return nil, nil
 	}
-	s, ok := b.(matMulPrecisioner)
+	refuse := func(why string) error {
+		return &ConfigError{Field: "RolloutMatMulPrecision", TRLName: "rollout_matmul_precision",
+			Problem: fmt.Sprintf("%q: the model's backend %T %s; use %q", p, b, why, RolloutExact)}
+	}
+	s, ok := b.(kernels.MatMulPrecisionSetter)
 	if !ok {
-		return nil, &ConfigError{Field: "RolloutMatMulPrecision", TRLName: "rollout_matmul_precision",
-			Problem: fmt.Sprintf("%q: the model's backend %T has no SetMatMulPrecision/MatMulPrecision (kernels/cpu's Backend has); use %q", p, b, RolloutExact)}
+		return nil, refuse("does not implement kernels.MatMulPrecisionSetter (kernels/cpu's Backend does)")
+	}
+	prev := s.MatMulPrecision()
+	if err := s.SetMatMulPrecision(p); err != nil {
+		return nil, refuse(fmt.Sprintf("refuses it (%v)", err))
+	}
+	if err := s.SetMatMulPrecision(prev); err != nil {
+		return nil, fmt.Errorf("grpo: restore the backend's matmul precision %s: %w", prev, err)
 	}
 	return s, nil
 }
 
-// generating runs f, a prefill or a decode step, at the rollout precision
-// and then puts the backend's previous precision back, also when f fails
-// or panics, so that training passes never run at the rollout's. The
-// precision is the backend's setting, not the call's: generation and
-// training must not overlap on one backend, which the trainer never does
-// (a backend serves one goroutine at a time; tool rounds, which run
-// concurrently with decoding, do not touch it).
-func (p *policy) generating(f func() error) error {
-	if p.prec == nil {
+// generating runs f, a prefill or a decode step of the generation ctx
+// belongs to, with the model to itself (the policy's lock, as a
+// generation call), its forwards reading the adapters that generation
+// samples with (withAdapters; the live ones if none), at the rollout
+// precision, and then puts the backend's previous precision back, also
+// when f fails or panics, so that training passes never run at the
+// rollout's. The precision is the backend's setting, not the call's:
+// generation and training must not overlap on one backend, which the lock
+// ensures (tool rounds, which run concurrently with decoding, do not touch
+// it).
+func (p *policy) generating(ctx context.Context, f func() error) error {
+	return p.use(true, adaptersOf(ctx), func() error {
+		if p.prec == nil {
+			return f()
+		}
+		prev := p.prec.MatMulPrecision()
+		if err := p.prec.SetMatMulPrecision(p.rollout); err != nil {
+			return fmt.Errorf("grpo: rollout matmul precision: %w", err)
+		}
+		defer func() { _ = p.prec.SetMatMulPrecision(prev) }() // prev was the backend's own: valid
 		return f()
-	}
-	prev := p.prec.MatMulPrecision()
-	if err := p.prec.SetMatMulPrecision(p.rollout); err != nil {
-		return fmt.Errorf("grpo: rollout matmul precision: %w", err)
-	}
-	defer func() { _ = p.prec.SetMatMulPrecision(prev) }() // prev was the backend's own: valid
-	return f()
+	})
 }
 
 // inexactRollouts reports whether generation runs at another precision

@@ -14,6 +14,7 @@ import (
 	"github.com/x/env"
 	"github.com/x/kernels"
 	"github.com/x/kernels/cpu"
+	"github.com/x/kernels/kerneltest"
 	"github.com/x/model"
 	"github.com/x/tokenizer"
 )
@@ -22,7 +23,7 @@ import (
 // (the ones a MatMul precision changes) it runs at each precision.
 type precisionSpy struct {
 	*cpu.Backend
-	calls map[cpu.MatMulPrecision]int
+	calls map[kernels.MatMulPrecision]int
 }
 
 func (s *precisionSpy) MatMul(out, x kernels.Buffer, w kernels.Mat, m int, accumulate bool) {
@@ -33,7 +34,7 @@ func (s *precisionSpy) MatMul(out, x kernels.Buffer, w kernels.Mat, m int, accum
 }
 
 // reset forgets the calls counted so far.
-func (s *precisionSpy) reset() { s.calls = map[cpu.MatMulPrecision]int{} }
+func (s *precisionSpy) reset() { s.calls = map[kernels.MatMulPrecision]int{} }
 
 // tinyBF16Model is tinyModel with bf16 weights on a precisionSpy.
 func tinyBF16Model(t *testing.T, seed uint64) (*model.Model, *tokenizer.Tokenizer, *precisionSpy) {
@@ -144,19 +145,21 @@ func TestRolloutPrecisionBF16(t *testing.T) {
 
 	spy.reset()
 	gen := generateOnce(t, tr, rows)
-	assert.Positive(t, spy.calls[cpu.MatMulBF16], "generation ran at bf16")
-	assert.Zero(t, spy.calls[cpu.MatMulExact], "no generation MatMul ran exact")
-	assert.Equal(t, cpu.MatMulExact, spy.MatMulPrecision(), "the backend is exact again after generating")
+	assert.Positive(t, spy.calls[kernels.MatMulBF16], "generation ran at bf16")
+	assert.Zero(t, spy.calls[kernels.MatMulExact], "no generation MatMul ran exact")
+	assert.Equal(t, kernels.MatMulExact, spy.MatMulPrecision(), "the backend is exact again after generating")
 
 	spy.reset()
-	b, err := tr.prepare(ctx, gen.rollouts, lossAdvantages(len(gen.rollouts)))
+	gm := Metrics{}
+	b, err := tr.prepare(ctx, &scoredGen{rs: gen.rollouts, adv: lossAdvantages(len(gen.rollouts))}, 0, gm)
 	require.NoError(t, err)
 	require.NotEmpty(t, b.seqs)
-	assert.Positive(t, spy.calls[cpu.MatMulExact], "old log-probs were recomputed")
-	assert.Zero(t, spy.calls[cpu.MatMulBF16], "scoring ran exact")
+	assert.Positive(t, spy.calls[kernels.MatMulExact], "old log-probs were recomputed")
+	assert.Zero(t, spy.calls[kernels.MatMulBF16], "scoring ran exact")
 	require.NotNil(t, b.old, "NumIterations 2 needs old log-probs")
-	require.NotNil(t, b.sampling, "the engine's log-probs are a generator's")
-	assert.True(t, b.correct, "ISCorrection applies (the default sequence_mask)")
+	assert.True(t, b.scored, "the engine's log-probs are a generator's: a scoring pass")
+	assert.NotNil(t, b.isRatio, "ISCorrection applies (the default sequence_mask)")
+	assert.Greater(t, gm[MetricSamplingLogpDiffMax], 1e-3, "sampling/* are known before learning")
 
 	exact, err := tr.pol.logProbs(ctx, b.seqs, true)
 	require.NoError(t, err)
@@ -170,14 +173,14 @@ func TestRolloutPrecisionBF16(t *testing.T) {
 	// at bf16 are not within 1e-3 of each other: their float32 sums differ
 	// in order, which flips the bf16 rounding of a few activations, each
 	// flip as large as the rounding itself.
-	require.NoError(t, spy.SetMatMulPrecision(cpu.MatMulBF16))
+	require.NoError(t, spy.SetMatMulPrecision(kernels.MatMulBF16))
 	rounded, err := tr.pol.logProbs(ctx, b.seqs, true)
-	require.NoError(t, spy.SetMatMulPrecision(cpu.MatMulExact))
+	require.NoError(t, spy.SetMatMulPrecision(kernels.MatMulExact))
 	require.NoError(t, err)
 	assert.False(t, bitsEqual(rounded, exact))
-	far, near := meanDiff(b.sampling, exact, b.seqs), meanDiff(b.sampling, rounded, b.seqs)
-	t.Logf("max |sampling − exact| %.3g; mean |sampling − exact| %.3g, |sampling − bf16 scoring| %.3g", maxDiff(b.sampling, exact, b.seqs), far, near)
-	assert.Greater(t, maxDiff(b.sampling, exact, b.seqs), 1e-2, "the sampling log-probs carry the bf16 rounding")
+	far, near := meanDiff(b.sampler, exact, b.seqs), meanDiff(b.sampler, rounded, b.seqs)
+	t.Logf("max |sampling − exact| %.3g; mean |sampling − exact| %.3g, |sampling − bf16 scoring| %.3g", maxDiff(b.sampler, exact, b.seqs), far, near)
+	assert.Greater(t, maxDiff(b.sampler, exact, b.seqs), 1e-2, "the sampling log-probs carry the bf16 rounding")
 	assert.Less(t, near, far/2, "the sampling log-probs are the bf16 forward's")
 
 	spy.reset()
@@ -185,13 +188,15 @@ func TestRolloutPrecisionBF16(t *testing.T) {
 	rep, err := tr.Step(ctx, rows)
 	require.NoError(t, err)
 	assert.True(t, changed(t, before, tr.Params()))
-	assert.Equal(t, cpu.MatMulExact, spy.MatMulPrecision(), "exact after Step")
-	assert.Positive(t, spy.calls[cpu.MatMulBF16])
-	assert.Positive(t, spy.calls[cpu.MatMulExact])
+	assert.Equal(t, kernels.MatMulExact, spy.MatMulPrecision(), "exact after Step")
+	assert.Positive(t, spy.calls[kernels.MatMulBF16])
+	assert.Positive(t, spy.calls[kernels.MatMulExact])
 	require.Len(t, rep.Metrics, 2)
-	// sampling/* compares the first iteration's exact forward with what
-	// the engine recorded at bf16.
+	// sampling/* compares the exact scoring pass (before the policy
+	// moved) with what the engine recorded at bf16, for every step of
+	// the generation alike.
 	assert.Greater(t, rep.Metrics[0][MetricSamplingLogpDiffMax], 1e-3)
+	assert.Equal(t, rep.Metrics[0][MetricSamplingLogpDiffMax], rep.Metrics[1][MetricSamplingLogpDiffMax])
 }
 
 // TestRolloutPrecisionExact: "exact" (and "") leave generation alone:
@@ -204,21 +209,21 @@ func TestRolloutPrecisionExact(t *testing.T) {
 			assert.Nil(t, tr.pol.prec)
 			spy.reset()
 			gen := generateOnce(t, tr, rows)
-			assert.Positive(t, spy.calls[cpu.MatMulExact])
-			assert.Zero(t, spy.calls[cpu.MatMulBF16])
+			assert.Positive(t, spy.calls[kernels.MatMulExact])
+			assert.Zero(t, spy.calls[kernels.MatMulBF16])
 
 			spy.reset()
-			b, err := tr.prepare(context.Background(), gen.rollouts, lossAdvantages(len(gen.rollouts)))
+			b, err := tr.prepare(context.Background(), &scoredGen{rs: gen.rollouts, adv: lossAdvantages(len(gen.rollouts))}, 0, Metrics{})
 			require.NoError(t, err)
-			assert.Zero(t, spy.calls[cpu.MatMulExact]+spy.calls[cpu.MatMulBF16], "no scoring pass: the sampler's log-probs are the old ones")
-			assert.Nil(t, b.sampling)
-			assert.False(t, b.correct)
+			assert.Zero(t, spy.calls[kernels.MatMulExact]+spy.calls[kernels.MatMulBF16], "no scoring pass: the sampler's log-probs are the old ones")
+			assert.False(t, b.scored)
+			assert.Nil(t, b.isRatio)
 			for k, j := range b.rows {
 				assert.Equal(t, gen.rollouts[j].LogProbs, b.old[k])
 			}
 			_, err = tr.Step(context.Background(), rows)
 			require.NoError(t, err)
-			assert.Zero(t, spy.calls[cpu.MatMulBF16])
+			assert.Zero(t, spy.calls[kernels.MatMulBF16])
 		})
 	}
 }
@@ -253,6 +258,53 @@ func TestRolloutPrecisionBackend(t *testing.T) {
 	require.NoError(t, tr.Close())
 }
 
+// exactOnlyBackend is a CPU backend that implements
+// kernels.MatMulPrecisionSetter but supports exact only, as a device
+// backend without a bf16 path would.
+type exactOnlyBackend struct{ *cpu.Backend }
+
+func (exactOnlyBackend) SetMatMulPrecision(p kernels.MatMulPrecision) error {
+	if p != kernels.MatMulExact {
+		return fmt.Errorf("exactOnly: %s not supported", p)
+	}
+	return nil
+}
+
+func (exactOnlyBackend) MatMulPrecision() kernels.MatMulPrecision { return kernels.MatMulExact }
+
+// TestRolloutPrecisioner: which backends "bf16" rollouts accept, and that
+// the probe leaves the backend's precision as it found it.
+func TestRolloutPrecisioner(t *testing.T) {
+	be := cpu.New(1)
+	t.Cleanup(be.Close)
+	tests := []struct {
+		name    string
+		b       kernels.Backend
+		p       kernels.MatMulPrecision
+		want    bool   // a setter comes back
+		wantErr string // in the error
+	}{
+		{"exact needs nothing", &kerneltest.Counting{Backend: be}, kernels.MatMulExact, false, ""},
+		{"cpu switches", be, kernels.MatMulBF16, true, ""},
+		{"no setter", &kerneltest.Counting{Backend: be}, kernels.MatMulBF16, false, "does not implement kernels.MatMulPrecisionSetter"},
+		{"setter refuses", exactOnlyBackend{be}, kernels.MatMulBF16, false, "refuses it (exactOnly: bf16 not supported)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := rolloutPrecisioner(tt.b, tt.p)
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				assert.Contains(t, err.Error(), "RolloutMatMulPrecision")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, s != nil)
+			assert.Equal(t, kernels.MatMulExact, be.MatMulPrecision(), "the probe put the precision back")
+		})
+	}
+}
+
 // cancelAfter is the model's decoder that cancels its context after n
 // steps, so the next step fails.
 type cancelAfter struct {
@@ -280,7 +332,7 @@ func TestRolloutPrecisionRestoredOnFailure(t *testing.T) {
 	sq := newSeq(1, tr.chat.Tokenizer().Encode("Hello there"))
 	defer sq.release()
 	assert.ErrorIs(t, tr.pol.prefill(done, []seq{sq}), context.Canceled)
-	assert.Equal(t, cpu.MatMulExact, spy.MatMulPrecision(), "after a failed prefill")
+	assert.Equal(t, kernels.MatMulExact, spy.MatMulPrecision(), "after a failed prefill")
 
 	d := tr.pol.newDecoder(tr.sampling(), tr.eng.stop)
 	defer d.close()
@@ -288,15 +340,15 @@ func TestRolloutPrecisionRestoredOnFailure(t *testing.T) {
 	require.NoError(t, err)
 	_, err = d.step(done)
 	assert.ErrorIs(t, err, context.Canceled)
-	assert.Equal(t, cpu.MatMulExact, spy.MatMulPrecision(), "after a failed decode step")
+	assert.Equal(t, kernels.MatMulExact, spy.MatMulPrecision(), "after a failed decode step")
 
 	assert.PanicsWithValue(t, "boom", func() {
-		_ = tr.pol.generating(func() error {
-			assert.Equal(t, cpu.MatMulBF16, spy.MatMulPrecision(), "inside generation")
+		_ = tr.pol.generating(context.Background(), func() error {
+			assert.Equal(t, kernels.MatMulBF16, spy.MatMulPrecision(), "inside generation")
 			panic("boom")
 		})
 	})
-	assert.Equal(t, cpu.MatMulExact, spy.MatMulPrecision(), "after a panic")
+	assert.Equal(t, kernels.MatMulExact, spy.MatMulPrecision(), "after a panic")
 
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -306,8 +358,8 @@ func TestRolloutPrecisionRestoredOnFailure(t *testing.T) {
 	spy.reset()
 	_, err = tr.Step(ctx, rows)
 	assert.ErrorIs(t, err, context.Canceled)
-	assert.Positive(t, spy.calls[cpu.MatMulBF16], "the step generated before it failed")
-	assert.Equal(t, cpu.MatMulExact, spy.MatMulPrecision(), "after a Step cancelled mid-generation")
+	assert.Positive(t, spy.calls[kernels.MatMulBF16], "the step generated before it failed")
+	assert.Equal(t, kernels.MatMulExact, spy.MatMulPrecision(), "after a Step cancelled mid-generation")
 	assert.Equal(t, TrainerState{}, tr.State())
 }
 
@@ -315,14 +367,14 @@ func TestRolloutPrecisionRestoredOnFailure(t *testing.T) {
 // precision the backend had, not always exact.
 func TestRolloutPrecisionRestoresPrevious(t *testing.T) {
 	tr, spy, _ := bf16Trainer(t, RolloutBF16)
-	require.NoError(t, spy.SetMatMulPrecision(cpu.MatMulBF16))
-	tr.pol.rollout = cpu.MatMulExact // a precision other than the backend's
-	require.NoError(t, tr.pol.generating(func() error {
-		assert.Equal(t, cpu.MatMulExact, spy.MatMulPrecision())
+	require.NoError(t, spy.SetMatMulPrecision(kernels.MatMulBF16))
+	tr.pol.rollout = kernels.MatMulExact // a precision other than the backend's
+	require.NoError(t, tr.pol.generating(context.Background(), func() error {
+		assert.Equal(t, kernels.MatMulExact, spy.MatMulPrecision())
 		return nil
 	}))
-	assert.Equal(t, cpu.MatMulBF16, spy.MatMulPrecision())
-	require.NoError(t, spy.SetMatMulPrecision(cpu.MatMulExact))
+	assert.Equal(t, kernels.MatMulBF16, spy.MatMulPrecision())
+	require.NoError(t, spy.SetMatMulPrecision(kernels.MatMulExact))
 }
 
 // TestRolloutPrecisionWarnsWithoutBF16Weights: "bf16" on a policy with no

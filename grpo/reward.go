@@ -68,8 +68,8 @@ func (t *RewardTable) Len() int {
 }
 
 // Set records what function k returned for rollout row. ErrNoScore (also
-// wrapped) is stored as NaN; any other error, and a NaN or infinite score,
-// is returned as an error naming the function and the rollout, which
+// wrapped) is stored as NaN; any other error, and a NaN or infinite score
+// or one beyond ±maxReward, is returned as an error naming the function and the rollout, which
 // should stop the step.
 func (t *RewardTable) Set(k, row int, v float64, err error) error {
 	if k < 0 || k >= len(t.Scores) || row < 0 || row >= t.Len() {
@@ -84,6 +84,8 @@ func (t *RewardTable) Set(k, row int, v float64, err error) error {
 		return fmt.Errorf("grpo: reward %q on rollout %d: %w", name, row, err)
 	case math.IsNaN(v) || math.IsInf(v, 0):
 		return fmt.Errorf("grpo: reward %q on rollout %d returned %v: a reward must be finite (return grpo.ErrNoScore for no score)", name, row, v)
+	case math.Abs(v) > maxReward:
+		return fmt.Errorf("grpo: reward %q on rollout %d returned %v: beyond ±%.3g a group's baseline and std are not representable in float64; scale the reward down", name, row, v, maxReward)
 	}
 	t.Scores[k][row] = v
 	return nil

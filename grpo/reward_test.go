@@ -32,6 +32,8 @@ func TestRewardTableSet(t *testing.T) {
 		{"error", 0, errors.New("env gone"), nan, `reward "win" on rollout 1: env gone`},
 		{"NaN", nan, nil, nan, `reward "win" on rollout 1 returned NaN`},
 		{"+Inf", math.Inf(1), nil, nan, `reward "win" on rollout 1 returned +Inf`},
+		{"huge but representable", -4e307, nil, -4e307, ""},
+		{"beyond a quarter of float64", 1e308, nil, nan, `reward "win" on rollout 1 returned 1e+308: beyond ±4.49e+307`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -175,6 +177,21 @@ func TestNanStd(t *testing.T) {
 	for _, tt := range tests {
 		assertFloat(t, tt.want, nanStd(tt.x), tol, fmt.Sprint(tt.x))
 	}
+	// Huge finite values: scaled, not squared into +Inf (relative tolerance:
+	// one division and one multiplication by the scale, a few ulps).
+	for _, tt := range []struct {
+		x         []float64
+		mean, std float64
+	}{
+		{[]float64{1e154, -1e154}, 0, 1e154 * math.Sqrt2},
+		{[]float64{1e300, 2e300, 3e300, nan}, 2e300, 1e300},
+		{[]float64{1e308, 1e308}, 1e308, 0},
+		{[]float64{4e307, -4e307, 4e307, -4e307}, 0, 4e307 * math.Sqrt(4.0/3)},
+	} {
+		assert.InDelta(t, tt.mean, nanMean(tt.x), 1e-15*math.Abs(tt.x[0]), "mean %v", tt.x)
+		assert.InEpsilon(t, tt.std+1, nanStd(tt.x)+1, 1e-15, "std %v", tt.x)
+	}
+	assert.True(t, math.IsInf(nanStd([]float64{1.5e308, -1.5e308}), 1), "a std beyond float64 is +Inf")
 	assertFloat(t, 2, nanMean([]float64{1, nan, 3}), tol, "nanMean")
 	assertFloat(t, nan, nanMean([]float64{nan}), tol, "nanMean all NaN")
 }

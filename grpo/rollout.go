@@ -39,8 +39,20 @@ type Rollout struct {
 	ToolFailures int  // calls that failed: malformed, unknown tool, bad arguments, tool error
 	Truncated    bool // the last model turn ran out of budget before its end token
 
-	Attempts int   // environment attempts used (1 when nothing was replayed)
-	Err      error // non-nil when every attempt failed: left out of the loss and of its group's baseline
+	// PolicyVersion is the optimizer steps the policy that sampled the
+	// rollout had taken (TrainerState.GlobalStep then): the step it is
+	// learnt at in synchronous training, up to Config.MaxStaleness fewer in
+	// asynchronous training.
+	PolicyVersion int
+
+	// Attempts is how many times the episode was played (1 when nothing
+	// was replayed); tries that found the environment unavailable
+	// (env.ErrUnavailable) are not attempts.
+	Attempts int
+	// Abandoned counts its calls (resets, tools, rewards) left running past
+	// their deadline (ErrAbandoned).
+	Abandoned int
+	Err       error // non-nil when the rollout failed: left out of the loss and of its group's baseline
 	// Extra holds the extra fields a RolloutFunc returned.
 	Extra map[string]any
 }

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/x/env"
 	"github.com/x/env/openenv"
+	"github.com/x/model"
 	"github.com/x/tokenizer"
 )
 
@@ -19,8 +21,8 @@ type rolloutConfig struct {
 	maxCompletion   int // token budget of the whole completion, model and tool tokens
 	maxIters        int // tool rounds per rollout; < 0 unlimited, 0 never run tools
 	thinking        tokenizer.Thinking
-	attempts        int           // env attempts per rollout (≥ 1)
-	budget          time.Duration // wall-clock budget of one rollout's attempts; 0 none
+	attempts        int           // env attempts per rollout (≥ 1); tries that find the env unavailable do not count
+	budget          time.Duration // how long after its first env failure a rollout may start a retry; 0 no limit
 	toolTimeout     time.Duration // deadline of one reset or tool call; 0 none
 	toolConcurrency int           // env operations (resets, tool rounds) in flight at once
 	maxPrompt       int           // longest rendered prompt, tokens; 0 no cap
@@ -66,16 +68,21 @@ type rolloutTiming struct {
 
 // live is one rollout being played.
 type live struct {
-	r        *Rollout
-	idx      int
-	inst     *env.Instance
-	sq       seq
-	hasSeq   bool
-	opts     tokenizer.RenderOptions
-	iters    int
-	deadline time.Time // zero: none
-	lastErr  error
-	done     bool
+	r      *Rollout
+	idx    int
+	inst   *env.Instance
+	sq     seq
+	hasSeq bool
+	opts   tokenizer.RenderOptions
+	iters  int
+	// firstFail is when its env first failed (zero: never); the retry
+	// budget runs from it. tries counts the retries started since.
+	firstFail time.Time
+	tries     int
+	// unreachable counts the tries that found the env unavailable.
+	unreachable int
+	lastErr     error
+	done        bool
 }
 
 // event is the result of an env operation run off the decoding goroutine.
@@ -87,6 +94,10 @@ type event struct {
 	msgs     []tokenizer.Message // tool responses of a round
 	failures int
 	err      error // an env failure: the rollout is replayed
+	// abandoned: the call ignored its deadline and was left running; the
+	// env it holds is discarded by that call's goroutine when it returns,
+	// so the rollout forgets it without discarding it.
+	abandoned bool
 }
 
 // play runs len(rows) rollouts (rows already repeated per generation):
@@ -140,12 +151,8 @@ func newRolloutLoop(ctx context.Context, e *engine, rows []env.Row, groups []int
 		events:  make(chan event, n),
 		sem:     make(chan struct{}, max(e.cfg.toolConcurrency, 1)),
 	}
-	start := time.Now()
 	for i := range p.ls {
 		p.ls[i] = &live{r: &Rollout{Row: rows[i], Group: groups[i]}, idx: i}
-		if e.cfg.budget > 0 {
-			p.ls[i].deadline = start.Add(e.cfg.budget)
-		}
 	}
 	p.ctx, p.cancel = context.WithCancel(ctx)
 	p.dec = e.decoder(smp, e.stop)
@@ -218,6 +225,9 @@ func (p *rolloutLoop) cleanup() {
 	p.wg.Wait()
 	close(p.events)
 	for ev := range p.events {
+		if ev.abandoned {
+			p.ls[ev.idx].inst = nil // its call's goroutine discards it
+		}
 		if ev.inst != nil {
 			_ = ev.inst.Discard()
 		}
@@ -272,17 +282,55 @@ func (p *rolloutLoop) startReset(l *live, backoff time.Duration) {
 				return event{idx: l.idx, reset: true, err: ctx.Err()}
 			}
 		}
-		octx, ocancel := e.opContext(ctx, l)
+		octx, ocancel := e.opContext(ctx)
 		defer ocancel()
-		inst, obs, err := e.envs.Start(octx, row)
+		type started struct {
+			inst *env.Instance
+			obs  string
+		}
+		st, err := guarded(octx, fmt.Sprintf("reset of rollout %d (row %v)", l.idx, row), func(c context.Context) (started, error) {
+			inst, obs, err := e.envs.Start(c, row)
+			return started{inst, obs}, err
+		}, func(st started, _ error) {
+			if st.inst != nil {
+				_ = st.inst.Discard()
+			}
+		})
+		if errors.Is(err, ErrAbandoned) {
+			e.abandoned(l, err)
+			return event{idx: l.idx, reset: true, err: err, abandoned: true}
+		}
 		if err != nil && octx.Err() != nil && ctx.Err() == nil {
 			err = fmt.Errorf("reset: %w (deadline %v)", err, context.DeadlineExceeded)
 		}
-		return event{idx: l.idx, reset: true, inst: inst, obs: obs, err: err}
+		return event{idx: l.idx, reset: true, inst: st.inst, obs: st.obs, err: err}
 	})
 }
 
-// failAttempt handles an env failure of l: replay or give up.
+// abandoned logs a call of l's that was left running past its deadline.
+func (e *engine) abandoned(l *live, err error) {
+	if e.log != nil {
+		e.log.Warn("grpo: env call abandoned past its deadline; its env will be discarded when it returns", "rollout", l.idx, "group", l.r.Group, "cause", err)
+	}
+}
+
+// envFailed handles the env failure ev of l: an abandoned call's env is
+// forgotten (its goroutine discards it) and counted; then replay or give
+// up.
+func (p *rolloutLoop) envFailed(l *live, ev event) {
+	if ev.abandoned {
+		l.inst = nil
+		l.r.Abandoned++
+	}
+	p.failAttempt(l, ev.err)
+}
+
+// failAttempt handles an env failure of l: replay or give up. A try that
+// found the env unavailable (env.ErrUnavailable: its server down or
+// restarting) is not an attempt: it is retried until the retry budget
+// runs out; any other failure uses up one of the rollout's attempts.
+// Retries wait retryBackoff, growing with each. With one attempt
+// (RolloutAttempts 1, PlayScript) nothing is tried again.
 func (p *rolloutLoop) failAttempt(l *live, err error) {
 	if l.inst != nil {
 		_ = l.inst.Discard()
@@ -299,16 +347,69 @@ func (p *rolloutLoop) failAttempt(l *live, err error) {
 	r.CompletionIDs, r.Mask, r.LogProbs = nil, nil, nil
 	r.ToolCalls, r.ToolFailures, r.Truncated = 0, 0, false
 	l.iters = 0
-	backoff := time.Duration(50<<min(r.Attempts-1, 6)) * time.Millisecond
-	if r.Attempts < p.e.cfg.attempts && (l.deadline.IsZero() || time.Now().Add(backoff).Before(l.deadline)) {
+	unavailable := errors.Is(err, env.ErrUnavailable)
+	if unavailable {
+		r.Attempts-- // the env was not reached: no attempt was played
+		l.unreachable++
+	}
+	now := time.Now()
+	if l.firstFail.IsZero() {
+		l.firstFail = now
+	}
+	l.tries++
+	backoff := retryBackoff(l.tries, rand.Float64())
+	budget := p.e.cfg.budget
+	inBudget := budget <= 0 || now.Add(backoff).Sub(l.firstFail) <= budget
+	retries := p.e.cfg.attempts > 1 // RolloutAttempts 1: nothing is tried again
+	if inBudget && retries && (unavailable || r.Attempts < p.e.cfg.attempts) {
 		p.startReset(l, backoff)
 		return
 	}
-	r.Err = fmt.Errorf("rollout %d (group %d) failed after %d attempt(s): %w", l.idx, r.Group, r.Attempts, err)
+	switch {
+	case unavailable && !retries:
+		r.Err = fmt.Errorf("rollout %d (group %d, row %v) failed: its env could not be reached, and RolloutAttempts 1 tries nothing again: %w", l.idx, r.Group, r.Row, err)
+	case !inBudget && l.unreachable > 0:
+		r.Err = fmt.Errorf("rollout %d (group %d, row %v) failed: no attempt within RolloutRetryBudget %v of its first env failure (%d attempt(s) played, %d tries found the env unavailable): %w",
+			l.idx, r.Group, r.Row, budget, r.Attempts, l.unreachable, err)
+	default:
+		r.Err = fmt.Errorf("rollout %d (group %d, row %v) failed after %d attempt(s): %w", l.idx, r.Group, r.Row, r.Attempts, err)
+	}
 	if p.e.log != nil {
-		p.e.log.Warn("grpo: rollout left out", "rollout", l.idx, "group", r.Group, "attempts", r.Attempts, "cause", err)
+		p.e.log.Warn("grpo: rollout left out", "rollout", l.idx, "group", r.Group, "attempts", r.Attempts, "unreachable", l.unreachable, "cause", err)
 	}
 	p.finish(l)
+}
+
+// failRollout ends l with err without a replay: what failed is the
+// rollout itself (its prompt does not fit, its turn could not be
+// generated), which another attempt would not change.
+func (p *rolloutLoop) failRollout(l *live, err error) {
+	l.r.Err = err
+	if p.e.log != nil {
+		p.e.log.Warn("grpo: rollout left out", "rollout", l.idx, "group", l.r.Group, "cause", err)
+	}
+	p.finish(l)
+}
+
+// Retry backoff: exponential from retryBackoffBase, doubling per try up
+// to retryBackoffMax; the default RolloutRetryBudget (60 s) rides out an
+// env server restart of 30 s (tries at about 0.25, 0.75, 1.75, 3.75, 7.75,
+// 15.75, 23.75, 31.75 s after the failure).
+const (
+	retryBackoffBase = 250 * time.Millisecond
+	retryBackoffMax  = 8 * time.Second
+)
+
+// retryBackoff is the wait before retry k (k ≥ 1) of a rollout's env:
+// retryBackoffBase·2^(k−1), at most retryBackoffMax, jittered over its
+// upper half by u ∈ [0, 1) so that rollouts that failed together (a dead
+// server fails them all at once) do not all retry at once.
+func retryBackoff(k int, u float64) time.Duration {
+	d := retryBackoffMax
+	if k < 8 {
+		d = min(retryBackoffBase<<(k-1), retryBackoffMax)
+	}
+	return d/2 + time.Duration(u*float64(d/2))
 }
 
 // firstAttempts resets every env, then shares each group's prefill and
@@ -322,25 +423,30 @@ func (p *rolloutLoop) firstAttempts() error {
 	for range len(p.ls) {
 		ev, err := p.wait()
 		if err != nil {
+			discardStarted(resets)
 			return err
 		}
 		resets = append(resets, ev)
 	}
 	slices.SortFunc(resets, func(a, b event) int { return a.idx - b.idx })
 	var fresh []*live
-	for _, ev := range resets {
+	for i, ev := range resets {
 		l := p.ls[ev.idx]
+		if p.ctx.Err() != nil {
+			discardStarted(resets[i:])
+			return p.ctx.Err()
+		}
 		if ev.err != nil {
-			if p.ctx.Err() != nil {
-				return p.ctx.Err()
-			}
-			p.failAttempt(l, ev.err)
+			p.envFailed(l, ev)
 			continue
 		}
-		if err := p.e.begin(l, ev, p.seed); err != nil {
+		if err := p.begin(l, ev); err != nil {
+			discardStarted(resets[i+1:])
 			return err
 		}
-		fresh = append(fresh, l)
+		if !l.done {
+			fresh = append(fresh, l)
+		}
 	}
 	t0 := time.Now()
 	err := p.e.sharePrefill(p.ctx, fresh, p.seed)
@@ -354,6 +460,28 @@ func (p *rolloutLoop) firstAttempts() error {
 		}
 	}
 	return nil
+}
+
+// discardStarted discards the envs of resets taken off the events channel
+// but not given to their rollouts (the batch is ending).
+func discardStarted(evs []event) {
+	for _, ev := range evs {
+		if ev.inst != nil {
+			_ = ev.inst.Discard()
+		}
+	}
+}
+
+// begin starts l's episode from its reset (engine.begin). A prompt that
+// does not fit fails only l.
+func (p *rolloutLoop) begin(l *live, ev event) error {
+	err := p.e.begin(l, ev, p.seed)
+	var tooLong *promptTooLongError
+	if errors.As(err, &tooLong) {
+		p.failRollout(l, err)
+		return nil
+	}
+	return err
 }
 
 // takeEvents handles what the env side has finished, blocking only when
@@ -385,13 +513,19 @@ func (p *rolloutLoop) handle(ev event) error {
 	l := p.ls[ev.idx]
 	switch {
 	case ev.err != nil && p.ctx.Err() != nil:
+		if ev.abandoned {
+			l.inst = nil // its call's goroutine discards it
+		}
 		return p.ctx.Err()
 	case ev.err != nil:
-		p.failAttempt(l, ev.err)
+		p.envFailed(l, ev)
 		return nil
 	case ev.reset:
-		if err := p.e.begin(l, ev, p.seed); err != nil {
+		if err := p.begin(l, ev); err != nil {
 			return err
+		}
+		if l.done {
+			return nil
 		}
 		return p.enqueue(l)
 	default:
@@ -443,11 +577,7 @@ func (p *rolloutLoop) turnDone(l *live, tu turn) error {
 	if tu.err != nil {
 		// The model could not generate this rollout's turn (its context
 		// length, a full KV pool): the rollout fails, the others go on.
-		l.r.Err = fmt.Errorf("rollout %d (group %d): generate: %w", l.idx, l.r.Group, tu.err)
-		if p.e.log != nil {
-			p.e.log.Warn("grpo: rollout left out", "rollout", l.idx, "group", l.r.Group, "cause", l.r.Err)
-		}
-		p.finish(l)
+		p.failRollout(l, fmt.Errorf("rollout %d (group %d): generate: %w", l.idx, l.r.Group, tu.err))
 		return nil
 	}
 	round, cont := p.e.afterTurn(l, tu)
@@ -475,19 +605,13 @@ func (p *rolloutLoop) wait() (event, error) {
 	}
 }
 
-// opContext bounds one env operation by the tool deadline and the
-// rollout's budget.
-func (e *engine) opContext(ctx context.Context, l *live) (context.Context, context.CancelFunc) {
-	d := l.deadline
-	if e.cfg.toolTimeout > 0 {
-		if t := time.Now().Add(e.cfg.toolTimeout); d.IsZero() || t.Before(d) {
-			d = t
-		}
-	}
-	if d.IsZero() {
+// opContext bounds one env operation (a reset, a tool call) by the tool
+// deadline.
+func (e *engine) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if e.cfg.toolTimeout <= 0 {
 		return context.WithCancel(ctx)
 	}
-	return context.WithDeadline(ctx, d)
+	return context.WithTimeout(ctx, e.cfg.toolTimeout)
 }
 
 // begin builds l's prompt from its reset and starts its token sequence.
@@ -510,9 +634,12 @@ func (e *engine) begin(l *live, ev event, seed uint64) error {
 		return fmt.Errorf("grpo: render the prompt of rollout %d: %w", l.idx, err)
 	}
 	if e.cfg.maxPrompt > 0 && len(ids) > e.cfg.maxPrompt {
-		return fmt.Errorf("grpo: rollout %d: the prompt of row %v renders to %d tokens, over MaxPromptLength %d: filter the dataset or raise the cap", l.idx, l.r.Row, len(ids), e.cfg.maxPrompt)
+		return &promptTooLongError{fmt.Errorf("grpo: rollout %d: the prompt of row %v (with its reset observation) renders to %d tokens, over MaxPromptLength %d: filter the dataset or raise the cap", l.idx, l.r.Row, len(ids), e.cfg.maxPrompt)}
 	}
 	if e.pol != nil { // nil when a Script plays (PlayScript)
+		if mp := e.pol.m.Config.MaxPositions; mp > 0 && len(ids) >= mp {
+			return &promptTooLongError{fmt.Errorf("grpo: rollout %d: the prompt of row %v (with its reset observation) renders to %d tokens, leaving no room in the model's context of %d (max_position_embeddings): %w", l.idx, l.r.Row, len(ids), mp, model.ErrContextLength)}
+		}
 		if err := e.pol.m.CheckTokens(ids); err != nil {
 			return fmt.Errorf("grpo: prompt of rollout %d: %w", l.idx, err)
 		}
@@ -521,6 +648,13 @@ func (e *engine) begin(l *live, ev event, seed uint64) error {
 	l.sq, l.hasSeq = newSeq(mix(seed, uint64(l.idx), uint64(l.r.Attempts)), ids), true
 	return nil
 }
+
+// promptTooLongError is a prompt that does not fit (MaxPromptLength, the
+// model's context): it fails its rollout, not the batch.
+type promptTooLongError struct{ err error }
+
+func (e *promptTooLongError) Error() string { return e.err.Error() }
+func (e *promptTooLongError) Unwrap() error { return e.err }
 
 // sharePrefill makes rollouts with the same prompt share one prefill: the
 // prompt is fed once and the others fork its cache.
@@ -593,10 +727,16 @@ func (e *engine) afterTurn(l *live, tu turn) (round func(context.Context) event,
 	return func(ctx context.Context) event {
 		ev := event{idx: l.idx}
 		for _, c := range calls {
-			octx, cancel := e.opContext(ctx, l)
-			resp, err := inst.Tools.Call(octx, c.Name, c.Arguments)
+			octx, cancel := e.opContext(ctx)
+			resp, err := guarded(octx, fmt.Sprintf("tool %s of rollout %d", c.Name, l.idx), func(c2 context.Context) (string, error) {
+				return inst.Tools.Call(c2, c.Name, c.Arguments)
+			}, func(string, error) { _ = inst.Discard() })
 			expired := octx.Err() != nil
 			cancel()
+			if errors.Is(err, ErrAbandoned) {
+				e.abandoned(l, err)
+				return event{idx: l.idx, err: err, abandoned: true}
+			}
 			if err != nil {
 				if ctx.Err() != nil {
 					return event{idx: l.idx, err: ctx.Err()}

@@ -78,11 +78,18 @@ func (s *envServer) restart() {
 // TestStepEnvServerKilledAndRestarted: the OpenEnv server dies after every
 // rollout called its tool for the first time, and comes back shortly after.
 // Every rollout lost its session; each is replayed from the start on a
-// fresh env, and the step trains on complete rollouts.
+// fresh env, and the step trains on complete rollouts. The default retry
+// settings ride it out: the tries that find the server down are not
+// attempts. make faults runs the same with 3 s and 30 s outages.
 func TestStepEnvServerKilledAndRestarted(t *testing.T) {
+	restartDuringStep(t, 300*time.Millisecond)
+}
+
+// restartDuringStep is TestStepEnvServerKilledAndRestarted with the server
+// down for outage, under the default retry settings.
+func restartDuringStep(t *testing.T, outage time.Duration) {
 	srv := startEnvServer(t)
 	cfg := testConfig(2, 2)
-	cfg.RolloutAttempts = 6 // backoff 50, 100, 200, 400, 800 ms covers the outage
 	cfg.ToolTimeout = 5 * time.Second
 	script := func(_, turn int) string {
 		if turn == 0 {
@@ -93,13 +100,15 @@ func TestStepEnvServerKilledAndRestarted(t *testing.T) {
 	tr, d := newScripted(t, cfg, script, WithEnv(openenv.RemoteFactory(srv.url())), WithReward("one", 1, constant(1)))
 	var restarted sync.WaitGroup
 	var once sync.Once
+	var down time.Time
 	d.onStep = func() {
 		once.Do(func() {
 			srv.kill() // the first turns are decoded; their tool calls will find no session
+			down = time.Now()
 			restarted.Add(1)
 			go func() {
 				defer restarted.Done()
-				time.Sleep(150 * time.Millisecond)
+				time.Sleep(outage)
 				srv.restart()
 			}()
 		})
@@ -107,14 +116,16 @@ func TestStepEnvServerKilledAndRestarted(t *testing.T) {
 	rep, err := tr.Step(context.Background(), []env.Row{{"prompt": "A: "}, {"prompt": "B: "}})
 	restarted.Wait()
 	require.NoError(t, err)
+	t.Logf("server down %v; step done %v after it went down", outage, time.Since(down).Round(time.Millisecond))
 	for i, r := range rep.Rollouts {
 		require.NoError(t, r.Err, "rollout %d", i)
-		assert.GreaterOrEqual(t, r.Attempts, 2, "rollout %d was replayed", i)
+		assert.Equal(t, 2, r.Attempts, "rollout %d was replayed once; the tries that found no server are not attempts", i)
 		assert.Equal(t, 1, r.ToolCalls, "rollout %d: the replay starts from scratch", i)
 		assert.Zero(t, r.ToolFailures)
 		assert.Contains(t, r.Completion[1].Content, "1")
 	}
 	assert.Zero(t, rep.Metrics[0][MetricRolloutsFailed])
+	assert.Equal(t, 4.0, rep.Metrics[0][MetricRolloutsReplayed])
 	assert.Equal(t, 1, tr.State().GlobalStep)
 }
 
@@ -125,6 +136,7 @@ func TestStepEnvServerGone(t *testing.T) {
 	srv := startEnvServer(t)
 	cfg := testConfig(2, 1)
 	cfg.RolloutAttempts = 2
+	cfg.RolloutRetryBudget = time.Second
 	cfg.ToolTimeout = 2 * time.Second
 	script := func(_, turn int) string {
 		if turn == 0 {
@@ -135,10 +147,15 @@ func TestStepEnvServerGone(t *testing.T) {
 	tr, d := newScripted(t, cfg, script, WithEnv(openenv.RemoteFactory(srv.url())), WithReward("one", 1, constant(1)))
 	d.onStep = srv.kill
 	before := snapshot(tr.Params())
+	begin := time.Now()
 	_, err := tr.Step(context.Background(), []env.Row{{"prompt": "A: "}})
 	require.Error(t, err)
+	assert.Less(t, time.Since(begin), 5*time.Second, "a dead server ends the step once the retry budget is spent")
 	assert.Contains(t, err.Error(), "all 2 rollouts failed")
-	assert.Contains(t, err.Error(), "after 2 attempt(s)")
+	assert.Contains(t, err.Error(), "no attempt within RolloutRetryBudget 1s of its first env failure (1 attempt(s) played, ")
+	assert.Contains(t, err.Error(), "tries found the env unavailable)")
+	assert.Contains(t, err.Error(), "connection refused")
+	assert.ErrorIs(t, err, env.ErrUnavailable)
 	assert.False(t, changed(t, before, tr.Params()))
 	assert.Zero(t, tr.State().GlobalStep)
 }

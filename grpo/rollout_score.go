@@ -2,10 +2,12 @@ package grpo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
 	"slices"
+	"time"
 
 	"github.com/x/env"
 )
@@ -51,9 +53,13 @@ func probeEnvRewards(ctx context.Context, pools []*env.Pool) ([]string, map[refl
 }
 
 // score runs every reward function on every rollout that did not fail, and
-// the env-owned rewards, into a RewardTable (NaN = no score). An env that
-// fails giving its reward (envFailure) fails its rollout: score sets the
-// rollout's Err and leaves its row unscored; other errors stop the step.
+// the env-owned rewards, into a RewardTable (NaN = no score). A reward that
+// panics or passes Config.RewardTimeout, or an env that fails giving its
+// reward (envFailure), fails its rollout: score sets the rollout's Err and
+// leaves its row unscored. Other errors stop the step. A reward call left
+// running past its deadline (ErrAbandoned) may still hold the rollout's
+// env: that env is discarded when the call returns, and insts[i] set to
+// nil so that nobody releases it meanwhile.
 func (t *Trainer) score(ctx context.Context, rs []*Rollout, insts []*env.Instance) (*RewardTable, error) {
 	names := make([]string, 0, len(t.o.rewards)+len(t.envRewards))
 	weights := make([]float64, 0, cap(names))
@@ -73,46 +79,116 @@ func (t *Trainer) score(ctx context.Context, rs []*Rollout, insts []*env.Instanc
 		if r.Err != nil {
 			continue
 		}
+		var inst *env.Instance
+		if i < len(insts) {
+			inst = insts[i]
+		}
+		lost := false // the rollout failed in a reward
 		for k, rf := range t.o.rewards {
-			v, err := rf.fn(ctx, r)
+			what := fmt.Sprintf("reward %q on rollout %d (group %d, row %v)", rf.name, i, r.Group, r.Row)
+			v, fails, err := callReward(ctx, t.cfg.RewardTimeout, what, inst, func(c context.Context) (float64, error) { return rf.fn(c, r) })
+			if errors.Is(err, ErrAbandoned) {
+				r.Abandoned++
+				if inst != nil { // the call discards it when it returns
+					insts[i], inst = nil, nil
+				}
+			}
 			if err != nil && ctx.Err() != nil {
 				return nil, ctx.Err()
+			}
+			if fails {
+				t.leaveOut(tab, r, i, err)
+				lost = true
+				break
 			}
 			if err := tab.Set(k, i, v, err); err != nil {
 				return nil, fmt.Errorf("%w (row %v)", err, r.Row)
 			}
 		}
-		if i >= len(insts) || insts[i] == nil {
+		if lost || inst == nil {
 			continue
 		}
-		name, ok := t.envRewardTypes[reflect.TypeOf(insts[i].Env)]
+		name, ok := t.envRewardTypes[reflect.TypeOf(inst.Env)]
 		if !ok {
 			continue
 		}
 		k := len(t.o.rewards) + slices.Index(t.envRewards, name)
-		v, has, err := insts[i].Reward(ctx)
-		if !has {
-			continue
+		type envReward struct {
+			v   float64
+			has bool
+		}
+		what := fmt.Sprintf("reward %q of the env of rollout %d (group %d, row %v)", name, i, r.Group, r.Row)
+		er, fails, err := callReward(ctx, t.cfg.RewardTimeout, what, inst, func(c context.Context) (envReward, error) {
+			v, has, err := inst.Reward(c)
+			return envReward{v, has}, err
+		})
+		if errors.Is(err, ErrAbandoned) {
+			r.Abandoned++
+			insts[i] = nil // the call discards it when it returns
 		}
 		if err != nil && ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if err != nil && envFailure(err) {
-			// The episode is lost (a dead server, a lost session): the
-			// rollout fails as if it had failed while playing, out of
-			// the loss and its group's baseline.
-			r.Err = fmt.Errorf("rollout %d (group %d): reward %q: %w", i, r.Group, name, err)
-			if t.log != nil {
-				t.log.Warn("grpo: rollout left out", "rollout", i, "group", r.Group, "cause", r.Err)
-			}
-			for k := range tab.Scores {
-				tab.Scores[k][i] = math.NaN()
-			}
+		if err == nil && !er.has {
 			continue
 		}
-		if err := tab.Set(k, i, v, err); err != nil {
+		if fails {
+			t.leaveOut(tab, r, i, err)
+			continue
+		}
+		if envFailure(err) {
+			// The episode is lost (a dead server, a lost session): the
+			// rollout fails as if it had failed while playing, out of the
+			// loss and its group's baseline.
+			t.leaveOut(tab, r, i, fmt.Errorf("%s: %w", what, err))
+			continue
+		}
+		if err := tab.Set(k, i, er.v, err); err != nil {
 			return nil, fmt.Errorf("%w (row %v)", err, r.Row)
 		}
 	}
 	return tab, nil
+}
+
+// callReward runs one reward call (a reward function, an env's Reward)
+// with guarded under timeout (0: none). fails reports an error that fails
+// the rollout rather than the step: the call panicked, or it passed its
+// deadline (abandoned, or returning the deadline's error). An abandoned
+// call discards inst (the rollout's env, which it may still be using)
+// when it returns.
+func callReward[T any](ctx context.Context, timeout time.Duration, what string, inst *env.Instance, f func(context.Context) (T, error)) (v T, fails bool, err error) {
+	rctx, cancel := ctx, context.CancelFunc(func() {})
+	if timeout > 0 {
+		rctx, cancel = context.WithTimeout(ctx, timeout)
+	}
+	defer cancel()
+	v, err = guarded(rctx, what, f, func(T, error) {
+		if inst != nil {
+			_ = inst.Discard()
+		}
+	})
+	var pe *env.PanicError
+	var gp *panicError
+	switch {
+	case err == nil || ctx.Err() != nil:
+		return v, false, err
+	case errors.Is(err, ErrAbandoned), errors.As(err, &gp): // they name what
+		return v, true, err
+	case errors.As(err, &pe):
+		return v, true, fmt.Errorf("%s: %w", what, err)
+	case rctx.Err() != nil:
+		return v, true, fmt.Errorf("%s: past RewardTimeout %v: %w", what, timeout, err)
+	}
+	return v, false, err
+}
+
+// leaveOut fails rollout i in a reward: its Err is set, its scores cleared.
+func (t *Trainer) leaveOut(tab *RewardTable, r *Rollout, i int, err error) {
+	r.Err = fmt.Errorf("rollout %d (group %d): %w", i, r.Group, err)
+	if t.log != nil {
+		t.log.Warn("grpo: rollout left out", "rollout", i, "group", r.Group, "cause", r.Err)
+	}
+	for k := range tab.Scores {
+		tab.Scores[k][i] = math.NaN()
+	}
 }

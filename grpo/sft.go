@@ -191,11 +191,13 @@ type SFTReport struct {
 	Dropped int           // conversations with no assistant token within MaxLength
 }
 
-// sftState is the SFT part of a checkpoint: the step and how many
-// examples of the epoch stream have been consumed.
+// sftState is the SFT part of a checkpoint: the step, how many examples
+// of the epoch stream have been consumed and how many tokens (num_tokens
+// is cumulative over the run, resumed or not).
 type sftState struct {
-	Step     int `json:"global_step"`
-	Position int `json:"data_position"`
+	Step      int `json:"global_step"`
+	Position  int `json:"data_position"`
+	NumTokens int `json:"num_tokens"`
 }
 
 // SFT fine-tunes m on conversations with tool calls, the warm start before
@@ -258,8 +260,13 @@ func SFT(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, data []C
 		if st.Step != pol.opt.Steps() {
 			return nil, fmt.Errorf("sft: resume %s: trainer state is at step %d, optimizer at %d", dir, st.Step, pol.opt.Steps())
 		}
+		if cfg.OutputDir != "" {
+			if err := removeCheckpointTemps(cfg.OutputDir); err != nil {
+				return nil, fmt.Errorf("sft: resume: %w", err)
+			}
+		}
 	}
-	out, err := newRunOutput(cfg.OutputDir, cfg.Progress, total, "sft", st.Step > 0, false)
+	out, err := newRunOutput(cfg.OutputDir, cfg.Progress, total, "sft", st.Step, false)
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +276,6 @@ func SFT(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, data []C
 	summary := runSummary{start: time.Now(), samplesPerStep: perStep}
 
 	order := newEpochOrder(len(seqs), cfg.Seed, true)
-	tokens := 0
 	for st.Step < total {
 		begin := time.Now()
 		batch := make([]model.TrainSeq, perStep)
@@ -293,9 +299,9 @@ func SFT(ctx context.Context, m *model.Model, tok *tokenizer.Tokenizer, data []C
 		st.Step++
 		st.Position += perStep
 		for _, s := range batch {
-			tokens += len(s.IDs)
+			st.NumTokens += len(s.IDs)
 		}
-		met[MetricNumTokens] = float64(tokens)
+		met[MetricNumTokens] = float64(st.NumTokens)
 		met[MetricEpoch] = float64(st.Position) / float64(len(seqs))
 		met[MetricStepTime] = time.Since(begin).Seconds()
 		if summary.add(met); st.Step == total {

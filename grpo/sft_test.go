@@ -479,6 +479,10 @@ func TestSFTResumeBitExact(t *testing.T) {
 	assert.Equal(t, 6, rep.Steps)
 	require.Len(t, rep.History, 3, "only steps 4..6 ran")
 	assert.Equal(t, 4, rep.History[0].Step)
+	wantLog, err := ReadMetrics(filepath.Join(full.OutputDir, MetricsFile))
+	require.NoError(t, err)
+	assert.Equal(t, wantLog[len(wantLog)-1].Metrics[MetricNumTokens], rep.History[2].Metrics[MetricNumTokens],
+		"num_tokens is cumulative over the run, resumed or not")
 
 	want, err := os.ReadFile(filepath.Join(full.OutputDir, "checkpoint-6", model.AdapterWeightsFile))
 	require.NoError(t, err)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/x/kernels"
 )
 
 // Pure metric math: each function puts TRL's metrics (spec §6, names in
@@ -76,15 +78,16 @@ func ToolStats(m Metrics, calls, failures []int) error {
 // (NaN-aware), as TRL averages what it appended; "loss" is their sum, the
 // optimizer step's loss. Use NewLossStats; not safe for concurrent use.
 type LossStats struct {
-	p                   LossParams
+	p                   kernels.LossParams
 	loss                float64
 	policy, kl, entropy float64 // the loss's terms, summed like loss
 	noTerms             bool    // an input had no Weight: the terms are unknown (NaN)
 	vals                map[string][]float64
 }
 
-// NewLossStats returns an empty accumulator for loss parameters p.
-func NewLossStats(p LossParams) *LossStats {
+// NewLossStats returns an empty accumulator for loss parameters p
+// (Config.LossParams).
+func NewLossStats(p kernels.LossParams) *LossStats {
 	return &LossStats{p: p, vals: map[string][]float64{}}
 }
 
@@ -99,9 +102,10 @@ func NewLossStats(p LossParams) *LossStats {
 //	cispo_clip_ratio (cispo), vespo/phi_seq_mean (vespo, mean over sequences)
 //
 // The loss's terms are summed over the micro-batches as "loss" is:
-// kl_loss = β·Σ W·KL and entropy_loss = −coef·Σ W·H over the loss tokens
-// (PolicyLoss's formula), policy_loss the rest, so that loss =
-// policy_loss + kl_loss + entropy_loss.
+// kl_loss = β·Σ W·KL and entropy_loss = −coef·Σ W^H·E·H over the loss
+// tokens (kernels.LossParams' formula; W^H = in.EntropyWeight, else W),
+// policy_loss the rest, so that loss = policy_loss + kl_loss +
+// entropy_loss.
 func (s *LossStats) Add(in LossInput, out LossOutput) {
 	s.loss += out.Loss
 	if in.Weight == nil {
@@ -117,10 +121,14 @@ func (s *LossStats) Add(in LossInput, out LossOutput) {
 				continue
 			}
 			if out.KL != nil && s.p.Beta != 0 {
-				kl += in.Weight[i][t] * s.p.Beta * out.KL[i][t]
+				kl += in.Weight[i][t] * float64(s.p.Beta) * out.KL[i][t]
 			}
-			if in.Entropy != nil && s.p.EntropyCoef != 0 {
-				ent -= in.Weight[i][t] * s.p.EntropyCoef * float64(in.Entropy[i][t])
+			if in.Entropy != nil && s.p.EntropyCoef != 0 && (in.EntropyMask == nil || in.EntropyMask[i][t]) {
+				wh := in.Weight[i][t]
+				if in.EntropyWeight != nil {
+					wh = in.EntropyWeight[i][t]
+				}
+				ent -= wh * float64(s.p.EntropyCoef) * float64(in.Entropy[i][t])
 			}
 		}
 	}
@@ -155,22 +163,28 @@ func (s *LossStats) Add(in LossInput, out LossOutput) {
 		}
 		return 0
 	}
-	switch {
-	case s.p.Type.clipped():
-		if s.p.Level == ISSequence {
-			// one flag per sequence (every loss token carries it); rows
-			// with no loss token carry the sequence's flag too in TRL, where
-			// they are computed at ratio 1: unflagged.
-			low, high, region := make([]float64, len(in.Mask)), make([]float64, len(in.Mask)), make([]float64, len(in.Mask))
-			for i, row := range in.Mask {
-				for t, ok := range row {
-					if ok {
-						low[i], high[i] = b2f(out.ClipLow[i][t]), b2f(out.ClipHigh[i][t])
-						region[i] = b2f(out.ClipLow[i][t] || out.ClipHigh[i][t])
-						break
-					}
+	// seqFlags are the per-sequence 0/1 values of a sequence-level flag:
+	// TRL's weights are one per sequence there, so its clip metrics are
+	// plain means over sequences; a row with no loss token is computed at
+	// ratio 1 in TRL: unflagged.
+	seqFlags := func(f func(i, t int) bool) []float64 {
+		v := make([]float64, len(in.Mask))
+		for i, row := range in.Mask {
+			for t, ok := range row {
+				if ok {
+					v[i] = b2f(f(i, t))
+					break
 				}
 			}
+		}
+		return v
+	}
+	switch s.p.Objective {
+	case kernels.ObjectiveClipped:
+		if s.p.SequenceRatio {
+			low := seqFlags(func(i, t int) bool { return out.ClipLow[i][t] })
+			high := seqFlags(func(i, t int) bool { return out.ClipHigh[i][t] })
+			region := seqFlags(func(i, t int) bool { return out.ClipLow[i][t] || out.ClipHigh[i][t] })
 			put(MetricClipRatioLowMean, nanMean(low))
 			put(MetricClipRatioHighMean, nanMean(high))
 			put(MetricClipRatioRegionMean, nanMean(region))
@@ -198,9 +212,13 @@ func (s *LossStats) Add(in LossInput, out LossOutput) {
 		}
 		put(MetricClipRatioLowMin, nanMin(low))
 		put(MetricClipRatioHighMax, nanMax(high))
-	case s.p.Type == LossCISPO:
+	case kernels.ObjectiveCISPO:
+		if s.p.SequenceRatio {
+			put(MetricCISPOClipRatio, nanMean(seqFlags(func(i, t int) bool { return out.ClipHigh[i][t] })))
+			break
+		}
 		put(MetricCISPOClipRatio, maskedMean(func(i, t int) float64 { return b2f(out.ClipHigh[i][t]) }))
-	case s.p.Type == LossVESPO:
+	case kernels.ObjectiveVESPO:
 		put(MetricVESPOPhiSeqMean, nanMean(out.Phi))
 	}
 }
@@ -222,7 +240,7 @@ func (s *LossStats) Metrics(m Metrics) {
 	}
 	if s.p.EntropyCoef != 0 {
 		m[MetricEntropyLoss] = nanIf(s.entropy)
-		m[MetricEntropyCoef] = s.p.EntropyCoef
+		m[MetricEntropyCoef] = float64(s.p.EntropyCoef)
 	}
 	for name, v := range s.vals {
 		m[name] = nanMean(v)
@@ -234,70 +252,110 @@ func (s *LossStats) Metrics(m Metrics) {
 // generation batch: sampling/sampling_logp_difference/mean and max of
 // |train − sampling| over loss tokens, and
 // sampling/importance_sampling_ratio/min, mean and max of the ratio in use
-// (per loss token, or per sequence for sequence modes). Use
-// NewSamplingStats; not safe for concurrent use.
+// (per loss token, or per sequence for sequence modes). Rows are kept
+// apart by their index in the batch and reduced in index order, so the
+// figures do not depend on the order rows were added in (micro-batches
+// are shuffled; tool calls finish in any order). Use NewSamplingStats;
+// not safe for concurrent use.
 type SamplingStats struct {
-	diffSum, diffMax float64
-	diffN            int
-	ratioSum         float64
-	ratioMin         float64
-	ratioMax         float64
-	ratioN           int
+	rows map[int]samplingRow
+	next int // index Add gives its first row
+}
+
+// samplingRow is one row's share of SamplingStats.
+type samplingRow struct {
+	diffSum, diffMax             float64
+	diffN                        int
+	ratioSum, ratioMin, ratioMax float64
+	ratioN                       int
 }
 
 // NewSamplingStats returns an empty accumulator.
 func NewSamplingStats() *SamplingStats {
-	return &SamplingStats{diffMax: math.Inf(-1), ratioMin: math.Inf(1), ratioMax: math.Inf(-1)}
+	return &SamplingStats{rows: map[int]samplingRow{}}
 }
 
 // Add records rows of training and sampling log-probs with their loss
-// mask. rho is the correction ratio in use (SamplingISRatio), perSequence
-// its mode; rho nil records the raw per-token ratio exp(train − sampling).
+// mask, as the batch's next rows. rho is the correction ratio in use
+// (SamplingISRatio), perSequence its mode; rho nil records the raw
+// per-token ratio exp(train − sampling).
 func (s *SamplingStats) Add(train, sampling [][]float32, mask [][]bool, rho [][]float64, perSequence bool) error {
 	if len(train) != len(mask) || len(sampling) != len(mask) || (rho != nil && len(rho) != len(mask)) {
 		return fmt.Errorf("grpo: sampling stats: %d train, %d sampling, %d ratio rows for %d masks", len(train), len(sampling), len(rho), len(mask))
 	}
-	ratio := func(r float64) {
-		s.ratioSum += r
-		s.ratioN++
-		s.ratioMin = math.Min(s.ratioMin, r)
-		s.ratioMax = math.Max(s.ratioMax, r)
-	}
-	for i, row := range mask {
-		if len(train[i]) != len(row) || len(sampling[i]) != len(row) || (rho != nil && len(rho[i]) != len(row)) {
-			return fmt.Errorf("grpo: sampling stats: row %d lengths differ from its mask's %d", i, len(row))
+	for i := range mask {
+		var r []float64
+		if rho != nil {
+			r = rho[i]
 		}
-		for t, ok := range row {
-			if !ok {
-				continue
-			}
-			d := float64(train[i][t]) - float64(sampling[i][t])
-			s.diffSum += math.Abs(d)
-			s.diffMax = math.Max(s.diffMax, math.Abs(d))
-			s.diffN++
-			switch {
-			case rho == nil:
-				ratio(math.Exp(d))
-			case !perSequence:
-				ratio(rho[i][t])
-			}
-		}
-		if rho != nil && perSequence && len(row) > 0 {
-			ratio(rho[i][0])
+		if err := s.AddRow(s.next, train[i], sampling[i], mask[i], r, perSequence); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
+// AddRow records row j of the batch (replacing what an earlier AddRow of
+// j recorded), as Add does for one row.
+func (s *SamplingStats) AddRow(j int, train, sampling []float32, mask []bool, rho []float64, perSequence bool) error {
+	if len(train) != len(mask) || len(sampling) != len(mask) || (rho != nil && len(rho) != len(mask)) {
+		return fmt.Errorf("grpo: sampling stats: row %d lengths differ from its mask's %d", j, len(mask))
+	}
+	r := samplingRow{diffMax: math.Inf(-1), ratioMin: math.Inf(1), ratioMax: math.Inf(-1)}
+	ratio := func(v float64) {
+		r.ratioSum += v
+		r.ratioN++
+		r.ratioMin = math.Min(r.ratioMin, v)
+		r.ratioMax = math.Max(r.ratioMax, v)
+	}
+	for t, ok := range mask {
+		if !ok {
+			continue
+		}
+		d := float64(train[t]) - float64(sampling[t])
+		r.diffSum += math.Abs(d)
+		r.diffMax = math.Max(r.diffMax, math.Abs(d))
+		r.diffN++
+		switch {
+		case rho == nil:
+			ratio(math.Exp(d))
+		case !perSequence:
+			ratio(rho[t])
+		}
+	}
+	if rho != nil && perSequence && len(mask) > 0 {
+		ratio(rho[0])
+	}
+	s.rows[j] = r
+	s.next = max(s.next, j+1)
+	return nil
+}
+
 // Metrics puts the sampling/* metrics (NaN when nothing was added).
 func (s *SamplingStats) Metrics(m Metrics) {
+	idx := make([]int, 0, len(s.rows))
+	for j := range s.rows {
+		idx = append(idx, j)
+	}
+	slices.Sort(idx)
+	diffSum, diffMax, ratioSum, ratioMin, ratioMax := 0.0, math.Inf(-1), 0.0, math.Inf(1), math.Inf(-1)
+	diffN, ratioN := 0, 0
+	for _, j := range idx {
+		r := s.rows[j]
+		diffSum += r.diffSum
+		diffMax = math.Max(diffMax, r.diffMax)
+		diffN += r.diffN
+		ratioSum += r.ratioSum
+		ratioMin, ratioMax = math.Min(ratioMin, r.ratioMin), math.Max(ratioMax, r.ratioMax)
+		ratioN += r.ratioN
+	}
 	m[MetricSamplingLogpDiffMean], m[MetricSamplingLogpDiffMax] = math.NaN(), math.NaN()
-	if s.diffN > 0 {
-		m[MetricSamplingLogpDiffMean], m[MetricSamplingLogpDiffMax] = s.diffSum/float64(s.diffN), s.diffMax
+	if diffN > 0 {
+		m[MetricSamplingLogpDiffMean], m[MetricSamplingLogpDiffMax] = diffSum/float64(diffN), diffMax
 	}
 	m[MetricSamplingISRatioMin], m[MetricSamplingISRatioMean], m[MetricSamplingISRatioMax] = math.NaN(), math.NaN(), math.NaN()
-	if s.ratioN > 0 {
-		m[MetricSamplingISRatioMin], m[MetricSamplingISRatioMean], m[MetricSamplingISRatioMax] = s.ratioMin, s.ratioSum/float64(s.ratioN), s.ratioMax
+	if ratioN > 0 {
+		m[MetricSamplingISRatioMin], m[MetricSamplingISRatioMean], m[MetricSamplingISRatioMax] = ratioMin, ratioSum/float64(ratioN), ratioMax
 	}
 }
 
@@ -332,8 +390,11 @@ func nanMax(x []float64) float64 {
 }
 
 // nanMean is the mean of the non-NaN values of x (torch.nanmean), NaN if
-// there are none.
+// there are none. Finite values never overflow it (see nanScale).
 func nanMean(x []float64) float64 {
+	if s := nanScale(x); s > 0 {
+		return s * nanMean(scaled(x, s))
+	}
 	sum, n := 0.0, 0
 	for _, v := range x {
 		if !math.IsNaN(v) {
@@ -348,8 +409,13 @@ func nanMean(x []float64) float64 {
 }
 
 // nanStd is the Bessel-corrected (N−1) standard deviation of the non-NaN
-// values of x (TRL's nanstd), NaN if there are fewer than two.
+// values of x (TRL's nanstd), NaN if there are fewer than two. Finite
+// values never overflow it (see nanScale) unless the std itself is beyond
+// float64 (values near ±1.8e308 of both signs: +Inf).
 func nanStd(x []float64) float64 {
+	if s := nanScale(x); s > 0 {
+		return s * nanStd(scaled(x, s))
+	}
 	mean := nanMean(x)
 	ss, n := 0.0, 0
 	for _, v := range x {
@@ -363,6 +429,37 @@ func nanStd(x []float64) float64 {
 		return math.NaN()
 	}
 	return math.Sqrt(ss / float64(n-1))
+}
+
+// overflowSafe bounds the magnitudes nanMean and nanStd take as they are:
+// below it a sum of 2^40 values and every squared deviation stay finite.
+const overflowSafe = 1e140
+
+// nanScale is 0 when every finite value of x is within ±overflowSafe (the
+// plain sums are exact as TRL's and cannot overflow); otherwise it is the
+// largest magnitude, by which x is divided before summing and the result
+// multiplied after: rewards of 1e154 no longer square to +Inf and zero
+// every advantage.
+func nanScale(x []float64) float64 {
+	s := 0.0
+	for _, v := range x {
+		if a := math.Abs(v); a > s && !math.IsInf(a, 0) {
+			s = a
+		}
+	}
+	if s <= overflowSafe {
+		return 0
+	}
+	return s
+}
+
+// scaled is x divided by s.
+func scaled(x []float64, s float64) []float64 {
+	y := make([]float64, len(x))
+	for i, v := range x {
+		y[i] = v / s
+	}
+	return y
 }
 
 // quantileLinear is the q-quantile of x with linear interpolation between

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/x/kernels"
 )
 
 func assertMetrics(t *testing.T, want, got Metrics) {
@@ -118,7 +120,7 @@ func TestLossStatsTokenLevel(t *testing.T) {
 // sequences, fully masked rows included, and min/max take the 0/1 flags.
 func TestLossStatsSequenceLevel(t *testing.T) {
 	p := baseParams(LossGRPO)
-	p.Level = ISSequence
+	p.SequenceRatio = true
 	s := NewLossStats(p)
 	in := LossInput{Mask: [][]bool{{true, true}, {false, true}, {false}}}
 	out := LossOutput{
@@ -142,6 +144,17 @@ func TestLossStatsCISPOAndVESPO(t *testing.T) {
 	s.Metrics(m)
 	assertMetrics(t, Metrics{MetricLoss: 0, MetricPolicyLoss: math.NaN(), MetricCISPOClipRatio: 1.0 / 3}, m)
 
+	// cispo at sequence level: one flag per sequence, a plain mean over
+	// sequences (a row with no loss token counts, unflagged).
+	p := baseParams(LossCISPO)
+	p.SequenceRatio = true
+	s = NewLossStats(p)
+	s.Add(LossInput{Mask: [][]bool{{true, true}, {true}, {false}}}, LossOutput{ClipLow: [][]bool{{false, false}, {false}, {false}},
+		ClipHigh: [][]bool{{true, true}, {false}, {false}}})
+	m = Metrics{}
+	s.Metrics(m)
+	assertMetrics(t, Metrics{MetricLoss: 0, MetricPolicyLoss: math.NaN(), MetricCISPOClipRatio: 1.0 / 3}, m)
+
 	s = NewLossStats(baseParams(LossVESPO))
 	s.Add(LossInput{Mask: [][]bool{{true}, {true}}}, LossOutput{Phi: []float64{0.5, 1}, ClipLow: [][]bool{{false}, {false}}, ClipHigh: [][]bool{{false}, {false}}})
 	m = Metrics{}
@@ -149,12 +162,12 @@ func TestLossStatsCISPOAndVESPO(t *testing.T) {
 	assertMetrics(t, Metrics{MetricLoss: 0, MetricPolicyLoss: math.NaN(), MetricVESPOPhiSeqMean: 0.75}, m)
 }
 
-// The loss metrics of a real PolicyLoss output: on-policy nothing clips.
+// The loss metrics of a real loss output: on-policy nothing clips.
 func TestLossStatsFromPolicyLoss(t *testing.T) {
 	p := baseParams(LossDAPO)
 	p.Beta = 0.1
 	in := LossInput{LogP: [][]float32{{-1, -2}}, Ref: [][]float32{{-1, -2}}, Mask: [][]bool{{true, true}}, Adv: []float64{1}, Weight: ones(2)}
-	out, err := PolicyLoss(p, in)
+	out, err := specLoss(p, in)
 	require.NoError(t, err)
 	s := NewLossStats(p)
 	s.Add(in, out)
@@ -190,6 +203,21 @@ func TestSamplingStats(t *testing.T) {
 	assertFloat(t, 1.25, m[MetricSamplingISRatioMean], tol, "mean over sequences")
 	assertFloat(t, 2, m[MetricSamplingISRatioMax], tol, "max over sequences")
 
+	// Rows added out of order (shuffled micro-batches) give the same
+	// figures, bit for bit, as rows added in order.
+	rows := [][]float32{{-1, -2.3}, {-0.1}, {-3.7, -0.2, -1}}
+	samps := [][]float32{{-1.1, -2}, {-0.4}, {-3, -0.25, -1.3}}
+	masks := [][]bool{{true, true}, {true}, {true, false, true}}
+	inOrder, shuffled := NewSamplingStats(), NewSamplingStats()
+	require.NoError(t, inOrder.Add(rows, samps, masks, nil, false))
+	for _, j := range []int{2, 0, 1} {
+		require.NoError(t, shuffled.AddRow(j, rows[j], samps[j], masks[j], nil, false))
+	}
+	a, b := Metrics{}, Metrics{}
+	inOrder.Metrics(a)
+	shuffled.Metrics(b)
+	assert.Equal(t, a, b)
+
 	m = Metrics{}
 	NewSamplingStats().Metrics(m)
 	assert.True(t, math.IsNaN(m[MetricSamplingLogpDiffMean]))
@@ -206,8 +234,10 @@ func TestQuantileLinear(t *testing.T) {
 }
 
 // TestLossStatsTerms: the logged terms of the loss are each what the loss
-// gains from that term alone (PolicyLoss with only it switched on), and
-// they add up to the loss, for every loss type.
+// gains from that term alone (the loss with only it switched on), and
+// they add up to the loss, for every loss type, with the entropy mask.
+// The loss comes back as a float64 sum of float32 token losses, so the
+// differences hold to 1e-6.
 func TestLossStatsTerms(t *testing.T) {
 	logp := [][]float32{{-1.0, -0.75, -2.5, -0.25}, {-1.5, -0.5, -3}, {-0.125, -2}}
 	old := [][]float32{{-1.25, -0.5, -2.5, -0.875}, {-1.25, -0.625, -2}, {-0.5, -1.5}}
@@ -219,30 +249,31 @@ func TestLossStatsTerms(t *testing.T) {
 		for _, bias := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/bias-corrected %v", lt, bias), func(t *testing.T) {
 				p := baseParams(lt)
-				p.BiasCorrectionKL = bias
-				w, err := LossWeights(lt, LossNorm{GenerationTokens: 20, GradientAccumulationSteps: 2, StepsPerGeneration: 2, MaxCompletionLength: 8}, mask)
+				p.UseBiasCorrectionKL = bias
+				w, err := LossWeights(lt, LossNorm{GenerationTokens: 20, GradientAccumulationSteps: 2, StepsPerGeneration: 2, MaxCompletionLength: 8, Level: ISSequence}, mask)
 				require.NoError(t, err)
-				in := LossInput{LogP: logp, Old: old, Ref: ref, Entropy: ent, Mask: mask, Adv: adv, Weight: w}
-				loss := func(beta, coef float64) LossOutput {
+				in := LossInput{LogP: logp, Old: old, Ref: ref, Entropy: ent, Mask: mask, Adv: adv, Weight: w,
+					EntropyMask: [][]bool{{true, false, false, true}, {false, true, true}, {true, false}}}
+				loss := func(beta, coef float32) LossOutput {
 					q := p
 					q.Beta, q.EntropyCoef = beta, coef
-					out, err := PolicyLoss(q, in)
+					out, err := specLoss(q, in)
 					require.NoError(t, err)
 					return out
 				}
 				const beta, coef = 0.2, 0.05
 				full, none := loss(beta, coef), loss(0, 0)
-				s := NewLossStats(func() LossParams { q := p; q.Beta, q.EntropyCoef = beta, coef; return q }())
+				s := NewLossStats(func() kernels.LossParams { q := p; q.Beta, q.EntropyCoef = beta, coef; return q }())
 				s.Add(in, full)
 				s.Add(in, full) // two micro-batches: the terms add up like loss
 				m := Metrics{}
 				s.Metrics(m)
 				assert.InDelta(t, 2*full.Loss, m[MetricLoss], 1e-12)
-				assert.InDelta(t, 2*none.Loss, m[MetricPolicyLoss], 1e-9)
-				assert.InDelta(t, 2*(loss(beta, 0).Loss-none.Loss), m[MetricKLLoss], 1e-9)
-				assert.InDelta(t, 2*(loss(0, coef).Loss-none.Loss), m[MetricEntropyLoss], 1e-9)
+				assert.InDelta(t, 2*none.Loss, m[MetricPolicyLoss], 1e-6)
+				assert.InDelta(t, 2*(loss(beta, 0).Loss-none.Loss), m[MetricKLLoss], 1e-6)
+				assert.InDelta(t, 2*(loss(0, coef).Loss-none.Loss), m[MetricEntropyLoss], 1e-6)
 				assert.InDelta(t, m[MetricLoss], m[MetricPolicyLoss]+m[MetricKLLoss]+m[MetricEntropyLoss], 1e-9)
-				assert.Equal(t, coef, m[MetricEntropyCoef])
+				assert.Equal(t, float64(float32(coef)), m[MetricEntropyCoef])
 
 				s = NewLossStats(p) // β = 0, no bonus: only policy_loss
 				s.Add(in, none)

@@ -43,6 +43,19 @@ type Trainer struct {
 	advance func(step int) error // Train's progress bar, moved every step; nil outside Train
 	warn    func(msg string)     // Train's progress output for warnings; nil outside Train or without one
 	run     *runSummary          // Train's totals; nil outside Train
+	// stepped, if set, runs after every optimizer step (asynchronous
+	// training publishes the new policy version to its producer).
+	stepped func() error
+	// async is the asynchronous run in progress (Train with MaxStaleness
+	// > 0); nil otherwise. Its adapter snapshots go into checkpoints.
+	async *asyncRun
+	// resumed are adapter snapshots a checkpoint of an asynchronous run
+	// held, by policy version, until Train takes them; nil otherwise.
+	resumed map[int]*model.AdapterSnapshot
+	// alwaysAsync makes Train run the producer even at MaxStaleness 0
+	// (tests: staleness 0 through the asynchronous path equals the
+	// synchronous trainer).
+	alwaysAsync bool
 }
 
 // TrainerState is where a run stands: what a checkpoint records besides
@@ -96,8 +109,8 @@ func NewTrainer(policy *model.Model, tok *tokenizer.Tokenizer, cfg Config, opts 
 	if o.rollout != nil && (o.factory != nil || o.factories != nil) {
 		return nil, errors.New("grpo: WithRolloutFunc generates the rollouts itself: it cannot be combined with WithEnv/WithEnvs")
 	}
-	if cfg.EntropyCoef != 0 && cfg.TopEntropyQuantile < 1 {
-		return nil, &ConfigError{Field: "EntropyCoef", TRLName: "entropy_coef", Problem: fmt.Sprintf("%v with TopEntropyQuantile %v: the entropy mask runs outside the backend's loss, which alone has the entropy gradient; use one of them", cfg.EntropyCoef, cfg.TopEntropyQuantile)}
+	if o.rollout != nil && cfg.MaxStaleness > 0 {
+		return nil, errAsyncRolloutFunc
 	}
 	chat, err := tokenizer.NewChat(tok)
 	if err != nil {
@@ -117,6 +130,9 @@ func NewTrainer(policy *model.Model, tok *tokenizer.Tokenizer, cfg Config, opts 
 	if err != nil {
 		return nil, err
 	}
+	if cfg.MaxStaleness > 0 && o.lora == nil && !hasAdapters(policy) {
+		return nil, &ConfigError{Field: "MaxStaleness", TRLName: "max_staleness", Problem: fmt.Sprintf("%d with full fine-tuning: asynchronous training samples with a snapshot of the LoRA adapters (full fine-tuning would copy the whole model); use WithLoRA or set MaxStaleness to 0", cfg.MaxStaleness)}
+	}
 	if cfg.Beta > 0 && o.lora == nil && !hasAdapters(policy) {
 		return nil, &ConfigError{Field: "Beta", TRLName: "beta", Problem: fmt.Sprintf("%v with full fine-tuning: the KL reference is the model with its adapters off, so it needs LoRA (WithLoRA); set Beta to 0 or train adapters", cfg.Beta)}
 	}
@@ -134,6 +150,7 @@ func NewTrainer(policy *model.Model, tok *tokenizer.Tokenizer, cfg Config, opts 
 		return nil, err
 	}
 	pol.prec, pol.rollout = prec, rp
+	pol.invariant = cfg.BatchInvariantRollouts
 	t.pol = pol
 	if prec != nil && !hasBF16Weights(policy) && t.log != nil {
 		t.log.Warn("grpo: rollout_matmul_precision " + cfg.RolloutMatMulPrecision + " changes nothing: the policy has no bf16 weights (full fine-tuning trains float32 masters), yet old log-probs are recomputed as after a RolloutFunc")
@@ -280,33 +297,68 @@ func (t *Trainer) Step(ctx context.Context, rows []env.Row) (*StepReport, error)
 		return nil, fmt.Errorf("grpo: Step: the run has taken its %d optimizer steps (MaxSteps, or the length Train derived): a further generation could not be learned from", t.totalSteps)
 	}
 	begin := time.Now()
-	gen, err := t.generate(ctx, rows, t.layout.G, t.sampling(), mix(t.cfg.Seed, uint64(t.state.Generation)))
+	sg, err := t.produce(ctx, rows, t.state.Generation, t.state.GlobalStep, nil, false)
 	if err != nil {
 		return nil, err
+	}
+	return t.consume(ctx, sg, begin)
+}
+
+// scoredGen is a generation batch played, scored and ready to learn from:
+// what Step's generate-and-score half hands its learn half, and what the
+// producer of asynchronous training queues for the learner.
+type scoredGen struct {
+	index   int // the generation's number (TrainerState.Generation when learnt)
+	version int // optimizer steps taken by the policy that sampled it
+	rs      []*Rollout
+	tab     *RewardTable
+	adv     Advantages
+	gm      Metrics // the generation's metrics but num_tokens and epoch, which the learner adds
+	tokens  int     // its prompt and model tokens (num_tokens' increment)
+	// old, in asynchronous training, are [rollout][i] the log-probs of the
+	// policy that sampled (its adapter snapshot) as the training forward
+	// computes them, for the rollouts in the loss (nil for the others);
+	// nil in synchronous training.
+	old    [][]float32
+	pos    Position // the data position after its rows (Train)
+	epochs float64  // the fractional epoch after its rows (Train)
+}
+
+// produce plays rows (generation index, seeded by it) with the adapters
+// of snap (nil: the live ones), scores the rollouts and computes their
+// advantages and generation metrics; version is the sampling policy's
+// optimizer step count. With scoreOld it also scores the loss rollouts
+// with the sampling policy (asynchronous training: old log-probs that do
+// not depend on how decoding was batched) and puts sampling/*. The
+// environments go back to their pools once scored.
+func (t *Trainer) produce(ctx context.Context, rows []env.Row, index, version int, snap *model.AdapterSnapshot, scoreOld bool) (*scoredGen, error) {
+	gen, err := t.generate(withAdapters(ctx, snap), rows, t.layout.G, t.sampling(), mix(t.cfg.Seed, uint64(index)))
+	if err != nil {
+		return nil, fmt.Errorf("grpo: generation %d: %w", index, err)
 	}
 	defer gen.release()
 	// The rollouts' caches are released: give the KV pool's peak back
 	// before learning needs the memory for activations. The collection
 	// also lowers the heap goal the cache had raised.
-	if t.pol.m.TrimKV() > 0 {
+	if t.pol.trimKV() > 0 {
 		debug.FreeOSMemory()
 	}
 
 	t0 := time.Now()
 	tab, err := t.score(ctx, gen.rollouts, gen.insts)
 	if err != nil {
-		return nil, fmt.Errorf("grpo: score generation %d: %w", t.state.Generation, err)
+		return nil, fmt.Errorf("grpo: score generation %d: %w", index, err)
 	}
 	scoring := time.Since(t0)
 	ok, failed := succeeded(gen.rollouts)
 	if failed == len(gen.rollouts) {
-		return nil, fmt.Errorf("grpo: generation %d: all %d rollouts failed; first cause: %w", t.state.Generation, failed, gen.rollouts[0].Err)
+		return nil, fmt.Errorf("grpo: generation %d: all %d rollouts failed; first cause: %w", index, failed, gen.rollouts[0].Err)
 	}
 	adv, err := t.advantages(tab, ok)
 	if err != nil {
-		return nil, fmt.Errorf("grpo: advantages of generation %d: %w", t.state.Generation, err)
+		return nil, fmt.Errorf("grpo: advantages of generation %d: %w", index, err)
 	}
-	gm, genTokens, err := t.generationMetrics(gen, tab, adv, ok)
+	gm, tokens, err := t.generationMetrics(gen, tab, adv, ok)
 	if err != nil {
 		return nil, err
 	}
@@ -314,17 +366,45 @@ func (t *Trainer) Step(ctx context.Context, rows []env.Row) (*StepReport, error)
 	gm[MetricTimeTools] = gen.timing.tools.Seconds()
 	gm[MetricTimeScoring] = scoring.Seconds()
 	gm[MetricRolloutsFailed] = float64(failed)
-
-	ms, err := t.learn(ctx, gen.rollouts, adv, gm, begin)
-	rep := &StepReport{Rollouts: gen.rollouts, Rewards: tab.Total(), Scores: tab, Advantages: adv.A, Metrics: ms}
+	faultMetrics(gm, gen.rollouts)
 	for _, r := range gen.rollouts {
+		r.PolicyVersion = version
+	}
+	sg := &scoredGen{index: index, version: version, rs: gen.rollouts, tab: tab, adv: adv, gm: gm, tokens: tokens}
+	if scoreOld {
+		if err := t.scoreSampling(ctx, sg, snap); err != nil {
+			return nil, fmt.Errorf("grpo: generation %d: %w", index, err)
+		}
+	}
+	return sg, nil
+}
+
+// consume learns from a scored generation (see learn) and moves the state
+// past it; begin is when its first optimizer step's time starts.
+func (t *Trainer) consume(ctx context.Context, sg *scoredGen, begin time.Time) (*StepReport, error) {
+	gm := sg.gm
+	gm[MetricNumTokens] = float64(t.state.NumTokens + sg.tokens)
+	gm[MetricEpoch] = float64(t.state.Epoch)
+	if t.run != nil && t.run.epoch >= 0 {
+		gm[MetricEpoch] = t.run.epoch // fractional, under Train
+	}
+	ms, err := t.learn(ctx, sg, gm, begin)
+	if t.cfg.MaxStaleness == 0 {
+		// The next generation's KV cache must not sit on learning's
+		// scratch. (An asynchronous producer's cache is live while the
+		// learner learns, so there the budget is the sum anyway, and
+		// releasing would only cost the next step its allocations.)
+		t.pol.releaseScratch()
+	}
+	rep := &StepReport{Rollouts: sg.rs, Rewards: sg.tab.Total(), Scores: sg.tab, Advantages: sg.adv.A, Metrics: ms}
+	for _, r := range sg.rs {
 		r.Env = nil
 	}
 	if err != nil {
 		return rep, err
 	}
 	t.state.Generation++
-	t.state.NumTokens += genTokens
+	t.state.NumTokens += sg.tokens
 	return rep, nil
 }
 
@@ -435,7 +515,7 @@ func (t *Trainer) generate(ctx context.Context, rows []env.Row, g int, smp sampl
 	}
 	rs, insts, tm, err := t.eng.play(ctx, rep, groups, smp, seed)
 	if err != nil {
-		return nil, fmt.Errorf("grpo: rollouts of generation %d: %w", t.state.Generation, err)
+		return nil, fmt.Errorf("grpo: rollouts: %w", err)
 	}
 	return &batchOut{rollouts: rs, insts: insts, timing: tm}, nil
 }

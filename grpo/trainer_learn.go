@@ -5,42 +5,49 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/x/kernels"
+	"github.com/x/model"
 )
 
 // learnBatch is the part of a generation batch that takes part in the
-// loss, aligned: seqs[j] is rollout rows[j].
+// loss, aligned: seqs[j] is rollout rows[j] (ascending rollout index).
 type learnBatch struct {
 	rows []int      // rollout indices
 	seqs []trainSeq // prompt + completion, loss mask
 	adv  []float64  // [j]
+	// sampler are [j][i] the log-probs the sampler recorded (Rollout
+	// LogProbs): the engine's, or a RolloutFunc's. The off-policy mask
+	// compares the current policy's with them.
+	sampler [][]float32
 	// policy are [j][i] log-probs of the policy that sampled, as the
-	// training forward computes them (the engine's full-distribution
-	// log-probs, or a scoring pass after a RolloutFunc or a generation at
-	// a reduced rollout precision).
+	// training forward computes them: the sampler's own when the engine
+	// sampled with the training kernels, else a scoring pass's (after a
+	// RolloutFunc, or a generation at a reduced rollout precision).
 	policy [][]float32
-	// sampling are the generator's log-probs when they are not the
-	// training forward's (a RolloutFunc's, or the engine's at
-	// Config.RolloutMatMulPrecision "bf16"); the IS correction is
-	// exp(policy − sampling).
-	sampling [][]float32
+	// scored says policy came from a scoring pass before any optimizer
+	// step of this generation, so sampling/* are known before learning.
+	scored   bool
 	old, ref [][]float32 // [j][i]; old nil when on-policy, ref nil when Beta is 0
-	correct  bool        // apply Config.ISCorrection
-	tokens   int         // Σ mask over the batch (dapo's normaliser)
+	// isRatio is the IS correction ρ [j][i] (Config.ISCorrection) when it
+	// applies, isPerSeq its mode.
+	isRatio  [][]float64
+	isPerSeq bool
+	tokens   int // Σ mask over the batch (dapo's normaliser)
+	width    int // longest completion of the generation (luspo's T)
 }
 
-// prepare builds the loss batch of a generation: the rollouts in the loss
-// with at least one completion token, their masks (truncated ones emptied
-// when configured), and the old and reference log-probs the layout needs.
-// Old log-probs are the sampling-time policy's, which the engine records
-// as it samples (the full tempered distribution, as training scores it);
-// after a RolloutFunc, or an engine that generated at a reduced matmul
-// precision, a scoring pass computes them.
-func (t *Trainer) prepare(ctx context.Context, rs []*Rollout, adv Advantages) (*learnBatch, error) {
+// lossBatch is the start of a generation's loss batch: the rollouts in
+// the loss with at least one completion token, their sequences and masks
+// (truncated ones emptied when configured), advantages and the sampler's
+// log-probs, in rollout order.
+func (t *Trainer) lossBatch(rs []*Rollout, adv Advantages) (*learnBatch, [][]bool, error) {
 	b := &learnBatch{}
 	var masks [][]bool
 	var trunc []bool
-	// fromFunc: the rollouts' log-probs are not the training forward's.
-	fromFunc := t.o.rollout != nil || t.pol.inexactRollouts()
+	for _, r := range rs {
+		b.width = max(b.width, len(r.CompletionIDs))
+	}
 	for i, r := range rs {
 		if !adv.Loss[i] || len(r.CompletionIDs) == 0 {
 			continue
@@ -52,16 +59,12 @@ func (t *Trainer) prepare(ctx context.Context, rs []*Rollout, adv Advantages) (*
 		masks = append(masks, r.Mask)
 		trunc = append(trunc, r.Truncated)
 		b.adv = append(b.adv, adv.A[i])
-		if fromFunc {
-			b.sampling = append(b.sampling, r.LogProbs)
-		} else {
-			b.policy = append(b.policy, r.LogProbs)
-		}
+		b.sampler = append(b.sampler, r.LogProbs)
 	}
 	if t.cfg.MaskTruncatedCompletions {
 		var err error
 		if masks, err = TruncatedMask(masks, trunc); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	for j := range b.seqs {
@@ -72,24 +75,101 @@ func (t *Trainer) prepare(ctx context.Context, rs []*Rollout, adv Advantages) (*
 			}
 		}
 	}
-	if len(b.seqs) == 0 {
-		return b, nil
+	return b, masks, nil
+}
+
+// isCorrection reports whether Config.ISCorrection applies: to a generator
+// whose numbers differ from training's (TRL: vLLM, whose log-probs are of
+// the raw distribution and, in bf16, of other arithmetic; here a
+// RolloutFunc, or the engine at a bf16 rollout precision). Otherwise the
+// engine's log-probs come from the training kernels at the training
+// temperature: nothing to correct, whatever the filters.
+func (t *Trainer) isCorrection() bool {
+	return t.cfg.ISCorrection != ISCorrectionNone && (t.o.rollout != nil || t.pol.inexactRollouts())
+}
+
+// samplingStats puts sampling/* into gm: the training forward's log-probs
+// of the policy that sampled (policy) against the sampler's, with the IS
+// correction in use, rollout by rollout in rollout order.
+func (t *Trainer) samplingStats(gm Metrics, b *learnBatch, masks [][]bool) error {
+	st := NewSamplingStats()
+	if err := st.Add(b.policy, b.sampler, masks, b.isRatio, b.isPerSeq); err != nil {
+		return err
 	}
-	// The correction is for a generator whose numbers differ from
-	// training's (TRL: vLLM, whose log-probs are of the raw distribution
-	// and, in bf16, of other arithmetic; here a RolloutFunc, or the engine
-	// at a bf16 rollout precision). Otherwise the engine's log-probs come
-	// from the training kernels at the training temperature: nothing to
-	// correct, whatever the filters.
-	b.correct = t.cfg.ISCorrection != ISCorrectionNone && fromFunc
-	if fromFunc && (b.correct || t.layout.NeedsOldLogProbs()) {
-		lp, err := t.pol.logProbs(ctx, b.seqs, true)
-		if err != nil {
+	st.Metrics(gm)
+	return nil
+}
+
+// scoreSampling is asynchronous training's scoring pass, run by the
+// producer: the loss rollouts of sg scored with the adapters that sampled
+// them (snap; nil: the live ones, which are then the sampling policy's),
+// into sg.old, and sampling/* from it into sg.gm. Teacher-forced in
+// rollout order, these log-probs are the same whichever rollouts shared a
+// decode step, which the decoder's own depend on at the rounding level.
+func (t *Trainer) scoreSampling(ctx context.Context, sg *scoredGen, snap *model.AdapterSnapshot) error {
+	b, masks, err := t.lossBatch(sg.rs, sg.adv)
+	if err != nil || len(b.seqs) == 0 {
+		return err
+	}
+	if b.policy, err = t.pol.logProbsWith(ctx, b.seqs, true, true, snap); err != nil {
+		return fmt.Errorf("old log-probs of the sampling policy: %w", err)
+	}
+	if t.isCorrection() {
+		if b.isRatio, b.isPerSeq, err = SamplingISRatio(t.cfg.ISCorrection, t.cfg.ISCorrectionClipMin, t.cfg.ISCorrectionClipMax, b.policy, b.sampler, masks); err != nil {
+			return fmt.Errorf("sampling correction: %w", err)
+		}
+	}
+	sg.old = make([][]float32, len(sg.rs))
+	for j, i := range b.rows {
+		sg.old[i] = b.policy[j]
+	}
+	return t.samplingStats(sg.gm, b, masks)
+}
+
+// prepare builds the loss batch of a generation: the rollouts in the loss
+// (lossBatch) and the old and reference log-probs the layout needs. Old
+// log-probs are the sampling policy's: in asynchronous training the
+// producer's scoring pass with the adapters that sampled (sg.old); else
+// those the engine recorded as it sampled (the full tempered
+// distribution, as training scores it) or, after a RolloutFunc or an
+// engine that generated at a reduced matmul precision, a scoring pass's,
+// which then also gives the IS correction and the sampling/* metrics
+// (into gm), before the policy moves, as TRL computes them right after
+// generation. Old log-probs enter the loss when the policy moves within
+// the generation (Layout.NeedsOldLogProbs) or moved since it sampled
+// (lag > 0 optimizer steps); otherwise the ratio is exactly 1.
+func (t *Trainer) prepare(ctx context.Context, sg *scoredGen, lag int, gm Metrics) (*learnBatch, error) {
+	b, masks, err := t.lossBatch(sg.rs, sg.adv)
+	if err != nil || len(b.seqs) == 0 {
+		return b, err
+	}
+	correct := t.isCorrection()
+	fromFunc := t.o.rollout != nil || t.pol.inexactRollouts()
+	switch {
+	case sg.old != nil:
+		b.policy, b.scored = make([][]float32, len(b.rows)), true
+		for j, i := range b.rows {
+			b.policy[j] = sg.old[i]
+		}
+	case !fromFunc:
+		b.policy = b.sampler
+	case correct || t.layout.NeedsOldLogProbs():
+		if b.policy, err = t.pol.logProbs(ctx, b.seqs, true); err != nil {
 			return nil, fmt.Errorf("grpo: old log-probs: %w", err)
 		}
-		b.policy = lp
+		b.scored = true
 	}
-	if t.layout.NeedsOldLogProbs() {
+	if correct && b.policy != nil {
+		if b.isRatio, b.isPerSeq, err = SamplingISRatio(t.cfg.ISCorrection, t.cfg.ISCorrectionClipMin, t.cfg.ISCorrectionClipMax, b.policy, b.sampler, masks); err != nil {
+			return nil, fmt.Errorf("grpo: sampling correction: %w", err)
+		}
+	}
+	if b.scored && sg.old == nil {
+		if err := t.samplingStats(gm, b, masks); err != nil {
+			return nil, err
+		}
+	}
+	if t.layout.NeedsOldLogProbs() || lag > 0 {
 		b.old = b.policy
 	}
 	if t.cfg.Beta > 0 {
@@ -125,22 +205,34 @@ func (t *Trainer) microBatches(b *learnBatch) [][]int {
 // GradientAccumulationSteps. A cancelled ctx stops it only before its
 // first optimizer step (nothing changed); after that the generation's
 // remaining steps run. It returns one Metrics per optimizer step:
-// gm (the generation's metrics) plus the step's loss, clip, KL, entropy,
-// sampling, learning-rate and timing figures.
-func (t *Trainer) learn(ctx context.Context, rs []*Rollout, adv Advantages, gm Metrics, begin time.Time) ([]Metrics, error) {
+// gm (the generation's metrics, sampling/* among them) plus the step's
+// loss, clip, KL, entropy, learning-rate and timing figures.
+func (t *Trainer) learn(ctx context.Context, sg *scoredGen, gm Metrics, begin time.Time) ([]Metrics, error) {
 	t0 := time.Now()
-	b, err := t.prepare(ctx, rs, adv)
+	lag := t.state.GlobalStep - sg.version
+	if t.cfg.MaxStaleness > 0 {
+		gm[MetricAsyncStalenessMean], gm[MetricAsyncStalenessMax] = float64(lag), float64(lag)
+	}
+	b, err := t.prepare(ctx, sg, lag, gm)
 	if err != nil {
 		return nil, err
 	}
 	prep := time.Since(t0)
 	mbs := t.microBatches(b)
 	params := t.cfg.LossParams()
-	norm := t.cfg.LossNorm(b.tokens)
+	norm := t.cfg.LossNorm(b.tokens, b.width)
 
 	var out []Metrics
 	acc := newStepAccumulator(params)
 	acc.backward += prep
+	// Without a scoring pass the sampling/* metrics compare the sampler's
+	// log-probs with the loss forward's of the micro-batches that run
+	// before the generation's first optimizer step (the policy has not
+	// moved yet), per rollout, reduced in rollout order.
+	var samp *SamplingStats
+	if !b.scored {
+		samp = NewSamplingStats()
+	}
 	micro := 0
 	// Cancellation is honoured only before the generation's first
 	// optimizer step: once the weights have moved, the rest of the
@@ -154,7 +246,11 @@ func (t *Trainer) learn(ctx context.Context, rs []*Rollout, adv Advantages, gm M
 				t.pol.zeroGrad()
 				return out, err
 			}
-			if err := t.microStep(mctx, b, mb, it, params, norm, acc); err != nil {
+			var rec *SamplingStats
+			if len(out) == 0 && it == 0 {
+				rec = samp
+			}
+			if err := t.microStep(mctx, b, mb, params, norm, acc, rec); err != nil {
 				t.pol.zeroGrad()
 				return out, fmt.Errorf("grpo: generation %d, iteration %d: %w", t.state.Generation, it, err)
 			}
@@ -166,6 +262,9 @@ func (t *Trainer) learn(ctx context.Context, rs []*Rollout, adv Advantages, gm M
 				t.pol.zeroGrad() // the run ends mid-generation (MaxSteps)
 				return out, nil
 			}
+			if len(out) == 0 && samp != nil {
+				samp.Metrics(gm)
+			}
 			m, err := t.optimizerStep(acc, gm, begin)
 			if err != nil {
 				return out, err
@@ -173,6 +272,11 @@ func (t *Trainer) learn(ctx context.Context, rs []*Rollout, adv Advantages, gm M
 			t.checkStep(m)
 			out = append(out, m)
 			mctx = context.WithoutCancel(ctx)
+			if t.stepped != nil {
+				if err := t.stepped(); err != nil {
+					return out, err
+				}
+			}
 			if err := t.logStep(m.Clone()); err != nil {
 				return out, err
 			}
@@ -183,8 +287,9 @@ func (t *Trainer) learn(ctx context.Context, rs []*Rollout, adv Advantages, gm M
 	return out, nil
 }
 
-// microStep runs forward, loss and backward over one micro-batch.
-func (t *Trainer) microStep(ctx context.Context, b *learnBatch, mb []int, iter int, params LossParams, norm LossNorm, acc *stepAccumulator) error {
+// microStep runs forward, loss and backward over one micro-batch; samp,
+// if not nil, records the micro-batch's sampling/* figures.
+func (t *Trainer) microStep(ctx context.Context, b *learnBatch, mb []int, params kernels.LossParams, norm LossNorm, acc *stepAccumulator, samp *SamplingStats) error {
 	if len(mb) == 0 {
 		return nil
 	}
@@ -211,9 +316,13 @@ func (t *Trainer) microStep(ctx context.Context, b *learnBatch, mb []int, iter i
 	if b.ref != nil {
 		in.Ref = pick(b.ref, mb)
 	}
-	if b.correct {
-		if in.ISRatio, in.ISRatioPerSequence, err = SamplingISRatio(t.cfg.ISCorrection, t.cfg.ISCorrectionCap, pick(b.policy, mb), pick(b.sampling, mb), in.Mask); err != nil {
-			return fmt.Errorf("sampling correction: %w", err)
+	if params.OffPolicyMask {
+		in.Sampling = pick(b.sampler, mb)
+	}
+	if b.isRatio != nil {
+		in.ISRatio, in.ISRatioPerSequence = make([][]float64, len(mb)), b.isPerSeq
+		for k, j := range mb {
+			in.ISRatio[k] = b.isRatio[j]
 		}
 	}
 	if t.cfg.TopEntropyQuantile < 1 {
@@ -230,6 +339,11 @@ func (t *Trainer) microStep(ctx context.Context, b *learnBatch, mb []int, iter i
 	if in.Weight, err = LossWeights(t.cfg.LossType, norm, in.Mask); err != nil {
 		return err
 	}
+	if params.EntropyCoef != 0 {
+		if in.EntropyWeight, err = EntropyWeights(t.cfg.LossType, norm, in.Mask, in.EntropyMask, in.Weight); err != nil {
+			return err
+		}
+	}
 	t0 := time.Now()
 	lo, err := t.pol.accumulate(ctx, seqs, params, &in)
 	if err != nil {
@@ -237,15 +351,11 @@ func (t *Trainer) microStep(ctx context.Context, b *learnBatch, mb []int, iter i
 	}
 	acc.backward += time.Since(t0)
 	acc.loss.Add(in, lo)
-	if iter == 0 {
-		// sampling/*: the training forward against the log-probs recorded
-		// at sampling (the engine's, or the RolloutFunc's).
-		ref := b.sampling
-		if ref == nil {
-			ref = b.policy
-		}
-		if err := acc.sampling.Add(in.LogP, pick(ref, mb), in.Mask, in.ISRatio, in.ISRatioPerSequence); err != nil {
-			return err
+	if samp != nil {
+		for k, j := range mb {
+			if err := samp.AddRow(j, in.LogP[k], b.sampler[j], in.Mask[k], nil, false); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -276,24 +386,21 @@ func pick(x [][]float32, idx []int) [][]float32 {
 // micro-batches.
 type stepAccumulator struct {
 	loss     *LossStats
-	sampling *SamplingStats
 	backward time.Duration
 }
 
-func newStepAccumulator(p LossParams) *stepAccumulator {
-	return &stepAccumulator{loss: NewLossStats(p), sampling: NewSamplingStats()}
+func newStepAccumulator(p kernels.LossParams) *stepAccumulator {
+	return &stepAccumulator{loss: NewLossStats(p)}
 }
 
 func (a *stepAccumulator) metrics(m Metrics) {
 	a.loss.Metrics(m)
-	a.sampling.Metrics(m)
 }
 
 // generationMetrics are the figures of a generation batch that every
 // optimizer step it feeds reports: rewards, advantages' zero-std share,
-// completion lengths and tool use (failed rollouts left out), tokens seen
-// (the state's count plus this generation's, which it also returns for
-// Step to add once the generation is complete).
+// completion lengths and tool use (failed rollouts left out); it returns
+// the generation's tokens too, which consume adds to num_tokens.
 func (t *Trainer) generationMetrics(gen *batchOut, tab *RewardTable, adv Advantages, ok []bool) (Metrics, int, error) {
 	m := Metrics{}
 	tab.Metrics(m, ok)
@@ -306,11 +413,6 @@ func (t *Trainer) generationMetrics(gen *batchOut, tab *RewardTable, adv Advanta
 		if ok[i] {
 			tokens += len(r.PromptIDs) + r.ModelTokens()
 		}
-	}
-	m[MetricNumTokens] = float64(t.state.NumTokens + tokens)
-	m[MetricEpoch] = float64(t.state.Epoch)
-	if t.run != nil && t.run.epoch >= 0 {
-		m[MetricEpoch] = t.run.epoch // fractional, under Train
 	}
 	return m, tokens, nil
 }
@@ -326,6 +428,19 @@ func succeeded(rs []*Rollout) (ok []bool, failed int) {
 		}
 	}
 	return ok, failed
+}
+
+// faultMetrics adds to m what the env faults of a batch cost: the
+// replayed episodes and the calls abandoned past their deadline, failed
+// rollouts included.
+func faultMetrics(m Metrics, rs []*Rollout) {
+	replayed, abandoned := 0, 0
+	for _, r := range rs {
+		replayed += max(r.Attempts-1, 0)
+		abandoned += r.Abandoned
+	}
+	m[MetricRolloutsReplayed] = float64(replayed)
+	m[MetricRolloutsAbandoned] = float64(abandoned)
 }
 
 // rolloutMetrics adds the completion-length and tool-use figures of the

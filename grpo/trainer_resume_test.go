@@ -156,6 +156,62 @@ func TestTrainResumeBitExact(t *testing.T) {
 	}
 }
 
+// TestTrainResumeAfterKill resumes in the folder of a run killed between
+// checkpoints: its logs hold steps past the last checkpoint (and a line
+// the kill tore), and the folder of the checkpoint it was writing is left
+// over. The resumed run's logs must equal an uninterrupted run's but for
+// wall-time figures and train_loss (of one Train call), and the leftover folder must be gone.
+func TestTrainResumeAfterKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model")
+	}
+	ctx := context.Background()
+	data := NewDataset([]env.Row{{"target": 1}, {"target": 3}, {"target": 5}, {"target": 7}, {"target": 8}})
+	setup := func(c *Config) {
+		c.MaxSteps, c.SaveSteps, c.ShuffleDataset, c.LogCompletions = 4, 2, true, true
+	}
+	a := newResumeTrainer(t, t.TempDir(), setup)
+	require.NoError(t, a.Train(ctx, data))
+	whole := a.cfg.OutputDir
+
+	// The killed run: everything the whole run wrote up to step 4's
+	// checkpoint, which it was writing when killed.
+	killed := t.TempDir()
+	for _, f := range []string{MetricsFile, CompletionsFile} {
+		b, err := os.ReadFile(filepath.Join(whole, f))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(killed, f), append(b, `{"step":5,"rew`...), 0o644))
+	}
+	require.NoError(t, os.CopyFS(filepath.Join(killed, "checkpoint-2"), os.DirFS(filepath.Join(whole, "checkpoint-2"))))
+	require.NoError(t, os.CopyFS(filepath.Join(killed, ".checkpoint-4.tmp123"), os.DirFS(filepath.Join(whole, "checkpoint-4"))))
+
+	b := newResumeTrainer(t, killed, setup)
+	require.NoError(t, b.Resume("latest"))
+	assert.NoDirExists(t, filepath.Join(killed, ".checkpoint-4.tmp123"), "an unfinished checkpoint is removed on resume")
+	require.NoError(t, b.Train(ctx, data))
+
+	want, err := ReadMetrics(filepath.Join(whole, MetricsFile))
+	require.NoError(t, err)
+	got, err := ReadMetrics(filepath.Join(killed, MetricsFile))
+	require.NoError(t, err)
+	require.Len(t, got, len(want), "each step logged once")
+	for i := range want {
+		assert.Equal(t, want[i].Step, got[i].Step)
+		for k, v := range want[i].Metrics {
+			if Reproducible(k) {
+				assert.Equal(t, v, got[i].Metrics[k], "step %d %s", want[i].Step, k)
+			}
+		}
+	}
+	x, err := os.ReadFile(filepath.Join(whole, CompletionsFile))
+	require.NoError(t, err)
+	y, err := os.ReadFile(filepath.Join(killed, CompletionsFile))
+	require.NoError(t, err)
+	assert.Equal(t, strings.Count(string(x), "\n"), strings.Count(string(y), "\n"), "each completion logged once")
+	assert.True(t, string(x) == string(y), "the completions log equals the uninterrupted run's")
+	assertSameCheckpointFiles(t, filepath.Join(whole, "checkpoint-4"), filepath.Join(killed, "checkpoint-4"), "the resumed run equals the uninterrupted run")
+}
+
 func TestResumeErrors(t *testing.T) {
 	tr := newResumeTrainer(t, t.TempDir())
 	err := tr.Resume("latest")

@@ -366,7 +366,7 @@ func TestStepLayout(t *testing.T) {
 	assert.Equal(t, []int{1, 2, 3, 4, 5, 6, 7, 8}, steps)
 	assert.Equal(t, 8, tr.State().GlobalStep)
 
-	b, err := tr.prepare(context.Background(), rep.Rollouts, Advantages{A: rep.Advantages, Loss: repeat(true, 24)})
+	b, err := tr.prepare(context.Background(), &scoredGen{rs: rep.Rollouts, adv: Advantages{A: rep.Advantages, Loss: repeat(true, 24)}}, 0, Metrics{})
 	require.NoError(t, err)
 	mbs := tr.microBatches(b)
 	require.Len(t, mbs, 4)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/x/env"
 )
 
 // Train runs GRPO over data until Config.MaxSteps optimizer steps, or
@@ -47,7 +49,7 @@ func (t *Trainer) Train(ctx context.Context, data Dataset) (err error) {
 	if err := sampler.SetPosition(Position{Epoch: t.state.Epoch, Index: t.state.DataPos}); err != nil {
 		return err
 	}
-	out, err := newRunOutput(t.cfg.OutputDir, t.o.progress, total, "grpo", t.state.GlobalStep > 0, t.cfg.LogCompletions)
+	out, err := newRunOutput(t.cfg.OutputDir, t.o.progress, total, "grpo", t.state.GlobalStep, t.cfg.LogCompletions)
 	if err != nil {
 		return err
 	}
@@ -67,6 +69,33 @@ func (t *Trainer) Train(ctx context.Context, data Dataset) (err error) {
 		t.o.callbacks, t.advance, t.warn, t.run = saved, nil, nil, nil
 	}()
 
+	// after moves the state past a learnt generation: its data position,
+	// its completions, a checkpoint when it crossed SaveSteps.
+	after := func(rep *StepReport, pos Position, before int) error {
+		t.state.Epoch, t.state.DataPos = pos.Epoch, pos.Index
+		if out.completions != nil {
+			if err := out.completions.Write(t.completionRecords(rep)...); err != nil {
+				return fmt.Errorf("grpo: completions log: %w", err)
+			}
+		}
+		if s := t.cfg.SaveSteps; s > 0 && t.cfg.OutputDir != "" && t.state.GlobalStep/s > before/s {
+			if _, err := t.SaveCheckpoint(); err != nil {
+				return fmt.Errorf("grpo: checkpoint at step %d: %w", t.state.GlobalStep, err)
+			}
+		}
+		return nil
+	}
+	if t.cfg.MaxStaleness > 0 || t.alwaysAsync {
+		next := func() ([]env.Row, Position, float64) {
+			rows := sampler.Next()
+			return rows, sampler.Position(), sampler.Epochs()
+		}
+		if err := t.trainAsync(ctx, next, total, after); err != nil {
+			return err
+		}
+	} else {
+		t.releaseResumed()
+	}
 	for t.state.GlobalStep < total {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -78,17 +107,8 @@ func (t *Trainer) Train(ctx context.Context, data Dataset) (err error) {
 		if err != nil {
 			return err
 		}
-		pos := sampler.Position()
-		t.state.Epoch, t.state.DataPos = pos.Epoch, pos.Index
-		if out.completions != nil {
-			if err := out.completions.Write(t.completionRecords(rep)...); err != nil {
-				return fmt.Errorf("grpo: completions log: %w", err)
-			}
-		}
-		if s := t.cfg.SaveSteps; s > 0 && t.cfg.OutputDir != "" && t.state.GlobalStep/s > before/s {
-			if _, err := t.SaveCheckpoint(); err != nil {
-				return fmt.Errorf("grpo: checkpoint at step %d: %w", t.state.GlobalStep, err)
-			}
+		if err := after(rep, sampler.Position(), before); err != nil {
+			return err
 		}
 	}
 	if err := t.FlushMetrics(); err != nil {
@@ -116,7 +136,7 @@ func (t *Trainer) completionRecords(rep *StepReport) []CompletionRecord {
 	recs := make([]CompletionRecord, len(rep.Rollouts))
 	for i, r := range rep.Rollouts {
 		rec := CompletionRecord{
-			Step: t.state.GlobalStep, Group: r.Group, Env: r.EnvName,
+			Step: t.state.GlobalStep, PolicyVersion: r.PolicyVersion, Group: r.Group, Env: r.EnvName,
 			Prompt:     tok.Decode(r.PromptIDs, false),
 			Completion: tok.Decode(r.CompletionIDs, false),
 			Rewards:    map[string]float64{},

@@ -1,7 +1,5 @@
 package kernels
 
-import "fmt"
-
 // Backend is one implementation of every numeric op the model needs. The
 // reference (kernels/ref) is the specification; kernels/cpu is the fast CPU
 // twin; a CUDA backend will be a third. kernels/kerneltest holds the one
@@ -9,8 +7,9 @@ import "fmt"
 //
 // Conventions, for every method:
 //   - Arrays are Buffers (see Buffer), row-major, the shape of each given
-//     next to it as [dims]; activations and gradients are F32, token ids
-//     and row indices I32, weights a Mat over an F32, BF16 or F16 Buffer.
+//     next to it as [dims]; activations and gradients are F32, token ids,
+//     row indices, positions and block tables I32, weights a Mat over an
+//     F32, BF16 or F16 Buffer.
 //     Buffers may be longer than needed; only the leading elements named
 //     by the shape are read or written. An optional Buffer is absent when
 //     empty (Buffer{}). Per-row scalars (SampleRows's parameters and
@@ -66,8 +65,8 @@ type Backend interface {
 
 	// Copy: dst[N] = src[N], in one dtype or casting between F32 and BF16
 	// (F32 → BF16 rounds to nearest even, BF16 → F32 is exact). It is the KV cache's
-	// append (rows into a block) and copy-on-write (block to block), and
-	// the cast between f32 and bf16.
+	// copy on write (block to block) and growth, and the cast between f32
+	// and bf16.
 	Copy(dst, src Buffer)
 	// GatherRows: dst[i, :] = src[idx[i], :] for i < idx.Len(), rows of
 	// cols elements (the hidden rows chosen for sampling, packing a micro
@@ -118,12 +117,23 @@ type Backend interface {
 	RoPEBackward(dx, pos Buffer, heads, headDim int, theta float64)
 
 	// Attention computes causal grouped-query attention for a batch of
-	// sequences of different lengths (see AttentionSeq); query head h uses
-	// kv head h / (heads/kvHeads). Scores are q·k·scale.
-	Attention(seqs []AttentionSeq, heads, kvHeads, headDim int, scale float32)
+	// sequences of different lengths (see AttentionBatch), reading K and V
+	// contiguous or through the block tables of a paged KV cache; query
+	// head h uses kv head h / (heads/kvHeads). Scores are q·k·scale. A
+	// backend that implements AttentionInvariant says whether a row's
+	// output and LSE depend only on that row's query and keys, not on the
+	// rest of the batch (see DESIGN.md, batch invariance).
+	Attention(a AttentionBatch, heads, kvHeads, headDim int, scale float32)
 	// AttentionBackward: the gradients of Attention for a batch of
-	// sequences; see AttentionGradSeq.
-	AttentionBackward(seqs []AttentionGradSeq, heads, kvHeads, headDim int, scale float32)
+	// sequences; see AttentionGradBatch.
+	AttentionBackward(g AttentionGradBatch, heads, kvHeads, headDim int, scale float32)
+	// WriteKV stores a batch's new keys and values in a paged KV cache:
+	// row i of k and v ([N, KVH·D]), of sequence s and position p =
+	// Layout.Pos[i], goes to row p mod BlockSize of block
+	// kv.Tables[s·TableStride + p/BlockSize] (at kv.KOff and kv.VOff),
+	// rounded to bf16 for a BF16 pool (as Copy casts). It is one op per
+	// layer for the whole batch.
+	WriteKV(kv PagedKV, l BatchLayout, k, v Buffer, kvHeads, headDim int)
 
 	// SwiGLU: out[N] = silu(gate[N]) * up[N], silu(z) = z·sigmoid(z). out may
 	// alias gate or up.
@@ -182,159 +192,6 @@ type Backend interface {
 	// moments m[N], v[N] (decoupled weight decay, bias correction by step,
 	// which counts from 1).
 	AdamW(param, grad, m, v Buffer, p AdamWParams, step int)
-}
-
-// AttentionSeq is one sequence in a batched Attention call. Its arrays
-// are F32 Buffers.
-//
-// The sequence's new tokens sit at positions Start .. Start+T−1; K and V
-// hold positions 0 .. Start+T−1 (already written, RoPE applied to K). Query
-// t attends to positions 0 .. Start+t (causal).
-//
-// K and V are either contiguous (K and V) or paged (Paged, when
-// Paged.BlockSize > 0; K and V are then not read). A backend reads the
-// same values either way, in the same order, so paged attention equals
-// contiguous attention bit for bit when the blocks hold the same floats.
-type AttentionSeq struct {
-	Out Buffer // [T, H, D] written
-	Q   Buffer // [T, H, D] read
-	K   Buffer // [S, KVH, D] read, S ≥ Start+T (contiguous layout)
-	V   Buffer // [S, KVH, D] read (contiguous layout)
-	// Paged holds K and V in fixed-size blocks instead (a paged KV cache).
-	Paged PagedKV
-	// LSE, if not empty, receives the log-sum-exp of each (t, h) row of
-	// scaled scores, [T, H]; AttentionBackward needs it.
-	LSE   Buffer
-	T     int
-	Start int
-}
-
-// PagedKV is the keys and values of one sequence stored in fixed-size
-// blocks, as a paged KV cache keeps them: position j is row j mod BlockSize
-// of block j / BlockSize, and each block is [BlockSize, KVH, D]. The block
-// lists are the sequence's block table resolved to the blocks' Buffers, so
-// blocks may be shared between sequences (a common prompt) and live
-// anywhere in the backend's memory. Every block holds DType: F32, or BF16,
-// which widens to float32 exactly before any arithmetic.
-type PagedKV struct {
-	BlockSize int      // positions per block; 0: the sequence is not paged
-	DType     DType    // F32 or BF16
-	K, V      []Buffer // [blocks], each [BlockSize, KVH, D] of DType
-}
-
-// Check returns an error unless p holds n positions of rowLen (KVH·D)
-// elements: enough blocks, each of p's dtype and at least
-// BlockSize·rowLen long, the dtype F32 or BF16. Backends call it (and
-// panic with its message, naming the op) before reading a paged sequence.
-func (p *PagedKV) Check(n, rowLen int) error {
-	if p.BlockSize <= 0 {
-		return fmt.Errorf("paged KV: block size %d", p.BlockSize)
-	}
-	if p.DType != F32 && p.DType != BF16 {
-		return fmt.Errorf("paged KV: dtype %v: want F32 or BF16", p.DType)
-	}
-	blocks := (n + p.BlockSize - 1) / p.BlockSize
-	size := p.BlockSize * rowLen
-	if len(p.K) < blocks || len(p.V) < blocks {
-		return fmt.Errorf("paged KV: %d K and %d V blocks for %d positions of block size %d", len(p.K), len(p.V), n, p.BlockSize)
-	}
-	for i := range blocks {
-		k, v := p.K[i], p.V[i]
-		if k.dtype != p.DType || v.dtype != p.DType {
-			return fmt.Errorf("paged KV: block %d holds %v K and %v V, want %v", i, k.dtype, v.dtype, p.DType)
-		}
-		if k.n < size || v.n < size {
-			return fmt.Errorf("paged KV: block %d holds %d K and %d V elements, want %d", i, k.n, v.n, size)
-		}
-	}
-	return nil
-}
-
-// Row returns position j of kv head kvh from K (v false) or V (v true) of
-// host blocks, widened to float32 into dst[D] when the blocks are BF16;
-// for F32 blocks it returns a view of the block and leaves dst alone.
-func (p *PagedKV) Row(dst []float32, v bool, j, kvh, kvHeads, d int) []float32 {
-	b, off := j/p.BlockSize, ((j%p.BlockSize)*kvHeads+kvh)*d
-	blk := p.K[b]
-	if v {
-		blk = p.V[b]
-	}
-	if p.DType == F32 {
-		return blk.F32()[off : off+d]
-	}
-	src := blk.BF16()[off : off+d]
-	dst = dst[:d]
-	for i, u := range src {
-		dst[i] = BF16ToF32(u)
-	}
-	return dst
-}
-
-// AttentionGradSeq is one sequence in a batched AttentionBackward call, of
-// F32 Buffers. It carries the forward's inputs (Q, K, V, Out, LSE with the
-// same Start and T) and the gradient of the output; DQ is written (=), DK
-// and DV are accumulated (+=) over positions 0 .. Start+T−1.
-//
-// As in AttentionSeq, K and V are either contiguous (K and V) or read
-// through a block table (Paged, when Paged.BlockSize > 0; K and V are then
-// not read), with the same values in the same order either way, so the
-// gradients through block tables equal the contiguous ones bit for bit.
-// DK and DV stay contiguous [S, KVH, D]: they are the gradients of this
-// sequence's own K and V rows (which the model maps back through RoPE and
-// the projections), even where the blocks are shared.
-type AttentionGradSeq struct {
-	DOut Buffer // [T, H, D]
-	Q    Buffer // [T, H, D]
-	K    Buffer // [S, KVH, D] (contiguous layout)
-	V    Buffer // [S, KVH, D] (contiguous layout)
-	// Paged holds K and V in fixed-size blocks instead (see PagedKV).
-	Paged PagedKV
-	Out   Buffer // [T, H, D] the forward's output
-	LSE   Buffer // [T, H] from the forward
-	DQ    Buffer // [T, H, D] =
-	DK    Buffer // [S, KVH, D] +=
-	DV    Buffer // [S, KVH, D] +=
-	T     int
-	// Start is the position of the first query token; rows 0 .. Start−1 of
-	// K and V are context the queries attend to.
-	Start int
-}
-
-// HostGradSeq is an AttentionGradSeq of host Buffers as slices (see
-// AttentionGradSeq.Host): what a CPU backend's kernel reads and writes.
-// K and V are empty when the sequence is paged (Paged.BlockSize > 0, host
-// blocks).
-type HostGradSeq struct {
-	DOut, Q, K, V, Out, LSE, DQ, DK, DV []float32
-	Paged                               PagedKV
-	T, Start                            int
-}
-
-// Host returns s's host Buffers as slices. It panics for device memory,
-// paged blocks included.
-func (s *AttentionGradSeq) Host() HostGradSeq {
-	for i := range s.Paged.K {
-		if !s.Paged.K[i].Host() || (i < len(s.Paged.V) && !s.Paged.V[i].Host()) {
-			panic("kernels: AttentionGradSeq.Host: paged block " + fmt.Sprint(i) + " is device memory, not host memory")
-		}
-	}
-	return HostGradSeq{DOut: s.DOut.F32(), Q: s.Q.F32(), K: s.K.F32(), V: s.V.F32(), Out: s.Out.F32(),
-		LSE: s.LSE.F32(), DQ: s.DQ.F32(), DK: s.DK.F32(), DV: s.DV.F32(), Paged: s.Paged, T: s.T, Start: s.Start}
-}
-
-// KV returns position j of kv head kvh of K (v false) or V (v true), D
-// elements: a view of the contiguous K or V, or a paged row (see
-// PagedKV.Row, which widens bf16 into dst).
-func (s *HostGradSeq) KV(dst []float32, v bool, j, kvh, kvHeads, d int) []float32 {
-	if s.Paged.BlockSize > 0 {
-		return s.Paged.Row(dst, v, j, kvh, kvHeads, d)
-	}
-	src := s.K
-	if v {
-		src = s.V
-	}
-	off := (j*kvHeads + kvh) * d
-	return src[off : off+d]
 }
 
 // SamplingParams selects the distribution SampleRows draws from. Filters apply

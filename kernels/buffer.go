@@ -44,6 +44,20 @@ func HostF16(s []uint16) Buffer { return host(F16, s) }
 // HostI32 wraps s as an I32 Buffer; no copy.
 func HostI32(s []int32) Buffer { return host(I32, s) }
 
+// HostRounded returns a new host Buffer of dtype dt (F32 or BF16) holding
+// the values of x: a copy for F32, rounded to nearest even for BF16 (as
+// Copy casts): what a bf16 KV pool or weight holds for float32 values.
+func HostRounded(dt DType, x []float32) Buffer {
+	if dt == BF16 {
+		u := make([]uint16, len(x))
+		for i, v := range x {
+			u[i] = F32ToBF16(v)
+		}
+		return HostBF16(u)
+	}
+	return HostF32(append([]float32(nil), x...))
+}
+
 // HostU8 wraps s as a U8 Buffer (flags); no copy.
 func HostU8(s []uint8) Buffer { return host(U8, s) }
 

@@ -114,8 +114,9 @@ func checkIDs(op, arg string, ids []int32, n int) {
 }
 
 // CheckRMSNorm checks RMSNorm: F32 x and out [R, C], w [C].
-func CheckRMSNorm(out, x, w Buffer, rows, cols int) {
-	const op = "RMSNorm"
+func CheckRMSNorm(out, x, w Buffer, rows, cols int) { checkRMSNorm("RMSNorm", out, x, w, rows, cols) }
+
+func checkRMSNorm(op string, out, x, w Buffer, rows, cols int) {
 	needDims(op, rows, cols)
 	needF32(op, "x", x, rows*cols)
 	needF32(op, "out", out, rows*cols)
@@ -241,67 +242,5 @@ func checkHeads(op string, heads, kvHeads, headDim int) {
 	if heads <= 0 || kvHeads <= 0 || headDim <= 0 || heads%kvHeads != 0 {
 		panic(fmt.Sprintf("kernels: %s: heads %d, kvHeads %d, headDim %d: need positive sizes and heads a multiple of kvHeads",
 			op, heads, kvHeads, headDim))
-	}
-}
-
-// CheckAttention checks Attention: grouped-query head counts, and for each
-// sequence T, Start ≥ 0, F32 Q and Out [T, H, D], LSE [T, H] if not
-// empty, and K and V [Start+T, KVH, D], contiguous or paged
-// (PagedKV.Check).
-func CheckAttention(seqs []AttentionSeq, heads, kvHeads, headDim int) {
-	const op = "Attention"
-	checkHeads(op, heads, kvHeads, headDim)
-	for si := range seqs {
-		s := &seqs[si]
-		if s.T < 0 || s.Start < 0 {
-			panic(fmt.Sprintf("kernels: %s: seq %d: T %d, Start %d", op, si, s.T, s.Start))
-		}
-		arg := func(name string) string { return fmt.Sprintf("seq %d %s", si, name) }
-		needF32(op, arg("Q"), s.Q, s.T*heads*headDim)
-		needF32(op, arg("Out"), s.Out, s.T*heads*headDim)
-		if s.LSE.Len() > 0 {
-			needF32(op, arg("LSE"), s.LSE, s.T*heads)
-		}
-		if s.Paged.BlockSize > 0 {
-			if err := s.Paged.Check(s.Start+s.T, kvHeads*headDim); err != nil {
-				panic(fmt.Sprintf("kernels: %s: seq %d: %v", op, si, err))
-			}
-			continue
-		}
-		needF32(op, arg("K"), s.K, (s.Start+s.T)*kvHeads*headDim)
-		needF32(op, arg("V"), s.V, (s.Start+s.T)*kvHeads*headDim)
-	}
-}
-
-// CheckAttentionBackward checks AttentionBackward: grouped-query head
-// counts, and for each sequence T, Start ≥ 0, F32 DOut, Q, Out, DQ
-// [T, H, D], LSE [T, H], DK, DV [Start+T, KVH, D], and K and V
-// [Start+T, KVH, D], contiguous or paged (PagedKV.Check).
-func CheckAttentionBackward(seqs []AttentionGradSeq, heads, kvHeads, headDim int) {
-	const op = "AttentionBackward"
-	checkHeads(op, heads, kvHeads, headDim)
-	for si := range seqs {
-		s := &seqs[si]
-		if s.T < 0 || s.Start < 0 {
-			panic(fmt.Sprintf("kernels: %s: seqs[%d] has T %d, Start %d", op, si, s.T, s.Start))
-		}
-		name := func(arg string) string { return fmt.Sprintf("seqs[%d].%s", si, arg) }
-		nq := s.T * heads * headDim
-		nkv := (s.Start + s.T) * kvHeads * headDim
-		needF32(op, name("DOut"), s.DOut, nq)
-		needF32(op, name("Q"), s.Q, nq)
-		needF32(op, name("Out"), s.Out, nq)
-		needF32(op, name("DQ"), s.DQ, nq)
-		needF32(op, name("LSE"), s.LSE, s.T*heads)
-		if s.Paged.BlockSize > 0 {
-			if err := s.Paged.Check(s.Start+s.T, kvHeads*headDim); err != nil {
-				panic(fmt.Sprintf("kernels: %s: seqs[%d]: %v", op, si, err))
-			}
-		} else {
-			needF32(op, name("K"), s.K, nkv)
-			needF32(op, name("V"), s.V, nkv)
-		}
-		needF32(op, name("DK"), s.DK, nkv)
-		needF32(op, name("DV"), s.DV, nkv)
 	}
 }

@@ -18,8 +18,8 @@ const (
 	ObjectiveClipped Objective = iota
 	// ObjectiveCISPO: ℓ = −sg(min(w, EpsHigh))·A·logp.
 	ObjectiveCISPO
-	// ObjectiveSAPO: ℓ = −(4/τ)·sigmoid(τ·(w−1))·A, τ = SAPOTauPos when
-	// A > 0, else SAPOTauNeg.
+	// ObjectiveSAPO: ℓ = −(4/τ)·sigmoid(τ·(w−1))·A, τ = SAPOTemperaturePos when
+	// A > 0, else SAPOTemperatureNeg.
 	ObjectiveSAPO
 	// ObjectiveVESPO: ℓ = −sg(φ)·A·logp with one φ per sequence:
 	// log w = clamp(Σ_t mask·clamp(logp−old, −20, 20), log 1e-8, 20) over the
@@ -49,39 +49,63 @@ func (o Objective) String() string {
 	return fmt.Sprintf("Objective(%d)", uint8(o))
 }
 
-// LossParams are the scalar settings of PolicyLoss. The loss of token t is
+// LossParams are the scalar settings of PolicyLoss: the one parameter type
+// of the policy loss, whose field names follow TRL's GRPOConfig (grpo's
+// Config.LossParams fills it). The loss of token t is
 //
-//	loss_t = Weight_t · (ρ_t·ℓ_t + Beta·KL_t − EntropyCoef·H_t)
+//	loss_t = Weight_t · (f_t·ℓ_t + Beta·KL_t) − EntropyCoef·W^H_t·E_t·H_t
 //
-// with ρ_t the optional IS correction (LossInput.ISRatio, else 1), KL_t =
-// exp(ref−logp) − (ref−logp) − 1 (the k3 estimator of KL(π‖π_ref)) and
-// H_t the token's entropy. Aggregation (TRL's grpo, bnpo, dapo, ...
-// normalisers) lives in the caller's Weight, so the total loss is
-// Σ_t loss_t. The gradient treats OldLogP, RefLogP, advantages, weights
-// and ρ as constants.
+// with ℓ_t the objective's per-token term, KL_t = exp(ref−logp) − (ref−logp)
+// − 1 (the k3 estimator of KL(π‖π_ref)), H_t the token's entropy, W^H_t the
+// entropy bonus's weight (LossInput.EntropyWeight, else Weight_t), E_t the
+// entropy mask (LossInput.EntropyMask, else 1) and f_t the policy term's
+// factor, the product of TRL's per-token multipliers in TRL's order:
+//
+//	f_t = O_t · E_t · ρ_t
+//
+// O_t the off-policy sequence mask (OffPolicyMask), E_t the entropy mask
+// and ρ_t the IS correction (LossInput.ISRatio, else 1; VESPO folds ρ into
+// its φ instead). Aggregation (TRL's grpo, bnpo, dapo, ... normalisers)
+// lives in the caller's Weight, so the total loss is Σ_t loss_t. The
+// gradient treats OldLogP, RefLogP, SamplingLogP, advantages, weights, ρ,
+// E and O as constants.
 type LossParams struct {
 	Objective Objective
 	// SequenceRatio uses one importance ratio per sequence (GSPO, TRL's
 	// importance_sampling_level="sequence"): w = exp(Σ mask·(logp−old) /
 	// max(Σ mask, 1)) over the sequence's tokens, with gradient flowing to
-	// every masked-in token. Only with ObjectiveClipped or ObjectivePG (the
-	// latter ignores w). Needs LossInput.Seg (Mask nil counts every token).
+	// every masked-in token. Every objective takes it as TRL's
+	// _compute_loss does: the clipped surrogate and SAPO's gate on the
+	// sequence's w; CISPO's cap sg(min(w, EpsHigh)) on it; VESPO's φ has
+	// its own sequence ratio and uses w only for UseBiasCorrectionKL; PG
+	// ignores w. Needs LossInput.Seg (Mask nil counts every token).
 	SequenceRatio bool
-	EpsLow        float32 // ObjectiveClipped: lower clip 1−EpsLow
-	EpsHigh       float32 // ObjectiveClipped: upper clip 1+EpsHigh; ObjectiveCISPO: the cap on w
-	Delta         float32 // ObjectiveClipped: cap on the unclipped ratio; 0 = none
+	EpsLow        float32 // ObjectiveClipped: lower clip 1−EpsLow (epsilon)
+	EpsHigh       float32 // ObjectiveClipped: upper clip 1+EpsHigh; ObjectiveCISPO: the cap on w (epsilon_high)
+	Delta         float32 // ObjectiveClipped: cap on the unclipped ratio; 0 = none (delta)
 
-	SAPOTauPos, SAPOTauNeg float32 // ObjectiveSAPO temperatures (TRL: 1.0, 1.05)
+	// SAPO's gate temperatures (sapo_temperature_pos, _neg; TRL: 1.0, 1.05).
+	SAPOTemperaturePos, SAPOTemperatureNeg float32
 
-	VESPOKPos, VESPOLambdaPos float32 // ObjectiveVESPO, A ≥ 0 (TRL: 2, 3)
-	VESPOKNeg, VESPOLambdaNeg float32 // ObjectiveVESPO, A < 0 (TRL: 3, 2)
+	VESPOKPos, VESPOLambdaPos float32 // ObjectiveVESPO, A ≥ 0 (vespo_k_pos, vespo_lambda_pos; TRL: 2, 3)
+	VESPOKNeg, VESPOLambdaNeg float32 // ObjectiveVESPO, A < 0 (vespo_k_neg, vespo_lambda_neg; TRL: 3, 2)
 
-	Beta        float32 // coefficient of the k3 KL term; 0 = none (RefLogP not read)
-	EntropyCoef float32 // coefficient of the entropy bonus; 0 = none (Entropy not read)
-	// KLBiasCorrection multiplies KL_t by the importance ratio w (before
-	// Delta), TRL's use_bias_correction_kl (DeepSeek-V3.2); the gradient
-	// flows through w as well.
-	KLBiasCorrection bool
+	Beta        float32 // coefficient of the k3 KL term; 0 = none (RefLogP not read) (beta)
+	EntropyCoef float32 // coefficient of the entropy bonus; 0 = none (Entropy not read) (entropy_coef)
+	// UseBiasCorrectionKL multiplies KL_t by the importance ratio w (before
+	// Delta; the sequence's w at sequence level), TRL's
+	// use_bias_correction_kl (DeepSeek-V3.2); the gradient flows through w
+	// as well.
+	UseBiasCorrectionKL bool
+	// OffPolicyMask turns on the off-policy sequence mask of DeepSeek-V3.2
+	// (TRL's off_policy_mask_threshold, set): a sequence keeps its policy
+	// term (O = 1) when its advantage is ≥ 0 or when the mean over its
+	// masked-in tokens of sampling − logp (logp held constant) is at most
+	// OffPolicyMaskThreshold; otherwise O = 0. The sampling log-probs are
+	// LossInput.SamplingLogP, else OldLogP, else LogP (then every sequence
+	// is kept), as TRL falls back. Needs LossInput.Seg.
+	OffPolicyMask          bool
+	OffPolicyMaskThreshold float32
 }
 
 // Validate reports the first setting that makes no sense, naming it.
@@ -90,38 +114,36 @@ func (p LossParams) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    float32
-	}{{"EpsLow", p.EpsLow}, {"EpsHigh", p.EpsHigh}, {"Delta", p.Delta}, {"SAPOTauPos", p.SAPOTauPos},
-		{"SAPOTauNeg", p.SAPOTauNeg}, {"VESPOKPos", p.VESPOKPos}, {"VESPOLambdaPos", p.VESPOLambdaPos},
-		{"VESPOKNeg", p.VESPOKNeg}, {"VESPOLambdaNeg", p.VESPOLambdaNeg}, {"Beta", p.Beta}, {"EntropyCoef", p.EntropyCoef}} {
+	}{{"EpsLow", p.EpsLow}, {"EpsHigh", p.EpsHigh}, {"Delta", p.Delta}, {"SAPOTemperaturePos", p.SAPOTemperaturePos},
+		{"SAPOTemperatureNeg", p.SAPOTemperatureNeg}, {"VESPOKPos", p.VESPOKPos}, {"VESPOLambdaPos", p.VESPOLambdaPos},
+		{"VESPOKNeg", p.VESPOKNeg}, {"VESPOLambdaNeg", p.VESPOLambdaNeg}, {"Beta", p.Beta}, {"EntropyCoef", p.EntropyCoef},
+		{"OffPolicyMaskThreshold", p.OffPolicyMaskThreshold}} {
 		if !finite(f.v) {
 			return fmt.Errorf("loss %s = %v: must be finite", f.name, f.v)
 		}
 	}
 	switch p.Objective {
 	case ObjectiveClipped:
-		if p.EpsLow < 0 || p.EpsLow >= 1 {
-			return fmt.Errorf("loss EpsLow = %v: must be in [0, 1)", p.EpsLow)
+		if p.EpsLow < 0 {
+			return fmt.Errorf("loss EpsLow = %v: must be ≥ 0", p.EpsLow)
 		}
 		if p.EpsHigh < 0 {
 			return fmt.Errorf("loss EpsHigh = %v: must be ≥ 0", p.EpsHigh)
 		}
-		if p.Delta < 0 || (p.Delta > 0 && p.Delta <= 1) {
-			return fmt.Errorf("loss Delta = %v: must be 0 (off) or > 1", p.Delta)
+		if p.Delta < 0 {
+			return fmt.Errorf("loss Delta = %v: must be ≥ 0 (0 = off)", p.Delta)
 		}
 	case ObjectiveCISPO:
-		if p.EpsHigh <= 0 {
-			return fmt.Errorf("loss EpsHigh = %v: CISPO caps the ratio at EpsHigh, which must be > 0", p.EpsHigh)
+		if p.EpsHigh < 0 {
+			return fmt.Errorf("loss EpsHigh = %v: CISPO caps the ratio at EpsHigh, which must be ≥ 0", p.EpsHigh)
 		}
 	case ObjectiveSAPO:
-		if p.SAPOTauPos <= 0 || p.SAPOTauNeg <= 0 {
-			return fmt.Errorf("loss SAPO temperatures %v, %v: must be > 0", p.SAPOTauPos, p.SAPOTauNeg)
+		if p.SAPOTemperaturePos <= 0 || p.SAPOTemperatureNeg <= 0 {
+			return fmt.Errorf("loss SAPO temperatures %v, %v: must be > 0", p.SAPOTemperaturePos, p.SAPOTemperatureNeg)
 		}
 	case ObjectiveVESPO, ObjectivePG:
 	default:
 		return fmt.Errorf("loss objective %v: unknown", p.Objective)
-	}
-	if p.SequenceRatio && p.Objective != ObjectiveClipped && p.Objective != ObjectivePG {
-		return fmt.Errorf("loss SequenceRatio with objective %v: only the clipped objective has sequence-level ratios", p.Objective)
 	}
 	if p.Beta < 0 {
 		return fmt.Errorf("loss Beta = %v: must be ≥ 0 (0 = no KL term)", p.Beta)
@@ -130,10 +152,11 @@ func (p LossParams) Validate() error {
 }
 
 // NeedsSegments reports whether PolicyLoss must see whole sequences at
-// once (LossInput.Seg): sequence-level ratios and VESPO's φ. Other
-// settings are per token, so a caller may evaluate any slice of tokens.
+// once (LossInput.Seg): sequence-level ratios, VESPO's φ and the
+// off-policy mask. Other settings are per token, so a caller may evaluate
+// any slice of tokens.
 func (p LossParams) NeedsSegments() bool {
-	return p.SequenceRatio || p.Objective == ObjectiveVESPO
+	return p.SequenceRatio || p.Objective == ObjectiveVESPO || p.OffPolicyMask
 }
 
 // LossInput are PolicyLoss's per-token inputs, N tokens laid out sequence
@@ -155,9 +178,22 @@ type LossInput struct {
 	// multiplies ℓ_t (not the KL term). For VESPO its log, clamped to
 	// [log 1e-8, 20], joins the sequence's log-ratio sum instead.
 	ISRatio Buffer
+	// EntropyMask [N], if not empty, is TRL's top_entropy_quantile mask E
+	// (1 keeps the token, 0 drops it): it multiplies the policy term ℓ_t
+	// and the entropy bonus, not the KL term, as TRL's _compute_loss does.
+	EntropyMask Buffer
+	// SamplingLogP [N], if not empty, are the sampler's log-probs, read by
+	// the off-policy mask (LossParams.OffPolicyMask); empty falls back to
+	// OldLogP.
+	SamplingLogP Buffer
 	// Weight [N] is each token's weight in the total: the mask times the
 	// caller's normalisation (1/Σmask for dapo, 1/(B·len_i) for grpo, ...).
 	Weight Buffer
+	// EntropyWeight [N], if not empty, is each token's weight in the
+	// entropy bonus in place of Weight (TRL normalises the bonus as a mean
+	// over the tokens the entropy mask keeps, whatever the policy term's
+	// normalisation); read when EntropyCoef ≠ 0.
+	EntropyWeight Buffer
 	// Seg [S+1] (I32) are the token offsets of the sequences (Seg[0] = 0,
 	// Seg[S] = N); needed when LossParams.NeedsSegments or with SeqAdv.
 	Seg Buffer
@@ -178,9 +214,9 @@ const (
 type LossOutput struct {
 	Loss     Buffer // [N] loss_t (see LossParams); the total loss is their sum
 	DLogP    Buffer // [N] d total / d LogP_t
-	DEntropy Buffer // [N] d total / d Entropy_t = −EntropyCoef·Weight_t; optional
+	DEntropy Buffer // [N] d total / d Entropy_t = −EntropyCoef·W^H_t·E_t; optional
 	Ratio    Buffer // [N] the ratio w the objective used (after Delta; the sequence's w at sequence level); optional
-	KL       Buffer // [N] KL_t (0 when Beta = 0; times w with KLBiasCorrection, as TRL logs it); optional
+	KL       Buffer // [N] KL_t (0 when Beta = 0; times w with UseBiasCorrectionKL, as TRL logs it); optional
 	Clip     Buffer // [N] U8 ClipLow | ClipHigh flags; optional
 	Phi      Buffer // [N] VESPO's φ of the token's sequence (1 for other objectives); optional
 }
@@ -189,6 +225,7 @@ type LossOutput struct {
 // absent input): what a CPU backend's kernel reads.
 type HostLossInput struct {
 	LogP, Entropy, OldLogP, RefLogP, Adv, SeqAdv, Mask, ISRatio, Weight []float32
+	EntropyMask, SamplingLogP, EntropyWeight                            []float32
 	Seg                                                                 []int32
 }
 
@@ -211,7 +248,8 @@ func optF32(b Buffer) []float32 {
 func (in *LossInput) Host() HostLossInput {
 	h := HostLossInput{LogP: optF32(in.LogP), Entropy: optF32(in.Entropy), OldLogP: optF32(in.OldLogP),
 		RefLogP: optF32(in.RefLogP), Adv: optF32(in.Adv), SeqAdv: optF32(in.SeqAdv), Mask: optF32(in.Mask),
-		ISRatio: optF32(in.ISRatio), Weight: optF32(in.Weight)}
+		ISRatio: optF32(in.ISRatio), Weight: optF32(in.Weight), EntropyMask: optF32(in.EntropyMask),
+		SamplingLogP: optF32(in.SamplingLogP), EntropyWeight: optF32(in.EntropyWeight)}
 	if in.Seg.n > 0 {
 		h.Seg = in.Seg.I32()
 	}
@@ -264,6 +302,9 @@ func CheckPolicyLoss(out LossOutput, in LossInput, p LossParams, n int) {
 	needN("RefLogP", in.RefLogP, F32, p.Beta != 0)
 	needN("Mask", in.Mask, F32, false)
 	needN("ISRatio", in.ISRatio, F32, false)
+	needN("EntropyMask", in.EntropyMask, F32, false)
+	needN("SamplingLogP", in.SamplingLogP, F32, false)
+	needN("EntropyWeight", in.EntropyWeight, F32, false)
 	needN("Loss", out.Loss, F32, true)
 	needN("DLogP", out.DLogP, F32, true)
 	needN("DEntropy", out.DEntropy, F32, false)
@@ -279,7 +320,7 @@ func CheckPolicyLoss(out LossOutput, in LossInput, p LossParams, n int) {
 	}
 	if in.Seg.n == 0 {
 		if p.NeedsSegments() || in.SeqAdv.n > 0 {
-			fail("Seg is required (sequence-level ratio, VESPO or SeqAdv)")
+			fail("Seg is required (sequence-level ratio, VESPO, the off-policy mask or SeqAdv)")
 		}
 		return
 	}
@@ -314,7 +355,8 @@ func CheckPolicyLoss(out LossOutput, in LossInput, p LossParams, n int) {
 func (h HostLossInput) Buffers() LossInput {
 	return LossInput{LogP: HostF32(h.LogP), Entropy: HostF32(h.Entropy), OldLogP: HostF32(h.OldLogP),
 		RefLogP: HostF32(h.RefLogP), Adv: HostF32(h.Adv), SeqAdv: HostF32(h.SeqAdv), Mask: HostF32(h.Mask),
-		ISRatio: HostF32(h.ISRatio), Weight: HostF32(h.Weight), Seg: HostI32(h.Seg)}
+		ISRatio: HostF32(h.ISRatio), Weight: HostF32(h.Weight), EntropyMask: HostF32(h.EntropyMask),
+		SamplingLogP: HostF32(h.SamplingLogP), EntropyWeight: HostF32(h.EntropyWeight), Seg: HostI32(h.Seg)}
 }
 
 // Buffers wraps h's slices as host Buffers (nil or empty: absent), with no

@@ -70,7 +70,7 @@ func (tr *Trainable) backward(ctx context.Context, st *passState) error {
 		x, _ := st.layerIO(l)
 		a := st.actsOf(l)
 		if st.checkpoint {
-			if err := tr.layerForward(st, l, x, a, kernels.Buffer{}, true); err != nil {
+			if err := tr.layerForward(st, l, x, kernels.Buffer{}, a, kernels.Buffer{}, true); err != nil {
 				return err
 			}
 		}
@@ -116,21 +116,13 @@ func (tr *Trainable) layerBackward(st *passState, l int, x kernels.Buffer, acts 
 	tr.linBackward(st, &L.Attn.O, &lg[3], g.datt, g.dh, a.att, a.lora[3], false)
 	st.clear(be, g.dk)
 	st.clear(be, g.dv)
-	q, kv, h := c.QDim(), c.KVDim(), c.NumHeads
-	st.attnGrad = st.attnGrad[:0]
-	for s := range st.seqs {
-		o0, o1 := st.off[s], st.off[s+1]
-		if !st.checkpoint { // the blocks hold a later layer's K/V; the recompute wrote this one's
-			st.kv.write(s, a.kr.Slice(o0*kv, o1*kv), a.v.Slice(o0*kv, o1*kv), o1-o0)
-		}
-		st.attnGrad = append(st.attnGrad, kernels.AttentionGradSeq{
-			DOut: g.datt.Slice(o0*q, o1*q), Q: a.qr.Slice(o0*q, o1*q), Paged: st.kv.paged(s),
-			Out: a.att.Slice(o0*q, o1*q), LSE: a.lse.Slice(o0*h, o1*h),
-			DQ: g.dq.Slice(o0*q, o1*q), DK: g.dk.Slice(o0*kv, o1*kv), DV: g.dv.Slice(o0*kv, o1*kv),
-			T: o1 - o0,
-		})
+	if !st.checkpoint { // the blocks hold a later layer's K/V; the recompute wrote this one's
+		n, kvd := st.t, c.KVDim()
+		be.WriteKV(st.kv.paged(st.tables), st.lay, a.kr.Slice(0, n*kvd), a.v.Slice(0, n*kvd), c.NumKVHeads, c.HeadDim)
 	}
-	be.AttentionBackward(st.attnGrad, c.NumHeads, c.NumKVHeads, c.HeadDim, headScale(c.HeadDim))
+	q, kv := c.QDim(), c.KVDim()
+	be.AttentionBackward(kernels.AttentionGradBatch{AttentionBatch: st.attnBatch(a), DOut: g.datt.Slice(0, st.t*q),
+		DQ: g.dq.Slice(0, st.t*q), DK: g.dk.Slice(0, st.t*kv), DV: g.dv.Slice(0, st.t*kv)}, c.NumHeads, c.NumKVHeads, c.HeadDim, headScale(c.HeadDim))
 	be.RoPEBackward(g.dq, st.posBuf(), c.NumHeads, c.HeadDim, c.RopeTheta)
 	be.RoPEBackward(g.dk, st.posBuf(), c.NumKVHeads, c.HeadDim, c.RopeTheta)
 	be.RMSNormBackward(g.dqp, tr.normGrad(st, ng.q, g.dwD), g.dq, a.q, m.devVec(L.Attn.QNorm), t*c.NumHeads, c.HeadDim, eps)

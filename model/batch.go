@@ -65,6 +65,15 @@ type BatchOptions struct {
 	PrefillTokens int
 	// NoAdapters generates with the base model, ignoring LoRA adapters.
 	NoAdapters bool
+	// BatchInvariant makes a sequence's results (its logits, sampled
+	// tokens and log-probs) independent of the other sequences sharing its
+	// steps, bit for bit: the backend runs its batch-invariant MatMul
+	// during each step when it has one (kernels/cpu's SetBatchInvariant),
+	// and a prompt is cut into chunks at multiples of PrefillTokens
+	// positions only (see chunkLen), so a chunk may wait a step for
+	// budget. Without it, which sequences share a step (in an agent loop,
+	// which ones are waiting on a tool) shows in the last bits.
+	BatchInvariant bool
 }
 
 type slot struct {
@@ -195,21 +204,24 @@ func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 	if len(b.active) == 0 {
 		return done, nil
 	}
+	defer b.m.batchInvariant(b.opts.BatchInvariant)()
 	// Decoding sequences (one pending token) always run; prompts share
-	// the prefill budget, the first of them getting at least one token.
+	// the prefill budget, the first of them getting at least one token
+	// (see chunkLen).
 	budget, first := b.opts.PrefillTokens, true
 	b.caches, b.feeds = b.caches[:0], b.feeds[:0]
 	pool := b.m.kvPool()
 	for i := range b.active {
 		s := &b.active[i]
+		if c := &s.req.Seq.Cache; c.stale(pool) {
+			c.Release() // blocks of a replaced pool: the tokens are fed again into this one
+		}
 		p := s.req.Seq.Pending()
 		n := len(p)
 		if n > 1 {
-			n = min(n, budget)
-			if first {
-				n, first = max(n, 1), false
-			}
-			budget -= n
+			n = chunkLen(s.req.Seq.Cache.Len, n, budget, b.opts.PrefillTokens, first, b.opts.BatchInvariant)
+			first = false
+			budget = max(budget-n, 0)
 		}
 		s.feed = n
 		if n > 0 {
@@ -392,7 +404,8 @@ func (b *Batch) Cancel(id int) (Finished, bool) {
 }
 
 // Prefill feeds every sequence's pending tokens into its cache, at most
-// opts.PrefillTokens per forward (0 means 512), without sampling.
+// opts.PrefillTokens per forward (0 means 512; with opts.BatchInvariant,
+// chunks cut as a Batch cuts them), without sampling.
 func (m *Model) Prefill(ctx context.Context, seqs []*Sequence, opts BatchOptions) error {
 	if opts.PrefillTokens <= 0 {
 		opts.PrefillTokens = 512
@@ -411,6 +424,7 @@ func (m *Model) Prefill(ctx context.Context, seqs []*Sequence, opts BatchOptions
 	r := m.NewRunner()
 	defer r.Release()
 	r.NoAdapters = opts.NoAdapters
+	defer m.batchInvariant(opts.BatchInvariant)()
 	var caches []*KVCache
 	var feeds [][]int32
 	for {
@@ -418,13 +432,18 @@ func (m *Model) Prefill(ctx context.Context, seqs []*Sequence, opts BatchOptions
 			return fmt.Errorf("model: prefill: %w", err)
 		}
 		caches, feeds = caches[:0], feeds[:0]
-		budget := opts.PrefillTokens
+		budget, first := opts.PrefillTokens, true
 		for _, s := range seqs {
-			if n := min(len(s.Pending()), budget); n > 0 {
+			p := len(s.Pending())
+			if p == 0 {
+				continue
+			}
+			if n := chunkLen(s.Cache.Len, p, budget, opts.PrefillTokens, first, opts.BatchInvariant); n > 0 {
 				caches = append(caches, &s.Cache)
 				feeds = append(feeds, s.Pending()[:n])
-				budget -= n
+				budget = max(budget-n, 0)
 			}
+			first = false
 		}
 		if len(caches) == 0 {
 			return nil

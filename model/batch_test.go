@@ -291,8 +291,8 @@ func TestNonFiniteRowEndsOnlyItsRequest(t *testing.T) {
 			}
 			poisoned := NewSequence(bad, prompts[bad]...)
 			require.NoError(t, m.Prefill(t.Context(), []*Sequence{poisoned}, BatchOptions{}))
-			for _, blk := range poisoned.Cache.st.vPages[0] {
-				v := blk.F32()
+			for _, id := range poisoned.Cache.st.own.ids {
+				v := poisoned.Cache.st.own.pool.layerRows(id, 0, true).F32()
 				for j := range v {
 					v[j] = float32(math.NaN())
 				}

@@ -54,12 +54,18 @@ func (w devWeight) aliased() bool {
 func keyOf(b kernels.Buffer) devKey { return devKey{b.HostPtr(), b.Len(), b.DType()} }
 
 // devBuf returns b in the backend's memory: b itself when it already is
-// (a device Buffer, or empty), else the Import of b, made on first use and
-// kept. It panics if Import fails, naming the weight (ImportWeights
+// (a device Buffer, or empty), the snapshot's copy when b is an adapter
+// matrix and an AdapterSnapshot is in use (UseAdapters), else the Import
+// of b, made on first use and kept. It panics if Import fails, naming the weight (ImportWeights
 // returns that failure as an error instead; Load calls it).
 func (m *Model) devBuf(b kernels.Buffer) kernels.Buffer {
 	if !b.Host() || b.Len() == 0 {
 		return b
+	}
+	if s := m.adapters; s != nil {
+		if d, ok := s.copies[keyOf(b)]; ok {
+			return d
+		}
 	}
 	if d, ok := m.imported[keyOf(b)]; ok {
 		return d.buf

@@ -2,6 +2,8 @@ package model
 
 import (
 	"fmt"
+	"math/bits"
+	"slices"
 
 	"github.com/x/kernels"
 )
@@ -22,16 +24,19 @@ type Runner struct {
 	acts    layerBufs         // one layer's activations, views of scratch (see ensure)
 	scratch [9]kernels.Buffer // the allocations behind acts
 	out     kernels.Buffer    // [N, C] final normed hidden states
-	ipos    kernels.Buffer    // I32 [2N]: ids, then positions (one upload)
-	hostIP  []int32           // [2N] host side of ipos
-	aseqs   []kernels.AttentionSeq
-	lg      kernels.Buffer // [rows, V] logits chunk
-	hidden  kernels.Buffer // [rows, C] Logits's upload of host hidden states
-	host    []float32      // host copies for Forward and Logits on a device backend
+	ipos    kernels.Buffer    // I32: ids [N], positions [N], the layout's QStart [B+1], block tables [B, W] (one upload)
+	hostIP  []int32           // host side of ipos
+	upLay   []int32           // QStart and the tables as last uploaded (nil: unknown)
+	lg      kernels.Buffer    // [rows, V] logits chunk
+	hidden  kernels.Buffer    // [rows, C] Logits's upload of host hidden states
+	host    []float32         // host copies for Forward and Logits on a device backend
 
-	// The call in progress, for attend.
-	caches []*KVCache
-	tokens [][]int32
+	// The call in progress, for attend: its layout and block tables (views
+	// of ipos) and the pool they index.
+	lay    kernels.BatchLayout
+	tables kernels.Buffer
+	tw     int
+	pool   *kvPool
 }
 
 // NewRunner returns a Runner for m.
@@ -51,6 +56,7 @@ func (r *Runner) Release() {
 	}
 	free(r.m.Backend, bufs...)
 	r.acts = layerBufs{}
+	r.upLay = nil
 }
 
 // free returns each non-empty *b to be (Backend.Free) and empties it.
@@ -91,14 +97,14 @@ func (m *Model) maxRank() int {
 	return r
 }
 
-// ensure sizes every scratch buffer for n tokens and b sequences. The
+// ensure sizes every activation buffer for n tokens. The
 // layer's activations alias where the shared layerForward allows: the
 // normed inputs of attention and MLP share one buffer (xn is dead once q,
 // k, v exist), q and k are normed and rotated in place, and SwiGLU writes
 // over the gate; a layer's output overwrites its input x. The adapters'
 // x·Aᵀ of the seven projections share one buffer (inference does not keep
 // them).
-func (r *Runner) ensure(n, b int) error {
+func (r *Runner) ensure(n int) error {
 	c, be := r.m.Config, r.m.Backend
 	var err error
 	f := func(dst *kernels.Buffer, dt kernels.DType, n int) kernels.Buffer {
@@ -111,7 +117,6 @@ func (r *Runner) ensure(n, b int) error {
 	C, QD, KVD, F := c.HiddenSize, c.QDim(), c.KVDim(), c.IntermediateSize
 	f(&r.x, kernels.F32, n*C)
 	f(&r.out, kernels.F32, n*C)
-	f(&r.ipos, kernels.I32, 2*n)
 	sc := &r.scratch
 	xn, h := f(&sc[0], kernels.F32, n*C), f(&sc[1], kernels.F32, n*C)
 	q, att := f(&sc[2], kernels.F32, n*QD), f(&sc[3], kernels.F32, n*QD)
@@ -125,8 +130,6 @@ func (r *Runner) ensure(n, b int) error {
 	for j := range r.acts.lora {
 		r.acts.lora[j] = lora
 	}
-	r.hostIP = grow(r.hostIP, 2*n)
-	r.aseqs = grow(r.aseqs, b)
 	return nil
 }
 
@@ -234,75 +237,107 @@ func (r *Runner) reserve(caches []*KVCache, tokens [][]int32) error {
 
 // forward is Forward on caches already reserved for the tokens, returning
 // the hidden states [N, C] in the backend's memory. What crosses to the
-// backend is one Upload of the token ids and their positions (I32 [2N]).
+// backend is one Upload (see upload).
 func (r *Runner) forward(caches []*KVCache, tokens [][]int32) (kernels.Buffer, error) {
 	m, cfg, b := r.m, r.m.Config, r.m.Backend
 	n := 0
 	for _, t := range tokens {
 		n += len(t)
 	}
-	if err := r.ensure(n, len(caches)); err != nil {
+	if err := r.ensure(n); err != nil {
 		return kernels.Buffer{}, err
 	}
 	if n == 0 {
 		return r.out.Slice(0, 0), nil
 	}
+	if err := r.upload(caches, tokens, n); err != nil {
+		return kernels.Buffer{}, err
+	}
 	C := cfg.HiddenSize
-	at := 0
-	ids, pos := r.hostIP[:n], r.hostIP[n:2*n]
-	for i, t := range tokens {
-		c := caches[i]
-		copy(ids[at:], t)
-		for j := range t {
-			pos[at+j] = int32(c.Len + j)
-		}
-		at += len(t)
-	}
-	ip := r.ipos.Slice(0, 2*n)
-	if err := b.Upload(ip, kernels.HostI32(r.hostIP[:2*n])); err != nil {
-		return kernels.Buffer{}, fmt.Errorf("model: forward: uploading token ids: %w", err)
-	}
-	r.caches, r.tokens = caches, tokens
 	x := r.x.Slice(0, n*C)
-	b.Embedding(x, m.devMat(m.Embed), ip.Slice(0, n))
+	b.Embedding(x, m.devMat(m.Embed), r.ipos.Slice(0, n))
+	var res kernels.Buffer // the previous layer's h, not yet added into x
 	for li := range m.Layers {
-		layerForward(b, m, li, x, x, ip.Slice(n, 2*n), n, &r.acts, !r.NoAdapters, nil, r)
+		layerForward(b, m, li, x, res, x, r.lay.Pos, n, &r.acts, !r.NoAdapters, nil, r)
+		res = r.acts.h
 	}
-	r.caches, r.tokens = nil, nil
 	for i, t := range tokens {
 		caches[i].Len += len(t)
 	}
 	out := r.out.Slice(0, n*C)
-	b.RMSNorm(out, x, m.devVec(m.Norm), n, C, cfg.RMSNormEps)
+	kernels.AddRMSNorm(b, out, x, res, m.devVec(m.Norm), n, C, cfg.RMSNormEps)
 	if err := b.Err(); err != nil {
 		return kernels.Buffer{}, fmt.Errorf("model: forward: %w", err)
 	}
 	return out, nil
 }
 
-// attend writes this layer's keys and values into each sequence's KV cache
-// and returns the batch reading them back through the block tables.
-func (r *Runner) attend(li int, a *layerBufs) []kernels.AttentionSeq {
-	QD, KVD := r.m.Config.QDim(), r.m.Config.KVDim()
-	at := 0
-	for i, t := range r.tokens {
-		c := r.caches[i]
-		T := len(t)
-		if T > 0 {
-			c.write(r.m.Backend, li, a.kr.Slice(at*KVD, (at+T)*KVD), a.v.Slice(at*KVD, (at+T)*KVD), T)
-		}
-		r.aseqs[i] = kernels.AttentionSeq{
-			Out:   a.att.Slice(at*QD, (at+T)*QD),
-			Q:     a.qr.Slice(at*QD, (at+T)*QD),
-			T:     T,
-			Start: c.Len,
-		}
-		if c.st != nil {
-			r.aseqs[i].Paged = c.paged(li)
-		}
-		at += T
+// upload puts the step's token ids, their positions, the batch's layout
+// (QStart) and the caches' block tables ([B, W], W the largest block count
+// rounded up to a power of two, so it changes rarely) into r.ipos with one
+// Upload, and sets r.lay, r.tables and r.tw to views of it. When the
+// layout and tables are what the previous call uploaded (a decode step that
+// neither started a block nor changed the batch), only the ids and
+// positions cross: the same elements as before the block tables moved to
+// the backend.
+func (r *Runner) upload(caches []*KVCache, tokens [][]int32, n int) error {
+	b := len(caches)
+	r.pool = r.m.kvPool()
+	w, maxT := 1, 0
+	for i, c := range caches {
+		w, maxT = max(w, c.Blocks()), max(maxT, len(tokens[i]))
 	}
-	return r.aseqs[:len(r.tokens)]
+	w = 1 << bits.Len(uint(w-1))
+	h := r.hostIP[:0]
+	for _, t := range tokens {
+		h = append(h, t...)
+	}
+	for i, t := range tokens {
+		for j := range t {
+			h = append(h, int32(caches[i].Len+j))
+		}
+	}
+	at := int32(0)
+	for _, t := range tokens {
+		h = append(h, at)
+		at += int32(len(t))
+	}
+	h = append(h, at)
+	for _, c := range caches {
+		h = c.table(h, w)
+	}
+	r.hostIP = h
+	total := len(h)
+	if r.ipos.Len() < total || r.ipos.DType() != kernels.I32 {
+		r.upLay = nil // a new allocation holds nothing yet
+	}
+	ip, err := fit(r.m.Backend, &r.ipos, kernels.I32, total)
+	if err != nil {
+		return fmt.Errorf("model: forward: %w", err)
+	}
+	up := total
+	if r.upLay != nil && slices.Equal(r.upLay, h[2*n:]) { // QStart[B] = N: equal layouts sit at the same offset
+		up = 2 * n // the layout and tables on the backend are these
+	}
+	if err := r.m.Backend.Upload(ip.Slice(0, up), kernels.HostI32(h[:up])); err != nil {
+		return fmt.Errorf("model: forward: uploading token ids: %w", err)
+	}
+	r.upLay = append(r.upLay[:0], h[2*n:]...)
+	r.lay = kernels.BatchLayout{QStart: ip.Slice(2*n, 2*n+b+1), Pos: ip.Slice(n, 2*n), B: b, N: n, MaxT: maxT, MaxLen: w * r.pool.bs}
+	r.tables, r.tw = ip.Slice(2*n+b+1, total), w
+	return nil
+}
+
+// attend writes this layer's keys (rotating them in place: RoPE fused into
+// the write where the backend has it) and values into the caches' blocks,
+// one WriteKV for the batch, and returns the batch reading them back
+// through the block tables.
+func (r *Runner) attend(li int, a *layerBufs) kernels.AttentionBatch {
+	c, n := r.m.Config, r.lay.N
+	QD, KVD := c.QDim(), c.KVDim()
+	kv := r.pool.paged(li, r.tables, r.tw)
+	kernels.WriteKVRoPE(r.m.Backend, kv, r.lay, a.kr.Slice(0, n*KVD), a.v.Slice(0, n*KVD), c.NumKVHeads, c.HeadDim, c.RopeTheta)
+	return kernels.AttentionBatch{Layout: r.lay, Q: a.qr.Slice(0, n*QD), Out: a.att.Slice(0, n*QD), Paged: kv}
 }
 
 // Logits computes lm_head for rows hidden states, hidden [rows, C] on the

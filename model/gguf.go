@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/x/internal/atomicfile"
 	"github.com/x/kernels"
 )
 
@@ -119,7 +120,7 @@ func WriteGGUF(path string, m *Model, opts GGUFOptions) error {
 	if err != nil {
 		return fmt.Errorf("write gguf %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
+	tmp, err := atomicfile.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp")
 	if err != nil {
 		return fmt.Errorf("write gguf: %w", err)
 	}

@@ -9,8 +9,10 @@ import (
 )
 
 // KVCache holds one sequence's keys (after q/k-norm and RoPE) and values
-// for every layer, paged: positions live in fixed-size blocks taken from
-// its Model's pool (see KVOptions), listed in the cache's block table.
+// for every layer, paged: positions live in fixed-size blocks of its
+// Model's pool (see KVOptions), listed by id in the cache's block table;
+// a batch's tables go to the backend with the step's token ids, and the
+// backend reads the blocks by id (kernels.PagedKV).
 // Blocks are reference counted, so a Fork shares its parent's blocks and
 // copies one only when it writes into it (copy on write): G generations of
 // one prompt prefill it once. The zero KVCache is empty and attaches to the
@@ -25,13 +27,10 @@ type KVCache struct {
 	st  *kvState
 }
 
-// kvState is a cache's block table and the per-layer views of its blocks
-// that Attention reads. It is separate from KVCache so that a cleanup can
-// return the blocks when the state becomes unreachable.
+// kvState holds a cache's block table. It is separate from KVCache so that
+// a cleanup can return the blocks when the state becomes unreachable.
 type kvState struct {
-	own    *kvOwned
-	kPages [][]kernels.Buffer // [L][blocks] block views
-	vPages [][]kernels.Buffer
+	own *kvOwned
 }
 
 // kvOwned is the block table: the blocks a cache holds one reference to.
@@ -72,50 +71,17 @@ func (c *KVCache) attach(p *kvPool) {
 		return
 	}
 	st := &kvState{own: &kvOwned{pool: p}}
-	st.resetPages()
 	runtime.AddCleanup(st, func(o *kvOwned) { o.release() }, st.own)
 	c.st = st
 }
 
-// resetPages empties the per-layer block views.
-func (st *kvState) resetPages() {
-	p := st.own.pool
-	st.kPages = make([][]kernels.Buffer, p.layers)
-	st.vPages = make([][]kernels.Buffer, p.layers)
-}
-
 // setPage points block-table entry i (i ≤ the current length) at pool
-// block id in every layer's views.
+// block id.
 func (st *kvState) setPage(i int, id int32) {
-	p := st.own.pool
-	blk := p.block(id)
 	if i == len(st.own.ids) {
 		st.own.ids = append(st.own.ids, id)
 	} else {
 		st.own.ids[i] = id
-	}
-	for l := range p.layers {
-		st.kPages[l] = setAt(st.kPages[l], i, blk.k[l])
-		st.vPages[l] = setAt(st.vPages[l], i, blk.v[l])
-	}
-}
-
-// setAt sets s[i] = v, appending when i == len(s).
-func setAt[T any](s []T, i int, v T) []T {
-	if i == len(s) {
-		return append(s, v)
-	}
-	s[i] = v
-	return s
-}
-
-// truncPages keeps the first n entries of the block table (the caller has
-// released the rest).
-func (st *kvState) truncPages(n int) {
-	st.own.ids = st.own.ids[:n]
-	for l := range st.own.pool.layers {
-		st.kPages[l] = st.kPages[l][:n]
-		st.vPages[l] = st.vPages[l][:n]
 	}
 }
 
@@ -125,12 +91,14 @@ func (st *kvState) truncPages(n int) {
 // this cache's blocks. It fails, leaving the cache valid, when the pool is
 // at its limit.
 func (c *KVCache) reserve(be kernels.Backend, p *kvPool, n int) error {
-	if c.st != nil && len(c.st.own.ids) == 0 && c.st.own.pool != p {
+	if c.st != nil && c.st.own.pool != p {
+		if len(c.st.own.ids) > 0 {
+			return fmt.Errorf("model: KV cache holds blocks of a pool SetKVOptions replaced: release it (Generate does, and feeds the sequence's tokens again)")
+		}
 		c.st = nil // empty (reset or released): it takes the Model's current pool
 	}
 	c.attach(p)
 	st := c.st
-	p = st.own.pool
 	bs := p.bs
 	if c.Len > len(st.own.ids)*bs {
 		return fmt.Errorf("model: KV cache of %d positions holds blocks for only %d (Len set by hand, or a copy of a released KVCache)", c.Len, len(st.own.ids)*bs)
@@ -146,7 +114,7 @@ func (c *KVCache) reserve(be kernels.Backend, p *kvPool, n int) error {
 			if err != nil {
 				return fmt.Errorf("model: KV cache copy on write at position %d: %w", c.Len, err)
 			}
-			p.copyRows(be, id, old, max(0, min(bs, c.Len-i*bs)))
+			p.copyBlock(be, id, old)
 			p.release([]int32{old})
 			st.setPage(i, id)
 			continue
@@ -160,30 +128,25 @@ func (c *KVCache) reserve(be kernels.Backend, p *kvPool, n int) error {
 	return nil
 }
 
-// paged returns the block views of layer l for Attention.
-func (c *KVCache) paged(l int) kernels.PagedKV {
-	st := c.st
-	return kernels.PagedKV{BlockSize: st.own.pool.bs, DType: st.own.pool.dtype, K: st.kPages[l], V: st.vPages[l]}
+// stale reports whether c holds blocks of a pool other than p (one
+// SetKVOptions replaced).
+func (c *KVCache) stale(p *kvPool) bool {
+	return c.st != nil && c.st.own.pool != p && len(c.st.own.ids) > 0
 }
 
-// write stores the K and V rows of T positions from Len on into layer l,
-// k and v [T, KVH·D], with be's Copy (one per block touched, casting to
-// bf16 for a bf16 pool); reserve must have made them writable.
-func (c *KVCache) write(be kernels.Backend, l int, k, v kernels.Buffer, t int) {
-	st := c.st
-	p := st.own.pool
-	rl, bs := p.rowLen, p.bs
-	for j := 0; j < t; {
-		pos := c.Len + j
-		b, r := pos/bs, pos%bs
-		run := min(t-j, bs-r)
-		src := [2]kernels.Buffer{k.Slice(j*rl, (j+run)*rl), v.Slice(j*rl, (j+run)*rl)}
-		dst := [2]kernels.Buffer{st.kPages[l][b], st.vPages[l][b]}
-		for i := range dst {
-			be.Copy(dst[i].Slice(r*rl, (r+run)*rl), src[i])
-		}
-		j += run
+// table appends the cache's block ids to dst, padded with block 0 to
+// width entries (a row of a batch's block tables; entries past the
+// cache's blocks are never read).
+func (c *KVCache) table(dst []int32, width int) []int32 {
+	n := 0
+	if c.st != nil {
+		dst = append(dst, c.st.own.ids...)
+		n = len(c.st.own.ids)
 	}
+	for ; n < width; n++ {
+		dst = append(dst, 0)
+	}
+	return dst
 }
 
 // fork returns a cache that shares every block of c (one more reference
@@ -195,9 +158,7 @@ func (c *KVCache) fork() KVCache {
 	f := KVCache{Len: c.Len}
 	f.attach(c.st.own.pool)
 	c.st.own.pool.retain(c.st.own.ids)
-	for i, id := range c.st.own.ids {
-		f.st.setPage(i, id)
-	}
+	f.st.own.ids = append(f.st.own.ids, c.st.own.ids...)
 	return f
 }
 
@@ -206,7 +167,6 @@ func (c *KVCache) Reset() {
 	c.Len = 0
 	if c.st != nil {
 		c.st.own.release()
-		c.st.truncPages(0)
 	}
 }
 
@@ -223,7 +183,7 @@ func (c *KVCache) Truncate(n int) {
 	keep := (c.Len + c.st.own.pool.bs - 1) / c.st.own.pool.bs
 	if ids := c.st.own.ids; keep < len(ids) {
 		c.st.own.pool.release(ids[keep:])
-		c.st.truncPages(keep)
+		c.st.own.ids = ids[:keep]
 	}
 }
 

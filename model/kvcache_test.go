@@ -22,7 +22,7 @@ func deepFork(t *testing.T, m *Model, s *Sequence, seed uint64) *Sequence {
 	p := s.Cache.st.own.pool
 	require.NoError(t, f.Cache.reserve(m.Backend, p, s.Cache.Len))
 	for i, id := range s.Cache.st.own.ids {
-		p.copyRows(m.Backend, f.Cache.st.own.ids[i], id, p.bs)
+		p.copyBlock(m.Backend, f.Cache.st.own.ids[i], id)
 	}
 	f.Cache.Len = s.Cache.Len
 	return f
@@ -32,10 +32,8 @@ func deepFork(t *testing.T, m *Model, s *Sequence, seed uint64) *Sequence {
 func blockSnapshot(s *Sequence) [][]float32 {
 	var out [][]float32
 	st := s.Cache.st
-	for l := range st.kPages {
-		for b := range st.kPages[l] {
-			out = append(out, slices.Clone(st.kPages[l][b].F32()), slices.Clone(st.vPages[l][b].F32()))
-		}
+	for _, id := range st.own.ids {
+		out = append(out, slices.Clone(st.own.pool.blockMem(id).F32()))
 	}
 	return out
 }

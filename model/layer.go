@@ -22,53 +22,78 @@ type layerBufs struct {
 }
 
 // attender supplies a layer's attention batch: given layer l's activations
-// (a.kr and a.v hold this pass's keys and values, RoPE applied), it returns
-// one AttentionSeq per sequence, with Out and Q set inside a.att and a.qr.
-// The Runner writes K and V into the KV cache and reads them back through
-// the block tables; training reads them in place and keeps the LSE.
+// (a.kr holds this pass's keys after the k-norm, before RoPE, and a.v its
+// values), it rotates a.kr in place (RoPE), writes keys and values where
+// attention reads them and returns the batch, with Q and Out a.qr and
+// a.att. The Runner writes them into the KV cache's blocks, training into
+// its pass's blocks (keeping the LSE); both read them back through block
+// tables.
 type attender interface {
-	attend(l int, a *layerBufs) []kernels.AttentionSeq
+	attend(l int, a *layerBufs) kernels.AttentionBatch
 }
 
 // headScale is attention's score scale, 1/√D.
 func headScale(headDim int) float32 { return float32(1 / math.Sqrt(float64(headDim))) }
 
 // layerForward computes decoder layer l of m on x [T, C] (positions pos,
-// I32 [T]) into out [T, C], filling a. out may alias x (x is last read
-// before the down projection). With an empty out the down projection
-// itself is skipped (only its adapter's x·Aᵀ is kept), which is all a
-// checkpointed backward needs. bT holds the adapters' Bᵀ (see
-// linearForward), or is nil. The weights reach the backend through
+// I32 [T]) into out [T, C], filling a. The residual adds are fused into
+// the norms that read them (kernels.AddRMSNorm): res, if not empty, is the
+// previous layer's h, which x does not hold yet (the layer first adds it:
+// x += res, in place), and the layer leaves out = down(act) without its
+// own h, which the caller passes as the next layer's res, or adds with the
+// final norm (a.h stays valid until the next layer writes it). out may
+// alias x (x is last read before the down projection). With an empty out
+// the down projection itself is skipped (only its adapter's x·Aᵀ is kept),
+// which is all a checkpointed backward needs. bT holds the adapters' Bᵀ
+// (see linearForward), or is nil. The weights reach the backend through
 // m.dev (Backend.Import, once).
-func layerForward(be kernels.Backend, m *Model, l int, x, out, pos kernels.Buffer, t int, a *layerBufs, adapters bool, bT *[7]kernels.Buffer, at attender) {
+func layerForward(be kernels.Backend, m *Model, l int, x, res, out, pos kernels.Buffer, t int, a *layerBufs, adapters bool, bT *[7]kernels.Buffer, at attender) {
 	c, L := m.Config, &m.Layers[l]
 	eps := c.RMSNormEps
-	lin := func(j int, lin *Linear, out, x kernels.Buffer) {
-		var bt kernels.Buffer
+	bt := func(j int) kernels.Buffer {
 		if bT != nil {
-			bt = bT[j]
+			return bT[j]
 		}
-		linearForward(be, m, lin, out, x, t, adapters, a.lora[j], bt)
+		return kernels.Buffer{}
 	}
-	be.RMSNorm(a.xn, x, m.devVec(L.AttnNorm), t, c.HiddenSize, eps)
-	lin(0, &L.Attn.Q, a.q, a.xn)
-	lin(1, &L.Attn.K, a.k, a.xn)
-	lin(2, &L.Attn.V, a.v, a.xn)
+	lin := func(j int, lin *Linear, out, x kernels.Buffer) {
+		linearForward(be, m, lin, out, x, t, adapters, a.lora[j], bt(j))
+	}
+	// linMany is lin for several linears of one input: with a backend that
+	// implements kernels.MatMulManyer, their base products in one call
+	// (the same numbers as one MatMul each), then each adapter's update.
+	mm, fused := be.(kernels.MatMulManyer)
+	linMany := func(j0 int, lins []*Linear, outs []kernels.Buffer, x kernels.Buffer) {
+		if !fused {
+			for i, l := range lins {
+				lin(j0+i, l, outs[i], x)
+			}
+			return
+		}
+		ws := make([]kernels.Mat, len(lins))
+		for i, l := range lins {
+			ws[i] = m.devMat(l.W)
+		}
+		mm.MatMulMany(outs, x, ws, t)
+		for i, l := range lins {
+			linearAdapters(be, m, l, outs[i], x, t, adapters, a.lora[j0+i], bt(j0+i))
+		}
+	}
+	if res.Len() > 0 {
+		kernels.AddRMSNorm(be, a.xn, x, res, m.devVec(L.AttnNorm), t, c.HiddenSize, eps)
+	} else {
+		be.RMSNorm(a.xn, x, m.devVec(L.AttnNorm), t, c.HiddenSize, eps)
+	}
+	linMany(0, []*Linear{&L.Attn.Q, &L.Attn.K, &L.Attn.V}, []kernels.Buffer{a.q, a.k, a.v}, a.xn)
 	be.RMSNorm(a.qr, a.q, m.devVec(L.Attn.QNorm), t*c.NumHeads, c.HeadDim, eps)
 	be.RMSNorm(a.kr, a.k, m.devVec(L.Attn.KNorm), t*c.NumKVHeads, c.HeadDim, eps)
 	be.RoPE(a.qr, pos, c.NumHeads, c.HeadDim, c.RopeTheta)
-	be.RoPE(a.kr, pos, c.NumKVHeads, c.HeadDim, c.RopeTheta)
 	be.Attention(at.attend(l, a), c.NumHeads, c.NumKVHeads, c.HeadDim, headScale(c.HeadDim))
 	lin(3, &L.Attn.O, a.h, a.att)
-	be.Add(a.h, x)
-	be.RMSNorm(a.hn, a.h, m.devVec(L.MLPNorm), t, c.HiddenSize, eps)
-	lin(4, &L.MLP.Gate, a.g, a.hn)
-	lin(5, &L.MLP.Up, a.u, a.hn)
+	kernels.AddRMSNorm(be, a.hn, a.h, x, m.devVec(L.MLPNorm), t, c.HiddenSize, eps)
+	linMany(4, []*Linear{&L.MLP.Gate, &L.MLP.Up}, []kernels.Buffer{a.g, a.u}, a.hn)
 	be.SwiGLU(a.act, a.g, a.u)
 	lin(6, &L.MLP.Down, out, a.act)
-	if out.Len() > 0 {
-		be.Add(out, a.h)
-	}
 }
 
 // linearForward is the one LoRA linear path: out[M, Out] = x·Wᵀ, plus
@@ -84,6 +109,12 @@ func linearForward(be kernels.Backend, m weightSource, lin *Linear, out, x kerne
 	if out.Len() > 0 {
 		be.MatMul(out, x, m.devMat(lin.W), rows, false)
 	}
+	linearAdapters(be, m, lin, out, x, rows, adapters, u, bT)
+}
+
+// linearAdapters is linearForward after the base product (out already
+// holds x·Wᵀ): the adapter's update, if any.
+func linearAdapters(be kernels.Backend, m weightSource, lin *Linear, out, x kernels.Buffer, rows int, adapters bool, u, bT kernels.Buffer) {
 	a := lin.LoRA
 	if a == nil || !adapters {
 		return

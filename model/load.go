@@ -4,49 +4,39 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/x/kernels"
-	"github.com/x/kernels/cpu"
 )
 
-// closers closes each in turn and joins their errors.
-type closers []io.Closer
-
-// Close closes every closer.
-func (cs closers) Close() error {
-	var errs []error
-	for _, c := range cs {
-		errs = append(errs, c.Close())
-	}
-	return errors.Join(errs...)
-}
-
-// backendCloser adapts a backend's Close() to io.Closer.
-type backendCloser struct{ b *cpu.Backend }
-
-// Close stops the backend's workers.
-func (c backendCloser) Close() error {
-	c.b.Close()
-	return nil
-}
+// ErrNoBackend is Load's error for a nil Backend: the caller chooses where
+// the model runs (kernels/cpu's cpu.New(0), or kernels/device's Open for
+// "cpu", "cuda" or "cuda:N"), and owns and closes it.
+var ErrNoBackend = errors.New("no backend: pass one, e.g. cpu.New(0) (kernels/cpu) or device.Open(\"cpu\") (kernels/device)")
 
 // Load reads a Hugging Face Qwen3ForCausalLM folder: config.json and
 // model.safetensors, or the shards named by model.safetensors.index.json.
 // The files are memory-mapped and weights keep their stored dtype (F32,
 // BF16 or F16); norm weights are copied to float32. Close releases the
-// mappings. b runs every op; nil means a fast CPU backend using every core
-// (cpu.New(0)), which the Model then owns and Close releases.
+// mappings. b runs every op and stays the caller's (Close does not close
+// it); nil is ErrNoBackend.
 func Load(dir string, b kernels.Backend) (*Model, error) {
+	if b == nil {
+		return nil, fmt.Errorf("model: load %s: %w", dir, ErrNoBackend)
+	}
 	if err := checkFolder(dir); err != nil {
 		return nil, err
 	}
 	cfg, err := LoadConfig(filepath.Join(dir, "config.json"))
 	if err != nil {
 		return nil, err
+	}
+	if l, ok := b.(kernels.AttentionHeadDimLimiter); ok && cfg.HeadDim > l.MaxAttentionHeadDim() {
+		return nil, fmt.Errorf("model: load %s: config head_dim = %d: this backend's attention takes head dims up to %d", dir, cfg.HeadDim, l.MaxAttentionHeadDim())
 	}
 	src, err := openWeights(dir)
 	if err != nil {
@@ -58,11 +48,6 @@ func Load(dir string, b kernels.Backend) (*Model, error) {
 		return nil, fmt.Errorf("model: load %s: %w", dir, err)
 	}
 	m.closer = src
-	if b == nil {
-		c := cpu.New(0)
-		b = c
-		m.closer = closers{src, backendCloser{c}}
-	}
 	m.Backend = b
 	if err := m.ImportWeights(); err != nil {
 		_ = m.Close()
@@ -108,6 +93,55 @@ func (s *weightSet) vec(name string, n int) ([]float32, error) {
 		return nil, err
 	}
 	return f.Float32s(name, n)
+}
+
+// unaccounted refuses a weights file holding tensors the config has no
+// place for (layers past num_hidden_layers, say): loading it anyway would
+// run a truncated model that nothing flags. It names the first few.
+func (s *weightSet) unaccounted(used map[string]bool, cfg Config) error {
+	var extra []string
+	for name := range s.byName {
+		if !used[name] {
+			extra = append(extra, name)
+		}
+	}
+	if len(extra) == 0 {
+		return nil
+	}
+	slices.SortFunc(extra, compareTensorNames)
+	const show = 8
+	list := strings.Join(extra[:min(len(extra), show)], ", ")
+	if len(extra) > show {
+		list += fmt.Sprintf(" and %d more", len(extra)-show)
+	}
+	return fmt.Errorf("the weights hold %d tensor(s) that config.json (num_hidden_layers %d) does not account for: %s; "+
+		"config.json and the weights do not describe the same model", len(extra), cfg.NumLayers, list)
+}
+
+// compareTensorNames orders names with their layer numbers as numbers
+// (model.layers.2 before model.layers.10).
+func compareTensorNames(a, b string) int {
+	la, ra := layerOf(a)
+	lb, rb := layerOf(b)
+	if la != lb {
+		return la - lb
+	}
+	return strings.Compare(ra, rb)
+}
+
+// layerOf splits "model.layers.N.rest" into N and rest; other names give
+// -1 and the whole name.
+func layerOf(name string) (int, string) {
+	rest, ok := strings.CutPrefix(name, "model.layers.")
+	if !ok {
+		return -1, name
+	}
+	num, tail, _ := strings.Cut(rest, ".")
+	n, err := strconv.Atoi(num)
+	if err != nil {
+		return -1, name
+	}
+	return n, tail
 }
 
 // openWeights opens model.safetensors, or every shard listed in
@@ -176,7 +210,9 @@ func bind(cfg Config, src *weightSet) (*Model, error) {
 	c, v, f, qd, kvd, d := cfg.HiddenSize, cfg.VocabSize, cfg.IntermediateSize, cfg.QDim(), cfg.KVDim(), cfg.HeadDim
 	m := &Model{Config: cfg, Layers: make([]Layer, cfg.NumLayers)}
 	var errs []error
+	used := map[string]bool{}
 	mat := func(name string, rows, cols int) kernels.Mat {
+		used[name] = true
 		w, err := src.mat(name, rows, cols)
 		if err != nil {
 			errs = append(errs, err)
@@ -184,6 +220,7 @@ func bind(cfg Config, src *weightSet) (*Model, error) {
 		return w
 	}
 	vec := func(name string, n int) []float32 {
+		used[name] = true
 		w, err := src.vec(name, n)
 		if err != nil {
 			errs = append(errs, err)
@@ -194,6 +231,11 @@ func bind(cfg Config, src *weightSet) (*Model, error) {
 	m.Norm = vec("model.norm.weight", c)
 	if cfg.TieWordEmbeddings {
 		m.LMHead = m.Embed
+		if _, err := src.file("lm_head.weight"); err == nil {
+			// Stored beside tied embeddings: Hugging Face re-ties it after
+			// loading, so it is ignored, once its shape is checked.
+			_ = mat("lm_head.weight", v, c)
+		}
 	} else {
 		m.LMHead = mat("lm_head.weight", v, c)
 	}
@@ -217,6 +259,9 @@ func bind(cfg Config, src *weightSet) (*Model, error) {
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
+	}
+	if err := src.unaccounted(used, cfg); err != nil {
+		return nil, err
 	}
 	m.DType = m.Embed.DType
 	return m, nil

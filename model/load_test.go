@@ -214,6 +214,18 @@ func TestLoadErrors(t *testing.T) {
 			require.NoError(t, os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), []byte(`{"weight_map":{"a":"../x"}}`), 0o644))
 			return dir
 		}, "shard"},
+		{"fewer_layers_in_config", func(t *testing.T) string {
+			// The tiny checkpoint has 2 layers; a config saying 1 would
+			// run a truncated model if layer 1 were silently left out.
+			return writeCheckpoint(t, ts, func(c map[string]any) { c["num_hidden_layers"] = 1 })
+		}, "the weights hold 11 tensor(s) that config.json (num_hidden_layers 1) does not account for: " +
+			"model.layers.1.input_layernorm.weight, model.layers.1.mlp.down_proj.weight"},
+		{"stray_tensor", func(t *testing.T) string {
+			return writeCheckpoint(t, append(ts, F32Tensor("model.layers.0.mlp.bias", make([]float32, 4), 4)), nil)
+		}, "does not account for: model.layers.0.mlp.bias;"},
+		{"tied_lm_head_of_another_shape", func(t *testing.T) string {
+			return writeCheckpoint(t, append(ts, F32Tensor("lm_head.weight", make([]float32, 4), 2, 2)), nil)
+		}, "lm_head.weight"},
 		{"sliding_window", func(t *testing.T) string {
 			return writeCheckpoint(t, ts, func(c map[string]any) { c["use_sliding_window"] = true })
 		}, "use_sliding_window"},
@@ -272,14 +284,36 @@ func sqrt(x float64) float64 {
 	return z
 }
 
-func TestLoadDefaultBackend(t *testing.T) {
-	m, err := Load(tinyDir, nil)
+// TestLoadNeedsBackend: a nil backend is ErrNoBackend, naming the folder
+// and how to get one, before any file is read.
+func TestLoadNeedsBackend(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "missing"), nil)
+	require.ErrorIs(t, err, ErrNoBackend)
+	assert.Contains(t, err.Error(), "missing")
+	assert.Contains(t, err.Error(), "cpu.New(0)")
+	assert.Contains(t, err.Error(), `device.Open("cpu")`)
+}
+
+// headDimLimited is the reference backend with a bound on the attention
+// head dim, as kernels/cuda has (256).
+type headDimLimited struct {
+	ref.Backend
+	max int
+}
+
+func (h headDimLimited) MaxAttentionHeadDim() int { return h.max }
+
+// TestLoadRefusesHeadDimBeyondTheBackend: a config whose head_dim the
+// backend's attention cannot take is refused at Load, naming both, instead
+// of panicking in the first forward; within the bound it loads.
+func TestLoadRefusesHeadDimBeyondTheBackend(t *testing.T) {
+	dir := writeCheckpoint(t, tinyTensors(t), nil)
+	cfg, err := LoadConfig(filepath.Join(dir, "config.json"))
 	require.NoError(t, err)
-	require.NotNil(t, m.Backend)
-	want := loadReference(t)
-	got, err := m.Logits(want.Logits.InputIDs, Options{})
+	_, err = Load(dir, headDimLimited{max: cfg.HeadDim - 2})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), fmt.Sprintf("config head_dim = %d: this backend's attention takes head dims up to %d", cfg.HeadDim, cfg.HeadDim-2))
+	m, err := Load(dir, headDimLimited{max: cfg.HeadDim})
 	require.NoError(t, err)
-	assertClose(t, got, flatten(want.Logits.Logits), refAtol, refRtol, "logits on the default backend")
 	require.NoError(t, m.Close())
-	require.NoError(t, m.Close(), "a second Close is a no-op")
 }

@@ -32,19 +32,31 @@ type Loss struct {
 	// ISRatio, if not nil, is a per-token importance-sampling correction
 	// (see kernels.LossInput.ISRatio).
 	ISRatio [][]float32
+	// EntropyMask, if not nil, is TRL's top_entropy_quantile mask, 1 or 0
+	// per token (see kernels.LossInput.EntropyMask).
+	EntropyMask [][]float32
+	// SamplingLogP, if not nil, are the sampler's log-probs the
+	// off-policy mask reads (see kernels.LossParams.OffPolicyMask); nil
+	// falls back to OldLogP.
+	SamplingLogP [][]float32
+	// EntropyWeight, if not nil, is each token's weight in the entropy
+	// bonus in place of Weight (see kernels.LossInput.EntropyWeight).
+	EntropyWeight [][]float32
 }
 
 // LossResult is what Accumulate computed, per token [seq][i] like its
 // inputs (0 at masked-out tokens).
 type LossResult struct {
-	Loss    float64     // Σ over scored tokens of Weight·(ℓ + β·KL − c·H)
-	LogP    [][]float32 // the current policy's log-probs
-	Entropy [][]float32 // and entropies
-	Ratio   [][]float32 // importance ratio used by the objective
-	KL      [][]float32 // k3 KL estimate (0 when Beta = 0)
-	Clip    [][]uint8   // kernels.ClipLow | kernels.ClipHigh flags
-	Phi     [][]float32 // VESPO's φ (1 for other objectives)
-	Tokens  int         // scored tokens (after masks)
+	Loss     float64     // Σ over scored tokens of Weight·(ℓ + β·KL) − c·EntropyWeight·H
+	LogP     [][]float32 // the current policy's log-probs
+	Entropy  [][]float32 // and entropies
+	DLogP    [][]float32 // d Loss / d LogP
+	DEntropy [][]float32 // d Loss / d Entropy
+	Ratio    [][]float32 // importance ratio used by the objective
+	KL       [][]float32 // k3 KL estimate (0 when Beta = 0)
+	Clip     [][]uint8   // kernels.ClipLow | kernels.ClipHigh flags
+	Phi      [][]float32 // VESPO's φ (1 for other objectives)
+	Tokens   int         // scored tokens (after masks)
 }
 
 // SFTLoss is the mean negative log-likelihood of every scored token of
@@ -124,6 +136,15 @@ func (l *Loss) check(seqs []TrainSeq) error {
 	if err := per("ISRatio", l.ISRatio, false); err != nil {
 		return err
 	}
+	if err := per("EntropyMask", l.EntropyMask, false); err != nil {
+		return err
+	}
+	if err := per("SamplingLogP", l.SamplingLogP, false); err != nil {
+		return err
+	}
+	if err := per("EntropyWeight", l.EntropyWeight, false); err != nil {
+		return err
+	}
 	return per("RefLogP", l.RefLogP, l.Beta != 0)
 }
 
@@ -133,7 +154,7 @@ func (l *Loss) check(seqs []TrainSeq) error {
 type lossTensors struct {
 	p                   *Loss
 	rowSeq, rowI        []int32   // [N] each row's sequence and token index (from Start)
-	is                  []float32 // [N] ISRatio, nil when not given
+	is, emask, samp, ew []float32 // [N] ISRatio, EntropyMask, SamplingLogP, EntropyWeight, nil when not given
 	seg                 []int32   // [S+1] row offsets of the sequences
 	segScratch          []int32
 	pack                []float32 // a group's per-token inputs, packed for one Upload
@@ -169,6 +190,15 @@ func newLossTensors(seqs []TrainSeq, l *Loss) *lossTensors {
 			}
 			if l.ISRatio != nil {
 				lt.is = append(lt.is, l.ISRatio[s][i])
+			}
+			if l.EntropyMask != nil {
+				lt.emask = append(lt.emask, l.EntropyMask[s][i])
+			}
+			if l.SamplingLogP != nil {
+				lt.samp = append(lt.samp, l.SamplingLogP[s][i])
+			}
+			if l.EntropyWeight != nil {
+				lt.ew = append(lt.ew, l.EntropyWeight[s][i])
 			}
 		}
 		lt.seg = append(lt.seg, int32(len(lt.rowSeq)))
@@ -209,8 +239,13 @@ func (lt *lossTensors) upload(be kernels.Backend, st *passState, lo int, seqs [2
 	if lt.ref != nil {
 		parts, dst = append(parts, lt.ref[lo:hi]), append(dst, &in.RefLogP)
 	}
-	if lt.is != nil {
-		parts, dst = append(parts, lt.is[lo:hi]), append(dst, &in.ISRatio)
+	for _, opt := range []struct {
+		x   []float32
+		dst *kernels.Buffer
+	}{{lt.is, &in.ISRatio}, {lt.emask, &in.EntropyMask}, {lt.samp, &in.SamplingLogP}, {lt.ew, &in.EntropyWeight}} {
+		if opt.x != nil {
+			parts, dst = append(parts, opt.x[lo:hi]), append(dst, opt.dst)
+		}
 	}
 	buf, err := fit(be, &st.lossIn, kernels.F32, len(parts)*r)
 	if err != nil {
@@ -274,7 +309,8 @@ func sliceLossInput(in kernels.LossInput, lo, hi int) kernels.LossInput {
 		return b.Slice(lo, hi)
 	}
 	return kernels.LossInput{LogP: s(in.LogP), Entropy: s(in.Entropy), OldLogP: s(in.OldLogP), RefLogP: s(in.RefLogP),
-		Adv: s(in.Adv), Mask: s(in.Mask), ISRatio: s(in.ISRatio), Weight: s(in.Weight)}
+		Adv: s(in.Adv), Mask: s(in.Mask), ISRatio: s(in.ISRatio), Weight: s(in.Weight), EntropyMask: s(in.EntropyMask),
+		SamplingLogP: s(in.SamplingLogP), EntropyWeight: s(in.EntropyWeight)}
 }
 
 // sliceLossOutput is out over tokens [lo, hi).
@@ -298,7 +334,7 @@ func (lt *lossTensors) result(seqs []TrainSeq) LossResult {
 		}
 		return x
 	}
-	r := LossResult{LogP: f(), Entropy: f(), Ratio: f(), KL: f(), Phi: f(), Clip: make([][]uint8, len(seqs)), Tokens: len(lt.rowSeq)}
+	r := LossResult{LogP: f(), Entropy: f(), DLogP: f(), DEntropy: f(), Ratio: f(), KL: f(), Phi: f(), Clip: make([][]uint8, len(seqs)), Tokens: len(lt.rowSeq)}
 	for s, seq := range seqs {
 		r.Clip[s] = make([]uint8, max(0, seq.Scored()))
 	}
@@ -306,9 +342,42 @@ func (lt *lossTensors) result(seqs []TrainSeq) LossResult {
 	for j, s := range lt.rowSeq {
 		i := lt.rowI[j]
 		r.LogP[s][i], r.Entropy[s][i] = lt.logp[j], lt.ent[j]
+		r.DLogP[s][i], r.DEntropy[s][i] = lt.dlogp[j], lt.dent[j]
 		r.Ratio[s][i], r.KL[s][i], r.Phi[s][i], r.Clip[s][i] = lt.ratio[j], lt.kl[j], lt.phi[j], lt.clip[j]
 		sum += float64(lt.loss[j])
 	}
 	r.Loss = sum
 	return r
+}
+
+// EvalLoss evaluates loss on the given log-probs and entropies ([seq][i]
+// like the scored tokens of seqs) with be's PolicyLoss over host memory
+// (kernels/ref, kernels/cpu): what Accumulate computes on the forward's
+// log-probs, without a model, a forward or a backward. LossResult.DLogP and
+// DEntropy are the loss's derivatives. It is how a caller checks a loss on
+// chosen values (the trainer's tests hold their loss settings to the
+// reference this way).
+func EvalLoss(be kernels.Backend, seqs []TrainSeq, loss Loss, logp, entropy [][]float32) (LossResult, error) {
+	if err := loss.check(seqs); err != nil {
+		return LossResult{}, err
+	}
+	for name, x := range map[string][][]float32{"log-probs": logp, "entropies": entropy} {
+		if len(x) != len(seqs) {
+			return LossResult{}, fmt.Errorf("train: loss %s have %d sequences, the batch %d", name, len(x), len(seqs))
+		}
+		for s, row := range x {
+			if len(row) != max(0, seqs[s].Scored()) {
+				return LossResult{}, fmt.Errorf("train: loss %s sequence %d has %d entries, want %d", name, s, len(row), seqs[s].Scored())
+			}
+		}
+	}
+	lt := newLossTensors(seqs, &loss)
+	for j, s := range lt.rowSeq {
+		lt.logp[j], lt.ent[j] = logp[s][lt.rowI[j]], entropy[s][lt.rowI[j]]
+	}
+	in := kernels.HostLossInput{LogP: lt.logp, Entropy: lt.ent, Adv: lt.adv, Weight: lt.weight, OldLogP: lt.old, RefLogP: lt.ref,
+		ISRatio: lt.is, EntropyMask: lt.emask, SamplingLogP: lt.samp, EntropyWeight: lt.ew, Seg: lt.seg}
+	out := kernels.HostLossOutput{Loss: lt.loss, DLogP: lt.dlogp, DEntropy: lt.dent, Ratio: lt.ratio, KL: lt.kl, Clip: lt.clip, Phi: lt.phi}
+	be.PolicyLoss(out.Buffers(), in.Buffers(), loss.LossParams, len(lt.rowSeq))
+	return lt.result(seqs), nil
 }

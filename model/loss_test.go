@@ -16,35 +16,13 @@ import (
 )
 
 // lossTotal evaluates loss on given log-probs and entropies with the
-// reference PolicyLoss: the plain-Go loss the model's gradient must be the
-// derivative of.
+// reference PolicyLoss (EvalLoss): the plain-Go loss the model's gradient
+// must be the derivative of.
 func lossTotal(t *testing.T, seqs []TrainSeq, loss Loss, logp, ent [][]float32) float64 {
 	t.Helper()
-	lt := newLossTensors(seqs, &loss)
-	for j, s := range lt.rowSeq {
-		lt.logp[j], lt.ent[j] = logp[s][lt.rowI[j]], ent[s][lt.rowI[j]]
-	}
-	n := len(lt.rowSeq)
-	ref.Backend{}.PolicyLoss(hostLossOutput(lt), hostLossInput(lt), loss.LossParams, n)
-	var sum float64
-	for _, l := range lt.loss {
-		sum += float64(l)
-	}
-	return sum
-}
-
-// hostLossInput is lt's inputs over all rows as host Buffers, with the
-// segments of all its sequences.
-func hostLossInput(lt *lossTensors) kernels.LossInput {
-	in := kernels.HostLossInput{LogP: lt.logp, Entropy: lt.ent, Adv: lt.adv, Weight: lt.weight,
-		OldLogP: lt.old, RefLogP: lt.ref, ISRatio: lt.is, Seg: lt.seg}
-	return in.Buffers()
-}
-
-// hostLossOutput is lt's outputs over all rows as host Buffers.
-func hostLossOutput(lt *lossTensors) kernels.LossOutput {
-	return kernels.HostLossOutput{Loss: lt.loss, DLogP: lt.dlogp, DEntropy: lt.dent,
-		Ratio: lt.ratio, KL: lt.kl, Clip: lt.clip, Phi: lt.phi}.Buffers()
+	res, err := EvalLoss(ref.Backend{}, seqs, loss, logp, ent)
+	require.NoError(t, err)
+	return res.Loss
 }
 
 // grpoLoss builds a Loss over seqs: old log-probs at base − δ (δ from
@@ -84,8 +62,9 @@ func grpoLoss(rng *rand.Rand, p kernels.LossParams, seqs []TrainSeq, base [][]fl
 // of the model's log-probs and entropies, in Full mode on a micro model
 // with the float64-accumulating reference backend, at a temperature, with
 // a masked token and IS corrections: SAPO at token level (smooth
-// everywhere) and the clipped objective with sequence-level ratios inside
-// the clip range and the bias-corrected KL, each with KL and entropy terms. Step and tolerance as
+// everywhere), the clipped objective with sequence-level ratios inside
+// the clip range and the bias-corrected KL, and SAPO at sequence level
+// under the entropy and off-policy masks, each with KL and entropy terms. Step and tolerance as
 // TestFullGradientsFiniteDifferences (1e-2; 3e-3 abs + 3e-2 rel).
 func TestLossGradientsFiniteDifferences(t *testing.T) {
 	for _, tc := range []struct {
@@ -93,11 +72,14 @@ func TestLossGradientsFiniteDifferences(t *testing.T) {
 		p      kernels.LossParams
 		deltas []float32
 		perSeq bool
+		masks  bool // an EntropyMask and SamplingLogP (for the off-policy mask)
 	}{
-		{"sapo_kl_entropy", kernels.LossParams{Objective: kernels.ObjectiveSAPO, SAPOTauPos: 1, SAPOTauNeg: 1.05, Beta: 0.2, EntropyCoef: 0.3},
-			[]float32{-0.4, -0.1, 0.2, 0.5}, false},
-		{"gspo_biaskl_entropy", kernels.LossParams{Objective: kernels.ObjectiveClipped, EpsLow: 0.2, EpsHigh: 0.28, SequenceRatio: true, Beta: 0.1, EntropyCoef: -0.2, KLBiasCorrection: true},
-			[]float32{0.02, -0.05}, true},
+		{"sapo_kl_entropy", kernels.LossParams{Objective: kernels.ObjectiveSAPO, SAPOTemperaturePos: 1, SAPOTemperatureNeg: 1.05, Beta: 0.2, EntropyCoef: 0.3},
+			[]float32{-0.4, -0.1, 0.2, 0.5}, false, false},
+		{"gspo_biaskl_entropy", kernels.LossParams{Objective: kernels.ObjectiveClipped, EpsLow: 0.2, EpsHigh: 0.28, SequenceRatio: true, Beta: 0.1, EntropyCoef: -0.2, UseBiasCorrectionKL: true},
+			[]float32{0.02, -0.05}, true, false},
+		{"sapo_sequence_masks", kernels.LossParams{Objective: kernels.ObjectiveSAPO, SAPOTemperaturePos: 1, SAPOTemperatureNeg: 1.05, SequenceRatio: true,
+			Beta: 0.1, EntropyCoef: 0.2, OffPolicyMask: true, OffPolicyMaskThreshold: 0.05}, []float32{0.3, -0.2, 0.1}, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -110,6 +92,19 @@ func TestLossGradientsFiniteDifferences(t *testing.T) {
 			base, _, err := tr.LogProbs(ctx, seqs, true)
 			require.NoError(t, err)
 			loss := grpoLoss(rng, tc.p, seqs, base, tc.deltas, tc.perSeq)
+			if tc.masks {
+				// Every other token in the entropy mask; sampling log-probs
+				// 0.2 above the model's on sequence 0 (mean 0.2 > 0.05:
+				// dropped where A < 0), equal on sequence 1 (kept).
+				for s, row := range base {
+					em, sp := make([]float32, len(row)), make([]float32, len(row))
+					for i := range row {
+						em[i] = float32((i + s) % 2)
+						sp[i] = row[i] + 0.2*float32(1-s)
+					}
+					loss.EntropyMask, loss.SamplingLogP = append(loss.EntropyMask, em), append(loss.SamplingLogP, sp)
+				}
+			}
 			res, err := tr.Accumulate(ctx, seqs, loss)
 			require.NoError(t, err)
 			assert.InDelta(t, lossTotal(t, seqs, loss, res.LogP, res.Entropy), res.Loss, 1e-6, "LossResult.Loss is the plain-Go total")
@@ -241,7 +236,9 @@ func TestLossErrors(t *testing.T) {
 		{"two advantages", "exactly one", bad(func(l *Loss) { l.Adv = l.Weight })},
 		{"seq adv count", "SeqAdv", bad(func(l *Loss) { l.SeqAdv = l.SeqAdv[:1] })},
 		{"old shape", "OldLogP", bad(func(l *Loss) { l.OldLogP = [][]float32{{1}} })},
-		{"bad eps", "EpsLow", bad(func(l *Loss) { l.Objective, l.EpsLow = kernels.ObjectiveClipped, 2 })},
+		{"bad eps", "EpsLow", bad(func(l *Loss) { l.Objective, l.EpsLow = kernels.ObjectiveClipped, -1 })},
+		{"entropy mask shape", "EntropyMask", bad(func(l *Loss) { l.EntropyMask = [][]float32{{1}} })},
+		{"sampling shape", "SamplingLogP", bad(func(l *Loss) { l.SamplingLogP = [][]float32{{1}} })},
 		{"kl without ref logp", "RefLogP", bad(func(l *Loss) { l.Beta = 0.1 })},
 		{"kl in full without reference", "Reference", bad(func(l *Loss) { l.Beta = 0.1; l.RefLogP = l.Weight })},
 	} {

@@ -98,7 +98,7 @@ func TestResumeIsBitExact(t *testing.T) {
 			case !full:
 				require.NoError(t, AttachLoRA(m, lora, 1))
 			}
-			tr, err := NewTrainable(m, TrainOptions{Full: full, Checkpoint: true})
+			tr, err := NewTrainable(m, TrainOptions{Full: full})
 			require.NoError(t, err)
 			o, err := NewAdamW(ref.Backend{}, tr.Params(), cfg)
 			require.NoError(t, err)

@@ -13,7 +13,7 @@ import (
 )
 
 // TestMatMulBF16Logits runs a random bf16 model (std 0.1, so logits are
-// far from uniform) under cpu.MatMulExact and cpu.MatMulBF16 side by side:
+// far from uniform) under kernels.MatMulExact and kernels.MatMulBF16 side by side:
 // a 24-token prefill (M = 24, the packed matmul path, on VDPBF16PS where
 // the CPU has AVX512_BF16), then 8 greedy decode steps (M = 1).
 //
@@ -39,7 +39,7 @@ func TestMatMulBF16Logits(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, WriteRandom(dir, cfg, kernels.BF16, 11, RandomOptions{Std: 0.1, NormStd: 0.1}))
 	var models [2]*Model
-	for i, p := range []cpu.MatMulPrecision{cpu.MatMulExact, cpu.MatMulBF16} {
+	for i, p := range []kernels.MatMulPrecision{kernels.MatMulExact, kernels.MatMulBF16} {
 		be := cpu.New(2)
 		t.Cleanup(be.Close)
 		require.NoError(t, be.SetMatMulPrecision(p))

@@ -48,6 +48,7 @@ type Model struct {
 	retiredKV []*kvPool
 
 	imported map[devKey]devWeight // host weights → their Import (see devBuf)
+	adapters *AdapterSnapshot     // the adapters forwards read; nil: the live ones (UseAdapters)
 }
 
 // Layer is one Qwen3DecoderLayer.

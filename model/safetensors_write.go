@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/x/internal/atomicfile"
 	"github.com/x/kernels"
 )
 
@@ -120,7 +121,7 @@ func writeSafetensors(path string, tensors []Tensor, metadata map[string]string,
 	if dir == "" {
 		dir = "."
 	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp*")
+	tmp, err := atomicfile.CreateTemp(dir, "."+base+".tmp")
 	if err != nil {
 		return fmt.Errorf("safetensors: write %s: %w", path, err)
 	}
@@ -154,9 +155,6 @@ func writeSafetensors(path string, tensors []Tensor, metadata map[string]string,
 		}
 	}
 	if err = w.Flush(); err != nil {
-		return fmt.Errorf("safetensors: write %s: %w", path, err)
-	}
-	if err = tmp.Chmod(0o644); err != nil {
 		return fmt.Errorf("safetensors: write %s: %w", path, err)
 	}
 	if err = tmp.Close(); err != nil {

@@ -17,11 +17,14 @@ type TrainOptions struct {
 	// float32 master copies; the model must carry no adapters. Otherwise
 	// only the attached LoRA adapters train and the base stays frozen.
 	Full bool
-	// Checkpoint keeps only each layer's input during Forward and recomputes
-	// the layer's activations in Backward (activation checkpointing): memory
-	// per token drops from every activation of every layer to one hidden
-	// vector per layer, for about one more forward of compute.
-	Checkpoint bool
+	// KeepActivations keeps every activation of every layer from Forward
+	// to Backward. By default (false) training checkpoints activations:
+	// Forward keeps only each layer's input and Backward recomputes the
+	// layer's activations, so memory per token drops from every activation
+	// of every layer (about 2·C + 4·(H+2·KVH)·D + 3·F floats per layer) to
+	// one hidden vector per layer, for about one more forward of compute.
+	// Set it when memory is plentiful and the recomputation's time matters.
+	KeepActivations bool
 	// LogitsChunk is how many scored rows of [rows, V] logits exist at a
 	// time (default 128: 78 MB at V = 151,936), so a large vocabulary
 	// never needs a [tokens, V] buffer.

@@ -34,7 +34,7 @@ func BenchmarkTrainStep(b *testing.B) {
 			if !tc.full {
 				require.NoError(b, AttachLoRA(m, LoRAConfig{R: 16, Alpha: 32}, 1))
 			}
-			tr, err := NewTrainable(m, TrainOptions{Full: tc.full, Checkpoint: tc.checkpoint})
+			tr, err := NewTrainable(m, TrainOptions{Full: tc.full, KeepActivations: !tc.checkpoint})
 			require.NoError(b, err)
 			seqs := trRandomSeqs(rand.New(rand.NewPCG(1, 1)), cfg.VocabSize, 256, 256, 256, 256)
 			w := trGradLoss(trRandomWeights(rand.New(rand.NewPCG(2, 2)), seqs))

@@ -26,7 +26,7 @@ func ExampleNewTrainable() {
 	if err := model.AttachLoRA(m, lora, 42); err != nil {
 		log.Fatal(err)
 	}
-	tr, err := model.NewTrainable(m, model.TrainOptions{Checkpoint: true})
+	tr, err := model.NewTrainable(m, model.TrainOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -13,7 +13,8 @@ type passState struct {
 	seqs []TrainSeq
 	t    int
 
-	qDim, kvDim, heads int     // the model's H·D, KVH·D and H
+	qDim, kvDim, heads int // the model's H·D, KVH·D and H
+	cfg                Config
 	off                []int   // [B+1] first row of each sequence
 	ids                []int32 // [T]
 	pos                []int32 // [T] position within its sequence
@@ -32,7 +33,9 @@ type passState struct {
 	dxfMem     kernels.Buffer
 	dxf        kernels.Buffer // [T, C] gradient of xf
 	grads      gradBufs
-	ipos       kernels.Buffer // [2T+2R] ids, positions, scored rows, their targets: one Upload per pass
+	ipos       kernels.Buffer      // ids [T], positions [T], scored rows [R], their targets [R], QStart [B+1], block tables: one Upload per pass
+	lay        kernels.BatchLayout // the pass's attention layout (views of ipos)
+	tables     kernels.Buffer      // the pass's block tables in st.kv (a view of ipos)
 	hostIP     []int32
 	out        kernels.Buffer // [8R] log-probs, entropies, then the loss outputs (see outSlot)
 	outMem     kernels.Buffer
@@ -41,9 +44,7 @@ type passState struct {
 	segMem     kernels.Buffer // [S+1] I32 sequence offsets of the loss
 	clipMem    kernels.Buffer // [R] U8 the loss's clip flags
 	zeros      kernels.Buffer // zeroed, never written: clears scratch by Copy
-	attn       []kernels.AttentionSeq
-	attnGrad   []kernels.AttentionGradSeq
-	kv         trainKV // the pass's K/V in blocks, read through block tables
+	kv         trainKV        // the pass's K/V in blocks, read through block tables
 
 	// logits chunk: [K, C] gathered rows, [K, V] logits, [K, C] their
 	// gradient
@@ -81,7 +82,7 @@ func (tr *Trainable) prepare(st *passState, seqs []TrainSeq) error {
 	}
 	v := int32(tr.m.Config.VocabSize)
 	st.seqs = seqs
-	st.qDim, st.kvDim, st.heads = tr.m.Config.QDim(), tr.m.Config.KVDim(), tr.m.Config.NumHeads
+	st.qDim, st.kvDim, st.heads, st.cfg = tr.m.Config.QDim(), tr.m.Config.KVDim(), tr.m.Config.NumHeads, tr.m.Config
 	st.off = append(st.off[:0], 0)
 	st.ids, st.pos, st.rows = st.ids[:0], st.pos[:0], st.rows[:0]
 	st.logp, st.ent = make([][]float32, len(seqs)), make([][]float32, len(seqs))
@@ -122,7 +123,7 @@ func (tr *Trainable) prepare(st *passState, seqs []TrainSeq) error {
 func (tr *Trainable) forward(ctx context.Context, st *passState, adapters, keep bool) error {
 	m := tr.m
 	c := m.Config
-	if err := layoutActs(tr.be, st, m, keep, tr.opts.Checkpoint); err != nil {
+	if err := layoutActs(tr.be, st, m, keep, !tr.opts.KeepActivations); err != nil {
 		return err
 	}
 	if adapters {
@@ -130,46 +131,43 @@ func (tr *Trainable) forward(ctx context.Context, st *passState, adapters, keep 
 			return err
 		}
 	}
-	if err := st.uploadIDs(tr.be); err != nil {
-		return err
-	}
 	if err := st.kv.reserve(tr.be, c, st); err != nil {
 		return err
 	}
 	if !keep {
 		defer st.kv.release() // no backward reads them
 	}
+	if err := st.uploadIDs(tr.be); err != nil {
+		return err
+	}
 	x0, _ := st.layerIO(0)
 	tr.be.Embedding(x0, m.devMat(m.Embed), st.idsBuf())
+	var res kernels.Buffer // the previous layer's h, not yet added into its output
 	for l := range m.Layers {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("train forward: %w", err)
 		}
 		in, out := st.layerIO(l)
-		if err := tr.layerForward(st, l, in, st.actsOf(l), out, adapters); err != nil {
+		if err := tr.layerForward(st, l, in, res, st.actsOf(l), out, adapters); err != nil {
 			return err
 		}
+		res = st.actsOf(l).b.h
 	}
 	xf, err := fit(tr.be, &st.xfMem, kernels.F32, st.t*c.HiddenSize)
 	if err != nil {
 		return fmt.Errorf("train forward: %w", err)
 	}
 	st.xf = xf
-	tr.be.RMSNorm(st.xf, st.finalX(len(m.Layers)), m.devVec(m.Norm), st.t, c.HiddenSize, c.RMSNormEps)
+	kernels.AddRMSNorm(tr.be, st.xf, st.finalX(len(m.Layers)), res, m.devVec(m.Norm), st.t, c.HiddenSize, c.RMSNormEps)
 	return nil
 }
 
-// uploadIDs puts the pass's token ids and positions and the scored rows'
-// indices and targets into st.ipos in one Upload, and sizes st.out.
+// uploadIDs puts the pass's token ids and positions, the scored rows'
+// indices and targets, the sequences' offsets (the attention layout's
+// QStart, B+1) and their block tables in st.kv's pool (st.kv.reserve first)
+// into st.ipos in one Upload, sets st.lay, and sizes st.out.
 func (st *passState) uploadIDs(be kernels.Backend) error {
-	r := len(st.rows)
-	ip, err := fit(be, &st.ipos, kernels.I32, 2*st.t+2*r)
-	if err != nil {
-		return fmt.Errorf("train: ids: %w", err)
-	}
-	if st.out, err = fit(be, &st.outMem, kernels.F32, outSlots*r); err != nil {
-		return fmt.Errorf("train: log-prob outputs: %w", err)
-	}
+	r, b := len(st.rows), len(st.off)-1
 	st.hostIP = append(append(st.hostIP[:0], st.ids...), st.pos...)
 	for _, row := range st.rows {
 		st.hostIP = append(st.hostIP, row.row)
@@ -177,9 +175,27 @@ func (st *passState) uploadIDs(be kernels.Backend) error {
 	for _, row := range st.rows {
 		st.hostIP = append(st.hostIP, row.tgt)
 	}
+	maxT := 0
+	for s := range b {
+		st.hostIP = append(st.hostIP, int32(st.off[s]))
+		maxT = max(maxT, st.off[s+1]-st.off[s])
+	}
+	st.hostIP = append(st.hostIP, int32(st.t))
+	st.hostIP = st.kv.tables(st.hostIP)
+	ip, err := fit(be, &st.ipos, kernels.I32, len(st.hostIP))
+	if err != nil {
+		return fmt.Errorf("train: ids: %w", err)
+	}
+	if st.out, err = fit(be, &st.outMem, kernels.F32, outSlots*r); err != nil {
+		return fmt.Errorf("train: log-prob outputs: %w", err)
+	}
 	if err := be.Upload(ip, kernels.HostI32(st.hostIP)); err != nil {
 		return fmt.Errorf("train: uploading ids: %w", err)
 	}
+	q0 := 2*st.t + 2*r
+	st.lay = kernels.BatchLayout{QStart: ip.Slice(q0, q0+b+1), Pos: st.posBuf(), B: b, N: st.t, MaxT: maxT,
+		MaxLen: st.kv.w * trainKVBlock}
+	st.tables = ip.Slice(q0+b+1, len(st.hostIP))
 	return nil
 }
 
@@ -230,8 +246,9 @@ func (st *passState) clear(be kernels.Backend, b kernels.Buffer) {
 
 // layerForward runs the shared decoder layer (see layerForward in
 // layer.go) on st's batch, with the adapters' Bᵀ and attention over each
-// sequence's own keys and values.
-func (tr *Trainable) layerForward(st *passState, l int, x kernels.Buffer, a *layerActs, out kernels.Buffer, adapters bool) error {
+// sequence's own keys and values; res is the previous layer's h not yet
+// added into x, or empty.
+func (tr *Trainable) layerForward(st *passState, l int, x, res kernels.Buffer, a *layerActs, out kernels.Buffer, adapters bool) error {
 	var bT [7]kernels.Buffer
 	for j := range tr.bT[l] {
 		if n := tr.bTLen[l][j]; n > 0 {
@@ -241,25 +258,30 @@ func (tr *Trainable) layerForward(st *passState, l int, x kernels.Buffer, a *lay
 	if err := a.fitLoRA(tr.be, tr.m, l, st.t); err != nil {
 		return err
 	}
-	layerForward(tr.be, tr.m, l, x, out, st.posBuf(), st.t, &a.b, adapters, &bT, st)
+	layerForward(tr.be, tr.m, l, x, res, out, st.posBuf(), st.t, &a.b, adapters, &bT, st)
 	return nil
 }
 
-// attend is training's attention batch: each sequence's keys and values
-// go into its blocks (st.kv) and it attends to them through its block
-// table, from position 0, keeping the LSE for the backward.
-func (st *passState) attend(_ int, a *layerBufs) []kernels.AttentionSeq {
-	q, kv, h := st.qDim, st.kvDim, st.heads
-	st.attn = st.attn[:0]
-	for s := range st.seqs {
-		o0, o1 := st.off[s], st.off[s+1]
-		st.kv.write(s, a.kr.Slice(o0*kv, o1*kv), a.v.Slice(o0*kv, o1*kv), o1-o0)
-		st.attn = append(st.attn, kernels.AttentionSeq{
-			Out: a.att.Slice(o0*q, o1*q), Q: a.qr.Slice(o0*q, o1*q), Paged: st.kv.paged(s),
-			LSE: a.lse.Slice(o0*h, o1*h), T: o1 - o0,
-		})
-	}
-	return st.attn
+// attend is training's attention batch: the pass's keys (rotated in place)
+// and values go into its blocks (st.kv) with one WriteKV, and each
+// sequence attends to them through its block table, from position 0,
+// keeping the LSE for the backward.
+func (st *passState) attend(_ int, a *layerBufs) kernels.AttentionBatch {
+	c := st.cfg
+	n := st.t
+	kv := st.kv.paged(st.tables)
+	kernels.WriteKVRoPE(st.kv.be, kv, st.lay, a.kr.Slice(0, n*st.kvDim), a.v.Slice(0, n*st.kvDim), c.NumKVHeads, c.HeadDim, c.RopeTheta)
+	return st.attnBatch(a)
+}
+
+// attnBatch is the pass's attention batch over the activations a: Q, Out
+// and LSE packed [T, ...], K/V through st.kv's block tables, KStart (the
+// backward's DK and DV rows) equal to QStart since every sequence starts at
+// position 0.
+func (st *passState) attnBatch(a *layerBufs) kernels.AttentionBatch {
+	n := st.t
+	return kernels.AttentionBatch{Layout: st.lay, Q: a.qr.Slice(0, n*st.qDim), Out: a.att.Slice(0, n*st.qDim),
+		LSE: a.lse.Slice(0, n*st.heads), Paged: st.kv.paged(st.tables), KStart: st.lay.QStart}
 }
 
 // chunkGrad returns d loss / d logp and d loss / d entropy (empty when

@@ -227,7 +227,7 @@ func TestBackwardVariantsAgree(t *testing.T) {
 				require.NoError(t, AttachLoRA(m, LoRAConfig{R: 2, Alpha: 4, RSLoRA: true, Targets: []string{"q_proj", "v_proj", "down_proj"}}, 2))
 				trRandomizeB(m, rand.New(rand.NewPCG(1, 1)))
 			}
-			tr, err := NewTrainable(m, TrainOptions{Full: full, Checkpoint: checkpoint, LogitsChunk: 4})
+			tr, err := NewTrainable(m, TrainOptions{Full: full, KeepActivations: !checkpoint, LogitsChunk: 4})
 			require.NoError(t, err)
 			ctx := context.Background()
 			old, _, err := tr.LogProbs(ctx, seqs, true) // GRPO's old-policy pass

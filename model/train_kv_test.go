@@ -27,7 +27,7 @@ func TestTrainKVBlocks(t *testing.T) {
 	blockBytes := int64(2*trainKVBlock*c.KVDim()) * 4 // K and V, one layer, f32
 	ctx := context.Background()
 	for _, checkpoint := range []bool{false, true} {
-		tr, err := NewTrainable(m, TrainOptions{Checkpoint: checkpoint})
+		tr, err := NewTrainable(m, TrainOptions{KeepActivations: !checkpoint})
 		require.NoError(t, err)
 		_, _, err = tr.Forward(ctx, seqs)
 		require.NoError(t, err)

@@ -102,7 +102,7 @@ func TestLoRAGradientsMatchReference(t *testing.T) {
 	}{{"ref", ref.Backend{}, false}, {"cpu", fast, false}, {"cpu-checkpoint", fast, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := trLoadTiny(t, tc.be, true)
-			tr, err := NewTrainable(m, TrainOptions{Checkpoint: tc.checkpoint, LogitsChunk: 3})
+			tr, err := NewTrainable(m, TrainOptions{KeepActivations: !tc.checkpoint, LogitsChunk: 3})
 			require.NoError(t, err)
 			start := want.TargetPositions[0] + 1
 			seq := TrainSeq{IDs: want.InputIDs, Start: start}

@@ -18,31 +18,44 @@ import (
 // compute op that the backend neither allocated nor imported, which a
 // device backend would stage per op (Transfers.HostArgs).
 //
-// Decode step, two sequences feeding one token each (asserted exactly):
+// The attention layout and the block tables are I32 Buffers on the
+// backend (kernels.BatchLayout, kernels.PagedKV): they cross in the one
+// Upload that carries a forward's token ids, B+1 sequence offsets and B·W
+// block ids more, and a decode step sends them only when they change.
+// Before they moved there, each Attention call of a device backend
+// uploaded its block tables and a descriptor array itself, three uploads
+// per layer per step that Counting could not see; now nothing crosses
+// inside an op.
+//
+// Decode steps, two sequences feeding one token each (asserted exactly):
 // one Upload of the token ids and their positions (I32, 2 per token: 4
-// elements); the sampled rows are the forward's rows in order, so no
-// row-index upload; no scalar (a row with no finite logit comes back from
-// SampleRows as kernels.NoToken instead of the host checking the logits
-// first); two Downloads in one DownloadAll (one wait on a device), the
-// sampled ids (2 I32) and their log-probs under the sampling and the full
-// distribution (4 F32): 6 elements. Weights were
-// imported at Load and activations, scratch and the KV cache are the
-// backend's (Alloc), so HostArgs is 0.
+// elements), plus, on the first decode step after the prefill (the
+// layout changed: T 3 and 2 became 1 and 1), the sequences' offsets (3)
+// and block tables (2 × 1 entry): 9 elements; the next step, whose layout
+// and tables are unchanged, uploads the 4 ids and positions alone. The
+// sampled rows are the forward's rows in order, so no row-index upload;
+// no scalar (a row with no finite logit comes back from SampleRows as
+// kernels.NoToken instead of the host checking the logits first); two
+// Downloads in one DownloadAll (one wait on a device), the sampled ids (2
+// I32) and their log-probs under the sampling and the full distribution (4
+// F32): 6 elements. Weights were imported at Load and activations, scratch
+// and the KV cache are the backend's (Alloc), so HostArgs is 0.
 //
 // LogProbs, the no-grad forward that scores sequences, over two sequences
 // of 5 and 3 tokens scoring 3 and 2 of them with entropies, in one
 // forward and one chunk (asserted exactly): one Upload of the 8 ids and
-// positions (16 elements) and one of the 5 scored rows' indices and
-// targets (10); one Download of their 5 log-probs and 5 entropies. No
-// scalars, no host arguments.
+// positions, the 3 offsets and the 2 block-table entries (21 elements)
+// and one of the 5 scored rows' indices and targets (10); one Download of
+// their 5 log-probs and 5 entropies. No scalars, no host arguments.
 //
 // Training step over two sequences of 5 and 3 tokens scoring 5 (asserted
 // exactly). Forward, Backward, AdamW.Step: one Upload of the 8 ids and
-// positions and the 5 scored rows' indices and targets (26 elements), one
-// Download of their log-probs and entropies (10), one Upload of
-// Backward's 5 weights d loss / d log-prob, the gradient norm's scalar.
-// Accumulate (the loss on the backend, per token), AdamW.Step: the same
-// ids Upload, one Upload of the loss's per-token inputs (advantages,
+// positions, the 5 scored rows' indices and targets and the attention
+// layout (3 offsets, 2 block-table entries of the pass's K/V blocks): 31
+// elements; one Download of their log-probs and entropies (10), one
+// Upload of Backward's 5 weights d loss / d log-prob, the gradient norm's
+// scalar. Accumulate (the loss on the backend, per token), AdamW.Step: the
+// same ids Upload, one Upload of the loss's per-token inputs (advantages,
 // weights, old log-probs: 15), one Download of the log-probs, entropies
 // and loss outputs (8 per token: 40) and one of the clip flags (5 U8),
 // the scalar; nothing crosses per logits chunk. Activations, their
@@ -77,13 +90,18 @@ func TestTransfers(t *testing.T) {
 	c.Reset()
 	_, err = b.Step(ctx)
 	require.NoError(t, err)
+	assert.Equal(t, kerneltest.Transfers{Uploads: 1, Downloads: 2, UploadElems: 9, DownloadElems: 6}, c.N,
+		"the first decode step (a new layout); host arguments: %v", c.Foreign)
+	c.Reset()
+	_, err = b.Step(ctx)
+	require.NoError(t, err)
 	assert.Equal(t, kerneltest.Transfers{Uploads: 1, Downloads: 2, UploadElems: 4, DownloadElems: 6}, c.N,
-		"one decode step; host arguments: %v", c.Foreign)
+		"a decode step; host arguments: %v", c.Foreign)
 
 	c.Reset()
 	_, err = m.LogProbs(ctx, []Scored{{Tokens: []int32{1, 2, 3, 4, 5}, Start: 2}, {Tokens: []int32{6, 7, 8}}}, LogProbsOptions{Entropy: true})
 	require.NoError(t, err)
-	assert.Equal(t, kerneltest.Transfers{Uploads: 2, Downloads: 1, UploadElems: 26, DownloadElems: 10}, c.N,
+	assert.Equal(t, kerneltest.Transfers{Uploads: 2, Downloads: 1, UploadElems: 31, DownloadElems: 10}, c.N,
 		"LogProbs; host arguments: %v", c.Foreign)
 	// LogProbs and Generate give their scratch back (Runner.Release,
 	// Batch.Release): repeating them leaves no more live allocations (the
@@ -122,7 +140,7 @@ func TestTransfers(t *testing.T) {
 	assert.Positive(t, st.GradNorm)
 	explicit := c.N
 	explicit.HostArgs = 0
-	assert.Equal(t, kerneltest.Transfers{Uploads: 2, Downloads: 1, Scalars: 1, UploadElems: 31, DownloadElems: 10}, explicit,
+	assert.Equal(t, kerneltest.Transfers{Uploads: 2, Downloads: 1, Scalars: 1, UploadElems: 36, DownloadElems: 10}, explicit,
 		"one training step's explicit crossings (Forward, Backward, AdamW.Step)")
 	assert.Equal(t, 0, c.N.HostArgs, "training step's host Buffer arguments (first: %v)", c.Foreign)
 
@@ -143,7 +161,7 @@ func TestTransfers(t *testing.T) {
 	require.NoError(t, err)
 	explicit = c.N
 	explicit.HostArgs = 0
-	assert.Equal(t, kerneltest.Transfers{Uploads: 2, Downloads: 2, Scalars: 1, UploadElems: 41, DownloadElems: 45}, explicit,
+	assert.Equal(t, kerneltest.Transfers{Uploads: 2, Downloads: 2, Scalars: 1, UploadElems: 46, DownloadElems: 45}, explicit,
 		"one training step's explicit crossings (Accumulate, AdamW.Step)")
 	assert.Equal(t, 0, c.N.HostArgs, "training step's host Buffer arguments (first: %v)", c.Foreign)
 

@@ -34,4 +34,13 @@ go mod tidy
 go vet ./...
 go test -count=1 ./...
 go run .
-echo "quickstart: the README's module builds, its tests pass and its program runs"
+# Without -tags cuda, -device cuda must stop with advice, not a panic.
+if out=$(go run . -device cuda 2>&1); then
+	echo "quickstart: -device cuda succeeded in a build without -tags cuda" >&2
+	exit 1
+fi
+if ! grep -q 'go build -tags cuda' <<<"$out"; then
+	echo "quickstart: -device cuda without the tag said: $out" >&2
+	exit 1
+fi
+echo "quickstart: the README's module builds, its tests pass and its program runs (-device cuda without the tag: $(head -n 1 <<<"$out" | cut -d" " -f3-))"

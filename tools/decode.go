@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // checkArgs validates the model's arguments against the argument shape s
@@ -33,7 +34,7 @@ func checkArgs(tool string, s *shape, args json.RawMessage) (json.RawMessage, er
 	}
 	if s == nil {
 		if len(obj) > 0 {
-			return nil, fmt.Errorf("%s takes no arguments, got %s", tool, strings.Join(sortedKeys(obj), ", "))
+			return nil, fmt.Errorf("%s takes no arguments, got %s", tool, excerpt(strings.Join(sortedKeys(obj), ", ")))
 		}
 		return a, nil
 	}
@@ -47,14 +48,14 @@ func checkArgs(tool string, s *shape, args json.RawMessage) (json.RawMessage, er
 func (s *shape) checkObject(tool, path string, obj map[string]any) error {
 	for _, k := range sortedKeys(obj) {
 		if _, ok := s.byName[k]; !ok {
-			return fmt.Errorf("%s got an unexpected argument %q; expected %s", tool, join(path, k), s.expected(path))
+			return fmt.Errorf("%s got an unexpected argument %s; expected %s", tool, quote(join(path, k)), s.expected(path))
 		}
 	}
 	for _, f := range s.fields {
 		v, ok := obj[f.name]
 		if !ok {
 			if f.required {
-				return fmt.Errorf("%s is missing required argument %q", tool, join(path, f.name))
+				return fmt.Errorf("%s is missing required argument %s", tool, quote(join(path, f.name)))
 			}
 			continue
 		}
@@ -83,10 +84,10 @@ func (s *shape) check(tool, path string, v any) error {
 		if s.nullable {
 			return nil
 		}
-		return fmt.Errorf("argument %q of %s must not be null", path, tool)
+		return fmt.Errorf("argument %s of %s must not be null", quote(path), tool)
 	}
 	bad := func() error {
-		return fmt.Errorf("argument %q of %s must be %s, got %s", path, tool, article(s.typ), valueKind(v))
+		return fmt.Errorf("argument %s of %s must be %s, got %s", quote(path), tool, article(s.typ), valueKind(v))
 	}
 	switch s.typ {
 	case tAny:
@@ -127,7 +128,7 @@ func (s *shape) check(tool, path string, v any) error {
 		}
 		f, err := strconv.ParseFloat(n.String(), 64)
 		if err != nil || math.IsInf(f, 0) || s.bits == 32 && math.Abs(f) > math.MaxFloat32 {
-			return fmt.Errorf("argument %q of %s: %s is out of range", path, tool, n)
+			return fmt.Errorf("argument %s of %s: %s is out of range", quote(path), tool, excerpt(n.String()))
 		}
 	case tArray:
 		arr, ok := v.([]any)
@@ -135,7 +136,7 @@ func (s *shape) check(tool, path string, v any) error {
 			return bad()
 		}
 		if s.gt.Kind() == reflect.Array && len(arr) > s.gt.Len() {
-			return fmt.Errorf("argument %q of %s has %d items, at most %d allowed", path, tool, len(arr), s.gt.Len())
+			return fmt.Errorf("argument %s of %s has %d items, at most %d allowed", quote(path), tool, len(arr), s.gt.Len())
 		}
 		for i, e := range arr {
 			if err := s.elem.check(tool, fmt.Sprintf("%s[%d]", path, i), e); err != nil {
@@ -169,18 +170,18 @@ func (s *shape) checkEnum(tool, path, canon string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("argument %q of %s must be one of %s, got %s", path, tool, strings.Join(s.enum, ", "), canon)
+	return fmt.Errorf("argument %s of %s must be one of %s, got %s", quote(path), tool, strings.Join(s.enum, ", "), excerpt(canon))
 }
 
 // intError explains why n does not fit an integer shape.
 func intError(tool, path string, n json.Number, s *shape, err error) error {
 	if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
-		return fmt.Errorf("argument %q of %s: %s is out of range", path, tool, n)
+		return fmt.Errorf("argument %s of %s: %s is out of range", quote(path), tool, excerpt(n.String()))
 	}
 	if s.unsigned && strings.HasPrefix(n.String(), "-") {
-		return fmt.Errorf("argument %q of %s must be a non-negative integer, got %s", path, tool, n)
+		return fmt.Errorf("argument %s of %s must be a non-negative integer, got %s", quote(path), tool, excerpt(n.String()))
 	}
-	return fmt.Errorf("argument %q of %s must be an integer, got %s", path, tool, n)
+	return fmt.Errorf("argument %s of %s must be an integer, got %s", quote(path), tool, excerpt(n.String()))
 }
 
 // join extends a dotted argument path.
@@ -226,3 +227,24 @@ func valueKind(v any) string {
 	}
 	return fmt.Sprintf("%T", v)
 }
+
+// maxQuote is the most bytes of the model's own input an error message
+// quotes: enough to recognise a mistake, never its whole argument (a reply
+// echoing 100 MB would fill the context, the logs and the wire).
+const maxQuote = 64
+
+// excerpt returns s, or its first maxQuote bytes (cut at a rune boundary)
+// followed by how long it was.
+func excerpt(s string) string {
+	if len(s) <= maxQuote {
+		return s
+	}
+	cut := maxQuote
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", s[:cut], len(s))
+}
+
+// quote is excerpt in Go quotes, for argument names and paths.
+func quote(s string) string { return strconv.Quote(excerpt(s)) }

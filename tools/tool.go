@@ -218,7 +218,7 @@ func (s *Set) Lookup(name string) (Tool, bool) {
 func (s *Set) Call(ctx context.Context, name string, args json.RawMessage) (response string, err error) {
 	t, ok := s.Lookup(name)
 	if !ok {
-		msg := fmt.Sprintf("Tool %s not found.", name)
+		msg := fmt.Sprintf("Tool %s not found.", excerpt(name))
 		if names := s.Names(); len(names) > 0 {
 			msg += " Available tools: " + strings.Join(names, ", ") + "."
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -196,6 +197,37 @@ func TestCall(t *testing.T) {
 			require.NoError(t, json.Unmarshal([]byte(got), &resp), got)
 			assert.Equal(t, ce.Error(), resp["error"])
 			assert.True(t, strings.HasPrefix(got, `{"error": "`), got)
+		})
+	}
+}
+
+// TestCallQuotesABoundedPrefix sends 8 MB of bad input in each place an
+// error message quotes the model's input and checks the reply quotes only
+// its first maxQuote bytes and says how long it was (the cut does not
+// depend on the size: 100 MB gives the same replies, in seconds).
+func TestCallQuotesABoundedPrefix(t *testing.T) {
+	const n, maxQuote = 8 << 20, 64 // maxQuote: the package's bound
+	big := strings.Repeat("é", n/2) // two bytes a rune: the cut must not split one
+	digits := strings.Repeat("9", n)
+	tests := []struct{ name, tool, args, contains string }{
+		{"unknown tool", big, `{}`, "Tool " + strings.Repeat("é", maxQuote/2) + "… (8388608 bytes) not found."},
+		{"unknown argument", "move", `{"direction":"left","` + big + `":1}`, `unexpected argument "` + strings.Repeat("é", maxQuote/2) + `… (8388608 bytes)"`},
+		{"enum", "move", `{"direction":"` + big + `"}`, `got "` + strings.Repeat("é", maxQuote/2-1) + `… (8388610 bytes)`},
+		{"integer", "place", `{"row":` + digits + `,"col":2,"weight":1,"piece":{"kind":"k"}}`, `: ` + digits[:maxQuote] + `… (8388608 bytes) is out of range`},
+		{"number", "place", `{"row":1,"col":2,"weight":` + digits + `,"piece":{"kind":"k"}}`, digits[:maxQuote] + `… (8388608 bytes) is out of range`},
+		{"map key", "place", `{"row":1,"col":2,"weight":1,"piece":{"kind":"k"},"attrs":{"` + big + `":"yes"}}`, `argument "attrs.` + strings.Repeat("é", maxQuote/2-3) + `… (8388614 bytes)" of place`},
+		{"keys of a no-argument tool", "count", `{"` + big + `":1}`, `got ` + strings.Repeat("é", maxQuote/2) + `… (8388608 bytes)`},
+	}
+	s, err := Discover(&board{})
+	require.NoError(t, err)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := s.Call(context.Background(), tc.tool, json.RawMessage(tc.args))
+			require.Error(t, err)
+			// Failures print a prefix too: a failing run must not print 8 MB.
+			assert.True(t, len(got) < 512, "the reply quotes a prefix, not the argument: %d bytes", len(got))
+			assert.True(t, strings.Contains(err.Error(), tc.contains), "%.300s… does not contain %s", err, tc.contains)
+			assert.True(t, utf8.ValidString(got))
 		})
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -158,4 +160,44 @@ func TestPlayDynamicTools(t *testing.T) {
 	assert.NoError(t, ep.Steps[0].Err)
 	assert.Equal(t, `{"TEXT":"HI"}`, ep.Steps[0].Response, "the tool listed at Reset is offered")
 	assert.Equal(t, "pong", ep.Steps[1].Response, "and the env's tool methods after it")
+}
+
+// TestSlow: Work takes its delay and counts, the reward is the count, a
+// cancelled call fails, and the gauge sees concurrent calls.
+func TestSlow(t *testing.T) {
+	g := &envtest.Gauge{}
+	f := envtest.SlowFactory(30*time.Millisecond, g)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	eps := make([]envtest.Episode, 3)
+	t0 := time.Now()
+	for i := range eps {
+		e, err := f.New(ctx)
+		require.NoError(t, err)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			eps[i], err = envtest.Play(ctx, e, env.Row{}, envtest.Call{Tool: "work", Args: `{"job": "a"}`}, envtest.Call{Tool: "work", Args: `{"job": "b"}`})
+			assert.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	took := time.Since(t0)
+	for _, ep := range eps {
+		require.Len(t, ep.Steps, 2)
+		assert.Equal(t, "2 jobs done", ep.Steps[1].Response)
+		assert.Equal(t, 2.0, ep.Reward)
+	}
+	assert.GreaterOrEqual(t, took, 60*time.Millisecond, "two calls of 30 ms in a row")
+	assert.Equal(t, 6, g.Calls())
+	assert.Equal(t, 0, g.InFlight())
+	assert.Greater(t, g.Peak(), 1, "three episodes ran their calls together")
+	assert.GreaterOrEqual(t, g.Busy(), 60*time.Millisecond)
+
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	s := &envtest.Slow{Delay: time.Hour}
+	_, err := s.Work(cancelled, envtest.WorkArgs{Job: "x"})
+	assert.ErrorIs(t, err, context.Canceled)
 }

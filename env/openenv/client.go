@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/x/env"
 )
 
 // Client defaults, matching the Python client's.
@@ -75,6 +77,17 @@ type HandshakeError struct {
 // Error names the URL and HTTP status.
 func (e *HandshakeError) Error() string {
 	return fmt.Sprintf("openenv dial %s: HTTP %d %s: %s", e.URL, e.StatusCode, http.StatusText(e.StatusCode), e.Body)
+}
+
+// Is matches env.ErrUnavailable for the statuses of a server that is
+// shutting down or not up behind its proxy yet (502, 503, 504): trying
+// later may succeed. 401, 404 and the rest are final.
+func (e *HandshakeError) Is(target error) bool {
+	switch e.StatusCode {
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return target == env.ErrUnavailable
+	}
+	return false
 }
 
 // clientConfig holds a Client's settings; see the Option functions.
@@ -555,7 +568,7 @@ func (c *Client) dialOnce(ctx context.Context) (*conn, error) {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 			return nil, &HandshakeError{URL: c.url, StatusCode: resp.StatusCode, Body: strings.TrimSpace(string(body))}
 		}
-		return nil, fmt.Errorf("openenv dial %s: %w", c.url, err)
+		return nil, fmt.Errorf("openenv dial %s: %w: %w", c.url, env.ErrUnavailable, err)
 	}
 	if c.cfg.maxMessageSize > 0 {
 		ws.SetReadLimit(c.cfg.maxMessageSize)

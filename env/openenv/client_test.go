@@ -17,6 +17,8 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/x/env"
 )
 
 // checkGoroutines fails the test if goroutines started during it are still
@@ -196,6 +198,7 @@ func TestCapacityRefusalAndHealth(t *testing.T) {
 	_, err = b.Reset(ctx, nil)
 	require.Error(t, err)
 	assert.ErrorIs(t, err, CodeCapacityReached)
+	assert.ErrorIs(t, err, env.ErrUnavailable, "a slot may free up")
 	var se *ServerError
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, "Server at capacity: 1/1 sessions active. Cannot accept new connections.", se.Message)
@@ -339,6 +342,8 @@ func TestServerDownThenBack(t *testing.T) {
 	_, err = c.Reset(ctx, nil)
 	require.Error(t, err, "nothing listens")
 	assert.Contains(t, err.Error(), "openenv dial")
+	assert.ErrorIs(t, err, env.ErrUnavailable, "a refused connection may be tried again later")
+	assert.NotErrorIs(t, err, ErrSessionLost)
 }
 
 func TestSlowReaderDoesNotBlockOthers(t *testing.T) {
@@ -416,6 +421,7 @@ func TestBearerToken(t *testing.T) {
 		var he *HandshakeError
 		require.ErrorAs(t, err, &he, "token %q", tok)
 		assert.Equal(t, http.StatusUnauthorized, he.StatusCode)
+		assert.NotErrorIs(t, err, env.ErrUnavailable, "a refused token is final")
 	}
 	c := dial(t, hs.URL, WithBearerToken("s3cret"))
 	_, err := c.Reset(ctx, nil)
@@ -554,6 +560,7 @@ func TestShutdownEndsEverySession(t *testing.T) {
 	var he *HandshakeError
 	require.ErrorAs(t, err, &he)
 	assert.Equal(t, http.StatusServiceUnavailable, he.StatusCode)
+	assert.ErrorIs(t, err, env.ErrUnavailable, "a server shutting down may be back later")
 	resp, err := http.Get(hs.URL + "/health")
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)

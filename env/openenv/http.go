@@ -90,7 +90,11 @@ func (s *Server) withFreshEnv(w http.ResponseWriter, r *http.Request, f func(ctx
 	f(r.Context(), env)
 }
 
-// handleState serves GET /state: the state of a fresh env.
+// handleState serves GET /state: the base State fields (episode_id,
+// step_count) of a fresh env, as upstream, whose route declares the base
+// State as its response model, so pydantic leaves out every field of an
+// env's State subclass. An env's own state (Wordle's holds the secret word)
+// is reachable only through the WebSocket session that owns the env.
 func (s *Server) handleState(w http.ResponseWriter, r *http.Request) {
 	s.withFreshEnv(w, r, func(ctx context.Context, env Environment) {
 		var st json.RawMessage
@@ -103,12 +107,35 @@ func (s *Server) handleState(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		if _, err := parseObject(st); err != nil {
-			http.Error(w, "environment returned a state that is not a JSON object", http.StatusInternalServerError)
+		base, err := baseState(st)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		writeRawJSON(w, http.StatusOK, compactOrSame(st))
+		writeRawJSON(w, http.StatusOK, base)
 	})
+}
+
+// baseState keeps the fields of upstream's base State model from an env's
+// state, with their defaults (null, 0) when absent.
+func baseState(st json.RawMessage) ([]byte, error) {
+	ms, err := parseObject(st)
+	if err != nil {
+		return nil, errors.New("environment returned a state that is not a JSON object")
+	}
+	id, steps := json.RawMessage("null"), json.RawMessage("0")
+	for _, m := range ms {
+		switch m.Key {
+		case "episode_id":
+			id = m.Value
+		case "step_count":
+			steps = m.Value
+		}
+	}
+	b := append([]byte(`{"episode_id":`), compactOrSame(id)...)
+	b = append(b, `,"step_count":`...)
+	b = append(b, compactOrSame(steps)...)
+	return append(b, '}'), nil
 }
 
 // detail writes FastAPI's 422 {"detail":[…]} body.

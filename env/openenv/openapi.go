@@ -1,7 +1,9 @@
 package openenv
 
 import (
+	"encoding/json"
 	"net/http"
+	"strings"
 )
 
 // handleOpenAPI serves GET /openapi.json: an OpenAPI 3.1 description of the
@@ -16,7 +18,9 @@ func (s *Server) handleOpenAPI(w http.ResponseWriter, _ *http.Request) {
 // openAPI builds the document handleOpenAPI serves.
 func (s *Server) openAPI() map[string]any {
 	md := s.metadata()
-	action, obs := s.schemas()
+	rawAction, rawObs := s.schemas()
+	defs := map[string]any{}
+	action, obs := hoistDefs(rawAction, defs), hoistDefs(rawObs, defs)
 	object := map[string]any{"type": "object"}
 	jsonBody := func(schema any) map[string]any {
 		return map[string]any{"content": map[string]any{"application/json": map[string]any{"schema": schema}}}
@@ -90,11 +94,58 @@ func (s *Server) openAPI() map[string]any {
 				map[string]any{"200": ok("JSON-RPC response (errors too)", object)}),
 		},
 	}
+	components := map[string]any{}
+	if len(defs) > 0 {
+		components["schemas"] = defs
+	}
 	if s.cfg.token != "" {
 		health := doc["paths"].(map[string]any)["/health"].(map[string]any)["get"].(map[string]any)
 		health["security"] = []any{} // /health never asks for the token
-		doc["components"] = map[string]any{"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer"}}}
+		components["securitySchemes"] = map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer"}}
 		doc["security"] = []any{map[string]any{"bearer": []string{}}}
 	}
+	if len(components) > 0 {
+		doc["components"] = components
+	}
 	return doc
+}
+
+// hoistDefs makes a standalone JSON schema embeddable in the OpenAPI
+// document, as FastAPI does: its $defs move to components/schemas (added
+// to defs) and its "#/$defs/X" references become "#/components/schemas/X",
+// which resolve from the document's root. schema is valid JSON (schemas
+// checks it).
+func hoistDefs(schema json.RawMessage, defs map[string]any) any {
+	var v any
+	if err := json.Unmarshal(schema, &v); err != nil {
+		return schema
+	}
+	if m, ok := v.(map[string]any); ok {
+		if d, ok := m["$defs"].(map[string]any); ok {
+			for k, def := range d {
+				defs[k] = rewriteRefs(def)
+			}
+			delete(m, "$defs")
+		}
+	}
+	return rewriteRefs(v)
+}
+
+// rewriteRefs points every local $defs reference in v at components/schemas.
+func rewriteRefs(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if ref, ok := e.(string); ok && k == "$ref" && strings.HasPrefix(ref, "#/$defs/") {
+				x[k] = "#/components/schemas/" + strings.TrimPrefix(ref, "#/$defs/")
+				continue
+			}
+			x[k] = rewriteRefs(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = rewriteRefs(e)
+		}
+	}
+	return v
 }

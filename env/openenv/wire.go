@@ -8,6 +8,8 @@ import (
 	"math"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/x/env"
 )
 
 // ErrorCode is the code of an OpenEnv error frame (WSErrorCode upstream).
@@ -69,7 +71,8 @@ func (e *ServerError) Error() string {
 }
 
 // Is matches an ErrorCode equal to e.Code, or a *ServerError with the same
-// code.
+// code; CAPACITY_REACHED also matches env.ErrUnavailable (a session may
+// free up).
 func (e *ServerError) Is(target error) bool {
 	switch t := target.(type) {
 	case ErrorCode:
@@ -77,7 +80,7 @@ func (e *ServerError) Is(target error) bool {
 	case *ServerError:
 		return t.Code == e.Code
 	}
-	return false
+	return target == env.ErrUnavailable && e.Code == CodeCapacityReached
 }
 
 // wireErrorData is the data object of an error frame as written on the

@@ -56,9 +56,11 @@ func (f *EnvironmentFactory) ActionSchema() json.RawMessage {
 	return json.RawMessage(`{"additionalProperties":false,"description":"Action submitted by an agent to a TextArena environment.","properties":{"metadata":{"additionalProperties":true,"description":"Additional metadata for the action","title":"Metadata","type":"object"},"message":{"title":"Message","type":"string"}},"required":["message"],"title":"TextArenaAction","type":"object"}`)
 }
 
-// ObservationSchema is the schema of TextArenaObservation.
+// ObservationSchema is the schema of TextArenaObservation, with the
+// definition of the TextArenaMessage its messages refer to (pydantic's
+// model_json_schema puts it under $defs, sorted first).
 func (f *EnvironmentFactory) ObservationSchema() json.RawMessage {
-	return json.RawMessage(`{"additionalProperties":false,"description":"Observation returned from any TextArena game.","properties":{"done":{"default":false,"title":"Done","type":"boolean"},"reward":{"anyOf":[{"type":"boolean"},{"type":"integer"},{"type":"number"},{"type":"null"}],"default":null,"title":"Reward"},"metadata":{"additionalProperties":true,"title":"Metadata","type":"object"},"prompt":{"title":"Prompt","type":"string"},"messages":{"items":{"$ref":"#/$defs/TextArenaMessage"},"title":"Messages","type":"array"},"current_player_id":{"default":0,"title":"Current Player Id","type":"integer"},"legal_players":{"items":{"type":"integer"},"title":"Legal Players","type":"array"},"info":{"additionalProperties":true,"title":"Info","type":"object"}},"required":["prompt"],"title":"TextArenaObservation","type":"object"}`)
+	return json.RawMessage(`{"$defs":{"TextArenaMessage":{"description":"Single message observed by a player.","properties":{"sender_id":{"title":"Sender Id","type":"integer"},"content":{"title":"Content","type":"string"},"category":{"title":"Category","type":"string"}},"required":["sender_id","content","category"],"title":"TextArenaMessage","type":"object"}},"additionalProperties":false,"description":"Observation returned from any TextArena game.","properties":{"done":{"default":false,"title":"Done","type":"boolean"},"reward":{"anyOf":[{"type":"boolean"},{"type":"integer"},{"type":"number"},{"type":"null"}],"default":null,"title":"Reward"},"metadata":{"additionalProperties":true,"title":"Metadata","type":"object"},"prompt":{"title":"Prompt","type":"string"},"messages":{"items":{"$ref":"#/$defs/TextArenaMessage"},"title":"Messages","type":"array"},"current_player_id":{"default":0,"title":"Current Player Id","type":"integer"},"legal_players":{"items":{"type":"integer"},"title":"Legal Players","type":"array"},"info":{"additionalProperties":true,"title":"Info","type":"object"}},"required":["prompt"],"title":"TextArenaObservation","type":"object"}`)
 }
 
 // Action is TextArenaAction.
@@ -111,7 +113,7 @@ type Environment struct {
 	dict      *Dictionary
 	rng       *rand.Rand
 	game      Game
-	episodeID string
+	episodeID *string // nil before the first reset, as TextArenaState's default
 	steps     int
 	lastInfo  Info
 	seen      map[string]int // the signal provider's guess counts
@@ -121,6 +123,7 @@ type Environment struct {
 func NewEnvironment(dict *Dictionary, rng *rand.Rand) *Environment {
 	e := &Environment{dict: dict, rng: rng}
 	e.start(e.draw(), nil)
+	e.episodeID = nil // drawn (the seeds stay as they were) but not yet an episode's
 	return e
 }
 
@@ -131,10 +134,11 @@ func (e *Environment) draw() string {
 
 func (e *Environment) start(secret string, episodeID *string) {
 	e.game.Reset(e.dict, secret)
-	e.episodeID, e.steps, e.lastInfo, e.seen = pyjson.UUID4(e.rng), 0, Info{}, map[string]int{}
+	id := pyjson.UUID4(e.rng)
 	if episodeID != nil {
-		e.episodeID = *episodeID
+		id = *episodeID
 	}
+	e.episodeID, e.steps, e.lastInfo, e.seen = &id, 0, Info{}, map[string]int{}
 }
 
 // resetOptions are the reset keys Wordle understands: seed (draws the

@@ -89,6 +89,6 @@ func (e *Environment) State(ctx context.Context) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pyjson.Marshal(State{EpisodeID: &e.episodeID, StepCount: e.steps, EnvID: EnvID, NumPlayers: 1,
+	return pyjson.Marshal(State{EpisodeID: e.episodeID, StepCount: e.steps, EnvID: EnvID, NumPlayers: 1,
 		Turn: g.turn, LastReward: pyjson.Float(g.reward), LastInfo: e.lastInfo, RawState: raw})
 }

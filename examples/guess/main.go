@@ -7,6 +7,7 @@
 //
 //	go run ./examples/guess
 //	go run ./examples/guess -model DIR    # a Hugging Face Qwen3 folder
+//	go run -tags cuda ./examples/guess -device cuda   # on GPU 0 (needs cuda.h to build, a GPU to run)
 package main
 
 import (
@@ -19,10 +20,11 @@ import (
 
 	"github.com/x/env"
 	"github.com/x/env/guess"
+	"github.com/x/examples/internal/ckpt"
 	"github.com/x/examples/internal/cli"
 	"github.com/x/grpo"
 	"github.com/x/grpo/warmstart"
-	"github.com/x/kernels/cpu"
+	"github.com/x/kernels/device"
 	"github.com/x/model"
 	"github.com/x/tokenizer"
 )
@@ -44,7 +46,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	seed := fs.Uint64("seed", 1, "seed")
 	hidden := fs.Int("hidden", 0, "hidden size of the embedded model (0: 128)")
 	threads := fs.Int("threads", 0, "CPU threads (0: all)")
+	dev := fs.String("device", "cpu", "where the model runs: cpu, cuda (GPU 0) or cuda:N (GPU N; needs a binary built with -tags cuda)")
+	checkpoints := ckpt.Register(fs)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := checkpoints.Check(); err != nil {
 		return err
 	}
 	switch {
@@ -55,8 +62,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	rules := guess.Rules{Max: *maxN}
 
-	be := cpu.New(*threads)
-	defer be.Close()
+	be, closeBackend, err := device.Open(*dev, device.Options{Threads: *threads})
+	if err != nil {
+		return fmt.Errorf("-device: %w", err)
+	}
+	defer func() { _ = closeBackend() }()
 	pol, err := warmstart.Load(warmstart.Options{Dir: *modelDir, Hidden: *hidden, Seed: *seed}, be)
 	if err != nil {
 		return err
@@ -70,7 +80,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	cfg.Temperature, cfg.TopK = 0.8, 10 // TRL's Wordle recipe: a small model's tail tokens break its tool calls
 	cfg.MaxCompletionLength, cfg.MaxToolCallingIterations = 256, 8
 	cfg.EnableThinking, cfg.GradientCheckpointing = tokenizer.ThinkingOff, *modelDir != ""
-	cfg.OutputDir, cfg.LoggingSteps, cfg.SaveSteps, cfg.LogCompletions = *outDir, 1, 0, true
+	cfg.OutputDir, cfg.LoggingSteps, cfg.LogCompletions = *outDir, 1, true
+	checkpoints.GRPO(&cfg)
 	lora := model.LoRAConfig{R: 16, Alpha: 32}
 	newTrainer := func() (*grpo.Trainer, error) {
 		return grpo.NewTrainer(pol.Model, pol.Tokenizer, cfg,
@@ -126,6 +137,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	rows := make([]env.Row, *maxN)
 	for i := range rows {
 		rows[i] = env.Row{"target": int64(i + 1)}
+	}
+	if err := checkpoints.ResumeGRPO(tr, out); err != nil {
+		return err
 	}
 	if err := tr.Train(ctx, grpo.NewDataset(rows)); err != nil {
 		return err

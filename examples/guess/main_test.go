@@ -13,6 +13,7 @@ import (
 	"github.com/x/env/guess"
 	"github.com/x/grpo"
 	"github.com/x/grpo/warmstart"
+	"github.com/x/kernels/device"
 )
 
 // TestExpertGames checks the SFT data: every game is binary search and
@@ -61,4 +62,16 @@ func TestRunTiny(t *testing.T) {
 
 func TestBadFlags(t *testing.T) {
 	assert.ErrorContains(t, run(context.Background(), []string{"-max", "1"}, &bytes.Buffer{}), "-max")
+	assert.ErrorContains(t, run(context.Background(), []string{"-device", "gpu"}, &bytes.Buffer{}), `-device: device "gpu"`)
+}
+
+// TestDeviceWithoutCUDA: -device cuda in a binary built without the cuda
+// tag is ErrNoCUDA, before any model is loaded.
+func TestDeviceWithoutCUDA(t *testing.T) {
+	if device.CUDAEnabled {
+		t.Skip("built with -tags cuda")
+	}
+	err := run(context.Background(), []string{"-device", "cuda:1", "-out", t.TempDir()}, &bytes.Buffer{})
+	require.ErrorIs(t, err, device.ErrNoCUDA)
+	assert.ErrorContains(t, err, "-device: device cuda:1: this binary was built without CUDA")
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/x/env"
 	"github.com/x/examples/internal/catchgame"
+	"github.com/x/examples/internal/ckpt"
 	"github.com/x/examples/internal/cli"
 	"github.com/x/examples/internal/wordlegame"
 	"github.com/x/grpo"
@@ -48,7 +49,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	seed := fs.Uint64("seed", 1, "seed")
 	hidden := fs.Int("hidden", 0, "hidden size of the embedded model (0: 128)")
 	threads := fs.Int("threads", 0, "CPU threads (0: all)")
+	checkpoints := ckpt.Register(fs)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := checkpoints.Check(); err != nil {
 		return err
 	}
 	if *g < 2 || *steps < 0 || *sftSteps < 0 || *lr <= 0 || *maxLen < 1 {
@@ -83,7 +88,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	cfg.Temperature, cfg.TopK = 0.8, 10 // TRL's Wordle recipe: a small model's tail tokens break its tool calls
 	cfg.MaxCompletionLength, cfg.MaxToolCallingIterations = *maxLen, 10
 	cfg.EnableThinking, cfg.GradientCheckpointing = tokenizer.ThinkingOff, *modelDir != ""
-	cfg.OutputDir, cfg.LoggingSteps, cfg.SaveSteps, cfg.LogCompletions = *outDir, 1, 0, true
+	cfg.OutputDir, cfg.LoggingSteps, cfg.LogCompletions = *outDir, 1, true
+	checkpoints.GRPO(&cfg)
 
 	if *sftSteps > 0 {
 		sc := grpo.DefaultSFTConfig()
@@ -126,6 +132,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer tr.Close()
+	if err := checkpoints.ResumeGRPO(tr, out); err != nil {
+		return err
+	}
 	if err := tr.Train(ctx, grpo.NewDataset(rows)); err != nil {
 		return err
 	}

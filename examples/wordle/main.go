@@ -10,6 +10,8 @@
 //	go run ./examples/wordle                      # the embedded default: no download, no GPU
 //	go run ./examples/wordle -model qwen3-0.6b    # a Hugging Face Qwen3 folder
 //	go run ./examples/wordle -env-url http://host:8001 -env-token s3cret
+//	go run ./examples/wordle -save-steps 5        # checkpoints; after a crash, add -resume
+//	go run -tags cuda ./examples/wordle -device cuda   # on GPU 0 (needs cuda.h to build, a GPU to run)
 //
 // With no -model it builds a small Qwen3 with random weights sized to the
 // project's embedded tiny tokenizer. The output folder (-out) receives the
@@ -26,9 +28,11 @@ import (
 	"os"
 
 	"github.com/x/env/wordle"
+	"github.com/x/examples/internal/ckpt"
 	"github.com/x/examples/internal/cli"
 	"github.com/x/examples/internal/wordlegame"
 	"github.com/x/grpo"
+	"github.com/x/kernels/device"
 	"github.com/x/model"
 )
 
@@ -57,9 +61,12 @@ type config struct {
 	Out       string
 	Seed      uint64
 	Threads   int
+	Device    string // "cpu", "cuda", "cuda:N" (kernels/device)
 	EnvURL    string
 	EnvToken  string
 	Hidden    int // the embedded model's hidden size (0: the tiny shape's 128)
+	// Checkpoints are -save-steps and -resume.
+	Checkpoints *ckpt.Flags
 
 	// RolloutMatMul is the matmul precision of generation (rollouts and
 	// evaluations): grpo.RolloutExact or grpo.RolloutBF16.
@@ -103,8 +110,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.Hidden, "hidden", 0, "hidden size of the embedded model (0: 128, the tiny shape's); ignored with -model")
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed of the weights, the data order and sampling")
 	fs.IntVar(&c.Threads, "threads", 0, "CPU threads (0: all)")
+	fs.StringVar(&c.Device, "device", "cpu", "where the model runs: cpu, cuda (GPU 0) or cuda:N (GPU N; needs a binary built with -tags cuda)")
 	fs.StringVar(&c.EnvURL, "env-url", "", "play on this OpenEnv Wordle server (env/cmd/envserver -env wordle, or OpenEnv's textarena_env) instead of in process")
 	fs.StringVar(&c.EnvToken, "env-token", os.Getenv("OPENENV_TOKEN"), "bearer token for -env-url (default $OPENENV_TOKEN)")
+	c.Checkpoints = ckpt.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -173,6 +182,14 @@ func (c config) validate() error {
 		return fmt.Errorf("-hidden %d: want a multiple of 32 (the head size)", c.Hidden)
 	case c.Threads < 0:
 		return fmt.Errorf("-threads %d is negative", c.Threads)
+	}
+	if c.Checkpoints != nil {
+		if err := c.Checkpoints.Check(); err != nil {
+			return err
+		}
+	}
+	if _, err := device.Parse(c.Device); err != nil {
+		return fmt.Errorf("-device: %w", err)
 	}
 	for _, w := range c.EvalWords {
 		found := false

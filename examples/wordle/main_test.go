@@ -7,7 +7,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,6 +18,7 @@ import (
 	"github.com/x/env/wordle"
 	"github.com/x/examples/internal/wordlegame"
 	"github.com/x/grpo"
+	"github.com/x/kernels/device"
 )
 
 // tinyArgs is a run of a couple of steps at a tiny size. One SFT step:
@@ -109,6 +112,8 @@ func TestFlags(t *testing.T) {
 		{args: []string{"-scale-rewards", "token"}, wantErr: "-scale-rewards"},
 		{args: []string{"-sampled-eval", "-1"}, wantErr: "-sampled-eval"},
 		{args: []string{"extra"}, wantErr: "unexpected"},
+		{args: []string{"-device", "gpu"}, wantErr: `-device: device "gpu": want cpu, cuda`},
+		{args: []string{"-device", "cuda:1", "-eval-words", "crane,chart"}}, // a valid name; whether it opens is run's
 		{args: []string{"-eval-words", "crane,chart"}},
 	}
 	for _, tc := range tests {
@@ -122,6 +127,17 @@ func TestFlags(t *testing.T) {
 		assert.Len(t, c.Words, 10)
 		assert.Equal(t, 10, c.SFTWords, "the warm start sees every word by default")
 	}
+}
+
+// TestDeviceWithoutCUDA: -device cuda in a binary built without the cuda
+// tag stops before loading anything, with ErrNoCUDA's advice.
+func TestDeviceWithoutCUDA(t *testing.T) {
+	if device.CUDAEnabled {
+		t.Skip("built with -tags cuda")
+	}
+	err := run(context.Background(), []string{"-device", "cuda", "-out", t.TempDir()}, &bytes.Buffer{})
+	require.ErrorIs(t, err, device.ErrNoCUDA)
+	assert.ErrorContains(t, err, "-device: device cuda: this binary was built without CUDA: rebuild it with `go build -tags cuda`")
 }
 
 // TestFlagsInTheUsersOrder: a flag is judged on what the user wrote, the
@@ -216,3 +232,70 @@ const (
 	smallSFTSteps  = "40"
 	smallGRPOSteps = "20"
 )
+
+// cancelWhen cancels ctx once path exists, polling.
+func cancelWhen(ctx context.Context, cancel context.CancelFunc, path string) {
+	for ctx.Err() == nil {
+		if _, err := os.Stat(path); err == nil {
+			cancel()
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestResume stops a run with checkpoints every step, in the warm start or
+// in GRPO, then runs it again with -resume: the adapter, the GRPO logs
+// (but for wall-time figures) and the completions equal an uninterrupted
+// run's.
+func TestResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model three times")
+	}
+	args := func(out string) []string {
+		return append(tinyArgs(out), "-steps", "3", "-save-steps", "1")
+	}
+	whole := t.TempDir()
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), args(whole), &out), out.String())
+
+	for _, stopAt := range []string{filepath.Join(sftDir, "checkpoint-1"), filepath.Join(grpoDir, "checkpoint-1")} {
+		t.Run(stopAt, func(t *testing.T) {
+			dir := t.TempDir()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go cancelWhen(ctx, cancel, filepath.Join(dir, stopAt))
+			var first bytes.Buffer
+			require.ErrorIs(t, run(ctx, args(dir), &first), context.Canceled, first.String())
+			var again bytes.Buffer
+			require.NoError(t, run(context.Background(), append(args(dir), "-resume"), &again), again.String())
+			if strings.HasPrefix(stopAt, grpoDir) {
+				assert.Contains(t, again.String(), "resume: from")
+			} else {
+				assert.Contains(t, again.String(), "resume: no checkpoint in")
+			}
+
+			for _, f := range []string{filepath.Join(adapterDir, "adapter_model.safetensors"), filepath.Join(grpoDir, grpo.CompletionsFile)} {
+				a, err := os.ReadFile(filepath.Join(whole, f))
+				require.NoError(t, err)
+				b, err := os.ReadFile(filepath.Join(dir, f))
+				require.NoError(t, err)
+				assert.True(t, bytes.Equal(a, b), "%s equals the uninterrupted run's", f)
+			}
+			for _, sub := range []string{sftDir, grpoDir} {
+				want, err := grpo.ReadMetrics(filepath.Join(whole, sub, grpo.MetricsFile))
+				require.NoError(t, err)
+				got, err := grpo.ReadMetrics(filepath.Join(dir, sub, grpo.MetricsFile))
+				require.NoError(t, err)
+				require.Len(t, got, len(want), "%s: each step logged once", sub)
+				for i := range want {
+					for k, v := range want[i].Metrics {
+						if grpo.Reproducible(k) {
+							assert.Equal(t, v, got[i].Metrics[k], "%s step %d %s", sub, want[i].Step, k)
+						}
+					}
+				}
+			}
+		})
+	}
+}

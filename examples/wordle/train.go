@@ -11,10 +11,11 @@ import (
 	"time"
 
 	"github.com/x/env"
+	"github.com/x/examples/internal/ckpt"
 	"github.com/x/examples/internal/wordlegame"
 	"github.com/x/grpo"
 	"github.com/x/grpo/warmstart"
-	"github.com/x/kernels/cpu"
+	"github.com/x/kernels/device"
 	"github.com/x/model"
 	"github.com/x/tokenizer"
 )
@@ -42,8 +43,11 @@ func train(ctx context.Context, cfg config, out io.Writer) (result, error) {
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return res, fmt.Errorf("output folder: %w", err)
 	}
-	be := cpu.New(cfg.Threads)
-	defer be.Close()
+	be, closeBackend, err := device.Open(cfg.Device, device.Options{Threads: cfg.Threads})
+	if err != nil {
+		return res, fmt.Errorf("-device: %w", err)
+	}
+	defer func() { _ = closeBackend() }()
 	pol, err := warmstart.Load(warmstart.Options{Dir: cfg.ModelDir, Hidden: cfg.Hidden, Seed: cfg.Seed}, be)
 	if err != nil {
 		return res, err
@@ -130,6 +134,9 @@ func train(ctx context.Context, cfg config, out io.Writer) (result, error) {
 	fmt.Fprintf(out, "GRPO: %d steps of %d words x %d rollouts, lr %g (%s), beta %g, %s, T %g, top-k %d, %s rewards scaled by %s std\n",
 		cfg.Steps, cfg.Prompts, cfg.G, cfg.LR, cfg.Schedule, cfg.Beta, loraText(cfg.LoRARank), cfg.Temp, cfg.TopK, cfg.Rewards, cfg.Scale)
 	if cfg.Steps > 0 {
+		if err := cfg.checkpoints().ResumeGRPO(tr, out); err != nil {
+			return res, fmt.Errorf("GRPO: %w", err)
+		}
 		if err := tr.Train(ctx, grpo.NewDataset(wordlegame.Rows(cfg.Words))); err != nil {
 			return res, fmt.Errorf("GRPO: %w", err)
 		}
@@ -188,9 +195,18 @@ func grpoConfig(cfg config) grpo.Config {
 	c.Seed = cfg.Seed
 	c.OutputDir = filepath.Join(cfg.Out, grpoDir)
 	c.LoggingSteps = 1
-	c.SaveSteps = 0
+	cfg.checkpoints().GRPO(&c)
 	c.LogCompletions = true
 	return c
+}
+
+// checkpoints are the run's checkpoint flags (none set when the config
+// was not parsed from a command line).
+func (c config) checkpoints() *ckpt.Flags {
+	if c.Checkpoints == nil {
+		return &ckpt.Flags{}
+	}
+	return c.Checkpoints
 }
 
 // warmStart fine-tunes on the solver's games of the first SFTWords words,
@@ -213,10 +229,14 @@ func warmStart(ctx context.Context, cfg config, gcfg grpo.Config, pol *warmstart
 	sc.GradientCheckpointing = cfg.ModelDir != ""
 	sc.Seed = cfg.Seed
 	sc.OutputDir = filepath.Join(cfg.Out, sftDir)
+	sc.LoggingSteps = 1 // a line per step, as GRPO's: a resumed run's logs then equal an uninterrupted one's
 	if cfg.ModelDir != "" {
 		sc.LoRA = &model.LoRAConfig{R: 16, Alpha: 32}
 	}
 	sc.Progress = out
+	if err := cfg.checkpoints().SFT(&sc); err != nil {
+		return err
+	}
 	fmt.Fprintf(out, "SFT: %d steps on the solver's games of %d of the %d words\n", cfg.SFTSteps, len(convs), len(cfg.Words))
 	rep, err := warmstart.SFT(ctx, pol, convs, sc)
 	if err != nil {

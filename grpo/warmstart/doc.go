@@ -2,7 +2,7 @@
 // GRPO. A model with random weights cannot form a tool call, so every
 // rollout of it fails alike and GRPO has nothing to learn; a model
 // fine-tuned too long plays every rollout alike and GRPO has nothing to
-// learn either. The four calls, in order:
+// learn either. The calls, in order:
 //
 //	p, err := warmstart.Load(warmstart.Options{}, nil) // the embedded small Qwen3 and tokenizer, no download
 //	convs, err := warmstart.Conversations(ctx, factory, rows, expert, grpo.PlayOptions{Config: &cfg})

@@ -16,9 +16,10 @@ const attnBlock = 64
 // (online softmax), and adding the block's probability-weighted V rows. No
 // T×T score matrix exists; scratch per worker is attnBlock + 2·D floats.
 // Rows are spread over the workers.
-func (b *Backend) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim int, scale float32) {
-	kernels.CheckAttention(seqs, heads, kvHeads, headDim)
-	hostSeqs("Attention", seqs)
+func (b *Backend) Attention(a kernels.AttentionBatch, heads, kvHeads, headDim int, scale float32) {
+	kernels.CheckAttention(&a, heads, kvHeads, headDim)
+	hostBatch("Attention", &a)
+	seqs := a.Host(heads, kvHeads, headDim)
 	rowsBefore := make([]int, len(seqs)+1) // prefix sums of T·H
 	for si, s := range seqs {
 		rowsBefore[si+1] = rowsBefore[si] + s.T*heads
@@ -46,7 +47,7 @@ func (b *Backend) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim
 			s := &seqs[si]
 			t, h := (r-rowsBefore[si])/heads, (r-rowsBefore[si])%heads
 			kvh := h / group
-			for i, v := range s.Q.F32()[(t*heads+h)*d : (t*heads+h+1)*d] {
+			for i, v := range s.Q[(t*heads+h)*d : (t*heads+h+1)*d] {
 				q[i] = v * scale
 			}
 			clear(acc)
@@ -66,13 +67,13 @@ func (b *Backend) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim
 				sum += bwExpSum(avx, scores, scores, nb, mx)
 				bwAxpys(avx, acc, scores, vr, stride, nb, d)
 			}
-			o := s.Out.F32()[(t*heads+h)*d : (t*heads+h+1)*d]
+			o := s.Out[(t*heads+h)*d : (t*heads+h+1)*d]
 			inv := 1 / sum
 			for i, v := range acc {
 				o[i] = v * inv
 			}
-			if s.LSE.Len() > 0 {
-				s.LSE.F32()[t*heads+h] = mx + float32(math.Log(float64(sum)))
+			if s.LSE != nil {
+				s.LSE[t*heads+h] = mx + float32(math.Log(float64(sum)))
 			}
 		}
 	}
@@ -91,7 +92,7 @@ const attnTileRows = 64
 // part, updates each row's running max and sum (online softmax, rescaling
 // the row's output accumulator when the max grows), and adds P·V with axpy.
 // The task's scratch is about 2·attnTileRows·D + attnTileRows·attnBlock floats.
-func (b *Backend) attentionTiled(seqs []kernels.AttentionSeq, heads, kvHeads, d int, scale float32) {
+func (b *Backend) attentionTiled(seqs []kernels.HostSeq, heads, kvHeads, d int, scale float32) {
 	group := heads / kvHeads
 	bq := max(1, attnTileRows/group) // tokens per tile
 	tasksBefore := make([]int, len(seqs)+1)
@@ -119,7 +120,7 @@ func (b *Backend) attentionTiled(seqs []kernels.AttentionSeq, heads, kvHeads, d 
 			r := nt * group // row i is token t0 + i/group, head kvh·group + i%group
 			for i := 0; i < r; i++ {
 				t, h := t0+i/group, kvh*group+i%group
-				q := s.Q.F32()[(t*heads+h)*d : (t*heads+h+1)*d]
+				q := s.Q[(t*heads+h)*d : (t*heads+h+1)*d]
 				for c, v := range q {
 					qp[i*d+c] = v * scale
 				}
@@ -167,35 +168,39 @@ func (b *Backend) attentionTiled(seqs []kernels.AttentionSeq, heads, kvHeads, d 
 			}
 			for i := 0; i < r; i++ {
 				t, h := t0+i/group, kvh*group+i%group
-				out := s.Out.F32()[(t*heads+h)*d : (t*heads+h+1)*d]
+				out := s.Out[(t*heads+h)*d : (t*heads+h+1)*d]
 				inv := 1 / sum[i]
 				for c, v := range o[i*d : (i+1)*d] {
 					out[c] = v * inv
 				}
-				if s.LSE.Len() > 0 {
-					s.LSE.F32()[t*heads+h] = mx[i] + float32(math.Log(float64(sum[i])))
+				if s.LSE != nil {
+					s.LSE[t*heads+h] = mx[i] + float32(math.Log(float64(sum[i])))
 				}
 			}
 		}
 	})
 }
 
-// hostSeqs panics, on the caller's goroutine and naming op, unless every
-// Buffer of seqs (contiguous or paged K/V included) is host memory: the
-// kernels unwrap them inside pool workers, where a panic would end the
-// process instead of reaching the caller.
-func hostSeqs(op string, seqs []kernels.AttentionSeq) {
-	for i := range seqs {
-		s := &seqs[i]
-		ok := s.Q.Host() && s.Out.Host() && s.LSE.Host() && s.K.Host() && s.V.Host()
-		for j := 0; ok && j < len(s.Paged.K); j++ {
-			ok = s.Paged.K[j].Host()
-		}
-		for j := 0; ok && j < len(s.Paged.V); j++ {
-			ok = s.Paged.V[j].Host()
-		}
-		if !ok {
+// hostBatch panics, on the caller's goroutine and naming op, unless every
+// Buffer of a (the layout, K/V contiguous or paged, and the tables) is host
+// memory: the kernels unwrap them inside pool workers, where a panic would
+// end the process instead of reaching the caller.
+func hostBatch(op string, a *kernels.AttentionBatch, more ...kernels.Buffer) {
+	bufs := append([]kernels.Buffer{a.Layout.QStart, a.Layout.Pos, a.Q, a.Out, a.LSE, a.K, a.V, a.KStart,
+		a.Paged.Pool, a.Paged.Tables}, more...)
+	for _, x := range bufs {
+		if !x.Host() {
 			panic("kernels/cpu: " + op + ": device memory is not host memory")
 		}
 	}
 }
+
+// AttentionBatchInvariant reports whether this backend's Attention is
+// batch-invariant (kernels.AttentionInvariant): on the generic and AVX2
+// paths each row walks its keys in blocks of attnBlock on its own, the same
+// way in any batch; the AVX-512 tiled kernel is not, because the dotNT
+// micro-kernels that score a tile reduce a row's products in an order that
+// depends on how many rows the kernel holds (a decode step's tile has a
+// GQA group's rows, a prefill's up to attnTileRows), so a row's scores
+// there can differ in the last bits between a decode step and a prefill.
+func (b *Backend) AttentionBatchInvariant() bool { return !b.simd.avx512 }

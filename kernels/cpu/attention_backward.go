@@ -58,12 +58,10 @@ func grow(buf []float32, n int) []float32 {
 // dim and the row updates a head dim that is a multiple of 16. Paged K/V
 // (kernels.PagedKV) are read row by row into the task's layout, so the
 // tiles see the same floats as for contiguous K/V.
-func (b *Backend) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHeads, headDim int, scale float32) {
-	kernels.CheckAttentionBackward(seqs, heads, kvHeads, headDim)
-	hs := make([]kernels.HostGradSeq, len(seqs))
-	for i := range seqs {
-		hs[i] = seqs[i].Host()
-	}
+func (b *Backend) AttentionBackward(g kernels.AttentionGradBatch, heads, kvHeads, headDim int, scale float32) {
+	kernels.CheckAttentionBackward(&g, heads, kvHeads, headDim)
+	hostBatch("AttentionBackward", &g.AttentionBatch, g.DOut, g.DQ, g.DK, g.DV)
+	hs := g.Host(heads, kvHeads, headDim)
 	d := headDim
 	group := heads / kvHeads
 	tokens := max(1, attnRows/group) // tokens per query block
@@ -80,7 +78,7 @@ func (b *Backend) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHe
 	if kn, simd := b.mm(); simd && d%kn.vec == 0 {
 		a.cvt = kn.cvt[1] // bf16 pages widen with the forward's SIMD conversion
 	}
-	b.parallelForWorker(len(seqs)*kvHeads, func(w, lo, hi int) {
+	b.parallelForWorker(len(hs)*kvHeads, func(w, lo, hi int) {
 		for task := lo; task < hi; task++ {
 			a.run(&scratch[w], &hs[task/kvHeads], task%kvHeads)
 		}
@@ -101,15 +99,10 @@ type attnTask struct {
 // widened exactly into dst, with the forward's SIMD conversion where it
 // applies. The layout then holds the same floats whatever the storage, so
 // the paged gradients equal the contiguous ones bit for bit.
-func (a *attnTask) kvRow(dst []float32, s *kernels.HostGradSeq, v bool, j, g int) []float32 {
+func (a *attnTask) kvRow(dst []float32, s *kernels.HostSeq, v bool, j, g int) []float32 {
 	p := &s.Paged
 	if p.BlockSize > 0 && p.DType == kernels.BF16 && a.cvt != nil {
-		blk := p.K[j/p.BlockSize]
-		if v {
-			blk = p.V[j/p.BlockSize]
-		}
-		off := ((j%p.BlockSize)*a.kvHeads + g) * a.d
-		a.cvt(&dst[0], &blk.BF16()[off], a.d)
+		a.cvt(&dst[0], &p.BF16[p.Offset(v, j, g, a.kvHeads, a.d)], a.d)
 		return dst[:a.d]
 	}
 	return s.KV(dst, v, j, g, a.kvHeads, a.d)
@@ -117,7 +110,7 @@ func (a *attnTask) kvRow(dst []float32, s *kernels.HostGradSeq, v bool, j, g int
 
 // layout fills the task's contiguous query rows and transposed keys and
 // values, and returns the leading dimension of kt and vt.
-func (a *attnTask) layout(sc *attnScratch, s *kernels.HostGradSeq, g int) int {
+func (a *attnTask) layout(sc *attnScratch, s *kernels.HostSeq, g int) int {
 	d := a.d
 	n := s.T * a.group
 	sc.q, sc.do = grow(sc.q, n*d), grow(sc.do, n*d)
@@ -160,7 +153,7 @@ func (a *attnTask) layout(sc *attnScratch, s *kernels.HostGradSeq, g int) int {
 }
 
 // run does kv head g of sequence s.
-func (a *attnTask) run(sc *attnScratch, s *kernels.HostGradSeq, g int) {
+func (a *attnTask) run(sc *attnScratch, s *kernels.HostSeq, g int) {
 	if s.T == 0 {
 		return
 	}

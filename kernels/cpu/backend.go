@@ -31,9 +31,13 @@ type Backend struct {
 	bufs    [][]float32 // per-worker scratch, see scratch
 	vecX    []float32   // matVec's permuted x, see gemvVec
 	vecExp  bool        // expRowAVX2 equals math.Exp here, see rowExps
-	prec    MatMulPrecision
+	prec    kernels.MatMulPrecision
 	xBF16   []float32 // MatMul's x rounded to bf16 under MatMulBF16, see roundedX
 	xH      []uint16  // the same as bf16 bits in VDPBF16PS's layout, see bf16Rows
+	// invariant is SetBatchInvariant's mode; padX and padOut are its
+	// padded last row group.
+	invariant    bool
+	padX, padOut []float32
 }
 
 // New returns a Backend that runs each kernel on threads goroutines (the
@@ -75,7 +79,7 @@ func (b *Backend) Threads() int { return b.threads }
 // conformance suite. To run a lower path on a machine that has a higher
 // one (to measure or debug it), start the program with
 // GODEBUG=cpu.avx512f=off (AVX2) or GODEBUG=cpu.avx2=off (generic);
-// GODEBUG=cpu.avx512bf16=off keeps MatMulBF16 off VDPBF16PS (the Go
+// GODEBUG=cpu.avx512bf16=off keeps kernels.MatMulBF16 off VDPBF16PS (the Go
 // runtime then prints "GODEBUG: unknown cpu feature", as the name is not
 // one of its own; golang.org/x/sys/cpu, which detect reads, honours it).
 func (b *Backend) SIMD() string {

@@ -61,7 +61,7 @@ func backwardThreadCountIndependent(t *testing.T, p simdPath) {
 	q, k, v, do := bwRand(6, nq, 1), bwRand(7, nkv, 1), bwRand(8, nkv, 1), bwRand(9, nq, 1)
 	out, lse := make([]float32, nq), make([]float32, tt*heads)
 	fw := pathBackend(t, p, 1)
-	fw.Attention([]kernels.AttentionSeq{{Out: kernels.HostF32(out), Q: kernels.HostF32(q), K: kernels.HostF32(k), V: kernels.HostF32(v), LSE: kernels.HostF32(lse), T: tt, Start: start}}, heads, kvh, hd, 0.125)
+	fw.Attention(kernels.OneSeq(q, out, lse, k, v, tt, start), heads, kvh, hd, 0.125)
 
 	run := func(b *Backend) result {
 		dx, dw := make([]float32, rows*cols), make([]float32, cols)
@@ -70,9 +70,9 @@ func backwardThreadCountIndependent(t *testing.T, p simdPath) {
 		b.LogSoftmaxGatherBackward(kernels.HostF32(dl), kernels.HostF32(logits), kernels.HostI32(targets), kernels.HostF32(dlogp), kernels.Buffer{}, 5, 151936)
 		dtab := make([]float32, 10*cols)
 		b.EmbeddingBackward(kernels.HostF32(dtab), kernels.HostF32(dout[:len(ids)*cols]), kernels.HostI32(ids), cols)
-		s := kernels.AttentionGradSeq{DOut: kernels.HostF32(do), Q: kernels.HostF32(q), K: kernels.HostF32(k), V: kernels.HostF32(v), Out: kernels.HostF32(out), LSE: kernels.HostF32(lse),
-			DQ: kernels.HostF32(make([]float32, nq)), DK: kernels.HostF32(make([]float32, nkv)), DV: kernels.HostF32(make([]float32, nkv)), T: tt, Start: start}
-		b.AttentionBackward([]kernels.AttentionGradSeq{s}, heads, kvh, hd, 0.125)
+		s := kernels.AttentionGradBatch{AttentionBatch: kernels.OneSeq(q, out, lse, k, v, tt, start), DOut: kernels.HostF32(do),
+			DQ: kernels.HostF32(make([]float32, nq)), DK: kernels.HostF32(make([]float32, nkv)), DV: kernels.HostF32(make([]float32, nkv))}
+		b.AttentionBackward(s, heads, kvh, hd, 0.125)
 		p, m, vv := bwRand(10, 70001, 1), make([]float32, 70001), make([]float32, 70001)
 		b.AdamW(kernels.HostF32(p), kernels.HostF32(bwRand(11, 70001, 1)), kernels.HostF32(m), kernels.HostF32(vv), kernels.AdamWParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1}, 1)
 		return result{dx, dw, dl, dtab, s.DQ.F32(), s.DK.F32(), s.DV.F32(), p, m, vv}
@@ -255,11 +255,11 @@ func TestBackwardPanics(t *testing.T) {
 		{"logsoftmax target", "targets[0] = 5", func() {
 			b.LogSoftmaxGatherBackward(kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostI32([]int32{5}), kernels.HostF32(buf), kernels.Buffer{}, 1, 5)
 		}},
-		{"attention DV", "seqs[0].DV", func() {
-			b.AttentionBackward([]kernels.AttentionGradSeq{{DOut: kernels.HostF32(buf), Q: kernels.HostF32(buf), Out: kernels.HostF32(buf), DQ: kernels.HostF32(buf), LSE: kernels.HostF32(buf),
-				K: kernels.HostF32(buf), V: kernels.HostF32(buf), DK: kernels.HostF32(buf), DV: kernels.HostF32(short), T: 1, Start: 2}}, 2, 1, 8, 1)
+		{"attention DV", "AttentionBackward: DV", func() {
+			b.AttentionBackward(kernels.AttentionGradBatch{AttentionBatch: kernels.OneSeq(buf, buf, buf, buf, buf, 1, 2), DOut: kernels.HostF32(buf),
+				DQ: kernels.HostF32(buf), DK: kernels.HostF32(buf), DV: kernels.HostF32(short)}, 2, 1, 8, 1)
 		}},
-		{"attention heads", "heads 3, kvHeads 2", func() { b.AttentionBackward(nil, 3, 2, 8, 1) }},
+		{"attention heads", "heads 3, kvHeads 2", func() { b.AttentionBackward(kernels.AttentionGradBatch{}, 3, 2, 8, 1) }},
 		{"adamw step", "step 0", func() {
 			b.AdamW(kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostF32(buf), kernels.AdamWParams{}, 0)
 		}},
@@ -298,30 +298,17 @@ func BenchmarkAttentionBackward(bm *testing.B) {
 			q, k, v, do := bwRand(1, nq, 1), bwRand(2, nkv, 1), bwRand(3, nkv, 1), bwRand(4, nq, 1)
 			out, lse := make([]float32, nq), make([]float32, tt*heads)
 			scale := float32(1 / math.Sqrt(d))
-			b.Attention([]kernels.AttentionSeq{{Out: kernels.HostF32(out), Q: kernels.HostF32(q), K: kernels.HostF32(k), V: kernels.HostF32(v), LSE: kernels.HostF32(lse), T: tt}}, heads, kvh, d, scale)
-			seqs := []kernels.AttentionGradSeq{{DOut: kernels.HostF32(do), Q: kernels.HostF32(q), K: kernels.HostF32(k), V: kernels.HostF32(v), Out: kernels.HostF32(out), LSE: kernels.HostF32(lse),
-				DQ: kernels.HostF32(make([]float32, nq)), DK: kernels.HostF32(make([]float32, nkv)), DV: kernels.HostF32(make([]float32, nkv)), T: tt}}
+			a := kernels.OneSeq(q, out, lse, k, v, tt, 0)
+			b.Attention(a, heads, kvh, d, scale)
+			seqs := kernels.AttentionGradBatch{AttentionBatch: a, DOut: kernels.HostF32(do),
+				DQ: kernels.HostF32(make([]float32, nq)), DK: kernels.HostF32(make([]float32, nkv)), DV: kernels.HostF32(make([]float32, nkv))}
 			if c.kv != "contiguous" {
-				p := kernels.PagedKV{BlockSize: bs, DType: kernels.F32}
+				dt := kernels.F32
 				if c.kv == "pagedBF16" {
-					p.DType = kernels.BF16
+					dt = kernels.BF16
 				}
-				for j0 := 0; j0 < tt; j0 += bs {
-					rows := [2][]float32{k[j0*kvh*d : (j0+bs)*kvh*d], v[j0*kvh*d : (j0+bs)*kvh*d]}
-					var blk [2]kernels.Buffer
-					for i, r := range rows {
-						blk[i] = kernels.HostF32(append([]float32(nil), r...))
-						if p.DType == kernels.BF16 {
-							u := make([]uint16, len(r))
-							for e, x := range r {
-								u[e] = kernels.F32ToBF16(x)
-							}
-							blk[i] = kernels.HostBF16(u)
-						}
-					}
-					p.K, p.V = append(p.K, blk[0]), append(p.V, blk[1])
-				}
-				seqs[0].K, seqs[0].V, seqs[0].Paged = kernels.Buffer{}, kernels.Buffer{}, p
+				seqs.Paged = benchPool([][]float32{k}, [][]float32{v}, tt, kvh*d, bs, dt)
+				seqs.K, seqs.V = kernels.Buffer{}, kernels.Buffer{}
 			}
 			for bm.Loop() {
 				b.AttentionBackward(seqs, heads, kvh, d, scale)
@@ -448,23 +435,21 @@ func TestAttentionBackwardRandomShapes(t *testing.T) {
 			name := fmt.Sprintf("H%d_KVH%d_D%d_%v", heads, kvh, d, shapes)
 			t.Run(name, func(t *testing.T) {
 				scale := float32(1 / math.Sqrt(float64(d)))
-				var want, got []kernels.AttentionGradSeq
+				var want, got []kernels.AttentionGradBatch
 				for si, sh := range shapes {
 					tt, start := sh[0], sh[1]
 					nq, nkv := tt*heads*d, (start+tt)*kvh*d
 					seed := uint64(1000*i + 10*si)
-					g := kernels.AttentionGradSeq{
-						DOut: kernels.HostF32(bwRand(seed, nq, 1)), Q: kernels.HostF32(bwRand(seed+1, nq, 1)), K: kernels.HostF32(bwRand(seed+2, nkv, 1)), V: kernels.HostF32(bwRand(seed+3, nkv, 1)),
-						Out: kernels.HostF32(make([]float32, nq)), LSE: kernels.HostF32(make([]float32, tt*heads)), T: tt, Start: start,
-					}
-					r.Attention([]kernels.AttentionSeq{{Out: g.Out, Q: g.Q, K: g.K, V: g.V, LSE: g.LSE, T: tt, Start: start}}, heads, kvh, d, scale)
-					w := g
-					w.DQ, w.DK, w.DV = kernels.HostF32(make([]float32, nq)), kernels.HostF32(bwRand(seed+4, nkv, 1)), kernels.HostF32(bwRand(seed+5, nkv, 1))
+					a := kernels.OneSeq(bwRand(seed+1, nq, 1), make([]float32, nq), make([]float32, tt*heads), bwRand(seed+2, nkv, 1), bwRand(seed+3, nkv, 1), tt, start)
+					r.Attention(a, heads, kvh, d, scale)
+					w := kernels.AttentionGradBatch{AttentionBatch: a, DOut: kernels.HostF32(bwRand(seed, nq, 1)),
+						DQ: kernels.HostF32(make([]float32, nq)), DK: kernels.HostF32(bwRand(seed+4, nkv, 1)), DV: kernels.HostF32(bwRand(seed+5, nkv, 1))}
+					g := w
 					g.DQ, g.DK, g.DV = kernels.HostF32(bwRand(seed+6, nq, 9)), kernels.HostF32(append([]float32(nil), w.DK.F32()...)), kernels.HostF32(append([]float32(nil), w.DV.F32()...))
+					r.AttentionBackward(w, heads, kvh, d, scale)
+					b.AttentionBackward(g, heads, kvh, d, scale)
 					want, got = append(want, w), append(got, g)
 				}
-				r.AttentionBackward(want, heads, kvh, d, scale)
-				b.AttentionBackward(got, heads, kvh, d, scale)
 				tol := kerneltest.Tolerance("AttentionBackward")
 				tol.NMSE = math.Inf(1) // per element only: a sequence's DQ may be all zero (T = 1, Start = 0)
 				for s := range want {

@@ -168,9 +168,7 @@ func BenchmarkAttention(b *testing.B) {
 	for _, c := range []struct{ t, start int }{{512, 0}, {1, 512}, {1, 4096}} {
 		b.Run(fmt.Sprintf("T%d_Start%d", c.t, c.start), func(b *testing.B) {
 			n := c.start + c.t
-			seq := kernels.AttentionSeq{Q: kernels.HostF32(benchVec(c.t * h * d)), K: kernels.HostF32(benchVec(n * kvh * d)), V: kernels.HostF32(benchVec(n * kvh * d)),
-				Out: kernels.HostF32(make([]float32, c.t*h*d)), LSE: kernels.HostF32(make([]float32, c.t*h)), T: c.t, Start: c.start}
-			seqs := []kernels.AttentionSeq{seq}
+			seqs := kernels.OneSeq(benchVec(c.t*h*d), make([]float32, c.t*h*d), make([]float32, c.t*h), benchVec(n*kvh*d), benchVec(n*kvh*d), c.t, c.start)
 			b.ResetTimer()
 			cpu0 := cpuSeconds()
 			for range b.N {

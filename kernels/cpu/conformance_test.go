@@ -18,14 +18,19 @@ func conformance(t *testing.T, family func(*testing.T, kernels.Backend)) {
 	forEachBackend(t, func(t *testing.T, b *Backend) { family(t, b) })
 }
 
-func TestMatMul(t *testing.T)           { conformance(t, kerneltest.MatMul) }
-func TestMatMulNN(t *testing.T)         { conformance(t, kerneltest.MatMulNN) }
-func TestMatMulTN(t *testing.T)         { conformance(t, kerneltest.MatMulTN) }
-func TestEmbedding(t *testing.T)        { conformance(t, kerneltest.Embedding) }
-func TestRMSNorm(t *testing.T)          { conformance(t, kerneltest.RMSNorm) }
-func TestRoPE(t *testing.T)             { conformance(t, kerneltest.RoPE) }
-func TestAttention(t *testing.T)        { conformance(t, kerneltest.Attention) }
-func TestAttentionPaged(t *testing.T)   { conformance(t, kerneltest.AttentionPaged) }
+func TestMatMul(t *testing.T)         { conformance(t, kerneltest.MatMul) }
+func TestMatMulNN(t *testing.T)       { conformance(t, kerneltest.MatMulNN) }
+func TestMatMulTN(t *testing.T)       { conformance(t, kerneltest.MatMulTN) }
+func TestEmbedding(t *testing.T)      { conformance(t, kerneltest.Embedding) }
+func TestRMSNorm(t *testing.T)        { conformance(t, kerneltest.RMSNorm) }
+func TestRoPE(t *testing.T)           { conformance(t, kerneltest.RoPE) }
+func TestAttention(t *testing.T)      { conformance(t, kerneltest.Attention) }
+func TestAttentionPaged(t *testing.T) { conformance(t, kerneltest.AttentionPaged) }
+func TestAttentionInvariance(t *testing.T) {
+	conformance(t, kerneltest.AttentionInvariance)
+}
+func TestWriteKV(t *testing.T)          { conformance(t, kerneltest.WriteKV) }
+func TestFused(t *testing.T)            { conformance(t, kerneltest.Fused) }
 func TestSwiGLU(t *testing.T)           { conformance(t, kerneltest.SwiGLU) }
 func TestAdd(t *testing.T)              { conformance(t, kerneltest.Add) }
 func TestScale(t *testing.T)            { conformance(t, kerneltest.Scale) }

@@ -53,9 +53,9 @@ func forwardThreadCountIndependent(t *testing.T, p simdPath) {
 		out = make([]float32, n*k)
 		b.MatMulTN(kernels.HostF32(out), kernels.HostF32(dy), kernels.HostF32(x), m, n, k)
 		res["MatMulTN"] = out
-		s := []kernels.AttentionSeq{{Q: kernels.HostF32(q), K: kernels.HostF32(kk), V: kernels.HostF32(v), Out: kernels.HostF32(make([]float32, T*heads*d)), LSE: kernels.HostF32(make([]float32, T*heads)), T: T, Start: start}}
+		s := kernels.OneSeq(q, make([]float32, T*heads*d), make([]float32, T*heads), kk, v, T, start)
 		b.Attention(s, heads, kvh, d, 0.125)
-		res["Attention"], res["AttentionLSE"] = s[0].Out.F32(), s[0].LSE.F32()
+		res["Attention"], res["AttentionLSE"] = s.Out.F32(), s.LSE.F32()
 		lp, h := make([]float32, rows), make([]float32, rows)
 		b.LogSoftmaxGather(kernels.HostF32(lp), kernels.HostF32(h), kernels.HostF32(logits), kernels.HostI32(targets), rows, vocab)
 		res["LogSoftmaxGather"], res["Entropy"] = lp, h

@@ -37,49 +37,48 @@ func TestForeignWeights(t *testing.T) {
 	})
 }
 
-// TestForeignAttention: Attention given a device Buffer (another
-// backend's) as an operand or as a paged K/V block panics on the caller's
-// goroutine with a message naming the op, on every SIMD path, rather than
-// inside a pool worker (which no caller can recover: it ends the process).
+// TestForeignAttention: Attention, AttentionBackward and WriteKV given a
+// device Buffer (another backend's) as an operand, as the paged pool or as
+// the block tables panic on the caller's goroutine with a message naming
+// the op, on every SIMD path, rather than inside a pool worker (which no
+// caller can recover: it ends the process).
 func TestForeignAttention(t *testing.T) {
 	const heads, kvHeads, d, tt, bs = 2, 1, 16, 3, 4
 	host := func(n int) kernels.Buffer { return kernels.HostF32(make([]float32, n)) }
 	dev := func(dt kernels.DType, n int) kernels.Buffer { return kernels.DeviceBuffer(fakeDeviceMem(n), dt, 0, n) }
-	paged := func(blk func() kernels.Buffer) kernels.PagedKV {
-		return kernels.PagedKV{BlockSize: bs, DType: kernels.F32, K: []kernels.Buffer{blk()}, V: []kernels.Buffer{blk()}}
+	nq, blk := tt*heads*d, bs*kvHeads*d
+	batch := func() kernels.AttentionBatch {
+		a := kernels.OneSeq(make([]float32, nq), make([]float32, nq), make([]float32, tt*heads), nil, nil, tt, 0)
+		a.Paged = kernels.PagedKV{Pool: host(2 * blk), BlockSize: bs, BlockStride: 2 * blk, VOff: blk,
+			Tables: kernels.HostI32([]int32{0}), TableStride: 1}
+		return a
 	}
 	for _, c := range []struct {
 		name string
-		seq  kernels.AttentionSeq
+		edit func(a *kernels.AttentionBatch)
 	}{
-		{"device Q", kernels.AttentionSeq{Q: dev(kernels.F32, tt*heads*d), Out: host(tt * heads * d), K: host(tt * kvHeads * d), V: host(tt * kvHeads * d), T: tt}},
-		{"device Out", kernels.AttentionSeq{Q: host(tt * heads * d), Out: dev(kernels.F32, tt*heads*d), K: host(tt * kvHeads * d), V: host(tt * kvHeads * d), T: tt}},
-		{"device K", kernels.AttentionSeq{Q: host(tt * heads * d), Out: host(tt * heads * d), K: dev(kernels.F32, tt*kvHeads*d), V: host(tt * kvHeads * d), T: tt}},
-		{"device paged blocks", kernels.AttentionSeq{Q: host(tt * heads * d), Out: host(tt * heads * d), T: tt,
-			Paged: paged(func() kernels.Buffer { return dev(kernels.F32, bs*kvHeads*d) })}},
+		{"device Q", func(a *kernels.AttentionBatch) { a.Q = dev(kernels.F32, nq) }},
+		{"device Out", func(a *kernels.AttentionBatch) { a.Out = dev(kernels.F32, nq) }},
+		{"device pool", func(a *kernels.AttentionBatch) { a.Paged.Pool = dev(kernels.F32, 2*blk) }},
+		{"device tables", func(a *kernels.AttentionBatch) { a.Paged.Tables = dev(kernels.I32, 1) }},
+		{"device positions", func(a *kernels.AttentionBatch) { a.Layout.Pos = dev(kernels.I32, tt) }},
 	} {
+		a := batch()
+		c.edit(&a)
+		g := kernels.AttentionGradBatch{AttentionBatch: a, DOut: host(nq), DQ: host(nq), DK: host(tt * kvHeads * d), DV: host(tt * kvHeads * d)}
+		k := host(tt * kvHeads * d)
 		forEachBackend(t, func(t *testing.T, b *Backend) {
 			assert.PanicsWithValue(t, "kernels/cpu: Attention: device memory is not host memory", func() {
-				b.Attention([]kernels.AttentionSeq{c.seq}, heads, kvHeads, d, 1)
+				b.Attention(a, heads, kvHeads, d, 1)
 			}, c.name)
+			assert.PanicsWithValue(t, "kernels/cpu: AttentionBackward: device memory is not host memory", func() {
+				b.AttentionBackward(g, heads, kvHeads, d, 1)
+			}, c.name)
+			if c.name != "device Q" && c.name != "device Out" {
+				assert.PanicsWithValue(t, "kernels/cpu: WriteKV: device memory is not host memory", func() {
+					b.WriteKV(a.Paged, a.Layout, k, k, kvHeads, d)
+				}, c.name)
+			}
 		})
 	}
-}
-
-// TestForeignAttentionBackward: AttentionBackward given paged K/V blocks in
-// device memory panics on the caller's goroutine with a message naming the
-// block, instead of unwrapping them inside a pool worker.
-func TestForeignAttentionBackward(t *testing.T) {
-	const heads, kvHeads, d, tt, bs = 2, 1, 16, 3, 2
-	host := func(n int) kernels.Buffer { return kernels.HostF32(make([]float32, n)) }
-	dev := func(n int) kernels.Buffer { return kernels.DeviceBuffer(fakeDeviceMem(n), kernels.F32, 0, n) }
-	blocks := []kernels.Buffer{host(bs * kvHeads * d), dev(bs * kvHeads * d)}
-	nq, nkv := tt*heads*d, tt*kvHeads*d
-	seq := kernels.AttentionGradSeq{DOut: host(nq), Q: host(nq), Out: host(nq), LSE: host(tt * heads), DQ: host(nq),
-		DK: host(nkv), DV: host(nkv), T: tt, Paged: kernels.PagedKV{BlockSize: bs, DType: kernels.F32, K: blocks, V: blocks}}
-	forEachBackend(t, func(t *testing.T, b *Backend) {
-		assert.PanicsWithValue(t, "kernels: AttentionGradSeq.Host: paged block 1 is device memory, not host memory", func() {
-			b.AttentionBackward([]kernels.AttentionGradSeq{seq}, heads, kvHeads, d, 1)
-		})
-	})
 }

@@ -7,9 +7,10 @@ import (
 )
 
 // PolicyLoss evaluates kernels.LossParams' loss sequence by sequence in one
-// or two passes without allocating: a sequence's ratio (GSPO) or φ (VESPO)
-// first when needed, then every token in float64, then (GSPO) the ratio's
-// gradient spread over the sequence. It is O(N) work with a few exps per
+// or two passes without allocating: a sequence's sums (GSPO's ratio,
+// VESPO's φ, the off-policy mask's mean log-ratio) first when needed, then
+// every token in float64, then (GSPO) the ratio's gradient spread over the
+// sequence. It is O(N) work with a few exps per
 // token, so it runs on the calling goroutine.
 func (b *Backend) PolicyLoss(out kernels.LossOutput, in kernels.LossInput, p kernels.LossParams, n int) {
 	kernels.CheckPolicyLoss(out, in, p, n)
@@ -47,9 +48,13 @@ func policyLossSeq(out kernels.HostLossOutput, in kernels.HostLossInput, p *kern
 		}
 		return float64(in.SeqAdv[s])
 	}
-	var seqLogW, cnt, vespoLogW float64
-	if p.SequenceRatio || p.Objective == kernels.ObjectiveVESPO {
-		var sum, clamped float64
+	var seqLogW, cnt, vespoLogW, offAvg float64
+	if p.NeedsSegments() {
+		var sum, clamped, off float64
+		samp := in.SamplingLogP
+		if samp == nil {
+			samp = in.OldLogP
+		}
 		for t := lo; t < hi; t++ {
 			m, d := mask(t), delta(t)
 			sum += m * d
@@ -57,10 +62,14 @@ func policyLossSeq(out kernels.HostLossOutput, in kernels.HostLossInput, p *kern
 			if in.ISRatio != nil {
 				clamped += m * math.Min(math.Max(math.Log(float64(in.ISRatio[t])), math.Log(1e-8)), 20)
 			}
+			if samp != nil {
+				off += m * (float64(samp[t]) - float64(in.LogP[t]))
+			}
 			cnt += m
 		}
 		seqLogW = sum / math.Max(cnt, 1)
 		vespoLogW = math.Min(math.Max(clamped, math.Log(1e-8)), 20)
+		offAvg = off / math.Max(cnt, 1)
 	}
 	epsLo, epsHi := 1-float64(p.EpsLow), 1+float64(p.EpsHigh)
 	beta, coef := float64(p.Beta), float64(p.EntropyCoef)
@@ -108,9 +117,9 @@ func policyLossSeq(out kernels.HostLossOutput, in kernels.HostLossInput, p *kern
 				clip |= kernels.ClipHigh
 			}
 		case kernels.ObjectiveSAPO:
-			tau := float64(p.SAPOTauNeg)
+			tau := float64(p.SAPOTemperatureNeg)
 			if a > 0 {
-				tau = float64(p.SAPOTauPos)
+				tau = float64(p.SAPOTemperaturePos)
 			}
 			sg := 1 / (1 + math.Exp(-tau*(w-1)))
 			l, dw = -(4/tau)*sg*a, -4*sg*(1-sg)*a
@@ -128,17 +137,26 @@ func policyLossSeq(out kernels.HostLossOutput, in kernels.HostLossInput, p *kern
 		case kernels.ObjectivePG:
 			l, direct = -a*lp, -a
 		}
-		if in.ISRatio != nil && p.Objective != kernels.ObjectiveVESPO {
-			rho := float64(in.ISRatio[t])
-			l, dw, direct = l*rho, dw*rho, direct*rho
+		// The policy term's factor f = O·E·ρ.
+		f, e := 1.0, 1.0
+		if p.OffPolicyMask && a < 0 && offAvg > float64(p.OffPolicyMaskThreshold) {
+			f = 0
 		}
+		if in.EntropyMask != nil {
+			e = float64(in.EntropyMask[t])
+			f *= e
+		}
+		if in.ISRatio != nil && p.Objective != kernels.ObjectiveVESPO {
+			f *= float64(in.ISRatio[t])
+		}
+		l, dw, direct = f*l, f*dw, f*direct
 		var kl float64
 		if beta != 0 {
 			x := float64(in.RefLogP[t]) - lp
 			ex := math.Exp(x)
 			kl = ex - x - 1
 			dkl := 1 - ex
-			if p.KLBiasCorrection {
+			if p.UseBiasCorrectionKL {
 				dw += beta * kl
 				kl, dkl = w*kl, w*dkl
 			}
@@ -148,7 +166,11 @@ func policyLossSeq(out kernels.HostLossOutput, in kernels.HostLossInput, p *kern
 		if coef != 0 {
 			h = float64(in.Entropy[t])
 		}
-		out.Loss[t] = float32(wt * (l + beta*kl - coef*h))
+		wh := wt // the entropy bonus's weight
+		if in.EntropyWeight != nil {
+			wh = float64(in.EntropyWeight[t])
+		}
+		out.Loss[t] = float32(wt*(l+beta*kl) - coef*wh*e*h)
 		if p.SequenceRatio {
 			g += wt * dw * w
 			out.DLogP[t] = float32(wt * direct)
@@ -156,7 +178,7 @@ func policyLossSeq(out kernels.HostLossOutput, in kernels.HostLossInput, p *kern
 			out.DLogP[t] = float32(wt*direct + wt*dw*w)
 		}
 		if out.DEntropy != nil {
-			out.DEntropy[t] = float32(-coef * wt)
+			out.DEntropy[t] = float32(-coef * wh * e)
 		}
 		if out.Ratio != nil {
 			out.Ratio[t] = float32(ratio)

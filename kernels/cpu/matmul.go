@@ -24,7 +24,7 @@ import (
 //     AVX-512 every group's dotNT; on AVX2 matMulDirect2, dotNT2's blocks
 //     plus a prefetch by the first group, whose sums equal dotNT2's bit
 //     for bit); the cores split N.
-//   - Under MatMulBF16 with bf16 weights, on a CPU with AVX512_BF16,
+//   - Under kernels.MatMulBF16 with bf16 weights, on a CPU with AVX512_BF16,
 //     MatMul with 1 < M < mBig instead rounds x to bf16 once and runs the
 //     dpNT kernels (matmul_dp_direct.go): VDPBF16PS straight from the bf16
 //     weight rows, blocks of up to dpMR = 8 rows of x × dpNR = 3 weight
@@ -35,7 +35,7 @@ import (
 //     K-major float32 panels once (per worker scratch, L2-resident), then
 //     runs the outer-product (axpy) kernel over
 //     every row group of its M block; tasks are (N block, M block) pairs
-//     (matmul_packed.go). Under MatMulBF16 on a CPU with AVX512_BF16 the
+//     (matmul_packed.go). Under kernels.MatMulBF16 on a CPU with AVX512_BF16 the
 //     same blocking runs on VDPBF16PS instead: x rounded to bf16 pairs,
 //     weight blocks of nbNT rows × dpkc columns packed as bf16
 //     K-pair-interleaved panels, the dpaxpy kernels (matmul_dp_packed.go).
@@ -46,7 +46,12 @@ import (
 //     rows 4 KiB apart.
 //
 // Every output element's summation order depends only on these constants,
-// never on scheduling, so results are deterministic run to run.
+// never on scheduling, so results are deterministic run to run; it does
+// depend on M's path (and the size of a row's group), so a row multiplied
+// with others can differ in its last bits from the same row alone. In
+// batch-invariant mode (SetBatchInvariant, invariant.go) every M runs the
+// direct path over groups of exactly mr rows, the last one padded, and a
+// row's result depends on the row alone.
 // mr, cols and vecSz are the AVX-512 block (attention uses them directly).
 const (
 	mr      = 6    // rows of x (or dy, or dw) per register block
@@ -138,6 +143,18 @@ func (b *Backend) matMul(out, x []float32, w kernels.Mat, m int, accumulate bool
 		if !accumulate {
 			clear(out[:m*n])
 		}
+		return
+	}
+	if b.invariant {
+		kn, ok := b.mm()
+		if b.roundsX(w) {
+			x = b.roundedX(x[:m*k])
+		}
+		if !ok {
+			b.matMulGeneric(out, x, w, m, accumulate) // one row at a time: invariant as it is
+			return
+		}
+		b.matMulInvariant(kn, out, x, w, m, accumulate)
 		return
 	}
 	if b.dpDirect(w, m) {

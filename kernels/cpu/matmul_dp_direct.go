@@ -4,7 +4,7 @@ import (
 	"github.com/x/kernels"
 )
 
-// MatMulBF16's direct path: MatMul with 2 ≤ M < mBig (batched decode) on
+// kernels.MatMulBF16's direct path: MatMul with 2 ≤ M < mBig (batched decode) on
 // bf16 weights, on a CPU with AVX512_BF16. x is rounded to bf16 once
 // (bf16Rows); the dpNT kernels (asm/dpdirect.go) then read 64 bytes of
 // each weight row and of each x row per 32 K-columns and run one VDPBF16PS
@@ -25,7 +25,7 @@ const (
 )
 
 // dpDirect reports whether MatMul of m rows by w runs on the direct
-// VDPBF16PS path: MatMulBF16, bf16 weights, AVX-512 with AVX512_BF16, and
+// VDPBF16PS path: kernels.MatMulBF16, bf16 weights, AVX-512 with AVX512_BF16, and
 // 2 ≤ m < mBig.
 func (b *Backend) dpDirect(w kernels.Mat, m int) bool {
 	return b.roundsX(w) && b.BF16Dot() && m >= 2 && m < mBig

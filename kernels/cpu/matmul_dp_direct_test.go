@@ -94,7 +94,7 @@ func TestMatMulDPDirectDeterministic(t *testing.T) {
 	}
 	one, two := pathBackend(t, p, 1), pathBackend(t, p, 2)
 	for _, b := range []*Backend{one, two} {
-		require.NoError(t, b.SetMatMulPrecision(MatMulBF16))
+		require.NoError(t, b.SetMatMulPrecision(kernels.MatMulBF16))
 	}
 	for _, k := range []int{64, 95} {
 		for m := 2; m < mBig; m++ {

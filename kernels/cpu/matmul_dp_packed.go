@@ -14,13 +14,13 @@ import (
 // interleaved, on a loaded 2-core Zen 4), so the smaller footprint stays.
 const dpkc = 1024
 
-// dpPacked reports whether MatMul takes matMulDPPacked: MatMulBF16 on bf16
+// dpPacked reports whether MatMul takes matMulDPPacked: kernels.MatMulBF16 on bf16
 // weights, a CPU with AVX-512 and AVX512_BF16, and M ≥ mBig.
 func (b *Backend) dpPacked(w kernels.Mat, m int) bool {
 	return b.roundsX(w) && b.BF16Dot() && m >= mBig
 }
 
-// matMulDPPacked is MatMul under MatMulBF16 for M ≥ mBig on VDPBF16PS, in
+// matMulDPPacked is MatMul under kernels.MatMulBF16 for M ≥ mBig on VDPBF16PS, in
 // matMulPacked's outer-product form: x is rounded to bf16 once (bf16Rows);
 // each task (an N block of nbNT weight rows × an M block of mbNT x rows)
 // packs each nbNT × dpkc block of bf16 weights into a K-pair-interleaved

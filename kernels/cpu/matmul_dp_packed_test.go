@@ -107,7 +107,7 @@ func TestMatMulDPPacked(t *testing.T) {
 	tol := kerneltest.Tolerance("MatMul")
 	one, two := pathBackend(t, p, 1), pathBackend(t, p, 2)
 	for _, b := range []*Backend{one, two} {
-		require.NoError(t, b.SetMatMulPrecision(MatMulBF16))
+		require.NoError(t, b.SetMatMulPrecision(kernels.MatMulBF16))
 	}
 	shapes := [][3]int{
 		{16, 16, 16}, {31, 15, 40}, {18, 48, 2*dpkc + 19}, {50, 130, dpkc + 32}, {245, 64, 8},
@@ -238,7 +238,7 @@ func BenchmarkMatMulPrecisionCold(b *testing.B) {
 	}
 	for _, m := range []int{64, 512} {
 		x, out := benchVec(m*k), make([]float32, m*n)
-		for _, p := range []MatMulPrecision{MatMulExact, MatMulBF16} {
+		for _, p := range []kernels.MatMulPrecision{kernels.MatMulExact, kernels.MatMulBF16} {
 			b.Run(fmt.Sprintf("M%d_N%d_K%d/%s", m, n, k, p), func(b *testing.B) {
 				if err := be.SetMatMulPrecision(p); err != nil {
 					b.Fatal(err)

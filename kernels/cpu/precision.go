@@ -6,67 +6,26 @@ import (
 	"github.com/x/kernels"
 )
 
-// MatMulPrecision says how MatMul multiplies its activations x by bf16
-// weights. The default, MatMulExact, is what the conformance suite's
-// tolerances hold every backend to.
-type MatMulPrecision int
-
-const (
-	// MatMulExact multiplies float32 x by the weights widened exactly to
-	// float32, accumulating in float32 (the default).
-	MatMulExact MatMulPrecision = iota
-	// MatMulBF16 first rounds x to bf16 (nearest, ties to even), then
-	// multiplies: each product of two bf16 values is exact in float32 and
-	// the sums are float32, so the one new error is x's rounding, a
-	// relative 2⁻⁸ at most per element (half the spacing of bf16's 8-bit significand). This is the arithmetic of
-	// llama.cpp's CPU backend for bf16 weights and of PyTorch's
-	// torch.set_float32_matmul_precision("medium"); on a CPU with
-	// AVX512_BF16 it lets MatMul run on VDPBF16PS, twice the
-	// multiply-adds per instruction of the exact path. Where it runs:
-	// with AVX-512 + AVX512_BF16 and M ≥ 2 on VDPBF16PS, for 2 ≤ M < 16
-	// (batched decode) straight from the bf16 weight rows
-	// (matMulDPDirect), for M ≥ 16 (prefill, larger batches) on weights
-	// packed into K-pair-interleaved bf16 panels (matMulDPPacked), x
-	// rounded once into bf16 pairs and ragged edges on the exact kernels
-	// over the rounded x; everywhere else (M = 1, other CPUs) x is rounded
-	// to float32 values that bf16 can hold and the exact kernels run (same
-	// products, no speed gain). VDPBF16PS also treats denormal factors (of
-	// x or w) and sums as zero: per term a difference below 2⁻¹²⁶ times
-	// the other factor, plus 2⁻¹²⁶ for a flushed sum. It applies to
-	// MatMul with bf16 weights only (f32 and f16 weights stay exact, as do
-	// MatMulNN and MatMulTN, so gradients are unaffected) and suits
-	// inference and rollout generation; log-probs computed with it differ
-	// from exact ones by the rounding of every linear layer's input.
-	MatMulBF16
-)
-
-// String names the precision as SetMatMulPrecision's callers spell it on
-// command lines: "exact" or "bf16".
-func (p MatMulPrecision) String() string {
-	switch p {
-	case MatMulExact:
-		return "exact"
-	case MatMulBF16:
-		return "bf16"
-	}
-	return fmt.Sprintf("MatMulPrecision(%d)", int(p))
-}
-
-// ParseMatMulPrecision reads "exact" or "bf16" (String's names).
-func ParseMatMulPrecision(s string) (MatMulPrecision, error) {
-	for _, p := range []MatMulPrecision{MatMulExact, MatMulBF16} {
-		if s == p.String() {
-			return p, nil
-		}
-	}
-	return 0, fmt.Errorf("matmul precision %q: want exact or bf16", s)
-}
+// The backend's MatMul precision (kernels.MatMulPrecision) is its state:
+// Backend implements kernels.MatMulPrecisionSetter. Under
+// kernels.MatMulBF16, with AVX-512 + AVX512_BF16 and M ≥ 2, MatMul runs on
+// VDPBF16PS, twice the multiply-adds per instruction of the exact path:
+// for 2 ≤ M < 16 (batched decode) straight from the bf16 weight rows
+// (matMulDPDirect), for M ≥ 16 (prefill, larger batches) on weights packed
+// into K-pair-interleaved bf16 panels (matMulDPPacked), x rounded once into
+// bf16 pairs and ragged edges on the exact kernels over the rounded x;
+// everywhere else (M = 1, other CPUs) x is rounded to float32 values that
+// bf16 can hold and the exact kernels run (same products, no speed gain).
+// VDPBF16PS also treats denormal factors (of x or w) and sums as zero: per
+// term a difference below 2⁻¹²⁶ times the other factor, plus 2⁻¹²⁶ for a
+// flushed sum.
+var _ kernels.MatMulPrecisionSetter = (*Backend)(nil)
 
 // SetMatMulPrecision sets how later MatMul calls with bf16 weights treat
-// their activations (see MatMulPrecision); an unknown value is an error
+// their activations (see kernels.MatMulPrecision); an unknown value is an error
 // and leaves the precision unchanged.
-func (b *Backend) SetMatMulPrecision(p MatMulPrecision) error {
-	if p != MatMulExact && p != MatMulBF16 {
+func (b *Backend) SetMatMulPrecision(p kernels.MatMulPrecision) error {
+	if !p.Valid() {
 		return fmt.Errorf("kernels/cpu: SetMatMulPrecision: unknown precision %d", int(p))
 	}
 	b.prec = p
@@ -74,17 +33,17 @@ func (b *Backend) SetMatMulPrecision(p MatMulPrecision) error {
 }
 
 // MatMulPrecision is the precision SetMatMulPrecision last set.
-func (b *Backend) MatMulPrecision() MatMulPrecision { return b.prec }
+func (b *Backend) MatMulPrecision() kernels.MatMulPrecision { return b.prec }
 
-// BF16Dot reports whether MatMulBF16 runs its batched and packed products
+// BF16Dot reports whether kernels.MatMulBF16 runs its batched and packed products
 // (2 ≤ M) on VDPBF16PS here: the CPU has AVX-512 with AVX512_BF16 and
-// GODEBUG did not turn either off. Where it is false MatMulBF16 still
+// GODEBUG did not turn either off. Where it is false kernels.MatMulBF16 still
 // rounds x the same way, on the exact kernels.
 func (b *Backend) BF16Dot() bool { return b.simd.avx512 && b.simd.avx512bf16 }
 
 // roundsX reports whether MatMul rounds x to bf16 for weights w.
 func (b *Backend) roundsX(w kernels.Mat) bool {
-	return b.prec == MatMulBF16 && w.DType == kernels.BF16
+	return b.prec == kernels.MatMulBF16 && w.DType == kernels.BF16
 }
 
 // roundedX returns x rounded to bf16 and widened back to float32 (exact),

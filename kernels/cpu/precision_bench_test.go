@@ -7,9 +7,9 @@ import (
 	"github.com/x/kernels"
 )
 
-// BenchmarkMatMulPrecision compares MatMulExact and MatMulBF16 side by
+// BenchmarkMatMulPrecision compares kernels.MatMulExact and kernels.MatMulBF16 side by
 // side, interleaved per shape, on bf16 weights at Qwen3-0.6B's shapes:
-// decode (M 1), batched decode (M 8, 64) and prefill (M 512). MatMulBF16
+// decode (M 1), batched decode (M 8, 64) and prefill (M 512). kernels.MatMulBF16
 // includes rounding x, as a model step pays it.
 func BenchmarkMatMulPrecision(b *testing.B) {
 	be := New(0)
@@ -19,7 +19,7 @@ func BenchmarkMatMulPrecision(b *testing.B) {
 		m, n, k := s[0], s[1], s[2]
 		w := benchMat(kernels.BF16, n, k)
 		x, out := benchVec(m*k), make([]float32, m*n)
-		for _, p := range []MatMulPrecision{MatMulExact, MatMulBF16} {
+		for _, p := range []kernels.MatMulPrecision{kernels.MatMulExact, kernels.MatMulBF16} {
 			b.Run(fmt.Sprintf("M%d_N%d_K%d/%s", m, n, k, p), func(b *testing.B) {
 				if err := be.SetMatMulPrecision(p); err != nil {
 					b.Fatal(err)

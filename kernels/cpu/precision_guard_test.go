@@ -42,7 +42,7 @@ func guarded[T any](t *testing.T, n int) []T {
 // VDPBF16PS kernels' 64-byte loads of the last weight row and of x, the
 // K tails and the ragged column blocks must stay inside their operands.
 // The result must still match the reference (on x rounded to bf16 under
-// MatMulBF16).
+// kernels.MatMulBF16).
 func TestMatMulBF16Bounds(t *testing.T) {
 	var r ref.Backend
 	tol := kerneltest.Tolerance("MatMul")
@@ -53,7 +53,7 @@ func TestMatMulBF16Bounds(t *testing.T) {
 				t.Skipf("%s path not run: %s", p.testName(), p.missing)
 			}
 			b := pathBackend(t, p, 2)
-			for _, prec := range []MatMulPrecision{MatMulExact, MatMulBF16} {
+			for _, prec := range []kernels.MatMulPrecision{kernels.MatMulExact, kernels.MatMulBF16} {
 				require.NoError(t, b.SetMatMulPrecision(prec))
 				for _, s := range shapes {
 					m, n, k := s[0], s[1], s[2]
@@ -69,7 +69,7 @@ func TestMatMulBF16Bounds(t *testing.T) {
 						out := guarded[float32](t, m*n)
 						b.MatMul(kernels.HostF32(out), kernels.HostF32(x), w, m, false)
 						xr := append([]float32(nil), x...)
-						if prec == MatMulBF16 {
+						if prec == kernels.MatMulBF16 {
 							xr = roundBF16(x)
 						}
 						want := make([]float32, m*n)

@@ -14,7 +14,7 @@ import (
 	"github.com/x/kernels/ref"
 )
 
-// precisionPaths are the SIMD paths MatMulBF16 runs on: every forced path
+// precisionPaths are the SIMD paths kernels.MatMulBF16 runs on: every forced path
 // of simdPaths, and the AVX-512 path with VDPBF16PS where the CPU has
 // AVX512_BF16.
 func precisionPaths() []simdPath {
@@ -26,7 +26,7 @@ func precisionPaths() []simdPath {
 	return append(ps[:1:1], append([]simdPath{bf}, ps[1:]...)...)
 }
 
-// precisionShapes are MatMul (M, N, K) shapes for MatMulBF16: every M
+// precisionShapes are MatMul (M, N, K) shapes for kernels.MatMulBF16: every M
 // regime (1: matVec; 2–15: direct; ≥ 16: packed, with a row block past
 // mbNT), K below, at and past SIMD widths and pairs (odd K included), N
 // across register and task blocks.
@@ -39,7 +39,7 @@ func precisionShapes() [][3]int {
 }
 
 // roundBF16 is x with every element rounded to bf16 (nearest, ties to
-// even) and widened back: what MatMulBF16 multiplies.
+// even) and widened back: what kernels.MatMulBF16 multiplies.
 func roundBF16(x []float32) []float32 {
 	r := make([]float32, len(x))
 	for i, v := range x {
@@ -48,7 +48,7 @@ func roundBF16(x []float32) []float32 {
 	return r
 }
 
-// TestMatMulPrecisionBF16 checks MatMulBF16 on every path, both thread
+// TestMatMulPrecisionBF16 checks kernels.MatMulBF16 on every path, both thread
 // counts and both accumulate modes: for bf16 weights the result must equal
 // the reference MatMul of x rounded to bf16 within MatMul's own tolerance
 // (the products of bf16 values are exact in float32, so only the float32
@@ -65,7 +65,7 @@ func TestMatMulPrecisionBF16(t *testing.T) {
 			}
 			for _, threads := range []int{2, 1} {
 				b := pathBackend(t, p, threads)
-				require.NoError(t, b.SetMatMulPrecision(MatMulBF16))
+				require.NoError(t, b.SetMatMulPrecision(kernels.MatMulBF16))
 				for _, c := range cases {
 					t.Run(fmt.Sprintf("threads%d/%s", threads, c.name), func(t *testing.T) {
 						got := append([]float32(nil), c.init...)
@@ -137,10 +137,10 @@ func precisionCases(tol kerneltest.Tol) []precisionCase {
 	return cases
 }
 
-// TestMatMulPrecisionRounds checks that MatMulBF16 really rounds: on a
+// TestMatMulPrecisionRounds checks that kernels.MatMulBF16 really rounds: on a
 // shape where rounding x moves the product by far more than MatMul's
 // tolerance, the exact and bf16 results differ, and setting the
-// precision back to MatMulExact restores the exact result bit for bit.
+// precision back to kernels.MatMulExact restores the exact result bit for bit.
 func TestMatMulPrecisionRounds(t *testing.T) {
 	b := New(2)
 	t.Cleanup(b.Close)
@@ -150,51 +150,29 @@ func TestMatMulPrecisionRounds(t *testing.T) {
 	w := randomMat(rng, kernels.BF16, n, k)
 	exact := make([]float32, m*n)
 	b.MatMul(kernels.HostF32(exact), kernels.HostF32(x), w, m, false)
-	require.NoError(t, b.SetMatMulPrecision(MatMulBF16))
-	assert.Equal(t, MatMulBF16, b.MatMulPrecision())
+	require.NoError(t, b.SetMatMulPrecision(kernels.MatMulBF16))
+	assert.Equal(t, kernels.MatMulBF16, b.MatMulPrecision())
 	rounded := make([]float32, m*n)
 	b.MatMul(kernels.HostF32(rounded), kernels.HostF32(x), w, m, false)
 	var maxd float64
 	for i := range exact {
 		maxd = math.Max(maxd, math.Abs(float64(exact[i]-rounded[i])))
 	}
-	assert.Greater(t, maxd, 1e-4, "MatMulBF16 left x unrounded")
-	require.NoError(t, b.SetMatMulPrecision(MatMulExact))
+	assert.Greater(t, maxd, 1e-4, "kernels.MatMulBF16 left x unrounded")
+	require.NoError(t, b.SetMatMulPrecision(kernels.MatMulExact))
 	again := make([]float32, m*n)
 	b.MatMul(kernels.HostF32(again), kernels.HostF32(x), w, m, false)
 	assert.Equal(t, exact, again)
 }
 
-// TestMatMulPrecisionNames checks the names, their parsing and the refusal
-// of unknown values.
-func TestMatMulPrecisionNames(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    MatMulPrecision
-		wantErr string
-	}{
-		{"exact", MatMulExact, ""},
-		{"bf16", MatMulBF16, ""},
-		{"BF16", 0, `matmul precision "BF16": want exact or bf16`},
-		{"", 0, `matmul precision "": want exact or bf16`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.in, func(t *testing.T) {
-			got, err := ParseMatMulPrecision(tt.in)
-			if tt.wantErr != "" {
-				assert.EqualError(t, err, tt.wantErr)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tt.want, got)
-			assert.Equal(t, tt.in, got.String())
-		})
-	}
+// TestSetMatMulPrecisionRefuses checks that an unknown precision is an
+// error that leaves the setting unchanged.
+func TestSetMatMulPrecisionRefuses(t *testing.T) {
 	b := New(1)
 	t.Cleanup(b.Close)
-	assert.EqualError(t, b.SetMatMulPrecision(MatMulPrecision(5)), "kernels/cpu: SetMatMulPrecision: unknown precision 5")
-	assert.Equal(t, MatMulExact, b.MatMulPrecision())
-	assert.Equal(t, "MatMulPrecision(5)", MatMulPrecision(5).String())
+	require.NoError(t, b.SetMatMulPrecision(kernels.MatMulBF16))
+	assert.EqualError(t, b.SetMatMulPrecision(kernels.MatMulPrecision(5)), "kernels/cpu: SetMatMulPrecision: unknown precision 5")
+	assert.Equal(t, kernels.MatMulBF16, b.MatMulPrecision())
 }
 
 // uniformF32 is n values uniform in [−scale, scale).
@@ -259,7 +237,7 @@ func TestBF16Rows(t *testing.T) {
 	}
 }
 
-// TestMatMulBF16Specials checks MatMulBF16's documented handling of
+// TestMatMulBF16Specials checks kernels.MatMulBF16's documented handling of
 // denormals, infinities and NaNs on every path (matVec, the direct and
 // the packed VDPBF16PS paths, the exact kernels over rounded x): x rows of
 // denormals (2⁻¹²⁷) against a weight row of 2¹²⁰, a +Inf met by weights
@@ -279,7 +257,7 @@ func TestMatMulBF16Specials(t *testing.T) {
 				t.Skipf("%s path not run: %s", p.testName(), p.missing)
 			}
 			b := pathBackend(t, p, 2)
-			require.NoError(t, b.SetMatMulPrecision(MatMulBF16))
+			require.NoError(t, b.SetMatMulPrecision(kernels.MatMulBF16))
 			for _, s := range [][3]int{{1, 19, 64}, {4, 19, 64}, {5, 16, 70}, {32, 19, 64}, {33, 16, 70}} {
 				m, n, k := s[0], s[1], s[2]
 				t.Run(fmt.Sprintf("M%d_N%d_K%d", m, n, k), func(t *testing.T) {

@@ -20,12 +20,7 @@ func (b *Backend) rmsNorm(out, x, w []float32, rows, cols int, eps float32) {
 	}
 	run := func(lo, hi int) {
 		for r := lo; r < hi; r++ {
-			row, o := x[r*cols:(r+1)*cols], out[r*cols:(r+1)*cols]
-			ss := sumSquares(row)
-			inv := float32(1 / math.Sqrt(float64(ss)/float64(cols)+float64(eps)))
-			for i, v := range row {
-				o[i] = w[i] * (v * inv)
-			}
+			rmsNormRow(out[r*cols:(r+1)*cols], x[r*cols:(r+1)*cols], w, cols, eps)
 		}
 	}
 	if rows*cols <= grain {
@@ -33,6 +28,15 @@ func (b *Backend) rmsNorm(out, x, w []float32, rows, cols int, eps float32) {
 		return
 	}
 	b.parallelFor(rows, run)
+}
+
+// rmsNormRow normalises one row: o = w·row/√(mean(row²)+eps).
+func rmsNormRow(o, row, w []float32, cols int, eps float32) {
+	ss := sumSquares(row)
+	inv := float32(1 / math.Sqrt(float64(ss)/float64(cols)+float64(eps)))
+	for i, v := range row {
+		o[i] = w[i] * (v * inv)
+	}
 }
 
 // sumSquares is Σ x² with eight float32 accumulators.

@@ -9,7 +9,7 @@ type features struct {
 	avx512 bool // AVX-512 F/BW/VL/DQ kernels (f32 FMA, bf16 and f16 widening)
 	avx2   bool // AVX2 + FMA + F16C kernels
 
-	// avx512bf16: VDPBF16PS may run MatMulBF16's products (with avx512).
+	// avx512bf16: VDPBF16PS may run kernels.MatMulBF16's products (with avx512).
 	avx512bf16 bool
 }
 

@@ -15,23 +15,38 @@ func (b *Backend) SwiGLU(out, gate, up kernels.Buffer) {
 	b.swiGLU(out.F32(), gate.F32(), up.F32())
 }
 
-// swiGLU is SwiGLU on host slices.
+// swiGLU is SwiGLU on host slices. On a SIMD path every element goes
+// through the vector kernel, the last few (fewer than a vector) through
+// it on a zero-padded copy: the vector exp and the scalar math.Exp differ
+// in the last bit, and an element's result must not depend on where it
+// falls in the tensor (how many rows share the call: batch invariance).
 func (b *Backend) swiGLU(out, gate, up []float32) {
 	n := len(out)
 	b.elementwise(n, func(lo, hi int) {
-		switch v := b.simd.isa(); {
-		case v == isaAVX512 && hi-lo >= 16:
-			n16 := (hi - lo) &^ 15
-			swigluAsm(&out[lo], &gate[lo], &up[lo], n16)
-			lo += n16
-		case v == isaAVX2 && hi-lo >= 8:
-			n8 := (hi - lo) &^ 7
-			swigluAVX2(&out[lo], &gate[lo], &up[lo], n8)
-			lo += n8
+		var width int
+		var kernel func(out, gate, up *float32, n int)
+		switch b.simd.isa() {
+		case isaAVX512:
+			width, kernel = 16, swigluAsm
+		case isaAVX2:
+			width, kernel = 8, swigluAVX2
+		default:
+			for i := lo; i < hi; i++ {
+				g := gate[i]
+				out[i] = g / (1 + float32(math.Exp(float64(-g)))) * up[i]
+			}
+			return
 		}
-		for i := lo; i < hi; i++ {
-			g := gate[i]
-			out[i] = g / (1 + float32(math.Exp(float64(-g)))) * up[i]
+		if body := (hi - lo) / width * width; body > 0 {
+			kernel(&out[lo], &gate[lo], &up[lo], body)
+			lo += body
+		}
+		if lo < hi {
+			var o, g, u [16]float32
+			copy(g[:], gate[lo:hi])
+			copy(u[:], up[lo:hi])
+			kernel(&o[0], &g[0], &u[0], width)
+			copy(out[lo:hi], o[:hi-lo])
 		}
 	})
 }

@@ -243,17 +243,19 @@ func (a *allocator) free(p devptr, s streamH) error {
 	if !ok {
 		return fmt.Errorf("freeing %#x, which is not a live allocation (freed twice, or a view)", uint64(p))
 	}
-	delete(a.live, p)
-	a.st.Allocated -= b.size
 	if s != b.stream {
 		ev, err := a.src.mark(s)
 		if err != nil {
-			return err
+			return err // still live: nothing may reuse it before s is done with it
 		}
+		delete(a.live, p)
+		a.st.Allocated -= b.size
 		b.state, b.event = blockPending, ev
 		a.pending = append(a.pending, b)
 		return nil
 	}
+	delete(a.live, p)
+	a.st.Allocated -= b.size
 	a.insert(b)
 	return nil
 }

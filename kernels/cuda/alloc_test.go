@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -21,6 +22,7 @@ type fakeMem struct {
 	drains         int
 	events         map[eventH]bool // recorded event -> reached
 	nextEvent      eventH
+	markErr        error // what mark returns, when set
 }
 
 func newFakeMem(capacity int64) *fakeMem {
@@ -51,6 +53,9 @@ func (f *fakeMem) free(p devptr) error {
 }
 
 func (f *fakeMem) mark(streamH) (eventH, error) {
+	if f.markErr != nil {
+		return 0, f.markErr
+	}
 	f.nextEvent++
 	f.events[f.nextEvent] = false
 	return f.nextEvent, nil
@@ -250,6 +255,26 @@ func TestAllocatorStreams(t *testing.T) {
 	}
 	assert.Equal(t, p, mustAlloc(t, a, 4096, sA), "reused after the event")
 	assert.Empty(t, f.events, "event destroyed")
+}
+
+// TestAllocatorFreeEventFails: a block freed from another stream whose
+// event cannot be recorded stays live (still counted, not reusable, freed
+// again later) instead of dropping out of every list: a segment holding
+// it could then never be given back, and Allocated would undercount.
+func TestAllocatorFreeEventFails(t *testing.T) {
+	f := newFakeMem(1 << 40)
+	a := newAllocator(f)
+	p := mustAlloc(t, a, 4096, sA)
+	f.markErr = errors.New("fake cuEventCreate: out of resources")
+	require.ErrorContains(t, a.free(p, sB), "out of resources")
+	assert.Equal(t, int64(4096), a.stats().Allocated, "still counted")
+	assert.NotEqual(t, p, mustAlloc(t, a, 4096, sA), "not reused")
+	f.markErr = nil
+	require.NoError(t, a.free(p, sB))
+	for e := range f.events {
+		f.events[e] = true
+	}
+	assert.Equal(t, p, mustAlloc(t, a, 4096, sA), "reused after the event")
 }
 
 // TestAllocatorOOMRetry: when the device is full, the allocator waits for

@@ -15,6 +15,14 @@
 
 #define KERNEL extern "C" __global__
 
+// UNROLL asks nvcc to unroll the next loop fully (register arrays indexed
+// by its counter then stay in registers); the host build ignores it.
+#if defined(__CUDACC__)
+#define UNROLL _Pragma("unroll")
+#else
+#define UNROLL
+#endif
+
 enum { DT_F32 = 0, DT_BF16 = 1, DT_F16 = 2 };
 
 __device__ __forceinline__ float bf16_to_f32(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
@@ -135,6 +143,145 @@ __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a
 #endif
 }
 
+// split3 writes the bf16 terms hi, mid, lo with hi + mid + lo == f for
+// every finite f whose hi does not overflow (each term rounds the rest to
+// nearest: 8 significant bits each, 24 in all, and bf16 has f32's exponent
+// range; a rest is exact in f32). For ±Inf and NaN, mid and lo are 0.
+__device__ __forceinline__ void split3(float f, uint16_t& hi, uint16_t& mid, uint16_t& lo) {
+  hi = f32_to_bf16(f);
+  float r = f - bf16_to_f32(hi);  // exact: the bits of f below hi's
+  if (!(r - r == 0.f)) r = 0.f;   // f (or hi) is ±Inf or NaN
+  mid = f32_to_bf16(r);
+  lo = f32_to_bf16(r - bf16_to_f32(mid));
+}
+
 // pack_bf16 puts lo in the low half and hi in the high half of a register,
 // the order mma fragments use (lower k / column index in the low half).
 __device__ __forceinline__ uint32_t pack_bf16(uint16_t lo, uint16_t hi) { return uint32_t(lo) | (uint32_t(hi) << 16); }
+
+// Asynchronous copies and fragment loads (sm_80+), for both builds: inline
+// PTX on the device, the SIMT shim's emulation on the host (simt.h states
+// the semantics it emulates and what a wrong use produces there).
+
+// smem_addr is p's address in the shared state space (PTX's 32-bit
+// .shared addresses).
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+#if defined(__CUDA_ARCH__)
+  return uint32_t(__cvta_generic_to_shared(p));
+#else
+  return 0;
+#endif
+}
+
+// cp_async16 copies 16 bytes from global src to shared dst (both 16-byte
+// aligned) asynchronously, reading only src_bytes ≤ 16 of them and
+// zero-filling the rest (src_bytes 0: src is not read).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
+#elif !defined(__CUDACC__)
+  simt::cp_async(dst, src, 16, src_bytes);
+#endif
+}
+
+// cp_async4 is cp_async16 for 4 bytes (4-byte aligned).
+__device__ __forceinline__ void cp_async4(void* dst, const void* src, int src_bytes) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
+#elif !defined(__CUDACC__)
+  simt::cp_async(dst, src, 4, src_bytes);
+#endif
+}
+
+// cp_async_commit closes this thread's group of copies issued since the
+// last commit.
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__)
+  asm volatile("cp.async.commit_group;\n" ::);
+#elif !defined(__CUDACC__)
+  simt::cp_async_commit();
+#endif
+}
+
+// cp_async_wait waits until at most the newest N of this thread's
+// committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if defined(__CUDA_ARCH__)
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#elif !defined(__CUDACC__)
+  simt::cp_async_wait(N);
+#endif
+}
+
+// ldmatrix_x4 loads four 8×8 b16 matrices: lanes 8i..8i+7 pass the rows of
+// matrix i (16 bytes each, 16-byte aligned); r[i] gets the lane's pair of
+// matrix i as mma fragments place it (row lane/4, columns 2(lane%4)+0,1;
+// TRANS: the transpose's).
+template <bool TRANS>
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
+#if defined(__CUDA_ARCH__)
+  if (TRANS) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(row)));
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(row)));
+  }
+#elif !defined(__CUDACC__)
+  simt::ldmatrix(r, 4, TRANS, row);
+#endif
+}
+
+// ldmatrix_x2 loads two matrices (lanes 0..15 pass the rows).
+template <bool TRANS>
+__device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], const void* row) {
+#if defined(__CUDA_ARCH__)
+  if (TRANS) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(smem_addr(row)));
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(smem_addr(row)));
+  }
+#elif !defined(__CUDACC__)
+  simt::ldmatrix(r, 2, TRANS, row);
+#endif
+}
+
+// dynamic_smem_size is the bytes of dynamic shared memory the block was
+// launched with (PTX's %dynamic_smem_size).
+__device__ __forceinline__ unsigned dynamic_smem_size() {
+#if defined(__CUDA_ARCH__)
+  unsigned r;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
+  return r;
+#elif !defined(__CUDACC__)
+  return unsigned(simt::cur().dyn_bytes);
+#else
+  return 0;
+#endif
+}
+
+// launch_error stops the kernel on a launch that breaks its contract: a
+// trap on the GPU (the launch fails with an error the Device reports), a
+// launch error naming msg on the host build.
+__device__ __forceinline__ void launch_error(const char* msg) {
+#if defined(__CUDA_ARCH__)
+  __trap();
+#elif !defined(__CUDACC__)
+  simt::fail(msg);
+#endif
+}
+
+// DYNAMIC_SHARED declares name as the block's dynamic shared memory
+// (extern __shared__, 16-byte aligned), an array of type.
+#if defined(__CUDACC__)
+#define DYNAMIC_SHARED(type, name) extern __shared__ __align__(16) type name[]
+#else
+#define DYNAMIC_SHARED(type, name) type* name = reinterpret_cast<type*>(simt::dynamic_shared())
+#endif

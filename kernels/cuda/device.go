@@ -38,7 +38,8 @@ import (
 // before the launch, outputs copied back after it, which makes the op a
 // sync point (kerneltest.Counting counts such arguments; the model passes
 // none). Small uploads go through a page-locked staging area, so they do
-// not wait for the device either.
+// not wait for the device either, unless its 4 MiB have filled up since
+// the last wait.
 //
 // A Device is safe for use by one goroutine at a time. NewStream returns
 // another Device on its own stream, sharing the memory and the loaded
@@ -54,6 +55,15 @@ type Device struct {
 	sess   session
 	graph  *Graph // the graph being captured, if any
 	closed bool
+	prec   kernels.MatMulPrecision // MatMul with bf16 weights (precision.go)
+	// splitBlocks is the block count below which the attention forward
+	// splits each row's keys over blocks (attnTargetBlocks; tests set it
+	// to 0 or to a huge count to force either launch).
+	splitBlocks int
+	// attnPart (attnPartN bytes) holds a split attention launch's partials:
+	// kept across ops, so a captured decode step replays with its address.
+	attnPart  devptr
+	attnPartN int64
 }
 
 // shared is what a Device and the Devices of its NewStream share.
@@ -128,7 +138,7 @@ func (sh *shared) open(root bool) (*Device, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kernels/cuda: creating a stream: %w", err)
 	}
-	d := &Device{sh: sh, stream: s, root: root}
+	d := &Device{sh: sh, stream: s, root: root, splitBlocks: attnTargetBlocks}
 	sh.mu.Lock()
 	sh.views[d] = true
 	sh.mu.Unlock()
@@ -190,6 +200,9 @@ func (d *Device) release() error {
 	err := d.sh.drv.streamSync(d.stream)
 	if d.status != 0 {
 		err = errors.Join(err, d.sh.mem.free(d.status, d.stream))
+	}
+	if d.attnPart != 0 {
+		err = errors.Join(err, d.sh.mem.free(d.attnPart, d.stream))
 	}
 	err = errors.Join(err, d.ring.close(d.sh.drv), d.sh.drv.streamDestroy(d.stream))
 	d.sh.mu.Lock()

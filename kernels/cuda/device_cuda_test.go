@@ -11,9 +11,7 @@ package cuda
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"gorgonia.org/cu"
@@ -63,9 +61,14 @@ func TestDeviceInfo(t *testing.T) {
 	}))
 }
 
-func TestGPUMatMul(t *testing.T)            { gpuConformance(t, kerneltest.MatMul) }
-func TestGPUMatMulNN(t *testing.T)          { gpuConformance(t, kerneltest.MatMulNN) }
-func TestGPUMatMulTN(t *testing.T)          { gpuConformance(t, kerneltest.MatMulTN) }
+func TestGPUMatMul(t *testing.T)   { gpuConformance(t, kerneltest.MatMul) }
+func TestGPUMatMulNN(t *testing.T) { gpuConformance(t, kerneltest.MatMulNN) }
+func TestGPUMatMulTN(t *testing.T) { gpuConformance(t, kerneltest.MatMulTN) }
+func TestGPUMatMulBatchInvariance(t *testing.T) {
+	gpuConformance(t, kerneltest.MatMulBatchInvariance)
+}
+func TestGPUMatMulBF16(t *testing.T)        { gpuConformance(t, kerneltest.MatMulBF16) }
+func TestGPUMatMulMany(t *testing.T)        { gpuConformance(t, kerneltest.MatMulMany) }
 func TestGPUEmbedding(t *testing.T)         { gpuConformance(t, kerneltest.Embedding) }
 func TestGPUEmbeddingBackward(t *testing.T) { gpuConformance(t, kerneltest.EmbeddingBackward) }
 func TestGPURMSNorm(t *testing.T)           { gpuConformance(t, kerneltest.RMSNorm) }
@@ -75,6 +78,11 @@ func TestGPURoPEBackward(t *testing.T)      { gpuConformance(t, kerneltest.RoPEB
 func TestGPUAttention(t *testing.T)         { gpuConformance(t, kerneltest.Attention) }
 func TestGPUAttentionBackward(t *testing.T) { gpuConformance(t, kerneltest.AttentionBackward) }
 func TestGPUAttentionPaged(t *testing.T)    { gpuConformance(t, kerneltest.AttentionPaged) }
+func TestGPUAttentionInvariance(t *testing.T) {
+	gpuConformance(t, kerneltest.AttentionInvariance)
+}
+func TestGPUWriteKV(t *testing.T) { gpuConformance(t, kerneltest.WriteKV) }
+func TestGPUFused(t *testing.T)   { gpuConformance(t, kerneltest.Fused) }
 func TestGPUAttentionBackwardPaged(t *testing.T) {
 	gpuConformance(t, kerneltest.AttentionBackwardPaged)
 }
@@ -91,64 +99,6 @@ func TestGPUArgmax(t *testing.T)     { gpuConformance(t, kerneltest.Argmax) }
 func TestGPUSampleRows(t *testing.T) { gpuConformance(t, kerneltest.SampleRows) }
 func TestGPUAdamW(t *testing.T)      { gpuConformance(t, kerneltest.AdamW) }
 func TestGPUPolicyLoss(t *testing.T) { gpuConformance(t, kerneltest.PolicyLoss) }
-
-// h200BF16DensePeak is the H200 SXM's dense bf16 tensor-core peak in
-// TFLOP/s (NVIDIA's datasheet: 1979 with 2:4 sparsity, half that dense).
-const h200BF16DensePeak = 989.0
-
-// BenchmarkGEMM times gemm_bf16_wt alone on device-resident operands
-// (events around the launches, no copies): out[M,N] = x[M,K]·wᵀ at the
-// Qwen3-0.6B projection shapes and M from decode (1, 64, 256) to prefill
-// (4096). Reported: TFLOP/s (2·M·N·K per launch, the useful flops: the
-// kernel's 3-term split of x runs 3× as many mma instructions), the
-// fraction of the bf16 dense peak, and GB/s of weight traffic (what bounds
-// decode).
-func BenchmarkGEMM(b *testing.B) {
-	d := openDevice(b)
-	for _, sh := range []struct{ n, k int }{{1024, 1024}, {3072, 1024}, {1024, 3072}, {151936, 1024}} {
-		for _, m := range []int{1, 64, 256, 4096} {
-			b.Run(fmt.Sprintf("M%d_N%d_K%d", m, sh.n, sh.k), func(b *testing.B) {
-				benchGEMM(b, d, m, sh.n, sh.k)
-			})
-		}
-	}
-}
-
-func benchGEMM(b *testing.B, d *Device, m, n, k int) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	x := make([]float32, m*k)
-	for i := range x {
-		x[i] = rng.Float32() - 0.5
-	}
-	w := make([]uint16, n*k)
-	for i := range w {
-		w[i] = kernels.F32ToBF16(rng.Float32() - 0.5)
-	}
-	dx, err := d.Import(kernels.HostF32(x))
-	require.NoError(b, err)
-	dw, err := d.Import(kernels.HostBF16(w))
-	require.NoError(b, err)
-	out, err := d.Alloc(kernels.F32, m*n)
-	require.NoError(b, err)
-	defer func() { d.Free(dx); d.Free(dw); d.Free(out) }()
-	wm := kernels.MatOf(dw, n, k)
-	d.MatMul(out, dx, wm, m, false) // warm-up
-	require.NoError(b, d.Sync())
-	// The launches are queued without waiting, so the host time between
-	// the two waits is the GPU's (plus one round trip, under 1 % at 20
-	// launches of the smallest shape).
-	start := time.Now()
-	for range b.N {
-		d.MatMul(out, dx, wm, m, false)
-	}
-	require.NoError(b, d.Sync())
-	sec := time.Since(start).Seconds() / float64(b.N)
-	tflops := 2 * float64(m) * float64(n) * float64(k) / sec / 1e12
-	b.ReportMetric(tflops, "TFLOP/s")
-	b.ReportMetric(100*tflops/h200BF16DensePeak, "%peak")
-	b.ReportMetric(float64(n*k)*2/sec/1e9, "weightGB/s")
-	b.ReportMetric(sec*1e6, "us/launch")
-}
 
 func TestGPUMemory(t *testing.T)      { gpuConformance(t, kerneltest.Memory) }
 func TestGPUCopy(t *testing.T)        { gpuConformance(t, kerneltest.Copy) }

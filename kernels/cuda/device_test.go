@@ -251,6 +251,52 @@ func TestSeamGraph(t *testing.T) {
 	}
 }
 
+// TestSeamGraphScratch: an op's scratch recorded in a graph (here
+// RMSNormBackward's rstd; a split GEMM's workspace is the same) is written
+// again by every replay, so it must stay out of the allocator until the
+// Graph is closed. A Buffer allocated after the capture keeps its contents
+// across replays, and the replay's own results are right.
+func TestSeamGraphScratch(t *testing.T) {
+	d := newTestDevice(t)
+	const rows, cols = 4, 64
+	rng := rand.New(rand.NewPCG(5, 6))
+	dev := func(n int) kernels.Buffer {
+		h := make([]float32, n)
+		for i := range h {
+			h[i] = float32(rng.NormFloat64())
+		}
+		b, err := d.Import(kernels.HostF32(h))
+		require.NoError(t, err)
+		return b
+	}
+	dx, dw, dout, x, w := dev(rows*cols), dev(cols), dev(rows*cols), dev(rows*cols), dev(cols)
+	require.NoError(t, d.BeginCapture())
+	d.RMSNormBackward(dx, dw, dout, x, w, rows, cols, 1e-6)
+	g, err := d.EndCapture()
+	require.NoError(t, err)
+
+	z, err := d.Alloc(kernels.F32, rows) // the size of the rstd scratch
+	require.NoError(t, err)
+	pattern := []float32{11, 22, 33, 44}
+	require.NoError(t, d.Upload(z, kernels.HostF32(pattern)))
+	require.NoError(t, g.Replay())
+	require.NoError(t, g.Replay())
+	got := make([]float32, rows)
+	require.NoError(t, d.Download(kernels.HostF32(got), z))
+	assert.Equal(t, pattern, got, "a replay wrote into memory allocated after the capture")
+
+	// The replays computed what the op computes directly.
+	gotDX := make([]float32, rows*cols)
+	require.NoError(t, d.Download(kernels.HostF32(gotDX), dx))
+	wantDX, err := d.Alloc(kernels.F32, rows*cols)
+	require.NoError(t, err)
+	d.RMSNormBackward(wantDX, dev(cols), dout, x, w, rows, cols, 1e-6)
+	want := make([]float32, rows*cols)
+	require.NoError(t, d.Download(kernels.HostF32(want), wantDX))
+	assert.Equal(t, want, gotDX)
+	require.NoError(t, g.Close())
+}
+
 // TestSeamStreams: two Devices on two streams share memory; an event
 // orders the consumer after the producer. The consumer's Free of a Buffer
 // the producer allocated waits for the consumer's stream before the

@@ -14,8 +14,9 @@
 //     (gen/, `make cuda-kernels`), the PTX when the device is not sm_90;
 //   - the host twin (twin.go; with the `cudahost` tag, NewHost runs the
 //     kernels on the CPU through simt.h, our SIMT shim: one fiber per CUDA
-//     thread, real barriers, lockstep warps, mma.sync emulated per the PTX
-//     ISA tables). Device memory is host memory behind device addresses;
+//     thread, real barriers, lockstep warps, mma.sync, ldmatrix and
+//     cp.async emulated per the PTX ISA tables, the tensor cores'
+//     truncating accumulation as fitted to the H200). Device memory is host memory behind device addresses;
 //     streams queue work and run it only when the host waits, so a missing
 //     wait reads stale data every time; each launch's packed parameters are
 //     checked against the kernel's C signature (host.cc unpacks the block by
@@ -44,9 +45,24 @@
 // plan.go; argument structs passed by pointer in abi.go (checked against
 // their C twins by TestKernelABI, with every launch's argument chain).
 //
+// The GEMMs (matmul.cu, ops_gemm.go, plan_gemm.go) pick a kernel by
+// shape: a skinny tensor-core GEMV with split-K for M ≤ 16, 128-row
+// cp.async/ldmatrix tiles above; their reductions run in fixed chunks of
+// 128 terms summed in a fixed order, so a row's result does not depend on
+// M (batch-invariant: sampling and training compute the same logits) and
+// the tensor cores' truncation does not accumulate over long reductions.
+// MatMul runs exact (f32 activations split into three bf16 terms) or, at
+// kernels.MatMulBF16 (precision.go), on bf16-rounded activations.
+//
 // Status: the kernels are correct on the host build at the suite's
-// awkward shapes; on an H200 (2026-12-04) inference matched kernels/cpu.
-// The kernels favour clarity over speed for now: the GEMM is a plain
-// 32×64-tile mma.sync kernel, attention runs one warp per query row, and
-// sample_rows makes about 70 block-wide passes over a row.
+// awkward shapes; on an H200 (2026-12-04, before the present GEMMs and
+// attention kernels) inference matched kernels/cpu. sample_rows makes
+// about 70 block-wide passes over a row. Attention (head dims 16..128 in
+// steps of 16) runs on the tensor cores, 16 query rows a warp with the
+// GQA group's heads sharing K/V, keys in chunks of 64 folded by one merge
+// so a row's bits do not depend on its batch (attention_fwd.cu), split
+// over blocks for decode at small batch (flash-decoding) and combined with
+// the same merge; its backward is flash-attention-2 style
+// (attention_bwd.cu); other head dims run one warp per query row
+// (attention.cu). Not yet run on a GPU.
 package cuda

@@ -92,8 +92,10 @@ type driver interface {
 	launchKernel(k kernelH, dm dims, smem int, a *args, s streamH) error
 
 	// captureBegin starts recording s's work into a graph instead of
-	// running it (cuStreamBeginCapture); captureEnd stops and returns the
-	// instantiated graph; graphLaunch queues a replay of it on s.
+	// running it (cuStreamBeginCapture in relaxed mode: captureEnd may run
+	// on another OS thread, as a goroutine moves between them); captureEnd
+	// stops and returns the instantiated graph; graphLaunch queues a replay
+	// of it on s.
 	captureBegin(s streamH) error
 	captureEnd(s streamH) (graphH, error)
 	graphLaunch(g graphH, s streamH) error

@@ -85,9 +85,14 @@ static CUresult d_event_record(CUcontext c, CUevent e, CUstream s) { IN(c); retu
 static CUresult d_event_sync(CUcontext c, CUevent e) { IN(c); return cuEventSynchronize(e); }
 static CUresult d_event_query(CUcontext c, CUevent e) { IN(c); return cuEventQuery(e); }
 static CUresult d_stream_wait(CUcontext c, CUstream s, CUevent e) { IN(c); return cuStreamWaitEvent(s, e, 0); }
+// Relaxed capture: in the global and thread-local modes, cuStreamEndCapture
+// must come from the OS thread that began the capture, and the capturing
+// thread may not call cuMemAlloc and the like; a goroutine changes threads
+// between cgo calls, and other goroutines share its threads. The Device
+// refuses what a graph cannot hold itself (errCapturing).
 static CUresult d_capture_begin(CUcontext c, CUstream s) {
   IN(c);
-  return cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  return cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED);
 }
 static CUresult d_capture_end(CUcontext c, CUstream s, CUgraphExec* out) {
   IN(c);
@@ -118,6 +123,10 @@ import (
 
 	"gorgonia.org/cu"
 )
+
+// defaultDynamicSmem is the dynamic shared memory a kernel may use without
+// cuFuncSetAttribute (plan.go's maxDynamicSmem with it).
+const defaultDynamicSmem = 48 << 10
 
 // maxParamBytes is the driver's limit on a kernel's parameter block
 // (4 KB before CUDA 12.1 and on PTX below 8.1).
@@ -340,7 +349,7 @@ func (d *cudaDriver) launchKernel(k kernelH, dm dims, smem int, a *args, s strea
 		return fmt.Errorf("cuda: cuLaunchKernel %s: %d parameter bytes > %d", name, len(a.b), maxParamBytes)
 	}
 	f := d.h.fns[k]
-	if smem > 48<<10 {
+	if smem > defaultDynamicSmem {
 		if err := d.allowSmem(k, smem); err != nil {
 			return err
 		}
@@ -442,7 +451,7 @@ func (d *cudaDriver) makeCurrent() error {
 func (d *cudaDriver) addFunction(name string, f cu.Function) kernelH {
 	k := kernelH(len(d.h.fns))
 	d.h.fns = append(d.h.fns, cFunction(f))
-	d.h.smem = append(d.h.smem, 48<<10)
+	d.h.smem = append(d.h.smem, defaultDynamicSmem)
 	d.names = append(d.names, name)
 	d.funcs = append(d.funcs, f)
 	return k

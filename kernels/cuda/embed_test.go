@@ -19,7 +19,7 @@ func TestImages(t *testing.T) {
 	sources, err := filepath.Glob("*.cu")
 	require.NoError(t, err)
 	require.NotEmpty(t, sources)
-	kernelRE := regexp.MustCompile(`KERNEL void (?:__launch_bounds__\(\d+\) )?(\w+)\(`)
+	kernelRE := regexp.MustCompile(`KERNEL void (?:__launch_bounds__\([\d, ]+\) )?(\w+)\(`)
 	want := map[string]bool{}
 	for _, src := range sources {
 		base := strings.TrimSuffix(src, ".cu")

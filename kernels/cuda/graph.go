@@ -14,9 +14,10 @@ import (
 // Buffers before each replay, its outputs downloaded from the same
 // Buffers after). Capture refuses what a replay could not repeat: copies
 // between host and device memory (staged host arguments, uploads,
-// downloads, scalar results, Sync) and allocation; Buffers freed while
+// downloads, scalar results, Sync) and Alloc; Buffers freed while
 // capturing are kept until the Graph is closed, since the graph may still
-// use them.
+// use them, and so is the scratch of the ops captured (a split GEMM's
+// workspace, RMSNormBackward's rstd), which every replay writes again.
 
 // Graph is a recording of a Device's queued work (BeginCapture, EndCapture)
 // that Replay queues again with one driver call. The Buffers it uses must
@@ -25,7 +26,7 @@ import (
 type Graph struct {
 	d     *Device
 	g     graphH
-	frees []devptr // Buffers freed during capture, freed at Close
+	frees []devptr // Buffers freed and op scratch used during capture, freed at Close
 	// Launches is the number of kernel launches it recorded.
 	Launches int64
 	start    int64
@@ -100,7 +101,7 @@ func (g *Graph) Replay() error {
 }
 
 // Close destroys the graph and frees the Buffers freed while it was
-// captured.
+// captured and the scratch its ops used.
 func (g *Graph) Close() error {
 	if g == nil || g.closed {
 		return nil

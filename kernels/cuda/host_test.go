@@ -24,9 +24,14 @@ func conformance(t *testing.T, family func(*testing.T, kernels.Backend)) {
 	require.NoError(t, d.Sync())
 }
 
-func TestMatMul(t *testing.T)            { conformance(t, kerneltest.MatMul) }
-func TestMatMulNN(t *testing.T)          { conformance(t, kerneltest.MatMulNN) }
-func TestMatMulTN(t *testing.T)          { conformance(t, kerneltest.MatMulTN) }
+func TestMatMul(t *testing.T)   { conformance(t, kerneltest.MatMul) }
+func TestMatMulNN(t *testing.T) { conformance(t, kerneltest.MatMulNN) }
+func TestMatMulTN(t *testing.T) { conformance(t, kerneltest.MatMulTN) }
+func TestMatMulBatchInvariance(t *testing.T) {
+	conformance(t, kerneltest.MatMulBatchInvariance)
+}
+func TestMatMulBF16(t *testing.T)        { conformance(t, kerneltest.MatMulBF16) }
+func TestMatMulMany(t *testing.T)        { conformance(t, kerneltest.MatMulMany) }
 func TestEmbedding(t *testing.T)         { conformance(t, kerneltest.Embedding) }
 func TestEmbeddingBackward(t *testing.T) { conformance(t, kerneltest.EmbeddingBackward) }
 func TestRMSNorm(t *testing.T)           { conformance(t, kerneltest.RMSNorm) }
@@ -39,6 +44,11 @@ func TestAttentionPaged(t *testing.T)    { conformance(t, kerneltest.AttentionPa
 func TestAttentionBackwardPaged(t *testing.T) {
 	conformance(t, kerneltest.AttentionBackwardPaged)
 }
+func TestAttentionInvariance(t *testing.T) {
+	conformance(t, kerneltest.AttentionInvariance)
+}
+func TestWriteKV(t *testing.T)                  { conformance(t, kerneltest.WriteKV) }
+func TestFused(t *testing.T)                    { conformance(t, kerneltest.Fused) }
 func TestSwiGLU(t *testing.T)                   { conformance(t, kerneltest.SwiGLU) }
 func TestSwiGLUBackward(t *testing.T)           { conformance(t, kerneltest.SwiGLUBackward) }
 func TestAdd(t *testing.T)                      { conformance(t, kerneltest.Add) }

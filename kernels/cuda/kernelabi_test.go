@@ -589,15 +589,14 @@ func checkStruct(goName string, g []cParam, cName string, c []cParam) error {
 
 // abiStructs pairs abi.go's argument structs with their C twins.
 var abiStructs = [][2]string{
-	{"attnSeq", "AttnSeq"},
-	{"attnGradSeq", "AttnGradSeq"},
 	{"sampleParams", "SampleParams"},
+	{"gemmPart", "GemmPart"},
 	{"lossArgs", "LossArgs"},
 }
 
 // hostOnlyKernels are defined in host.cc (shim self-tests), not built by
 // nvcc and never launched on a device.
-var hostOnlyKernels = []string{"simt_broken_diverge", "simt_broken_mask"}
+var hostOnlyKernels = []string{"simt_broken_diverge", "simt_broken_mask", "simt_broken_ldmatrix", "simt_broken_cp_async"}
 
 func readFile(t *testing.T, path string) string {
 	t.Helper()

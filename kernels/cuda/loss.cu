@@ -1,23 +1,28 @@
 // loss.cu: PolicyLoss, the per-token policy-gradient loss of GRPO and its
-// relatives (kernels.LossParams: clipped PPO surrogate with optional Delta
-// cap, CISPO, SAPO, VESPO, plain PG; token- or sequence-level ratios; k3 KL
-// with optional bias correction; entropy bonus; IS correction), with
-// d loss/d logp and the per-token diagnostics, without a host round trip.
+// relatives (kernels.LossParams, whose spec is kernels/ref: clipped PPO
+// surrogate with optional Delta cap, CISPO, SAPO, VESPO, plain PG; token- or
+// sequence-level ratios for each; k3 KL with optional bias correction;
+// entropy bonus; IS correction; entropy mask; off-policy sequence mask),
+// with d loss/d logp and the per-token diagnostics, without a host round
+// trip.
 //
 // Layout: N tokens laid out sequence after sequence; every per-token array
 // is [N] float32 (Clip uint8), arguments in one LossArgs struct in memory
 // the kernel reads. seg[S+1] are segment offsets: the sequences when the
 // caller gave them, else chunks of tokens (only per-token terms then).
 // Launch: one block of 256 threads per segment (grid S). The sequence sums
-// (GSPO's mean log-ratio and its gradient, VESPO's log-ratio) are float64
+// (GSPO's mean log-ratio and its gradient, VESPO's log-ratio, the
+// off-policy mask's mean sampling − logp) are float64
 // block sums in a fixed tree; every token's terms are computed in float64,
 // as in the reference, and rounded to float32 once. A token's terms are
 // recomputed in the second pass instead of stored (no scratch).
 // Assumes the arguments passed kernels.CheckPolicyLoss; segment offsets
 // that do not run from 0 to n without decreasing skip their block and are
 // reported in the status slot (common.cuh, report_bad_index).
-// Checked against: kerneltest.PolicyLoss (every objective, sequence ratios,
-// KL with bias correction, IS ratios, masks) on the SIMT host build.
+// Checked against: kerneltest.PolicyLoss (every objective at both ratio
+// levels, KL with bias correction, IS ratios, masks, the entropy and
+// off-policy masks, the entropy bonus's own weights) on the SIMT host
+// build.
 #include "common.cuh"
 
 struct LossArgs {
@@ -30,6 +35,9 @@ struct LossArgs {
   const float* mask;     // may be null
   const float* is_ratio;  // may be null
   const float* weight;
+  const float* entropy_mask;   // may be null
+  const float* sampling_logp;  // may be null
+  const float* entropy_weight;  // may be null (the entropy bonus then has weight's)
   const int32_t* seg;  // [S+1]
   float* loss;
   float* dlogp;
@@ -38,8 +46,9 @@ struct LossArgs {
   float* kl;
   uint8_t* clip;
   float* phi;
-  int objective, sequence_ratio, kl_bias;
+  int objective, sequence_ratio, kl_bias, off_policy;
   float eps_low, eps_high, delta, tau_pos, tau_neg, k_pos, lam_pos, k_neg, lam_neg, beta, entropy_coef;
+  float off_policy_threshold;
 };
 
 namespace loss_impl {
@@ -48,7 +57,7 @@ enum { OBJ_CLIPPED = 0, OBJ_CISPO = 1, OBJ_SAPO = 2, OBJ_VESPO = 3, OBJ_PG = 4 }
 enum { CLIP_LOW = 1, CLIP_HIGH = 2 };
 
 struct Token {
-  double loss, direct, dldw, w_ratio, kl, phi;  // direct: wt·∂ℓ/∂logp at fixed w; dldw: wt·dℓ/dw
+  double loss, direct, dldw, w_ratio, kl, phi, he;  // direct: wt·∂ℓ/∂logp at fixed w; dldw: wt·dℓ/dw; he: W^H_t·E_t
   uint8_t clip;
 };
 
@@ -58,9 +67,15 @@ __device__ __forceinline__ double delta_of(const LossArgs& a, int t) {
 }
 __device__ __forceinline__ double clampd(double x, double lo, double hi) { return fmin(fmax(x, lo), hi); }
 
+// sampling_of is the off-policy mask's sampling log-prob: sampling_logp,
+// else old_logp, else logp (the reference's fallbacks).
+__device__ __forceinline__ double sampling_of(const LossArgs& a, int t) {
+  return a.sampling_logp ? double(a.sampling_logp[t]) : a.old_logp ? double(a.old_logp[t]) : double(a.logp[t]);
+}
+
 // token computes token t's terms given its log-ratio logw (and VESPO's
-// sequence ratio vw, log-ratio vlw).
-__device__ __forceinline__ Token token(const LossArgs& p, int t, double adv, double logw, double vlw, double vw) {
+// sequence ratio vw, log-ratio vlw; off the off-policy mask's mean).
+__device__ __forceinline__ Token token(const LossArgs& p, int t, double adv, double logw, double vlw, double vw, double off) {
   Token r{};
   double a = adv, wt = p.weight[t], lp = p.logp[t];
   double w = exp(logw);
@@ -114,10 +129,12 @@ __device__ __forceinline__ Token token(const LossArgs& p, int t, double adv, dou
       l = -a * lp;
       direct = -a;
   }
-  if (p.is_ratio && p.objective != OBJ_VESPO) {
-    double rho = p.is_ratio[t];
-    l *= rho, dw *= rho, direct *= rho;
-  }
+  // The policy term's factor f = O·E·ρ.
+  double f = 1, e = 1;
+  if (p.off_policy && a < 0 && off > double(p.off_policy_threshold)) f = 0;
+  if (p.entropy_mask) e = p.entropy_mask[t], f *= e;
+  if (p.is_ratio && p.objective != OBJ_VESPO) f *= double(p.is_ratio[t]);
+  l *= f, dw *= f, direct *= f;
   double kl = 0;
   if (p.beta != 0) {
     double x = double(p.ref_logp[t]) - lp;
@@ -130,7 +147,9 @@ __device__ __forceinline__ Token token(const LossArgs& p, int t, double adv, dou
     direct += double(p.beta) * dkl;
   }
   double h = p.entropy_coef != 0 ? double(p.entropy[t]) : 0;
-  r.loss = wt * (l + double(p.beta) * kl - double(p.entropy_coef) * h);
+  double wh = p.entropy_weight ? double(p.entropy_weight[t]) : wt;  // the entropy bonus's weight W^H
+  r.loss = wt * (l + double(p.beta) * kl) - double(p.entropy_coef) * wh * e * h;
+  r.he = wh * e;
   r.direct = wt * direct;
   r.dldw = wt * dw;
   r.w_ratio = ratio;
@@ -155,14 +174,20 @@ KERNEL void __launch_bounds__(256) policy_loss(const LossArgs* args, int n, int*
     if (threadIdx.x == 0) report_bad_index(status, s + 1, t1, n);
     return;
   }
-  // Sequence-level log-ratio (GSPO) and VESPO's log-ratio.
-  double seq_logw = 0, cnt = 0, vlw = 0, vw = 0;
-  if (p.sequence_ratio) {
-    double sum = 0, c = 0;
-    for (int t = t0 + threadIdx.x; t < t1; t += blockDim.x) sum += mask_of(p, t) * delta_of(p, t), c += mask_of(p, t);
+  // Sequence sums: GSPO's mean log-ratio, VESPO's log-ratio, the
+  // off-policy mask's mean sampling − logp.
+  double seq_logw = 0, cnt = 0, vlw = 0, vw = 0, off = 0;
+  if (p.sequence_ratio || p.off_policy) {
+    double sum = 0, c = 0, o = 0;
+    for (int t = t0 + threadIdx.x; t < t1; t += blockDim.x) {
+      double m = mask_of(p, t);
+      sum += m * delta_of(p, t), c += m;
+      if (p.off_policy) o += m * (sampling_of(p, t) - double(p.logp[t]));
+    }
     sum = block_sum_d(sum);
     cnt = block_sum_d(c);
     seq_logw = sum / fmax(cnt, 1.0);
+    if (p.off_policy) off = block_sum_d(o) / fmax(cnt, 1.0);
   }
   if (p.objective == OBJ_VESPO) {
     double sum = 0;
@@ -178,9 +203,9 @@ KERNEL void __launch_bounds__(256) policy_loss(const LossArgs* args, int n, int*
   for (int t = t0 + threadIdx.x; t < t1; t += blockDim.x) {
     double adv = p.adv ? double(p.adv[t]) : seq_adv;
     double logw = p.sequence_ratio ? seq_logw : delta_of(p, t);
-    Token k = token(p, t, adv, logw, vlw, vw);
+    Token k = token(p, t, adv, logw, vlw, vw, off);
     p.loss[t] = float(k.loss);
-    if (p.dentropy) p.dentropy[t] = float(-double(p.entropy_coef) * double(p.weight[t]));
+    if (p.dentropy) p.dentropy[t] = float(-double(p.entropy_coef) * k.he);
     if (p.ratio) p.ratio[t] = float(k.w_ratio);
     if (p.kl) p.kl[t] = float(k.kl);
     if (p.clip) p.clip[t] = k.clip;
@@ -194,7 +219,7 @@ KERNEL void __launch_bounds__(256) policy_loss(const LossArgs* args, int n, int*
   g = block_sum_d(g);
   for (int t = t0 + threadIdx.x; t < t1; t += blockDim.x) {
     double adv = p.adv ? double(p.adv[t]) : seq_adv;
-    Token k = token(p, t, adv, seq_logw, vlw, vw);
+    Token k = token(p, t, adv, seq_logw, vlw, vw, off);
     p.dlogp[t] = float(k.direct + g * mask_of(p, t) / fmax(cnt, 1.0));
   }
 }

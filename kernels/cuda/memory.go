@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/x/kernels"
@@ -61,7 +62,9 @@ func (d *Device) Alloc(dt kernels.DType, n int) (kernels.Buffer, error) {
 	bytes := int64(n) * int64(dt.Size())
 	p, err := d.sh.mem.alloc(bytes, d.stream)
 	if err == nil {
-		err = d.memset8(p, 0, bytes)
+		if err = d.memset8(p, 0, bytes); err != nil {
+			err = errors.Join(err, d.sh.mem.free(p, d.stream))
+		}
 	}
 	if err != nil {
 		return kernels.Buffer{}, fmt.Errorf("kernels/cuda: Alloc %v[%d]: %w", dt, n, err)
@@ -112,7 +115,8 @@ func (d *Device) Import(src kernels.Buffer) (kernels.Buffer, error) {
 
 // Upload copies the host Buffer src into the device Buffer dst. The copy
 // is queued (staged through page-locked memory when small): it does not
-// wait for the device, and src may change once it returns.
+// wait for the device (unless the staging area has filled up since the
+// last wait), and src may change once it returns.
 func (d *Device) Upload(dst, src kernels.Buffer) error {
 	kernels.CheckTransfer("Upload", dst, src)
 	d.live("Upload")

@@ -105,7 +105,10 @@ const h200Bandwidth = 4.8e12
 
 // BenchmarkDecode: tokens/s of batched greedy generation on the random
 // Qwen3-0.6B shape at batch 1, 64 and 256 (16-token prompts, 32 new
-// tokens each), against the memory-bandwidth ceiling batch·BW/weights.
+// tokens each), against the memory-bandwidth ceiling batch·BW/weights,
+// with the analytic work of the decode steps (modelCost at the average
+// context, 32 positions): GB/s of weights and K/V read and TFLOP/s of the
+// generated tokens (the prompts' prefill is in the time, not the work).
 // Weights are imported and activations live on the device; a step waits
 // for the device once per sampled chunk (the sampled ids and log-probs).
 func BenchmarkDecode(b *testing.B) {
@@ -132,8 +135,11 @@ func BenchmarkDecode(b *testing.B) {
 				}
 			}
 			toks := float64(b.N * batch * gen)
+			flops, stepBytes := modelCost(cfg, bytes, batch, prompt+gen/2)
 			b.ReportMetric(toks/el.Seconds(), "tok/s")
 			b.ReportMetric(float64(batch)*h200Bandwidth/float64(bytes), "ceiling_tok/s")
+			b.ReportMetric(float64(b.N*gen)*stepBytes/el.Seconds()/1e9, "GB/s")
+			b.ReportMetric(toks*flops/el.Seconds()/1e12, "TFLOP/s")
 		})
 	}
 }
@@ -152,7 +158,8 @@ func BenchmarkDecodeStep(b *testing.B) {
 }
 
 // BenchmarkPrefill: tokens/s of prefilling 8 prompts of 512 tokens on the
-// random Qwen3-0.6B shape (staging Device, as BenchmarkDecode).
+// random Qwen3-0.6B shape, with TFLOP/s of the analytic work (modelCost
+// at the average context, 256).
 func BenchmarkPrefill(b *testing.B) {
 	dir, cfg, _ := randomCheckpoint(b, "qwen3-0.6b")
 	d := newDevice(b)
@@ -172,7 +179,9 @@ func BenchmarkPrefill(b *testing.B) {
 			s.Release()
 		}
 	}
+	flops, _ := modelCost(cfg, 0, seqs, n/2)
 	b.ReportMetric(float64(b.N*seqs*n)/el.Seconds(), "tok/s")
+	b.ReportMetric(float64(b.N*seqs*n)*flops/el.Seconds()/1e12, "TFLOP/s")
 }
 
 // BenchmarkGRPOStep: one GRPO-shaped step on the random Qwen3-0.6B shape
@@ -258,3 +267,9 @@ func TestModelE2ETrainTransfersGPU(t *testing.T) { e2eTrainTransfers(t, newGPU) 
 // TestModelE2ESyncsGPU: a decode step waits for the GPU once, a training
 // step only where the host reads a value (see e2eSyncs).
 func TestModelE2ESyncsGPU(t *testing.T) { e2eSyncs(t, newGPU) }
+
+// TestModelE2EForwardInvarianceGPU: on the GPU every position's hidden
+// state is the same bits in a continuous batch as alone (see
+// e2eForwardInvariance): the hardware's tensor cores and the kernels'
+// batch invariance together.
+func TestModelE2EForwardInvarianceGPU(t *testing.T) { e2eForwardInvariance(t, newGPU) }

@@ -229,8 +229,10 @@ func generate(t *testing.T, ctx context.Context, m *model.Model, vocab int) []mo
 // kernels/cpu, with LoRA adapters attached and imports that copy (as
 // loadPair's): Load imports each weight once (the checkpoint's bf16
 // matrices go to the backend as they are) and moves nothing else; a decode
-// step of a Batch uploads its ids and positions once and downloads the
-// sampled ids and their two log-probs (one DownloadAll), never the logits ([rows, V] stays in backend
+// step of a Batch uploads its ids and positions once (with the sequence
+// offsets and block tables when they changed) and downloads the sampled
+// ids and their two log-probs (one DownloadAll), never the logits ([rows,
+// V] stays in backend
 // memory); LogProbs moves only its inputs and per-token results; and no
 // compute op gets a host Buffer the backend did not allocate or import
 // (HostArgs 0).
@@ -266,7 +268,11 @@ func e2eTransfers(t *testing.T, nb newBackend) {
 		c.Reset()
 		_, err = b.Step(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, kerneltest.Transfers{Uploads: 1, Downloads: 2, UploadElems: 4, DownloadElems: 6}, c.N,
+		up := 4 // the ids and positions
+		if step == 0 {
+			up += 3 + 2 // the first decode step's new layout: offsets and block tables
+		}
+		assert.Equal(t, kerneltest.Transfers{Uploads: 1, Downloads: 2, UploadElems: up, DownloadElems: 6}, c.N,
 			"decode step %d; host arguments: %v", step, c.Foreign)
 		assert.Less(t, c.N.DownloadElems, vocab, "a decode step downloaded logits")
 	}
@@ -274,7 +280,7 @@ func e2eTransfers(t *testing.T, nb newBackend) {
 	c.Reset()
 	_, err = m.LogProbs(ctx, []model.Scored{{Tokens: []int32{1, 2, 3, 4, 5}, Start: 2}, {Tokens: []int32{6, 7, 8}}}, model.LogProbsOptions{Entropy: true})
 	require.NoError(t, err)
-	assert.Equal(t, kerneltest.Transfers{Uploads: 2, Downloads: 1, UploadElems: 26, DownloadElems: 10}, c.N,
+	assert.Equal(t, kerneltest.Transfers{Uploads: 2, Downloads: 1, UploadElems: 31, DownloadElems: 10}, c.N,
 		"LogProbs; host arguments: %v", c.Foreign)
 
 	require.NoError(t, c.Err())

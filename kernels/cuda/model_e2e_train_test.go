@@ -158,7 +158,7 @@ func e2eTrainTransfers(t *testing.T, nb newBackend) {
 		require.NoError(t, err)
 		explicit := c.N
 		explicit.HostArgs = 0
-		assert.Equal(t, kerneltest.Transfers{Uploads: 2, Downloads: 2, Scalars: 1, UploadElems: 41, DownloadElems: 45}, explicit,
+		assert.Equal(t, kerneltest.Transfers{Uploads: 2, Downloads: 2, Scalars: 1, UploadElems: 46, DownloadElems: 45}, explicit,
 			"training step %d's explicit crossings (Accumulate, AdamW.Step)", step)
 		assert.Equal(t, 0, c.N.HostArgs, "training step %d's host Buffer arguments (first: %v)", step, c.Foreign)
 	}

@@ -31,6 +31,11 @@ func TestModelHostVsCPU(t *testing.T) { e2eVsCPU(t, newHost) }
 // host build (see e2eTransfers).
 func TestModelHostTransfers(t *testing.T) { e2eTransfers(t, newHost) }
 
+// TestModelHostForwardInvariance: on the host build every position's
+// hidden state is the same bits in a continuous batch as alone (see
+// e2eForwardInvariance).
+func TestModelHostForwardInvariance(t *testing.T) { e2eForwardInvariance(t, newHost) }
+
 // TestModelHostTrainVsCPU: LoRA training steps through the host build
 // against kernels/cpu (see e2eTrainVsCPU).
 func TestModelHostTrainVsCPU(t *testing.T) { e2eTrainVsCPU(t, newHost) }

@@ -30,13 +30,14 @@ func (d *Device) PolicyLoss(out kernels.LossOutput, in kernels.LossInput, p kern
 	a := []lossArgs{{
 		logp: up(in.LogP), entropy: up(in.Entropy), oldLogP: up(in.OldLogP), refLogP: up(in.RefLogP),
 		adv: up(in.Adv), seqAdv: up(in.SeqAdv), mask: up(in.Mask), isRatio: up(in.ISRatio), weight: up(in.Weight),
+		entropyMask: up(in.EntropyMask), samplingLogP: up(in.SamplingLogP), entropyWeight: up(in.EntropyWeight),
 		seg:  uintptr(pseg),
 		loss: o(out.Loss), dlogp: o(out.DLogP), dentropy: o(out.DEntropy), ratio: o(out.Ratio), kl: o(out.KL),
 		clip: o(out.Clip), phi: o(out.Phi),
-		objective: int32(p.Objective), sequenceRatio: flag(p.SequenceRatio), klBias: flag(p.KLBiasCorrection),
-		epsLow: p.EpsLow, epsHigh: p.EpsHigh, delta: p.Delta, tauPos: p.SAPOTauPos, tauNeg: p.SAPOTauNeg,
+		objective: int32(p.Objective), sequenceRatio: flag(p.SequenceRatio), klBias: flag(p.UseBiasCorrectionKL), offPolicy: flag(p.OffPolicyMask),
+		epsLow: p.EpsLow, epsHigh: p.EpsHigh, delta: p.Delta, tauPos: p.SAPOTemperaturePos, tauNeg: p.SAPOTemperatureNeg,
 		kPos: p.VESPOKPos, lamPos: p.VESPOLambdaPos, kNeg: p.VESPOKNeg, lamNeg: p.VESPOLambdaNeg,
-		beta: p.Beta, entropyCoef: p.EntropyCoef,
+		beta: p.Beta, entropyCoef: p.EntropyCoef, offPolicyThreshold: p.OffPolicyMaskThreshold,
 	}}
 	pa := s.value(bytesOf(a))
 	s.launch("policy_loss", rowPlan(segs, 256), argsOf().ptr(pa).i32(n).ptr(d.slot(stPolicyLoss)))

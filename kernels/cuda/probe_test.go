@@ -34,8 +34,9 @@ func TestProbeBarrierWorkers(t *testing.T) {
 // kernel fault fails a CUDA context (the error is sticky).
 func TestBrokenKernels(t *testing.T) {
 	for kernel, want := range map[string]string{
-		"diverge": "deadlock",
-		"mask":    "mask 0xffff but the warp's live lanes are 0xffffffff",
+		"diverge":  "deadlock",
+		"mask":     "mask 0xffff but the warp's live lanes are 0xffffffff",
+		"ldmatrix": "is not 16-byte aligned",
 	} {
 		t.Run(kernel, func(t *testing.T) {
 			dev := NewHost(1)
@@ -46,5 +47,22 @@ func TestBrokenKernels(t *testing.T) {
 			_, err = dev.Alloc(kernels.F32, 1)
 			assert.ErrorContains(t, err, want, "sticky")
 		})
+	}
+}
+
+// TestCpAsyncLandsAtWait checks that the shim completes a cp.async only at
+// the wait that covers it: a thread that reads the destination first sees
+// the old value (as it may on the GPU), and after the wait the copy.
+func TestCpAsyncLandsAtWait(t *testing.T) {
+	out := make([]int32, 32*4)
+	for i := range out {
+		out[i] = int32(1000 + i)
+	}
+	dev := NewHost(1)
+	defer func() { require.NoError(t, dev.Close()) }()
+	require.NoError(t, dev.probeBroken("cp_async", out))
+	for l := range 32 {
+		assert.Equal(t, int32(-1), out[l*4+1], "lane %d before the wait", l)
+		assert.Equal(t, int32(1000+l*4), out[l*4+2], "lane %d after the wait", l)
 	}
 }

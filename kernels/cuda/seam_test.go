@@ -8,6 +8,7 @@ package cuda
 // business (make cudahost).
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -64,7 +65,7 @@ func (r *sigRunner) kernel(name string) (int, string, error) {
 	return len(r.names) - 1, sig, nil
 }
 
-func (r *sigRunner) run(k int, _ dims, _ []byte, _ int) error {
+func (r *sigRunner) run(k int, _ dims, _ int, _ []byte, _ int) error {
 	r.runs[r.names[k]]++
 	return nil
 }
@@ -121,7 +122,7 @@ func TestSeamNoWaits(t *testing.T) {
 	assert.Equal(t, int64(40), c1.Launches-c0.Launches)
 	assert.Equal(t, int64(0), c1.Syncs-c0.Syncs, "ops on device Buffers waited")
 	require.NoError(t, d.Sync())
-	assert.Equal(t, 10, r.runs["gemm_bf16_wt"], "the launches ran at the wait")
+	assert.Equal(t, 10, r.runs["gemm_bf16_s_wt_x3"], "the launches ran at the wait")
 	c1 = d.Counters()
 	d.Add(kernels.HostF32(make([]float32, m*n)), y) // a host output: staged back
 	c2 := d.Counters()
@@ -184,16 +185,79 @@ func TestSeamMemory(t *testing.T) {
 	assert.Less(t, d.MemoryStats().Reserved, int64(4<<20))
 }
 
+// failingMemset is nullDriver with memset8 failing once fail is set.
+type failingMemset struct {
+	nullDriver
+	fail bool
+}
+
+func (f *failingMemset) memset8(dst devptr, v byte, n int64, s streamH) error {
+	if f.fail {
+		return errors.New("fake cuMemsetD8Async: an earlier launch failed")
+	}
+	return nil
+}
+
+// TestSeamAllocFailureFrees: an Alloc whose zeroing cannot be queued
+// returns its error and gives the memory back.
+func TestSeamAllocFailureFrees(t *testing.T) {
+	drv := &failingMemset{}
+	d, err := newDevice(drv)
+	require.NoError(t, err)
+	defer d.Close()
+	before := d.MemoryStats().Allocated
+	drv.fail = true
+	_, err = d.Alloc(kernels.F32, 1000)
+	require.ErrorContains(t, err, "kernels/cuda: Alloc F32[1000]: fake cuMemsetD8Async")
+	assert.Equal(t, before, d.MemoryStats().Allocated, "the block was kept")
+}
+
+// TestSeamLaunchLimits: a launch past CUDA's limits (here gemm_f32's
+// grid.y of ⌈M/64⌉ over 65,535, at M = 64·65,536 + 1 rows) fails the op
+// with an error naming the kernel and the limit before the driver sees
+// it: the GPU would refuse it with CUDA_ERROR_INVALID_VALUE, the twin
+// would have run it.
+func TestSeamLaunchLimits(t *testing.T) {
+	d, _, r := newSeamDevice(t, 1<<30)
+	const m = 64*65536 + 1
+	x, err := d.Alloc(kernels.F32, m)
+	require.NoError(t, err)
+	out, err := d.Alloc(kernels.F32, m)
+	require.NoError(t, err)
+	w, err := d.Alloc(kernels.F32, 1)
+	require.NoError(t, err)
+	d.MatMul(out, x, kernels.MatOf(w, 1, 1), m, false)
+	require.ErrorContains(t, d.Err(), "kernels/cuda: launch of gemm_f32: grid 1×65537×1 exceeds CUDA's 2147483647×65535×65535")
+	assert.Zero(t, r.runs["gemm_f32"])
+
+	for _, c := range []struct {
+		dm   dims
+		smem int
+		want string
+	}{
+		{dims{gx: 1, gy: 1, gz: 1, bx: 1025, by: 1, bz: 1}, 0, "block 1025×1×1"},
+		{dims{gx: 1, gy: 1, gz: 1, bx: 64, by: 1, bz: 65}, 0, "block 64×1×65"},
+		{dims{gx: 1, gy: 1, gz: 1, bx: 128, by: 1, bz: 1}, 228 << 10, "233472 bytes of dynamic shared memory"},
+	} {
+		assert.ErrorContains(t, c.dm.check("k", c.smem), c.want)
+	}
+	assert.NoError(t, dims{gx: 1 << 30, gy: 65535, gz: 65535, bx: 1024, by: 1, bz: 1}.check("k", 227<<10))
+}
+
 // TestSeamProbeLaunches: the probes' launches pack what their kernels
 // take (the runner checks each against the .cu signature).
 func TestSeamProbeLaunches(t *testing.T) {
 	d, _, r := newSeamDevice(t, 1<<30)
 	require.NoError(t, d.probeMMA(make([]float32, 128), make([]uint16, 256), make([]uint16, 128), make([]float32, 128)))
 	require.NoError(t, d.probeBarrier(make([]int32, 64)))
-	for _, k := range []string{"diverge", "mask"} {
-		require.NoError(t, d.probeBroken(k, make([]int32, 32)))
+	require.NoError(t, d.probeLdmatrix(make([]uint32, 32*12), make([]uint16, 32*8)))
+	require.NoError(t, d.probeCpAsync(make([]float32, 768), make([]float32, 384)))
+	require.NoError(t, d.probeMMAChain(make([]float32, 128), make([]float32, 16*32), make([]uint16, 32*8), 32))
+	for _, k := range []string{"diverge", "mask", "ldmatrix", "cp_async"} {
+		require.NoError(t, d.probeBroken(k, make([]int32, 32*4)))
 	}
-	assert.Equal(t, map[string]int{"simt_probe_mma": 1, "simt_probe_barrier": 1, "simt_broken_diverge": 1, "simt_broken_mask": 1}, r.runs)
+	assert.Equal(t, map[string]int{"simt_probe_mma": 1, "simt_probe_barrier": 1, "simt_probe_ldmatrix": 1, "simt_probe_cp_async": 1,
+		"simt_probe_mma_chain": 1, "simt_broken_diverge": 1, "simt_broken_mask": 1, "simt_broken_ldmatrix": 1, "simt_broken_cp_async": 1}, r.runs)
 }
 
 // nullDriver accepts every call and does nothing: what is left of a
@@ -247,8 +311,9 @@ func BenchmarkSeam(b *testing.B) {
 		{"Add", func(d *Device, x, y, _ kernels.Buffer, _ kernels.Mat) { d.Add(y, x) }},
 		{"MatMul", func(d *Device, x, y, _ kernels.Buffer, w kernels.Mat) { d.MatMul(y, x, w, 4, false) }},
 		{"Embedding", func(d *Device, x, _, ids kernels.Buffer, w kernels.Mat) { d.Embedding(x, w, ids) }},
-		{"Attention", func(d *Device, x, y, _ kernels.Buffer, _ kernels.Mat) {
-			d.Attention([]kernels.AttentionSeq{{Out: y, Q: x, K: x, V: x, T: 1, Start: 3}}, 2, 1, 32, 0.1)
+		{"Attention", func(d *Device, x, y, ids kernels.Buffer, _ kernels.Mat) {
+			lay := kernels.BatchLayout{QStart: ids.Slice(0, 2), Pos: ids.Slice(2, 3), B: 1, N: 1, MaxT: 1, MaxLen: 4}
+			d.Attention(kernels.AttentionBatch{Layout: lay, Out: y, Q: x, K: x, V: x, KStart: ids.Slice(0, 2)}, 2, 1, 32, 0.1)
 		}},
 		{"Upload", func(d *Device, _, _, ids kernels.Buffer, _ kernels.Mat) {
 			_ = d.Upload(ids, kernels.HostI32([]int32{1, 2, 3, 4}))

@@ -33,13 +33,20 @@ func (d *Device) begin(op string) *session {
 }
 
 // end finishes the op: staged outputs copied back, scratch freed, the
-// first failure recorded.
+// first failure recorded. While a graph is being captured the scratch is
+// kept until the Graph is closed instead: every replay writes it again, so
+// handing it out after the capture would let a replay overwrite whatever
+// was allocated there (TestSeamGraphScratch).
 func (s *session) end() {
 	d := s.d
 	if s.err == nil && len(s.outs) > 0 {
 		s.err = d.fetch(s.outs)
 	}
 	for _, p := range s.temps {
+		if d.graph != nil {
+			d.graph.frees = append(d.graph.frees, p)
+			continue
+		}
 		if err := d.sh.mem.free(p, d.stream); err != nil && s.err == nil {
 			s.err = err
 		}
@@ -132,6 +139,10 @@ func (s *session) launch(kernel string, dm dims, a *args) { s.launchWith(kernel,
 // launchWith is launch with smem bytes of dynamic shared memory.
 func (s *session) launchWith(kernel string, dm dims, smem int, a *args) {
 	if s.err != nil || dm.gx == 0 || dm.gy == 0 || dm.gz == 0 {
+		return
+	}
+	if err := dm.check(kernel, smem); err != nil {
+		s.fail(err)
 		return
 	}
 	sh := s.d.sh

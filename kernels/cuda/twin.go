@@ -61,9 +61,10 @@ type twin struct {
 type twinRunner interface {
 	// kernel returns kernel name's number and C signature (args' letters).
 	kernel(name string) (int, string, error)
-	// run runs kernel k over dm with the parameter block p, on up to
-	// workers OS threads, and returns when it is done.
-	run(k int, dm dims, p []byte, workers int) error
+	// run runs kernel k over dm with smem bytes of dynamic shared memory
+	// per block and the parameter block p, on up to workers OS threads,
+	// and returns when it is done.
+	run(k int, dm dims, smem int, p []byte, workers int) error
 }
 
 type twinRegion struct {
@@ -489,7 +490,7 @@ func (t *twin) launchKernel(k kernelH, dm dims, smem int, a *args, s streamH) er
 		return fmt.Errorf("twin: cuLaunchKernel %s: the launch packs parameters (%s), the kernel takes (%s)", kn.name, a.sig, kn.sig)
 	}
 	p := bytes.Clone(a.b)
-	return t.enqueue(s, "cuLaunchKernel "+kn.name, func() error { return t.runner.run(int(k), dm, p, t.workers) })
+	return t.enqueue(s, "cuLaunchKernel "+kn.name, func() error { return t.runner.run(int(k), dm, smem, p, t.workers) })
 }
 
 func (t *twin) captureBegin(s streamH) error {

@@ -31,13 +31,13 @@ func (simtRunner) kernel(name string) (int, string, error) {
 	return k, C.GoString(C.host_kernel_sig(C.int(k))), nil
 }
 
-func (simtRunner) run(k int, dm dims, p []byte, workers int) error {
+func (simtRunner) run(k int, dm dims, smem int, p []byte, workers int) error {
 	var pp unsafe.Pointer
 	if len(p) > 0 {
 		pp = unsafe.Pointer(&p[0]) // holds no Go pointers; host_launch returns when the kernel is done
 	}
 	msg := C.host_launch(C.int(k), C.uint(dm.gx), C.uint(dm.gy), C.uint(dm.gz), C.uint(dm.bx), C.uint(dm.by), C.uint(dm.bz),
-		C.int(workers), pp, C.size_t(len(p)))
+		C.size_t(smem), C.int(workers), pp, C.size_t(len(p)))
 	if msg == nil {
 		return nil
 	}

@@ -9,12 +9,12 @@ import (
 	"github.com/x/kernels/ref"
 )
 
-// attnSeq is the shape of one sequence in a batched Attention case.
-type attnSeq struct{ t, start int }
-
 // Attention checks causal GQA attention and its LSE output: GQA ratios 1, 2,
 // 4 and 8, head dims 16/24/64/128, T = 1 decode with Start > 0, prefill, a
-// batch of sequences of different lengths in one call, and large logits.
+// batch of sequences of different lengths in one call (one with no new
+// tokens), and large logits. K and V are contiguous, with NaN rows between
+// sequences and NaN padding past every output (a kernel that reads or
+// writes outside its rows is caught). A repeated call must match bitwise.
 func Attention(t *testing.T, b kernels.Backend) {
 	var r ref.Backend
 	cases := []struct {
@@ -26,7 +26,7 @@ func Attention(t *testing.T, b kernels.Backend) {
 		{1, 1, 16, 1, []attnSeq{{1, 0}}, true},
 		{2, 2, 16, 1, []attnSeq{{1, 37}}, true},
 		{4, 2, 64, 1, []attnSeq{{17, 0}}, true},
-		{8, 2, 64, 1, []attnSeq{{5, 11}, {1, 0}, {9, 3}}, true},
+		{8, 2, 64, 1, []attnSeq{{5, 11}, {1, 0}, {0, 6}, {9, 3}}, true},
 		{16, 8, 128, 1, []attnSeq{{1, 300}, {1, 5}}, false},
 		{16, 2, 128, 1, []attnSeq{{3, 200}}, true},
 		{4, 1, 64, 30, []attnSeq{{33, 7}}, true},
@@ -40,38 +40,38 @@ func Attention(t *testing.T, b kernels.Backend) {
 		t.Run(name, func(t *testing.T) {
 			rng := newRNG("Attention" + name)
 			scale := float32(1 / math.Sqrt(float64(c.dim)))
-			var got, want, again []hostSeq
-			for _, s := range c.seqs {
-				n := s.start + s.t
-				q := uniform(rng, s.t*c.heads*c.dim, c.qScale)
-				k := uniform(rng, n*c.kvHeads*c.dim, 1)
-				v := uniform(rng, n*c.kvHeads*c.dim, 1)
-				mk := func(pad int) hostSeq {
-					a := hostSeq{Q: q, K: k, V: v, T: s.t, Start: s.start,
-						Out: padded(make([]float32, s.t*c.heads*c.dim), pad)}
-					if c.lse {
-						a.LSE = padded(make([]float32, s.t*c.heads), pad)
-					}
-					return a
-				}
-				want = append(want, mk(0))
-				got = append(got, mk(3))
-				again = append(again, mk(3))
+			d := newAttnData(rng, c.heads, c.kvHeads, c.dim, c.seqs, c.qScale)
+			want := d.batch(rng, kvStore{}, c.lse)
+			r.Attention(want, c.heads, c.kvHeads, c.dim, scale)
+			run := func() kernels.AttentionBatch {
+				a := d.batch(rng, kvStore{}, c.lse)
+				b.Attention(a, c.heads, c.kvHeads, c.dim, scale)
+				return a
 			}
-			r.Attention(seqBufs(want), c.heads, c.kvHeads, c.dim, scale)
-			b.Attention(seqBufs(got), c.heads, c.kvHeads, c.dim, scale)
-			b.Attention(seqBufs(again), c.heads, c.kvHeads, c.dim, scale)
-			for i := range want {
-				no := len(want[i].Out)
-				CheckClose(t, fmt.Sprintf("seq %d out", i), got[i].Out[:no], want[i].Out, Tolerance("Attention"))
-				CheckExact(t, fmt.Sprintf("seq %d out past T·H·D", i), got[i].Out[no:], padded(nil, 3))
-				CheckExact(t, fmt.Sprintf("seq %d repeated call", i), again[i].Out, got[i].Out)
-				if c.lse {
-					nl := len(want[i].LSE)
-					CheckClose(t, fmt.Sprintf("seq %d lse", i), got[i].LSE[:nl], want[i].LSE, Tolerance("AttentionLSE"))
-					CheckExact(t, fmt.Sprintf("seq %d lse past T·H", i), got[i].LSE[nl:], padded(nil, 3))
-				}
-			}
+			got, again := run(), run()
+			checkOutputs(t, d, got, want, Tolerance("Attention"), Tolerance("AttentionLSE"))
+			CheckExact(t, "repeated call out", again.Out.F32(), got.Out.F32())
 		})
 	}
+}
+
+// checkOutputs compares got's Out and LSE with want's per sequence within
+// the tolerances, and requires the NaN padding past them untouched.
+func checkOutputs(t *testing.T, d *attnData, got, want kernels.AttentionBatch, tol, tolLSE Tol) {
+	t.Helper()
+	hd := d.heads * d.dim
+	g, w := d.unpack(got.Out.F32(), hd), d.unpack(want.Out.F32(), hd)
+	for i := range g {
+		CheckClose(t, fmt.Sprintf("seq %d out", i), g[i], w[i], tol)
+	}
+	n := got.Layout.N
+	CheckExact(t, "out past N·H·D", got.Out.F32()[n*hd:], padded(nil, bwPad))
+	if got.LSE.Len() == 0 {
+		return
+	}
+	g, w = d.unpack(got.LSE.F32(), d.heads), d.unpack(want.LSE.F32(), d.heads)
+	for i := range g {
+		CheckClose(t, fmt.Sprintf("seq %d lse", i), g[i], w[i], tolLSE)
+	}
+	CheckExact(t, "lse past N·H", got.LSE.F32()[n*d.heads:], padded(nil, bwPad))
 }

@@ -3,6 +3,7 @@ package kerneltest
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/x/kernels"
@@ -17,7 +18,6 @@ import (
 // leaves its DK and DV unchanged), and peaked softmaxes
 // (query scale 30). A repeated call must match bitwise.
 func AttentionBackward(t *testing.T, b kernels.Backend) {
-	var r ref.Backend
 	cases := []struct {
 		heads, kvHeads, dim int
 		qScale              float64
@@ -38,68 +38,137 @@ func AttentionBackward(t *testing.T, b kernels.Backend) {
 		name := fmt.Sprintf("H%d_KVH%d_D%d_q%g_seqs%v", c.heads, c.kvHeads, c.dim, c.qScale, c.seqs)
 		t.Run(name, func(t *testing.T) {
 			rng := newRNG("AttentionBackward" + name)
-			scale := float32(1 / math.Sqrt(float64(c.dim)))
-			var want []hostGradSeq
-			var dk0, dv0 [][]float32
-			for _, s := range c.seqs {
-				n := s.start + s.t
-				nq, nkv := s.t*c.heads*c.dim, n*c.kvHeads*c.dim
-				fw := hostSeq{
-					Q: uniform(rng, nq, c.qScale), K: uniform(rng, nkv, 1), V: uniform(rng, nkv, 1),
-					Out: make([]float32, nq), LSE: make([]float32, s.t*c.heads), T: s.t, Start: s.start,
-				}
-				r.Attention(seqBufs([]hostSeq{fw}), c.heads, c.kvHeads, c.dim, scale)
-				dk0 = append(dk0, uniform(rng, nkv, 1))
-				dv0 = append(dv0, uniform(rng, nkv, 1))
-				want = append(want, hostGradSeq{
-					DOut: uniform(rng, nq, 1), Q: fw.Q, K: fw.K, V: fw.V, Out: fw.Out, LSE: fw.LSE,
-					DQ: make([]float32, nq), DK: clone(dk0[len(dk0)-1]), DV: clone(dv0[len(dv0)-1]),
-					T: s.t, Start: s.start,
-				})
-			}
-			r.AttentionBackward(gradBufs(want), c.heads, c.kvHeads, c.dim, scale)
-			run := func() []hostGradSeq {
-				got := make([]hostGradSeq, len(want))
-				for i, w := range want {
-					got[i] = w
-					got[i].DQ = bwNaNs(len(w.DQ))
-					got[i].DK = padded(dk0[i], bwPad)
-					got[i].DV = padded(dv0[i], bwPad)
-				}
-				b.AttentionBackward(gradBufs(got), c.heads, c.kvHeads, c.dim, scale)
-				return got
-			}
-			got, again := run(), run()
-			tol := Tolerance("AttentionBackward")
-			for i, w := range want {
-				for _, o := range []struct {
-					what      string
-					got, want []float32
-					again     []float32
-				}{{"DQ", got[i].DQ, w.DQ, again[i].DQ}, {"DK", got[i].DK, w.DK, again[i].DK}, {"DV", got[i].DV, w.DV, again[i].DV}} {
-					n := len(o.want)
-					tol := tol
-					if o.what == "DK" {
-						// DK = scale·Σ dS·q: its terms grow with |q|, so an
-						// absolute bound for O(1) terms scales with qScale
-						// (measured at qScale 30: 4.4e-5 on 3 of 2560
-						// elements where terms of ±4 cancel).
-						tol.ATol *= c.qScale
-					}
-					if allZero(o.want) {
-						// A sequence whose queries each see one key (T = 1,
-						// Start = 0) has P = 1 and dS = P·(dP − D) = 0, so
-						// DQ is exactly 0 and NMSE (relative to Σwant²) is
-						// undefined; the per-element bound still applies.
-						tol.NMSE = math.Inf(1)
-					}
-					CheckClose(t, fmt.Sprintf("seq %d %s", i, o.what), o.got[:n], o.want, tol)
-					CheckExact(t, fmt.Sprintf("seq %d %s past its shape", i, o.what), o.got[n:], padded(nil, bwPad))
-					CheckExact(t, fmt.Sprintf("seq %d %s repeated call", i, o.what), o.again, o.got)
-				}
+			d := newAttnData(rng, c.heads, c.kvHeads, c.dim, c.seqs, c.qScale)
+			g := newGradData(rng, d)
+			want := g.refGrads(rng)
+			got, again := g.run(rng, b, kvStore{}), g.run(rng, b, kvStore{})
+			g.check(t, got, want, Tolerance("AttentionBackward"), c.qScale)
+			for _, w := range []string{"DQ", "DK", "DV"} {
+				CheckExact(t, w+" repeated call", again.buf(w), got.buf(w))
 			}
 		})
 	}
+}
+
+// gradData is an AttentionBackward case: the batch, the reference
+// forward's Out and LSE, dOut, and DK, DV's starting values.
+type gradData struct {
+	d                      *attnData
+	out, lse, dout, dk, dv [][]float32
+}
+
+// newGradData runs the reference forward on d and draws dOut and DK/DV's
+// starting values.
+func newGradData(rng *rand.Rand, d *attnData) *gradData {
+	var r ref.Backend
+	fw := d.batch(nil, kvStore{}, true)
+	r.Attention(fw, d.heads, d.kvHeads, d.dim, d.scale())
+	g := &gradData{d: d, out: d.unpack(fw.Out.F32(), d.heads*d.dim), lse: d.unpack(fw.LSE.F32(), d.heads)}
+	for _, s := range d.seqs {
+		nkv := (s.start + s.t) * d.kvHeads * d.dim
+		g.dout = append(g.dout, uniform(rng, s.t*d.heads*d.dim, 1))
+		g.dk = append(g.dk, uniform(rng, nkv, 1))
+		g.dv = append(g.dv, uniform(rng, nkv, 1))
+	}
+	return g
+}
+
+// scale is the score scale 1/√D.
+func (d *attnData) scale() float32 { return float32(1 / math.Sqrt(float64(d.dim))) }
+
+// gradResult is a backward's DQ, DK and DV per sequence.
+type gradResult struct {
+	dq, dk, dv [][]float32
+	dqAll      []float32 // packed DQ with its padding
+	dkAll      []float32 // DK and DV with the NaN rows between sequences
+	dvAll      []float32
+}
+
+// buf returns the packed output named w (DQ, DK or DV).
+func (r gradResult) buf(w string) []float32 {
+	switch w {
+	case "DQ":
+		return r.dqAll
+	case "DK":
+		return r.dkAll
+	}
+	return r.dvAll
+}
+
+// run runs b's backward on g with K/V stored as kv.
+func (g *gradData) run(rng *rand.Rand, b kernels.Backend, kv kvStore) gradResult {
+	d := g.d
+	if kv.dt == kernels.BF16 {
+		d = d.rounded()
+	}
+	gb := d.gradBatch(rng, kv, g.out, g.lse, g.dout, g.dk, g.dv)
+	b.AttentionBackward(gb, d.heads, d.kvHeads, d.dim, d.scale())
+	return gradResult{dq: d.unpack(gb.DQ.F32(), d.heads*d.dim), dk: d.kvRows(&gb, gb.DK.F32()), dv: d.kvRows(&gb, gb.DV.F32()),
+		dqAll: gb.DQ.F32(), dkAll: gb.DK.F32(), dvAll: gb.DV.F32()}
+}
+
+// refGrads runs the reference backward on g.
+func (g *gradData) refGrads(rng *rand.Rand) gradResult {
+	return g.run(rng, ref.Backend{}, kvStore{})
+}
+
+// check compares got with want per sequence within tol (DK's absolute
+// bound scaled by qScale), and requires the NaN padding and the NaN rows
+// between sequences untouched.
+func (g *gradData) check(t *testing.T, got, want gradResult, tol Tol, qScale float64) {
+	t.Helper()
+	for i := range g.d.seqs {
+		for _, o := range []struct {
+			what      string
+			got, want []float32
+		}{{"DQ", got.dq[i], want.dq[i]}, {"DK", got.dk[i], want.dk[i]}, {"DV", got.dv[i], want.dv[i]}} {
+			tol := tol
+			if o.what == "DK" {
+				// DK = scale·Σ dS·q: its terms grow with |q|, so an
+				// absolute bound for O(1) terms scales with qScale
+				// (measured at qScale 30: 4.4e-5 on 3 of 2560
+				// elements where terms of ±4 cancel).
+				tol.ATol *= qScale
+			}
+			if allZero(o.want) {
+				// A sequence whose queries each see one key (T = 1,
+				// Start = 0) has P = 1 and dS = P·(dP − D) = 0, so
+				// DQ is exactly 0 and NMSE (relative to Σwant²) is
+				// undefined; the per-element bound still applies.
+				tol.NMSE = math.Inf(1)
+			}
+			CheckClose(t, fmt.Sprintf("seq %d %s", i, o.what), o.got, o.want, tol)
+		}
+	}
+	n := 0
+	for _, s := range g.d.seqs {
+		n += s.t
+	}
+	CheckExact(t, "DQ past its shape", got.dqAll[n*g.d.heads*g.d.dim:], padded(nil, bwPad))
+	CheckExact(t, "DK outside the sequences' rows", outside(got.dkAll, got.dk), outside(want.dkAll, want.dk))
+	CheckExact(t, "DV outside the sequences' rows", outside(got.dvAll, got.dv), outside(want.dvAll, want.dv))
+}
+
+// outside returns the elements of all that lie in none of the rows slices
+// (views of all).
+func outside(all []float32, rows [][]float32) []float32 {
+	in := make([]bool, len(all))
+	for _, r := range rows {
+		if len(r) == 0 {
+			continue
+		}
+		off := cap(all) - cap(r)
+		for i := range r {
+			in[off+i] = true
+		}
+	}
+	var out []float32
+	for i, x := range all {
+		if !in[i] {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // allZero reports whether every element of x is zero.

@@ -63,6 +63,15 @@ type Counting struct {
 	// CopyImports two imports of one host weight are the same memory, so
 	// a second Free is legitimate and not recorded.) Reset keeps it.
 	BadFrees []string
+	// Bytes is the backend memory live through this wrapper: the bytes of
+	// what its Alloc and Import returned that Free has not taken back (an
+	// Import that returns the host memory itself, as a CPU backend's does
+	// without CopyImports, allocates nothing and adds nothing). Peak is
+	// the most Bytes has been since the wrapper was made or ResetPeak: a
+	// test's measure of a step's memory on any backend, the one a device
+	// would need for the Buffers (a device allocator's rounding and
+	// caching come on top).
+	Bytes, Peak int64
 
 	owned map[uintptr]ownedMem // host allocations by first byte
 }
@@ -73,26 +82,49 @@ type Counting struct {
 // collector could hand its address to a later Alloc, whose record would
 // then replace this one and make Live depend on when the collector ran.
 type ownedMem struct {
-	end uintptr
-	buf kernels.Buffer
+	end     uintptr
+	buf     kernels.Buffer
+	counted int64 // bytes added to Bytes for it (0: the caller's own memory)
 }
 
 // maxForeign is how many host arguments Foreign names.
 const maxForeign = 16
 
-// Reset zeroes the counts (the record of allocations stays).
+// Reset zeroes the counts (the record of allocations, Bytes and Peak
+// stay).
 func (c *Counting) Reset() { c.N, c.Foreign = Transfers{}, nil }
 
-// own records a host Buffer that the backend returned.
-func (c *Counting) own(b kernels.Buffer) {
-	if !b.Host() || b.Len() == 0 {
+// ResetPeak starts a new peak measurement from the bytes live now.
+func (c *Counting) ResetPeak() { c.Peak = c.Bytes }
+
+// sizeOf is b's size in bytes.
+func sizeOf(b kernels.Buffer) int64 { return int64(b.Len()) * int64(b.DType().Size()) }
+
+// add counts n more live bytes.
+func (c *Counting) add(n int64) {
+	c.Bytes += n
+	c.Peak = max(c.Peak, c.Bytes)
+}
+
+// own records a Buffer that the backend returned; allocated says whether
+// it is new memory (counted in Bytes) rather than the caller's own.
+func (c *Counting) own(b kernels.Buffer, allocated bool) {
+	if b.Len() == 0 {
+		return
+	}
+	var n int64
+	if allocated {
+		n = sizeOf(b)
+		c.add(n)
+	}
+	if !b.Host() {
 		return
 	}
 	if c.owned == nil {
 		c.owned = map[uintptr]ownedMem{}
 	}
 	lo := uintptr(b.HostPtr())
-	c.owned[lo] = ownedMem{end: lo + uintptr(b.Len()*b.DType().Size()), buf: b}
+	c.owned[lo] = ownedMem{end: lo + uintptr(sizeOf(b)), buf: b, counted: n}
 }
 
 // Owned reports whether b is backend memory: a device Buffer, an empty
@@ -137,19 +169,25 @@ func (c *Counting) args(op, name string, bs []kernels.Buffer) {
 func (c *Counting) Alloc(dt kernels.DType, n int) (kernels.Buffer, error) {
 	b, err := c.Backend.Alloc(dt, n)
 	if err == nil {
-		c.own(b)
+		c.own(b, true)
 	}
 	return b, err
 }
 
-// Free forgets the Buffer (see BadFrees).
+// Free forgets the Buffer (see BadFrees) and its bytes.
 func (c *Counting) Free(b kernels.Buffer) {
-	if b.Host() && b.Len() > 0 {
+	switch {
+	case b.Len() == 0:
+	case b.Host():
 		a := uintptr(b.HostPtr())
-		if _, ok := c.owned[a]; !ok && c.CopyImports && len(c.BadFrees) < maxForeign {
+		m, ok := c.owned[a]
+		if !ok && c.CopyImports && len(c.BadFrees) < maxForeign {
 			c.BadFrees = append(c.BadFrees, b.String())
 		}
+		c.Bytes -= m.counted
 		delete(c.owned, a)
+	default: // device memory: Free takes what Alloc or Import returned, whole
+		c.Bytes -= sizeOf(b)
 	}
 	c.Backend.Free(b)
 }
@@ -185,7 +223,7 @@ func (c *Counting) Import(src kernels.Buffer) (kernels.Buffer, error) {
 	c.N.UploadElems += src.Len()
 	b, err := c.importBuf(src)
 	if err == nil {
-		c.own(b)
+		c.own(b, !b.Host() || b.HostPtr() != src.HostPtr())
 	}
 	return b, err
 }
@@ -310,28 +348,44 @@ func (c *Counting) RoPEBackward(dx, pos kernels.Buffer, heads, headDim int, thet
 	c.Backend.RoPEBackward(dx, pos, heads, headDim, theta)
 }
 
-// Attention checks every sequence's Buffers, paged blocks included.
-func (c *Counting) Attention(seqs []kernels.AttentionSeq, heads, kvHeads, headDim int, scale float32) {
-	for i := range seqs {
-		s := &seqs[i]
-		c.args("Attention", fmt.Sprintf("seq %d out,q,k,v,lse", i), []kernels.Buffer{s.Out, s.Q, s.K, s.V, s.LSE})
-		c.args("Attention", fmt.Sprintf("seq %d paged K", i), s.Paged.K)
-		c.args("Attention", fmt.Sprintf("seq %d paged V", i), s.Paged.V)
-	}
-	c.Backend.Attention(seqs, heads, kvHeads, headDim, scale)
+// attnBufs lists the Buffers of an attention batch: its layout, Q, Out,
+// LSE, contiguous K/V and KStart, and the paged pool and tables.
+func attnBufs(a *kernels.AttentionBatch) []kernels.Buffer {
+	return []kernels.Buffer{a.Layout.QStart, a.Layout.Pos, a.Q, a.Out, a.LSE, a.K, a.V, a.KStart, a.Paged.Pool, a.Paged.Tables}
 }
 
-// AttentionBackward checks every sequence's Buffers, paged K/V blocks
-// included.
-func (c *Counting) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHeads, headDim int, scale float32) {
-	for i := range seqs {
-		s := &seqs[i]
-		c.args("AttentionBackward", fmt.Sprintf("seq %d dout,q,k,v,out,lse,dq,dk,dv", i),
-			[]kernels.Buffer{s.DOut, s.Q, s.K, s.V, s.Out, s.LSE, s.DQ, s.DK, s.DV})
-		c.args("AttentionBackward", fmt.Sprintf("seq %d paged K", i), s.Paged.K)
-		c.args("AttentionBackward", fmt.Sprintf("seq %d paged V", i), s.Paged.V)
-	}
-	c.Backend.AttentionBackward(seqs, heads, kvHeads, headDim, scale)
+// Attention checks every Buffer of the batch, the paged pool and the block
+// tables included.
+func (c *Counting) Attention(a kernels.AttentionBatch, heads, kvHeads, headDim int, scale float32) {
+	c.args("Attention", "qstart,pos,q,out,lse,k,v,kstart,pool,tables", attnBufs(&a))
+	c.Backend.Attention(a, heads, kvHeads, headDim, scale)
+}
+
+// AttentionBackward checks every Buffer of the batch and its gradients.
+func (c *Counting) AttentionBackward(g kernels.AttentionGradBatch, heads, kvHeads, headDim int, scale float32) {
+	c.args("AttentionBackward", "qstart,pos,q,out,lse,k,v,kstart,pool,tables,dout,dq,dk,dv",
+		append(attnBufs(&g.AttentionBatch), g.DOut, g.DQ, g.DK, g.DV))
+	c.Backend.AttentionBackward(g, heads, kvHeads, headDim, scale)
+}
+
+// WriteKV checks its arguments.
+func (c *Counting) WriteKV(kv kernels.PagedKV, l kernels.BatchLayout, k, v kernels.Buffer, kvHeads, headDim int) {
+	c.args("WriteKV", "pool,tables,qstart,pos,k,v", []kernels.Buffer{kv.Pool, kv.Tables, l.QStart, l.Pos, k, v})
+	c.Backend.WriteKV(kv, l, k, v, kvHeads, headDim)
+}
+
+// AddRMSNorm checks its arguments and runs the backend's fused op, or the
+// unfused sequence when it has none (kernels.AddRMSNorm).
+func (c *Counting) AddRMSNorm(out, x, res, w kernels.Buffer, rows, cols int, eps float32) {
+	c.args("AddRMSNorm", "out,x,res,w", []kernels.Buffer{out, x, res, w})
+	kernels.AddRMSNorm(c.Backend, out, x, res, w, rows, cols, eps)
+}
+
+// WriteKVRoPE checks its arguments and runs the backend's fused op, or the
+// unfused sequence when it has none (kernels.WriteKVRoPE).
+func (c *Counting) WriteKVRoPE(kv kernels.PagedKV, l kernels.BatchLayout, k, v kernels.Buffer, kvHeads, headDim int, theta float64) {
+	c.args("WriteKVRoPE", "pool,tables,qstart,pos,k,v", []kernels.Buffer{kv.Pool, kv.Tables, l.QStart, l.Pos, k, v})
+	kernels.WriteKVRoPE(c.Backend, kv, l, k, v, kvHeads, headDim, theta)
 }
 
 // SwiGLU checks its arguments.

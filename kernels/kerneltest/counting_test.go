@@ -139,41 +139,116 @@ func TestCountingBadFrees(t *testing.T) {
 	}
 }
 
+// deviceAllocs is a backend whose Alloc and Import return device Buffers
+// (fakeMem), as a GPU's do.
+type deviceAllocs struct{ ref.Backend }
+
+func (deviceAllocs) Alloc(dt kernels.DType, n int) (kernels.Buffer, error) {
+	return kernels.DeviceBuffer(fakeMem(n), dt, 0, n), nil
+}
+
+func (deviceAllocs) Import(src kernels.Buffer) (kernels.Buffer, error) {
+	return kernels.DeviceBuffer(fakeMem(src.Len()), src.DType(), 0, src.Len()), nil
+}
+
+func (deviceAllocs) Free(kernels.Buffer) {}
+
+// TestCountingBytes: Bytes follows the live allocations (Alloc, copying
+// or device Imports; not an Import that is the host memory itself), on
+// host and device Buffers alike, a bad Free takes nothing off, and Peak
+// holds the most since ResetPeak.
+func TestCountingBytes(t *testing.T) {
+	tests := []struct {
+		name       string
+		be         kernels.Backend
+		copies     bool
+		importSize int64 // bytes an import of 2 F32 adds
+	}{
+		{"host, imports are the memory", ref.Backend{}, false, 0},
+		{"host, copying imports", ref.Backend{}, true, 8},
+		{"device", deviceAllocs{}, false, 8},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &Counting{Backend: tt.be, CopyImports: tt.copies}
+			a, err := c.Alloc(kernels.F32, 4) // 16 bytes
+			require.NoError(t, err)
+			b, err := c.Alloc(kernels.BF16, 6) // 12 bytes
+			require.NoError(t, err)
+			w, err := c.Import(kernels.HostF32([]float32{1, 2}))
+			require.NoError(t, err)
+			assert.Equal(t, 28+tt.importSize, c.Bytes)
+			assert.Equal(t, 28+tt.importSize, c.Peak)
+			c.Free(a)
+			assert.Equal(t, 12+tt.importSize, c.Bytes)
+			c.ResetPeak()
+			assert.Equal(t, 12+tt.importSize, c.Peak, "ResetPeak starts from what is live")
+			u, err := c.Alloc(kernels.U8, 3)
+			require.NoError(t, err)
+			c.Free(u)
+			assert.Equal(t, 15+tt.importSize, c.Peak, "the peak outlives the Free")
+			c.Free(w)
+			c.Free(b)
+			assert.Zero(t, c.Bytes)
+			if tt.be == (ref.Backend{}) {
+				c.Free(b) // a second Free of host memory takes nothing off
+				assert.Zero(t, c.Bytes)
+			}
+		})
+	}
+}
+
 // fakeMem is a DeviceMem no backend can reach.
 type fakeMem int
 
 func (f fakeMem) Elems() int { return int(f) }
 
-// TestCountingAttentionPagedArgs: Attention and AttentionBackward check
-// the paged K/V blocks too (the model passes K/V only through block
-// tables), so a foreign host block counts as a hidden crossing in both;
-// blocks the wrapper allocated do not.
+// TestCountingAttentionPagedArgs: Attention, AttentionBackward and
+// WriteKV check the paged pool and the block tables too (the model passes
+// K/V only through them), so a foreign host pool or table counts as a
+// hidden crossing in each; Buffers the wrapper allocated do not.
 func TestCountingAttentionPagedArgs(t *testing.T) {
 	const heads, kvHeads, d, tt, bs = 2, 1, 4, 3, 2
 	c := &Counting{Backend: ref.Backend{}}
-	alloc := func(n int) kernels.Buffer {
-		b, err := c.Alloc(kernels.F32, n)
+	alloc := func(dt kernels.DType, n int) kernels.Buffer {
+		b, err := c.Alloc(dt, n)
 		require.NoError(t, err)
 		return b
 	}
+	upload := func(v []int32) kernels.Buffer {
+		b := alloc(kernels.I32, len(v))
+		require.NoError(t, c.Upload(b, kernels.HostI32(v)))
+		return b
+	}
 	nq, nkv, blk := tt*heads*d, tt*kvHeads*d, bs*kvHeads*d
-	own := kernels.PagedKV{BlockSize: bs, DType: kernels.F32,
-		K: []kernels.Buffer{alloc(blk), alloc(blk)}, V: []kernels.Buffer{alloc(blk), alloc(blk)}}
-	foreign := own
-	foreign.K = []kernels.Buffer{own.K[0], kernels.HostF32(make([]float32, blk))}
-	q, out, lse := alloc(nq), alloc(nq), alloc(tt*heads)
+	lay := kernels.BatchLayout{QStart: upload([]int32{0, tt}), Pos: upload([]int32{0, 1, 2}), B: 1, N: tt, MaxT: tt, MaxLen: tt}
+	own := kernels.PagedKV{Pool: alloc(kernels.F32, 2*2*blk), BlockSize: bs, BlockStride: 2 * blk, VOff: blk,
+		Tables: upload([]int32{1, 0}), TableStride: 2}
+	foreignPool, foreignTables := own, own
+	foreignPool.Pool = kernels.HostF32(make([]float32, 2*2*blk))
+	foreignTables.Tables = kernels.HostI32([]int32{1, 0})
+	q, out, lse := alloc(kernels.F32, nq), alloc(kernels.F32, nq), alloc(kernels.F32, tt*heads)
+	kv := alloc(kernels.F32, nkv)
 	for _, tc := range []struct {
 		name  string
 		paged kernels.PagedKV
 		want  []string
 	}{
-		{"own blocks", own, nil},
-		{"a foreign K block", foreign, []string{"Attention seq 0 paged K[1]", "AttentionBackward seq 0 paged K[1]"}},
+		{"own pool and tables", own, nil},
+		{"a foreign pool", foreignPool, []string{"WriteKV pool,tables,qstart,pos,k,v[0]",
+			"Attention qstart,pos,q,out,lse,k,v,kstart,pool,tables[8]",
+			"AttentionBackward qstart,pos,q,out,lse,k,v,kstart,pool,tables,dout,dq,dk,dv[8]"}},
+		{"foreign tables", foreignTables, []string{"WriteKV pool,tables,qstart,pos,k,v[1]",
+			"Attention qstart,pos,q,out,lse,k,v,kstart,pool,tables[9]",
+			"AttentionBackward qstart,pos,q,out,lse,k,v,kstart,pool,tables,dout,dq,dk,dv[9]"}},
 	} {
 		c.Reset()
-		c.Attention([]kernels.AttentionSeq{{Q: q, Out: out, LSE: lse, Paged: tc.paged, T: tt}}, heads, kvHeads, d, 0.5)
-		c.AttentionBackward([]kernels.AttentionGradSeq{{DOut: alloc(nq), Q: q, Out: out, LSE: lse, DQ: alloc(nq),
-			DK: alloc(nkv), DV: alloc(nkv), Paged: tc.paged, T: tt}}, heads, kvHeads, d, 0.5)
+		c.WriteKV(tc.paged, lay, kv, kv, kvHeads, d)
+		a := kernels.AttentionBatch{Layout: lay, Q: q, Out: out, LSE: lse, Paged: tc.paged}
+		c.Attention(a, heads, kvHeads, d, 0.5)
+		a.KStart = upload([]int32{0, tt})
+		c.AttentionBackward(kernels.AttentionGradBatch{AttentionBatch: a, DOut: alloc(kernels.F32, nq), DQ: alloc(kernels.F32, nq),
+			DK: alloc(kernels.F32, nkv), DV: alloc(kernels.F32, nkv)}, heads, kvHeads, d, 0.5)
 		assert.Equal(t, len(tc.want), c.N.HostArgs, tc.name)
 		assert.Equal(t, tc.want, c.Foreign, tc.name)
 	}

@@ -30,11 +30,12 @@ func uniform(rng *rand.Rand, n int, scale float64) []float32 {
 // [−scale, scale), rounded to dt.
 func randMat(rng *rand.Rand, dt kernels.DType, rows, cols int, scale float64) kernels.Mat {
 	v := uniform(rng, rows*cols, scale)
-	return toMat(dt, v, rows, cols)
+	return ToMat(dt, v, rows, cols)
 }
 
-// toMat stores v in a Mat of dtype dt (rounding to bf16/f16).
-func toMat(dt kernels.DType, v []float32, rows, cols int) kernels.Mat {
+// ToMat stores v [rows, cols] in a host Mat of dtype dt (rounding to
+// bf16/f16 to nearest even), as the suite stores its weights.
+func ToMat(dt kernels.DType, v []float32, rows, cols int) kernels.Mat {
 	switch dt {
 	case kernels.BF16:
 		u := make([]uint16, len(v))

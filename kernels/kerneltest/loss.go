@@ -18,13 +18,16 @@ type lossCase struct {
 	seqAdv bool // one advantage per sequence
 	mask   bool // a Mask with zeros
 	is     bool // an ISRatio
+	emask  bool // an EntropyMask with zeros
+	samp   bool // SamplingLogP given (else the off-policy mask reads OldLogP)
+	ew     bool // an EntropyWeight (the entropy bonus's own weights)
 }
 
 func lossCases() []lossCase {
 	clipped := kernels.LossParams{Objective: kernels.ObjectiveClipped, EpsLow: 0.2, EpsHigh: 0.28}
 	var cs []lossCase
 	add := func(name string, p kernels.LossParams, old, seqAdv, mask bool) {
-		cs = append(cs, lossCase{name, p, old, seqAdv, mask, false})
+		cs = append(cs, lossCase{name: name, p: p, old: old, seqAdv: seqAdv, mask: mask})
 	}
 	add("clipped_onpolicy", clipped, false, true, false)
 	add("clipped", clipped, true, false, false)
@@ -38,18 +41,55 @@ func lossCases() []lossCase {
 	gspo.SequenceRatio, gspo.Beta = true, 0.1
 	add("gspo", gspo, true, true, true)
 	add("gspo_onpolicy", gspo, false, false, false)
-	add("cispo", kernels.LossParams{Objective: kernels.ObjectiveCISPO, EpsHigh: 1.1, Beta: 0.02}, true, false, false)
-	add("sapo", kernels.LossParams{Objective: kernels.ObjectiveSAPO, SAPOTauPos: 1, SAPOTauNeg: 1.05, EntropyCoef: -0.02}, true, false, false)
-	add("vespo", kernels.LossParams{Objective: kernels.ObjectiveVESPO, VESPOKPos: 2, VESPOLambdaPos: 3, VESPOKNeg: 3, VESPOLambdaNeg: 2}, true, true, true)
+	cispo := kernels.LossParams{Objective: kernels.ObjectiveCISPO, EpsHigh: 1.1, Beta: 0.02}
+	add("cispo", cispo, true, false, false)
+	sapo := kernels.LossParams{Objective: kernels.ObjectiveSAPO, SAPOTemperaturePos: 1, SAPOTemperatureNeg: 1.05, EntropyCoef: -0.02}
+	add("sapo", sapo, true, false, false)
+	vespo := kernels.LossParams{Objective: kernels.ObjectiveVESPO, VESPOKPos: 2, VESPOLambdaPos: 3, VESPOKNeg: 3, VESPOLambdaNeg: 2}
+	add("vespo", vespo, true, true, true)
 	add("pg", kernels.LossParams{Objective: kernels.ObjectivePG}, false, false, false)
+	// Every objective at sequence level (TRL's importance_sampling_level
+	// "sequence"), with the bias-corrected KL through the sequence ratio.
+	for _, c := range []struct {
+		name string
+		p    kernels.LossParams
+	}{{"cispo_seq", cispo}, {"sapo_seq", sapo}, {"vespo_seq", vespo}} {
+		p := c.p
+		p.SequenceRatio, p.Beta, p.UseBiasCorrectionKL = true, 0.05, true
+		add(c.name, p, true, c.name != "cispo_seq", true)
+	}
 	// TRL's vLLM IS correction and the bias-corrected KL.
 	bias := kl
-	bias.KLBiasCorrection = true
-	cs = append(cs, lossCase{"clipped_is_biaskl", bias, true, false, false, true})
+	bias.UseBiasCorrectionKL = true
+	cs = append(cs, lossCase{name: "clipped_is_biaskl", p: bias, old: true, is: true})
 	gspoBias := gspo
-	gspoBias.KLBiasCorrection = true
-	cs = append(cs, lossCase{"gspo_is_biaskl", gspoBias, true, true, true, true})
-	cs = append(cs, lossCase{"vespo_is", kernels.LossParams{Objective: kernels.ObjectiveVESPO, VESPOKPos: 2, VESPOLambdaPos: 3, VESPOKNeg: 3, VESPOLambdaNeg: 2, Beta: 0.1}, true, false, true, true})
+	gspoBias.UseBiasCorrectionKL = true
+	cs = append(cs, lossCase{name: "gspo_is_biaskl", p: gspoBias, old: true, seqAdv: true, mask: true, is: true})
+	vespoIS := vespo
+	vespoIS.Beta = 0.1
+	cs = append(cs, lossCase{name: "vespo_is", p: vespoIS, old: true, mask: true, is: true})
+	// The entropy mask (with the entropy bonus it also masks) and the
+	// off-policy sequence mask, from sampling log-probs or from OldLogP.
+	ent := kl
+	ent.EntropyCoef = 0.05
+	cs = append(cs, lossCase{name: "clipped_entropy_mask", p: ent, old: true, is: true, emask: true})
+	vespoEnt := vespo
+	vespoEnt.EntropyCoef = 0.05
+	cs = append(cs, lossCase{name: "vespo_entropy_mask", p: vespoEnt, old: true, seqAdv: true, is: true, emask: true})
+	off := clipped
+	off.OffPolicyMask, off.OffPolicyMaskThreshold, off.Beta = true, 0.05, 0.1
+	cs = append(cs, lossCase{name: "offpolicy_sampling", p: off, old: true, seqAdv: true, mask: true, samp: true})
+	cs = append(cs, lossCase{name: "offpolicy_old", p: off, old: true, emask: true})
+	offSeq := off
+	offSeq.SequenceRatio = true
+	cs = append(cs, lossCase{name: "offpolicy_gspo_is", p: offSeq, old: true, seqAdv: true, is: true, samp: true})
+	cs = append(cs, lossCase{name: "offpolicy_onpolicy", p: off, seqAdv: true})
+	// The entropy bonus weighted apart from the policy term (TRL's mean
+	// over the tokens the entropy mask keeps), with and without the mask.
+	cs = append(cs, lossCase{name: "entropy_weight", p: ent, old: true, emask: true, ew: true})
+	gspoEnt := gspo
+	gspoEnt.EntropyCoef = -0.03
+	cs = append(cs, lossCase{name: "gspo_entropy_weight", p: gspoEnt, old: true, seqAdv: true, mask: true, ew: true})
 	return cs
 }
 
@@ -110,6 +150,20 @@ func lossInputs(rng *rand.Rand, c lossCase, segs int) (kernels.HostLossInput, in
 	if c.is {
 		in.ISRatio = f(func() float64 { return 0.5 + rng.Float64() })
 	}
+	if c.emask {
+		in.EntropyMask = f(func() float64 { return float64(rng.IntN(3) / 2) }) // a third 1
+	}
+	if c.ew {
+		in.EntropyWeight = f(func() float64 { return rng.Float64() / 20 })
+	}
+	if c.samp {
+		// Mean sampling − logp per sequence around the threshold 0.05:
+		// both sides of it.
+		in.SamplingLogP = make([]float32, n)
+		for i := range n {
+			in.SamplingLogP[i] = in.LogP[i] + float32(0.3*(rng.Float64()-0.4))
+		}
+	}
 	if c.mask {
 		in.Mask = make([]float32, n)
 		for i := range in.Mask {
@@ -117,6 +171,9 @@ func lossInputs(rng *rand.Rand, c lossCase, segs int) (kernels.HostLossInput, in
 				in.Mask[i] = 1
 			} else {
 				in.Weight[i] = 0
+				if in.EntropyWeight != nil {
+					in.EntropyWeight[i] = 0
+				}
 			}
 		}
 	}
@@ -133,10 +190,11 @@ func newLossOutput(n int) kernels.HostLossOutput {
 }
 
 // PolicyLoss checks every output of PolicyLoss against the reference, for
-// each objective, token- and sequence-level ratios, on- and off-policy,
+// each objective at token and sequence level, on- and off-policy,
 // per-token and per-sequence advantages, with KL and entropy terms, with a
-// mask, with an IS correction and the bias-corrected KL, on batches with
-// empty sequences; clip flags exactly. It also checks
+// mask, with an IS correction and the bias-corrected KL, with the entropy
+// mask and the off-policy sequence mask, on batches with empty sequences;
+// clip flags exactly. It also checks
 // that a token-level loss over a batch equals the loss over any split of it
 // into chunks (what the model relies on to evaluate it chunk by chunk).
 func PolicyLoss(t *testing.T, b kernels.Backend) {
@@ -174,6 +232,12 @@ func PolicyLoss(t *testing.T, b kernels.Backend) {
 					}
 					if in.ISRatio != nil {
 						sub.ISRatio = in.ISRatio[lo:hi]
+					}
+					if in.EntropyMask != nil {
+						sub.EntropyMask = in.EntropyMask[lo:hi]
+					}
+					if in.EntropyWeight != nil {
+						sub.EntropyWeight = in.EntropyWeight[lo:hi]
 					}
 					o := kernels.HostLossOutput{Loss: chunk.Loss[lo:hi], DLogP: chunk.DLogP[lo:hi], DEntropy: chunk.DEntropy[lo:hi],
 						Ratio: chunk.Ratio[lo:hi], KL: chunk.KL[lo:hi], Clip: chunk.Clip[lo:hi], Phi: chunk.Phi[lo:hi]}

@@ -65,16 +65,28 @@ func Resident(t *testing.T, b kernels.Backend) {
 		CheckClose(t, "entropy", h.get(t, b).F32(), wantH, Tolerance("Entropy"))
 	})
 	t.Run("Attention", func(t *testing.T) {
-		const heads, kvHeads, d, tt, start = 4, 2, 16, 5, 2
-		q, k, v := uniform(rng, tt*heads*d, 1), uniform(rng, (start+tt)*kvHeads*d, 1), uniform(rng, (start+tt)*kvHeads*d, 1)
-		want, wantLSE := make([]float32, tt*heads*d), make([]float32, tt*heads)
-		r.Attention([]kernels.AttentionSeq{{Q: kernels.HostF32(q), K: kernels.HostF32(k), V: kernels.HostF32(v),
-			Out: kernels.HostF32(want), LSE: kernels.HostF32(wantLSE), T: tt, Start: start}}, heads, kvHeads, d, 0.25)
-		out, lse := resident(t, b, kernels.HostF32(make([]float32, len(want)))), resident(t, b, kernels.HostF32(make([]float32, len(wantLSE))))
-		b.Attention([]kernels.AttentionSeq{{Q: resident(t, b, kernels.HostF32(q)).view, K: resident(t, b, kernels.HostF32(k)).view,
-			V: resident(t, b, kernels.HostF32(v)).view, Out: out.view, LSE: lse.view, T: tt, Start: start}}, heads, kvHeads, d, 0.25)
-		CheckClose(t, "out", out.get(t, b).F32(), want, Tolerance("Attention"))
-		CheckClose(t, "lse", lse.get(t, b).F32(), wantLSE, Tolerance("AttentionLSE"))
+		const heads, kvHeads, d = 4, 2, 16
+		data := newAttnData(rng, heads, kvHeads, d, []attnSeq{{5, 2}, {1, 9}}, 1)
+		want := data.batch(rng, kvStore{}, true)
+		r.Attention(want, heads, kvHeads, d, data.scale())
+		host := data.batch(rng, kvStore{bs: 4, dt: kernels.F32}, true)
+		dev, out, lse := residentBatch(t, b, host)
+		b.Attention(dev, heads, kvHeads, d, data.scale())
+		n := want.Layout.N
+		CheckClose(t, "out", out.get(t, b).F32()[:n*heads*d], want.Out.F32()[:n*heads*d], Tolerance("Attention"))
+		CheckClose(t, "lse", lse.get(t, b).F32()[:n*heads], want.LSE.F32()[:n*heads], Tolerance("AttentionLSE"))
+	})
+	t.Run("WriteKV", func(t *testing.T) {
+		const kvHeads, d = 2, 8
+		data := newAttnData(rng, 2, kvHeads, d, []attnSeq{{3, 2}, {1, 6}}, 1)
+		host := data.batch(rng, kvStore{bs: 4, dt: kernels.F32}, false)
+		k, v := uniform(rng, host.Layout.N*kvHeads*d, 1), uniform(rng, host.Layout.N*kvHeads*d, 1)
+		dev, _, _ := residentBatch(t, b, host)
+		pool := resident(t, b, host.Paged.Pool)
+		dev.Paged.Pool = pool.view
+		b.WriteKV(dev.Paged, dev.Layout, resident(t, b, kernels.HostF32(k)).view, resident(t, b, kernels.HostF32(v)).view, kvHeads, d)
+		r.WriteKV(host.Paged, host.Layout, kernels.HostF32(k), kernels.HostF32(v), kvHeads, d)
+		CheckExact(t, "pool", pool.get(t, b).F32(), host.Paged.Pool.F32())
 	})
 	t.Run("AdamW", func(t *testing.T) {
 		const n = 29
@@ -117,6 +129,25 @@ func Resident(t *testing.T, b kernels.Backend) {
 		CheckClose(t, "dlogp", dlogp.get(t, b).F32(), want.DLogP, tol)
 	})
 	assert.NoError(t, b.Err())
+}
+
+// residentBatch copies every Buffer of the host batch a into b's memory
+// (see resident) and returns the batch of views, with Out and LSE's.
+func residentBatch(t *testing.T, b kernels.Backend, a kernels.AttentionBatch) (dev kernels.AttentionBatch, out, lse residentBuf) {
+	t.Helper()
+	dev = a
+	for _, x := range []*kernels.Buffer{&dev.Layout.QStart, &dev.Layout.Pos, &dev.Q, &dev.K, &dev.V, &dev.KStart, &dev.Paged.Pool, &dev.Paged.Tables} {
+		if x.Len() > 0 {
+			*x = resident(t, b, *x).view
+		}
+	}
+	out = resident(t, b, a.Out)
+	dev.Out = out.view
+	if a.LSE.Len() > 0 {
+		lse = resident(t, b, a.LSE)
+		dev.LSE = lse.view
+	}
+	return dev, out, lse
 }
 
 // residentPad is the number of elements before and after each view of

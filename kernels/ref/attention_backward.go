@@ -19,19 +19,14 @@ import (
 // Query head h uses kv head h/(heads/kvHeads). DK and DV are summed in
 // float64 over the whole sequence and added once. Paged K/V (bf16 widened
 // exactly) are read as the contiguous layout they stand for.
-func (Backend) AttentionBackward(seqs []kernels.AttentionGradSeq, heads, kvHeads, headDim int, scale float32) {
-	kernels.CheckAttentionBackward(seqs, heads, kvHeads, headDim)
+func (Backend) AttentionBackward(g kernels.AttentionGradBatch, heads, kvHeads, headDim int, scale float32) {
+	kernels.CheckAttentionBackward(&g, heads, kvHeads, headDim)
 	group := heads / kvHeads
 	d := headDim
 	sc := float64(scale)
-	for i := range seqs {
-		s := seqs[i].Host()
+	for _, s := range g.Host(heads, kvHeads, headDim) {
 		nkv := (s.Start + s.T) * kvHeads * d
-		if s.Paged.BlockSize > 0 {
-			// The reference reads paged K/V as the contiguous layout it
-			// stands for.
-			s.K, s.V = unpage(&s.Paged, s.Start+s.T, kvHeads, d)
-		}
+		s.K, s.V = contiguous(&s, s.Start+s.T, kvHeads, d)
 
 		dk := make([]float64, nkv)
 		dv := make([]float64, nkv)

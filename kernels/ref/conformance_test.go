@@ -23,6 +23,7 @@ func TestConformance(t *testing.T) {
 		"Memory": kerneltest.Memory, "Copy": kerneltest.Copy, "GatherRows": kerneltest.GatherRows,
 		"ScatterRows": kerneltest.ScatterRows, "Transpose": kerneltest.Transpose,
 		"SumSquares": kerneltest.SumSquares, "AllFinite": kerneltest.AllFinite, "Resident": kerneltest.Resident,
+		"AttentionInvariance": kerneltest.AttentionInvariance, "WriteKV": kerneltest.WriteKV, "Fused": kerneltest.Fused,
 	} {
 		t.Run(name, func(t *testing.T) { f(t, b) })
 	}

@@ -86,17 +86,15 @@ func TestRoPEHand(t *testing.T) {
 func TestAttentionHand(t *testing.T) {
 	var b Backend
 	// One head, D = 1: query 1 sees scores (0, ln 3), so p = (1/4, 3/4).
-	s := []kernels.AttentionSeq{{
-		Q: kernels.HostF32([]float32{1, 1}), K: kernels.HostF32([]float32{0, float32(math.Log(3))}), V: kernels.HostF32([]float32{4, 8}),
-		Out: kernels.HostF32(make([]float32, 2)), LSE: kernels.HostF32(make([]float32, 2)), T: 2,
-	}}
+	k, v := []float32{0, float32(math.Log(3))}, []float32{4, 8}
+	s := kernels.OneSeq([]float32{1, 1}, make([]float32, 2), make([]float32, 2), k, v, 2, 0)
 	b.Attention(s, 1, 1, 1, 1)
-	assert.InDeltaSlice(t, []float32{4, 7}, s[0].Out.F32(), handTol)
-	assert.InDeltaSlice(t, []float32{0, float32(math.Log(4))}, s[0].LSE.F32(), handTol)
+	assert.InDeltaSlice(t, []float32{4, 7}, s.Out.F32(), handTol)
+	assert.InDeltaSlice(t, []float32{0, float32(math.Log(4))}, s.LSE.F32(), handTol)
 	// The same last query as decode: T = 1 at Start = 1.
-	d := []kernels.AttentionSeq{{Q: kernels.HostF32([]float32{1}), K: s[0].K, V: s[0].V, Out: kernels.HostF32(make([]float32, 1)), T: 1, Start: 1}}
+	d := kernels.OneSeq([]float32{1}, make([]float32, 1), nil, k, v, 1, 1)
 	b.Attention(d, 1, 1, 1, 1)
-	assert.InDelta(t, 7, d[0].Out.F32()[0], handTol)
+	assert.InDelta(t, 7, d.Out.F32()[0], handTol)
 }
 
 func TestElementwiseHand(t *testing.T) {

@@ -368,9 +368,6 @@ func TestAttentionBackwardFiniteDifferences(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			scale := 1 / math.Sqrt(float64(tc.d))
-			seqs := make([]kernels.AttentionGradSeq, len(tc.seqs))
-			type saved struct{ dk0, dv0 []float32 }
-			base := make([]saved, len(tc.seqs))
 			for i, sh := range tc.seqs {
 				seed := uint64(100 * (i + 1))
 				s := sh.start + sh.t
@@ -380,27 +377,24 @@ func TestAttentionBackwardFiniteDifferences(t *testing.T) {
 				v := fdRandom(seed+3, nkv, -1, 1)
 				out, lse := attention64(fdWiden(q), fdWiden(k), fdWiden(v), sh.t, sh.start, tc.heads, tc.kvh, tc.d, scale)
 				dk0, dv0 := fdRandom(seed+4, nkv, -1, 1), fdRandom(seed+5, nkv, -1, 1)
-				base[i] = saved{dk0, dv0}
-				seqs[i] = kernels.AttentionGradSeq{
-					DOut: kernels.HostF32(fdRandom(seed+6, nq, -1, 1)), Q: kernels.HostF32(q), K: kernels.HostF32(k), V: kernels.HostF32(v),
-					Out: kernels.HostF32(fdNarrow(out)), LSE: kernels.HostF32(fdNarrow(lse)),
-					DQ: kernels.HostF32(fdRandom(seed+7, nq, -50, 50)), // must be overwritten
-					DK: kernels.HostF32(append([]float32(nil), dk0...)), DV: kernels.HostF32(append([]float32(nil), dv0...)),
-					T: sh.t, Start: sh.start,
+				dout := fdRandom(seed+6, nq, -1, 1)
+				g := kernels.AttentionGradBatch{
+					AttentionBatch: kernels.OneSeq(q, fdNarrow(out), fdNarrow(lse), k, v, sh.t, sh.start),
+					DOut:           kernels.HostF32(dout),
+					DQ:             kernels.HostF32(fdRandom(seed+7, nq, -50, 50)), // must be overwritten
+					DK:             kernels.HostF32(append([]float32(nil), dk0...)), DV: kernels.HostF32(append([]float32(nil), dv0...)),
 				}
-			}
-			ref.Backend{}.AttentionBackward(seqs, tc.heads, tc.kvh, tc.d, float32(scale))
+				ref.Backend{}.AttentionBackward(g, tc.heads, tc.kvh, tc.d, float32(scale))
 
-			for i, s := range seqs {
-				q64, k64, v64 := fdWiden(s.Q.F32()), fdWiden(s.K.F32()), fdWiden(s.V.F32())
+				q64, k64, v64 := fdWiden(q), fdWiden(k), fdWiden(v)
 				loss := func(q, k, v []float64) float64 {
-					out, _ := attention64(q, k, v, s.T, s.Start, tc.heads, tc.kvh, tc.d, scale)
-					return fdDot(out, s.DOut.F32())
+					out, _ := attention64(q, k, v, sh.t, sh.start, tc.heads, tc.kvh, tc.d, scale)
+					return fdDot(out, dout)
 				}
 				p := fmt.Sprintf("seq%d.", i)
-				fdAssert(t, p+"dQ", s.DQ.F32(), nil, fdGrad(s.Q.F32(), func(q []float64) float64 { return loss(q, k64, v64) }))
-				fdAssert(t, p+"dK", s.DK.F32(), base[i].dk0, fdGrad(s.K.F32(), func(k []float64) float64 { return loss(q64, k, v64) }))
-				fdAssert(t, p+"dV", s.DV.F32(), base[i].dv0, fdGrad(s.V.F32(), func(v []float64) float64 { return loss(q64, k64, v) }))
+				fdAssert(t, p+"dQ", g.DQ.F32(), nil, fdGrad(q, func(q []float64) float64 { return loss(q, k64, v64) }))
+				fdAssert(t, p+"dK", g.DK.F32(), dk0, fdGrad(k, func(k []float64) float64 { return loss(q64, k, v64) }))
+				fdAssert(t, p+"dV", g.DV.F32(), dv0, fdGrad(v, func(v []float64) float64 { return loss(q64, k64, v) }))
 			}
 		})
 	}
@@ -432,11 +426,12 @@ func TestBackwardShapePanics(t *testing.T) {
 		{"logsoftmax target", "targets[0] = 5", func() {
 			b.LogSoftmaxGatherBackward(kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostI32([]int32{5}), kernels.HostF32(buf), kernels.Buffer{}, 1, 5)
 		}},
-		{"attention K", "seqs[0].K", func() {
-			b.AttentionBackward([]kernels.AttentionGradSeq{{DOut: kernels.HostF32(buf), Q: kernels.HostF32(buf), Out: kernels.HostF32(buf), DQ: kernels.HostF32(buf), LSE: kernels.HostF32(buf),
-				K: kernels.HostF32(short), V: kernels.HostF32(buf), DK: kernels.HostF32(buf), DV: kernels.HostF32(buf), T: 1, Start: 2}}, 2, 1, 8, 1)
+		{"attention K", "AttentionBackward: K", func() {
+			a := kernels.OneSeq(buf, buf, buf, short, buf, 1, 2)
+			b.AttentionBackward(kernels.AttentionGradBatch{AttentionBatch: a, DOut: kernels.HostF32(buf), DQ: kernels.HostF32(buf),
+				DK: kernels.HostF32(buf), DV: kernels.HostF32(buf)}, 2, 1, 8, 1)
 		}},
-		{"attention heads", "heads 3, kvHeads 2", func() { b.AttentionBackward(nil, 3, 2, 8, 1) }},
+		{"attention heads", "heads 3, kvHeads 2", func() { b.AttentionBackward(kernels.AttentionGradBatch{}, 3, 2, 8, 1) }},
 		{"adamw step", "step 0", func() {
 			b.AdamW(kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostF32(buf), kernels.HostF32(buf), kernels.AdamWParams{}, 0)
 		}},

@@ -7,10 +7,22 @@ import (
 )
 
 // PolicyLoss is the specification of kernels.Backend.PolicyLoss, token by
-// token in float64 with the formulas of kernels.LossParams written out.
+// token in float64 with the formulas of kernels.LossParams written out: the
+// one statement of the policy loss every backend and the trainer are held
+// to.
 func (Backend) PolicyLoss(out kernels.LossOutput, in kernels.LossInput, p kernels.LossParams, n int) {
 	kernels.CheckPolicyLoss(out, in, p, n)
 	policyLoss(out.Host(), in.Host(), p, n)
+}
+
+// lossSeq is what PolicyLoss computes once per sequence before its tokens.
+type lossSeq struct {
+	lo, hi int
+	cnt    float64 // Σ mask
+	logw   float64 // the sequence's log-ratio (SequenceRatio)
+	vespoW float64 // VESPO's sequence ratio w and its log
+	vespoL float64
+	offAvg float64 // mean of sampling − logp over the mask (OffPolicyMask)
 }
 
 // policyLoss is PolicyLoss on host slices (nil: absent).
@@ -27,67 +39,61 @@ func policyLoss(out kernels.HostLossOutput, in kernels.HostLossInput, p kernels.
 		}
 		return float64(in.LogP[t]) - float64(in.OldLogP[t])
 	}
-	// Per-token ratio logs, or one per sequence.
-	logw := make([]float64, n)
-	phi := make([]float64, n)
-	for t := range n {
-		logw[t], phi[t] = delta(t), 1
+	// sampling is the off-policy mask's sampling log-prob: SamplingLogP,
+	// else OldLogP, else LogP (TRL's fallbacks).
+	sampling := func(t int) float64 {
+		switch {
+		case in.SamplingLogP != nil:
+			return float64(in.SamplingLogP[t])
+		case in.OldLogP != nil:
+			return float64(in.OldLogP[t])
+		}
+		return float64(in.LogP[t])
 	}
-	segs := [][2]int{{0, n}}
-	if in.Seg != nil {
-		segs = segs[:0]
+	var segs []lossSeq
+	if in.Seg == nil {
+		segs = []lossSeq{{lo: 0, hi: n}}
+	} else {
 		for s := 0; s+1 < len(in.Seg); s++ {
-			segs = append(segs, [2]int{int(in.Seg[s]), int(in.Seg[s+1])})
+			segs = append(segs, lossSeq{lo: int(in.Seg[s]), hi: int(in.Seg[s+1])})
+		}
+	}
+	// Per-sequence sums.
+	for i := range segs {
+		sg := &segs[i]
+		var sum, vsum, off float64
+		for t := sg.lo; t < sg.hi; t++ {
+			m := mask(t)
+			sg.cnt += m
+			sum += m * delta(t)
+			vsum += m * math.Min(math.Max(delta(t), -20), 20)
+			if in.ISRatio != nil {
+				vsum += m * math.Min(math.Max(math.Log(float64(in.ISRatio[t])), math.Log(1e-8)), 20)
+			}
+			off += m * (sampling(t) - float64(in.LogP[t]))
+		}
+		sg.logw = sum / math.Max(sg.cnt, 1)
+		sg.vespoL = math.Min(math.Max(vsum, math.Log(1e-8)), 20)
+		sg.vespoW = math.Exp(sg.vespoL)
+		sg.offAvg = off / math.Max(sg.cnt, 1)
+	}
+	segOf := make([]int, n)
+	for i, sg := range segs {
+		for t := sg.lo; t < sg.hi; t++ {
+			segOf[t] = i
 		}
 	}
 	adv := func(t int) float64 {
 		if in.Adv != nil {
 			return float64(in.Adv[t])
 		}
-		for s, sg := range segs {
-			if t >= sg[0] && t < sg[1] {
-				return float64(in.SeqAdv[s])
-			}
-		}
-		panic("unreachable: token outside every segment")
+		return float64(in.SeqAdv[segOf[t]])
 	}
-	if p.SequenceRatio {
-		for _, sg := range segs {
-			var sum, cnt float64
-			for t := sg[0]; t < sg[1]; t++ {
-				sum += mask(t) * delta(t)
-				cnt += mask(t)
-			}
-			for t := sg[0]; t < sg[1]; t++ {
-				logw[t] = sum / math.Max(cnt, 1)
-			}
+	logw := func(t int) float64 {
+		if p.SequenceRatio {
+			return segs[segOf[t]].logw
 		}
-	}
-	vespoW := make([]float64, n) // VESPO's sequence ratio
-	if p.Objective == kernels.ObjectiveVESPO {
-		for _, sg := range segs {
-			var sum float64
-			for t := sg[0]; t < sg[1]; t++ {
-				sum += mask(t) * math.Min(math.Max(delta(t), -20), 20)
-				if in.ISRatio != nil {
-					sum += mask(t) * math.Min(math.Max(math.Log(float64(in.ISRatio[t])), math.Log(1e-8)), 20)
-				}
-			}
-			lw := math.Min(math.Max(sum, math.Log(1e-8)), 20)
-			w := math.Exp(lw)
-			for t := sg[0]; t < sg[1]; t++ {
-				k, lam := float64(p.VESPOKPos), float64(p.VESPOLambdaPos)
-				if adv(t) < 0 {
-					k, lam = float64(p.VESPOKNeg), float64(p.VESPOLambdaNeg)
-				}
-				lam = math.Max(lam, 1e-4)
-				f := math.Exp(lam + k*lw - lam*w)
-				if math.IsNaN(f) || math.IsInf(f, 0) {
-					f = 0
-				}
-				vespoW[t], phi[t] = w, f
-			}
-		}
+		return delta(t)
 	}
 	// dldw[t] = Weight_t · d(loss_t)/dw (for the ratio's chain rule); dlogp
 	// collects the direct terms.
@@ -95,10 +101,11 @@ func policyLoss(out kernels.HostLossOutput, in kernels.HostLossInput, p kernels.
 	dlogp := make([]float64, n)
 	epsLo, epsHi := 1-float64(p.EpsLow), 1+float64(p.EpsHigh)
 	for t := range n {
+		sg := segs[segOf[t]]
 		a, wt, lp := adv(t), float64(in.Weight[t]), float64(in.LogP[t])
-		w := math.Exp(logw[t])
+		w := math.Exp(logw(t))
 		var l, dw, direct float64 // ℓ, dℓ/dw and ∂ℓ/∂logp at fixed w
-		ratio := w
+		ratio, phi := w, 1.0
 		var clip uint8
 		switch p.Objective {
 		case kernels.ObjectiveClipped:
@@ -132,28 +139,47 @@ func policyLoss(out kernels.HostLossOutput, in kernels.HostLossInput, p kernels.
 				clip |= kernels.ClipHigh
 			}
 		case kernels.ObjectiveSAPO:
-			tau := float64(p.SAPOTauNeg)
+			tau := float64(p.SAPOTemperatureNeg)
 			if a > 0 {
-				tau = float64(p.SAPOTauPos)
+				tau = float64(p.SAPOTemperaturePos)
 			}
-			sg := 1 / (1 + math.Exp(-tau*(w-1)))
-			l = -(4 / tau) * sg * a
-			dw = -4 * sg * (1 - sg) * a
+			s := 1 / (1 + math.Exp(-tau*(w-1)))
+			l = -(4 / tau) * s * a
+			dw = -4 * s * (1 - s) * a
 		case kernels.ObjectiveVESPO:
-			l, direct = -phi[t]*a*lp, -phi[t]*a
+			k, lam := float64(p.VESPOKPos), float64(p.VESPOLambdaPos)
+			if a < 0 {
+				k, lam = float64(p.VESPOKNeg), float64(p.VESPOLambdaNeg)
+			}
+			lam = math.Max(lam, 1e-4)
+			phi = math.Exp(lam + k*sg.vespoL - lam*sg.vespoW)
+			if math.IsNaN(phi) || math.IsInf(phi, 0) {
+				phi = 0
+			}
+			l, direct, ratio = -phi*a*lp, -phi*a, sg.vespoW
 		case kernels.ObjectivePG:
 			l, direct = -a*lp, -a
 		}
-		if in.ISRatio != nil && p.Objective != kernels.ObjectiveVESPO {
-			rho := float64(in.ISRatio[t])
-			l, dw, direct = l*rho, dw*rho, direct*rho
+		// The policy term's factor f = O·E·ρ.
+		f := 1.0
+		if p.OffPolicyMask && a < 0 && sg.offAvg > float64(p.OffPolicyMaskThreshold) {
+			f = 0
 		}
+		e := 1.0
+		if in.EntropyMask != nil {
+			e = float64(in.EntropyMask[t])
+		}
+		f *= e
+		if in.ISRatio != nil && p.Objective != kernels.ObjectiveVESPO {
+			f *= float64(in.ISRatio[t])
+		}
+		l, dw, direct = f*l, f*dw, f*direct
 		var kl float64
 		if p.Beta != 0 {
 			x := float64(in.RefLogP[t]) - lp
 			kl = math.Exp(x) - x - 1
 			dkl := 1 - math.Exp(x)
-			if p.KLBiasCorrection { // β·w·KL: through KL at fixed w, and through w
+			if p.UseBiasCorrectionKL { // β·w·KL: through KL at fixed w, and through w
 				dw += float64(p.Beta) * kl
 				kl, dkl = w*kl, w*dkl
 			}
@@ -164,15 +190,16 @@ func policyLoss(out kernels.HostLossOutput, in kernels.HostLossInput, p kernels.
 		if p.EntropyCoef != 0 {
 			h = float64(in.Entropy[t])
 		}
-		out.Loss[t] = float32(wt * (l + float64(p.Beta)*kl - float64(p.EntropyCoef)*h))
+		wh := wt // the entropy bonus's weight W^H
+		if in.EntropyWeight != nil {
+			wh = float64(in.EntropyWeight[t])
+		}
+		out.Loss[t] = float32(wt*(l+float64(p.Beta)*kl) - float64(p.EntropyCoef)*wh*e*h)
 		dldw[t] = wt * dw
 		if out.DEntropy != nil {
-			out.DEntropy[t] = float32(-float64(p.EntropyCoef) * wt)
+			out.DEntropy[t] = float32(-float64(p.EntropyCoef) * wh * e)
 		}
 		if out.Ratio != nil {
-			if p.Objective == kernels.ObjectiveVESPO {
-				ratio = vespoW[t]
-			}
 			out.Ratio[t] = float32(ratio)
 		}
 		if out.KL != nil {
@@ -182,7 +209,7 @@ func policyLoss(out kernels.HostLossOutput, in kernels.HostLossInput, p kernels.
 			out.Clip[t] = clip
 		}
 		if out.Phi != nil {
-			out.Phi[t] = float32(phi[t])
+			out.Phi[t] = float32(phi)
 		}
 	}
 	// The ratio's gradient: w = exp(logw); token level d logw_t/d logp_t = 1;
@@ -190,18 +217,17 @@ func policyLoss(out kernels.HostLossOutput, in kernels.HostLossInput, p kernels.
 	// of the sequence. Without OldLogP the ratio is exp(logp − sg(logp)).
 	if p.SequenceRatio {
 		for _, sg := range segs {
-			var g, cnt float64
-			for t := sg[0]; t < sg[1]; t++ {
-				g += dldw[t] * math.Exp(logw[t])
-				cnt += mask(t)
+			var g float64
+			for t := sg.lo; t < sg.hi; t++ {
+				g += dldw[t] * math.Exp(sg.logw)
 			}
-			for t := sg[0]; t < sg[1]; t++ {
-				dlogp[t] += g * mask(t) / math.Max(cnt, 1)
+			for t := sg.lo; t < sg.hi; t++ {
+				dlogp[t] += g * mask(t) / math.Max(sg.cnt, 1)
 			}
 		}
 	} else {
 		for t := range n {
-			dlogp[t] += dldw[t] * math.Exp(logw[t])
+			dlogp[t] += dldw[t] * math.Exp(logw(t))
 		}
 	}
 	for t := range n {

@@ -45,8 +45,8 @@ func TestPolicyLossHand(t *testing.T) {
 		// CISPO: ℓ = −min(1.5, 1.2)·A·logp, gradient −1.2·A.
 		{"cispo", kernels.LossParams{Objective: kernels.ObjectiveCISPO, EpsHigh: 1.2}, -2, -2 - l15, 1, 2.4, -1.2, 1.5, kernels.ClipHigh},
 		// SAPO at w = 1: ℓ = −(4/τ)·½·A, dℓ/dw = −4·¼·A.
-		{"sapo", kernels.LossParams{Objective: kernels.ObjectiveSAPO, SAPOTauPos: 1, SAPOTauNeg: 2}, -1, -1, 1, -2, -1, 1, 0},
-		{"sapo_negative", kernels.LossParams{Objective: kernels.ObjectiveSAPO, SAPOTauPos: 1, SAPOTauNeg: 2}, -1, -1, -1, 1, 1, 1, 0},
+		{"sapo", kernels.LossParams{Objective: kernels.ObjectiveSAPO, SAPOTemperaturePos: 1, SAPOTemperatureNeg: 2}, -1, -1, 1, -2, -1, 1, 0},
+		{"sapo_negative", kernels.LossParams{Objective: kernels.ObjectiveSAPO, SAPOTemperaturePos: 1, SAPOTemperatureNeg: 2}, -1, -1, -1, 1, 1, 1, 0},
 		// Policy gradient: ℓ = −A·logp.
 		{"pg", kernels.LossParams{Objective: kernels.ObjectivePG}, -3, -3, 0.5, 1.5, -0.5, 1, 0},
 	}
@@ -83,7 +83,7 @@ func TestPolicyLossHand(t *testing.T) {
 		l2 := float32(math.Log(2))
 		in := kernels.HostLossInput{LogP: []float32{-1}, OldLogP: []float32{-1 - l2}, RefLogP: []float32{-1 + l2}, Adv: []float32{1},
 			Weight: []float32{1}, ISRatio: []float32{0.5}}
-		out := lossRun(in, kernels.LossParams{Objective: kernels.ObjectivePG, Beta: 1, KLBiasCorrection: true}, 1)
+		out := lossRun(in, kernels.LossParams{Objective: kernels.ObjectivePG, Beta: 1, UseBiasCorrectionKL: true}, 1)
 		kl := 1 - math.Log(2)
 		assert.InDelta(t, 0.5*1+2*kl, out.Loss[0], 1e-6)
 		assert.InDelta(t, -0.5+2*(1-2)+kl*2, out.DLogP[0], 1e-6)
@@ -120,11 +120,107 @@ func TestPolicyLossHand(t *testing.T) {
 		assert.InDelta(t, -phi, out.DLogP[0], 1e-6)
 		assert.InDelta(t, 2, out.Ratio[0], 1e-6)
 	})
+
+	t.Run("cispo_sequence", func(t *testing.T) {
+		// TRL's cispo at importance_sampling_level="sequence": one sequence,
+		// δ = (0.5, 0.3), w = e^0.4 ≈ 1.4918 capped at EpsHigh 1.2 (held
+		// constant): ℓ_t = −1.2·A·logp_t, dℓ/dlogp_t = −1.2·A (no gradient
+		// through w); A = 1 > 0 and w > 1.2: the cispo clip flag.
+		in := kernels.HostLossInput{LogP: []float32{-1, -2}, OldLogP: []float32{-1.5, -2.3}, SeqAdv: []float32{1},
+			Weight: []float32{1, 1}, Seg: []int32{0, 2}}
+		out := lossRun(in, kernels.LossParams{Objective: kernels.ObjectiveCISPO, EpsHigh: 1.2, SequenceRatio: true}, 2)
+		assert.InDelta(t, -1.2*1*-1, out.Loss[0], 1e-6)
+		assert.InDelta(t, -1.2*1*-2, out.Loss[1], 1e-6)
+		for i := range 2 {
+			assert.InDelta(t, -1.2, out.DLogP[i], 1e-6)
+			assert.InDelta(t, math.Exp(0.4), out.Ratio[i], 1e-6)
+			assert.Equal(t, kernels.ClipHigh, out.Clip[i])
+		}
+	})
+
+	t.Run("sapo_sequence", func(t *testing.T) {
+		// TRL's sapo at sequence level: δ = (0.2, −0.2), w = 1: the gate
+		// σ(0) = ½ gives ℓ = −(4/τ)·½·A = −2A/τ on each token; dℓ/dw =
+		// −4·¼·A = −A per token, summed over the sequence (−2A) and spread
+		// by d log w/d logp_u = 1/2: dlogp_u = −A. With A = −0.5, τ = τ_neg
+		// = 2: ℓ = 0.5, dlogp = 0.5.
+		in := kernels.HostLossInput{LogP: []float32{-1, -2}, OldLogP: []float32{-1.2, -1.8}, SeqAdv: []float32{-0.5},
+			Weight: []float32{1, 1}, Seg: []int32{0, 2}}
+		out := lossRun(in, kernels.LossParams{Objective: kernels.ObjectiveSAPO, SAPOTemperaturePos: 1, SAPOTemperatureNeg: 2, SequenceRatio: true}, 2)
+		for i := range 2 {
+			assert.InDelta(t, 0.5, out.Loss[i], 1e-6)
+			assert.InDelta(t, 0.5, out.DLogP[i], 1e-6)
+			assert.InDelta(t, 1, out.Ratio[i], 1e-6)
+		}
+	})
+
+	t.Run("off_policy_mask", func(t *testing.T) {
+		// DeepSeek-V3.2's off-policy sequence mask with threshold 0.1 on PG
+		// (ℓ = −A·logp) and β = 1 (ref = logp: KL 0, dKL 0). Sequence 0,
+		// A = −1, sampling − logp = (0.3, 0.1): mean 0.2 > 0.1 → dropped,
+		// loss 0 and no gradient; sequence 1, A = −1, mean (0.1+0)/2 = 0.05
+		// ≤ 0.1 → kept: ℓ = logp, dlogp = 1; sequence 2, A = +1, mean 0.5
+		// but A ≥ 0 → kept: ℓ = −logp, dlogp = −1.
+		in := kernels.HostLossInput{LogP: []float32{-1, -2, -1, -2, -3}, SamplingLogP: []float32{-0.7, -1.9, -0.9, -2, -2.5},
+			RefLogP: []float32{-1, -2, -1, -2, -3}, SeqAdv: []float32{-1, -1, 1}, Weight: []float32{1, 1, 1, 1, 1}, Seg: []int32{0, 2, 4, 5}}
+		p := kernels.LossParams{Objective: kernels.ObjectivePG, Beta: 1, OffPolicyMask: true, OffPolicyMaskThreshold: 0.1}
+		out := lossRun(in, p, 5)
+		assert.InDeltaSlice(t, []float32{0, 0, -1, -2, 3}, out.Loss, 1e-6)
+		assert.InDeltaSlice(t, []float32{0, 0, 1, 1, -1}, out.DLogP, 1e-6)
+		// Without SamplingLogP the mask reads OldLogP: sampling − logp =
+		// −δ; with old = logp + 0.3 on sequence 1 it is dropped too.
+		in.SamplingLogP = nil
+		in.OldLogP = []float32{-1, -2, -0.7, -1.7, -3}
+		p.Objective = kernels.ObjectiveCISPO
+		p.EpsHigh = 10
+		out = lossRun(in, p, 5)
+		// CISPO, w = e^{−0.3} on sequence 1 (dropped), 1 elsewhere:
+		// sequence 0 (old = logp: mean 0, kept) ℓ = −w·A·logp = logp,
+		// sequence 2 (A = 1) ℓ = 3.
+		assert.InDeltaSlice(t, []float32{-1, -2, 0, 0, 3}, out.Loss, 1e-6)
+		assert.InDeltaSlice(t, []float32{1, 1, 0, 0, -1}, out.DLogP, 1e-6)
+	})
+
+	t.Run("entropy_mask", func(t *testing.T) {
+		// TRL's top_entropy_quantile mask E multiplies the policy term and
+		// the entropy bonus, not the KL: PG, A = 1, β = 0.5 with ref = logp
+		// + log 2 (KL = 1 − log 2, dKL/dlogp = −1), entropy bonus 0.1 on H
+		// = 2. Token 0 kept (E = 1): loss = −logp + β·KL − 0.1·2; token 1
+		// dropped (E = 0): loss = β·KL only, dlogp = β·(−1), dH = 0.
+		l2 := float32(math.Log(2))
+		in := kernels.HostLossInput{LogP: []float32{-1, -1}, RefLogP: []float32{-1 + l2, -1 + l2}, Entropy: []float32{2, 2},
+			Adv: []float32{1, 1}, Weight: []float32{1, 1}, EntropyMask: []float32{1, 0}}
+		out := lossRun(in, kernels.LossParams{Objective: kernels.ObjectivePG, Beta: 0.5, EntropyCoef: 0.1}, 2)
+		kl := 1 - math.Log(2)
+		assert.InDelta(t, 1+0.5*kl-0.2, out.Loss[0], 1e-6)
+		assert.InDelta(t, 0.5*kl, out.Loss[1], 1e-6)
+		assert.InDelta(t, -1-0.5, out.DLogP[0], 1e-6)
+		assert.InDelta(t, -0.5, out.DLogP[1], 1e-6)
+		assert.InDeltaSlice(t, []float32{-0.1, 0}, out.DEntropy, 1e-7)
+	})
+
+	t.Run("entropy_weight", func(t *testing.T) {
+		// The entropy bonus with its own weights W^H = (0.25, 0.5) while the
+		// policy and KL terms keep Weight = (1, 1): PG, A = 1, logp = −1,
+		// β = 0.5 with ref = logp + log 2, coef 0.1, H = 2, E = (1, 0).
+		// Token 0: 1 + 0.5·KL − 0.1·0.25·2; token 1: 0.5·KL (E = 0 drops
+		// its policy term and bonus); dH = −0.1·W^H·E.
+		l2 := float32(math.Log(2))
+		in := kernels.HostLossInput{LogP: []float32{-1, -1}, RefLogP: []float32{-1 + l2, -1 + l2}, Entropy: []float32{2, 2},
+			Adv: []float32{1, 1}, Weight: []float32{1, 1}, EntropyMask: []float32{1, 0}, EntropyWeight: []float32{0.25, 0.5}}
+		out := lossRun(in, kernels.LossParams{Objective: kernels.ObjectivePG, Beta: 0.5, EntropyCoef: 0.1}, 2)
+		kl := 1 - math.Log(2)
+		assert.InDelta(t, 1+0.5*kl-0.05, out.Loss[0], 1e-6)
+		assert.InDelta(t, 0.5*kl, out.Loss[1], 1e-6)
+		assert.InDeltaSlice(t, []float32{-1 - 0.5, -0.5}, out.DLogP, 1e-6)
+		assert.InDeltaSlice(t, []float32{-0.025, 0}, out.DEntropy, 1e-7)
+	})
 }
 
 // TestPolicyLossFiniteDifferences checks DLogP against central differences
 // of Σ Loss in LogP for the differentiable objectives (clipped with and
-// without delta, GSPO, SAPO, PG with KL), with ratios kept ≥ 0.05 from
+// without delta, GSPO, SAPO at both levels, PG with KL, the off-policy
+// mask, whose 0/1 value is constant off its threshold), with ratios kept ≥ 0.05 from
 // every clip boundary so the step never crosses a kink. h = 1e-3 on
 // float32 log-probs of magnitude ≤ 6: the perturbation is exact to 2.4e-7
 // relative, the summed loss is a float64 sum of float32 values, so 2e-3
@@ -137,16 +233,18 @@ func TestPolicyLossFiniteDifferences(t *testing.T) {
 	gspo := clip
 	gspo.SequenceRatio = true
 	biasKL := clip
-	biasKL.KLBiasCorrection = true
+	biasKL.UseBiasCorrectionKL = true
 	gspoBias := gspo
-	gspoBias.KLBiasCorrection = true
+	gspoBias.UseBiasCorrectionKL = true
 	for _, tc := range []struct {
 		name string
 		p    kernels.LossParams
 	}{
 		{"clipped", clip}, {"delta", withDelta}, {"gspo", gspo}, {"bias_kl", biasKL}, {"gspo_bias_kl", gspoBias},
-		{"sapo", kernels.LossParams{Objective: kernels.ObjectiveSAPO, SAPOTauPos: 1, SAPOTauNeg: 1.05, Beta: 0.1}},
+		{"sapo", kernels.LossParams{Objective: kernels.ObjectiveSAPO, SAPOTemperaturePos: 1, SAPOTemperatureNeg: 1.05, Beta: 0.1}},
+		{"sapo_seq", kernels.LossParams{Objective: kernels.ObjectiveSAPO, SAPOTemperaturePos: 1, SAPOTemperatureNeg: 1.05, Beta: 0.1, SequenceRatio: true, UseBiasCorrectionKL: true}},
 		{"pg", kernels.LossParams{Objective: kernels.ObjectivePG, Beta: 0.2}},
+		{"offpolicy", kernels.LossParams{Objective: kernels.ObjectiveClipped, EpsLow: 0.2, EpsHigh: 0.28, Beta: 0.3, OffPolicyMask: true, OffPolicyMaskThreshold: 0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			seg := []int32{0, 3, 3, 7, 12}
@@ -218,9 +316,17 @@ func TestPolicyLossPanics(t *testing.T) {
 		{"bad seg", "Seg", func() {
 			b.PolicyLoss(out.Buffers(), kernels.HostLossInput{LogP: ok.LogP, Adv: ok.Adv, Weight: ok.Weight, Seg: []int32{0, 2}}.Buffers(), pg, 1)
 		}},
-		{"bad eps", "EpsLow", func() { b.PolicyLoss(out.Buffers(), ok.Buffers(), kernels.LossParams{EpsLow: 1.5}, 1) }},
-		{"cispo seq", "SequenceRatio", func() {
+		{"bad eps", "EpsLow", func() { b.PolicyLoss(out.Buffers(), ok.Buffers(), kernels.LossParams{EpsLow: -0.1}, 1) }},
+		{"cispo seq without seg", "Seg", func() {
 			b.PolicyLoss(out.Buffers(), ok.Buffers(), kernels.LossParams{Objective: kernels.ObjectiveCISPO, EpsHigh: 1, SequenceRatio: true}, 1)
+		}},
+		{"off-policy mask without seg", "Seg", func() {
+			b.PolicyLoss(out.Buffers(), ok.Buffers(), kernels.LossParams{Objective: kernels.ObjectivePG, OffPolicyMask: true}, 1)
+		}},
+		{"short entropy mask", "EntropyMask", func() {
+			two := []float32{1, 1}
+			out2 := kernels.HostLossOutput{Loss: []float32{0, 0}, DLogP: []float32{0, 0}}
+			b.PolicyLoss(out2.Buffers(), kernels.HostLossInput{LogP: two, Adv: two, Weight: two, EntropyMask: []float32{1}}.Buffers(), pg, 2)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 )
 
 // dpMaxMR and dpMaxNR bound the register blocks of the dpNT kernels
-// (MatMulBF16's direct path on VDPBF16PS, kernels/cpu/matmul_dp_direct.go):
+// (kernels.MatMulBF16's direct path on VDPBF16PS, kernels/cpu/matmul_dp_direct.go):
 // up to 8 x rows × up to 3 weight rows, 24 accumulators, so that one
 // weight load serves all 8 rows of a batch-8 decode step.
 const (

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// dpPack writes the AVX512_BF16 outer-product kernels of MatMulBF16's
+// dpPack writes the AVX512_BF16 outer-product kernels of kernels.MatMulBF16's
 // packed path (kernels/cpu/matmul_dp_packed.go) and their dispatch:
 //
 //	dpaxpy_<mr>x<nv>: c[i, 0:16·nv] (=, +=) Σ_p a[i, 2p:2p+2]·b[p, 0:16·nv]
@@ -34,7 +34,7 @@ func dpPack(s, g *bytes.Buffer) {
 // bit as kernels.F32ToBF16 (denormals kept, NaN kept quiet by setting bit
 // 6 of its high half), on AVX-512 F/BW integer ops: u + 0x7fff + (u>>16 &
 // 1), shifted down 16, truncated to 16 bits by VPMOVDW. (VCVTNEPS2BF16
-// would flush denormals to zero.) MatMulBF16 rounds x with it.
+// would flush denormals to zero.) kernels.MatMulBF16 rounds x with it.
 func narrowBF16(s, g *bytes.Buffer) {
 	fmt.Fprintf(g, "// narrowBF16 rounds src[n] to bf16 bits in dst[n] as kernels.F32ToBF16 does, n a multiple of 16.\n//\n//go:noescape\nfunc narrowBF16(dst *uint16, src *float32, n int)\n\n")
 	fmt.Fprintf(s, "\n// func narrowBF16(dst *uint16, src *float32, n int)\nTEXT ·narrowBF16(SB), NOSPLIT, $0-24\n")

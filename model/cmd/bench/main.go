@@ -77,7 +77,7 @@ type options struct {
 	rp, rn   int
 	kv       string
 	// precision is the Backend's matmul precision (-matmul).
-	precision cpu.MatMulPrecision
+	precision kernels.MatMulPrecision
 }
 
 // Result is one test's figures (one JSON object per line with -json).
@@ -148,7 +148,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.rp, "rp", 128, "rollout test: prompt tokens")
 	fs.IntVar(&o.rn, "rn", 128, "rollout test: generated tokens per sequence")
 	fs.StringVar(&o.kv, "kv", "f32", "KV cache storage: f32 or bf16")
-	fs.StringVar(&precision, "matmul", "exact", "matmul precision for bf16 weights: exact, or bf16 (activations rounded to bf16, as llama.cpp does; see cpu.MatMulBF16)")
+	fs.StringVar(&precision, "matmul", "exact", "matmul precision for bf16 weights: exact, or bf16 (activations rounded to bf16, as llama.cpp does; see kernels.MatMulBF16)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -161,7 +161,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			return o, err
 		}
 	}
-	if o.precision, err = cpu.ParseMatMulPrecision(precision); err != nil {
+	if o.precision, err = kernels.ParseMatMulPrecision(precision); err != nil {
 		return o, fmt.Errorf("-matmul: %w", err)
 	}
 	switch strings.ToLower(dtype) {
@@ -249,7 +249,7 @@ func runThreads(ctx context.Context, o options, dir, name, shape string, threads
 	if err != nil {
 		return err
 	}
-	base := Result{Model: name, Shape: shape, Params: params(m.Config), DType: m.DType.String(), Threads: be.Threads(), SIMD: be.SIMD(), MatMul: o.precision.String(), BF16Dot: o.precision == cpu.MatMulBF16 && be.BF16Dot(), Reps: o.reps}
+	base := Result{Model: name, Shape: shape, Params: params(m.Config), DType: m.DType.String(), Threads: be.Threads(), SIMD: be.SIMD(), MatMul: o.precision.String(), BF16Dot: o.precision == kernels.MatMulBF16 && be.BF16Dot(), Reps: o.reps}
 	rng := rand.New(rand.NewPCG(o.seed, 99))
 	V := m.Config.VocabSize
 	emit := func(r Result, samples []float64, ns float64) error {

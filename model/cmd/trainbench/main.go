@@ -117,7 +117,7 @@ func run(ctx context.Context, f flags) error {
 			return err
 		}
 	}
-	tr, err := model.NewTrainable(m, model.TrainOptions{Full: f.full, Checkpoint: f.checkpoint, LogitsChunk: f.chunk})
+	tr, err := model.NewTrainable(m, model.TrainOptions{Full: f.full, KeepActivations: !f.checkpoint, LogitsChunk: f.chunk})
 	if err != nil {
 		return err
 	}

@@ -41,14 +41,31 @@ func (t *timedBackend) MatMulTN(dw, dy, x kernels.Buffer, m, n, k int) {
 	t.Backend.MatMulTN(dw, dy, x, m, n, k)
 }
 
-func (t *timedBackend) Attention(seqs []kernels.AttentionSeq, h, kvh, d int, scale float32) {
+func (t *timedBackend) Attention(a kernels.AttentionBatch, h, kvh, d int, scale float32) {
 	defer t.since("Attention", time.Now())
-	t.Backend.Attention(seqs, h, kvh, d, scale)
+	t.Backend.Attention(a, h, kvh, d, scale)
 }
 
-func (t *timedBackend) AttentionBackward(seqs []kernels.AttentionGradSeq, h, kvh, d int, scale float32) {
+func (t *timedBackend) AttentionBackward(g kernels.AttentionGradBatch, h, kvh, d int, scale float32) {
 	defer t.since("AttentionBackward", time.Now())
-	t.Backend.AttentionBackward(seqs, h, kvh, d, scale)
+	t.Backend.AttentionBackward(g, h, kvh, d, scale)
+}
+
+func (t *timedBackend) WriteKV(kv kernels.PagedKV, l kernels.BatchLayout, k, v kernels.Buffer, kvh, d int) {
+	defer t.since("WriteKV", time.Now())
+	t.Backend.WriteKV(kv, l, k, v, kvh, d)
+}
+
+// WriteKVRoPE and AddRMSNorm keep the wrapped backend's fused ops (the
+// embedded interface would hide them).
+func (t *timedBackend) WriteKVRoPE(kv kernels.PagedKV, l kernels.BatchLayout, k, v kernels.Buffer, kvh, d int, theta float64) {
+	defer t.since("WriteKVRoPE", time.Now())
+	kernels.WriteKVRoPE(t.Backend, kv, l, k, v, kvh, d, theta)
+}
+
+func (t *timedBackend) AddRMSNorm(out, x, res, w kernels.Buffer, rows, cols int, eps float32) {
+	defer t.since("AddRMSNorm", time.Now())
+	kernels.AddRMSNorm(t.Backend, out, x, res, w, rows, cols, eps)
 }
 
 func (t *timedBackend) RMSNorm(out, x, w kernels.Buffer, rows, cols int, eps float32) {
