@@ -204,9 +204,9 @@ func TestToolWinnerGainsProbability(t *testing.T) {
 					require.NoError(t, err)
 					tokens := rs[0].ModelTokens() + rs[1].ModelTokens()
 					in := LossInput{LogP: lp, Mask: [][]bool{rs[0].Mask, rs[1].Mask}, Adv: adv.A}
-					in.Weight, err = LossWeights(lt, cfg.LossNorm(tokens), in.Mask)
+					in.Weight, err = LossWeights(lt, cfg.LossNorm(tokens, max(len(rs[0].Mask), len(rs[1].Mask))), in.Mask)
 					require.NoError(t, err)
-					out, err := PolicyLoss(cfg.LossParams(), in)
+					out, err := specLoss(cfg.LossParams(), in)
 					require.NoError(t, err)
 					for k := range rs {
 						for j, m := range in.Mask[k] {
