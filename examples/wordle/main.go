@@ -101,7 +101,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&c.Temp, "temperature", 0.5, "GRPO's sampling temperature (the recipe's is 0.8; the tiny model needs less: at 0.8 most of its sampled tool calls were malformed and GRPO learned to stop calling guess)")
 	fs.IntVar(&c.TopK, "top-k", 10, "GRPO samples among the this many likeliest tokens (0: all)")
 	fs.StringVar(&c.Schedule, "lr-schedule", "constant", "GRPO's learning-rate schedule: constant, linear (decaying to 0 over -steps) or cosine")
-	fs.StringVar(&c.Rewards, "rewards", wordlegame.TRLRewards, "reward set: trl (TRL's Wordle terms, each of the last guess: correct, greens, yellows, repetition) or recipe (win, greens of the best guess, -0.1 per failed call; with a weak warm start GRPO learns to stop after one guess under it)")
+	fs.StringVar(&c.Rewards, "rewards", wordlegame.TRLRewards, "reward set: trl (TRL's Wordle terms, each of the last guess: correct, greens, yellows, repetition), trl-invalid (those and -0.1 per failed call) or recipe (win, greens of the best guess, -0.1 per failed call; with a weak warm start GRPO learns to stop after one guess under it)")
 	fs.StringVar(&c.Scale, "scale-rewards", string(grpo.ScaleGroup), "what GRPO divides the group-centred rewards by: group (its std, TRL's default), batch (the whole step's std) or none")
 	fs.IntVar(&c.Sampled, "sampled-eval", 16, "each evaluation also plays every word this many times sampled at GRPO's temperature and top-k (the policy GRPO trains); 0: greedy only")
 	fs.StringVar(&c.RolloutMatMul, "rollout-matmul", grpo.RolloutExact, "matmul precision of generation (GRPO's rollouts and the evaluations; training stays exact): exact, or bf16 (activations rounded to bf16, llama.cpp's arithmetic, faster on AVX512_BF16 CPUs); it changes only bf16 weights, so only a bf16 -model with -sft-steps 0 (the embedded model and a warm-started one are float32)")
@@ -166,8 +166,8 @@ func (c config) validate() error {
 		return fmt.Errorf("-rollout-matmul %q: want %s or %s", c.RolloutMatMul, grpo.RolloutExact, grpo.RolloutBF16)
 	case c.Schedule != string(model.ScheduleConstant) && c.Schedule != string(model.ScheduleLinear) && c.Schedule != string(model.ScheduleCosine):
 		return fmt.Errorf("-lr-schedule %q: want constant, linear or cosine", c.Schedule)
-	case c.Rewards != wordlegame.RecipeRewards && c.Rewards != wordlegame.TRLRewards:
-		return fmt.Errorf("-rewards %q: want %s or %s", c.Rewards, wordlegame.TRLRewards, wordlegame.RecipeRewards)
+	case c.Rewards != wordlegame.RecipeRewards && c.Rewards != wordlegame.TRLRewards && c.Rewards != wordlegame.TRLInvalidRewards:
+		return fmt.Errorf("-rewards %q: want %s, %s or %s", c.Rewards, wordlegame.TRLRewards, wordlegame.TRLInvalidRewards, wordlegame.RecipeRewards)
 	case c.Scale != string(grpo.ScaleGroup) && c.Scale != string(grpo.ScaleBatch) && c.Scale != string(grpo.ScaleNone):
 		return fmt.Errorf("-scale-rewards %q: want group, batch or none", c.Scale)
 	case c.Sampled < 0:

@@ -106,7 +106,7 @@ func TestFlags(t *testing.T) {
 		{args: []string{"-top-k", "-1"}, wantErr: "-top-k"},
 		{args: []string{"-rollout-matmul", "fp8"}, wantErr: "-rollout-matmul \"fp8\": want exact or bf16"},
 		{args: []string{"-rollout-matmul", "bf16", "-eval-words", "crane,chart"}},
-		{args: []string{"-rewards", "greens"}, wantErr: "-rewards \"greens\": want trl or recipe"},
+		{args: []string{"-rewards", "greens"}, wantErr: "-rewards \"greens\": want trl, trl-invalid or recipe"},
 		{args: []string{"-rewards", "recipe", "-eval-words", "crane,chart"}},
 		{args: []string{"-lr-schedule", "step"}, wantErr: "-lr-schedule"},
 		{args: []string{"-scale-rewards", "token"}, wantErr: "-scale-rewards"},

@@ -148,6 +148,10 @@ func TestTRLRewards(t *testing.T) {
 	assert.Len(t, recipe, 3)
 	_, err = recipe[0].Fn(context.Background(), &grpo.Rollout{EnvName: "catch"})
 	assert.ErrorIs(t, err, grpo.ErrNoScore, "a set scores only its env's rollouts")
+	withInvalid, err := RewardSet(TRLInvalidRewards, "")
+	require.NoError(t, err)
+	require.Len(t, withInvalid, 5)
+	assert.Equal(t, "invalid", withInvalid[4].Name, "trl-invalid is TRL's terms and the recipe's penalty")
 	_, err = RewardSet("greens", "")
 	assert.ErrorContains(t, err, `reward set "greens"`)
 }

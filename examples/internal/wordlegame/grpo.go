@@ -93,10 +93,15 @@ const (
 	// (LastYellowsReward) and repetition (RepetitionReward). Playing on
 	// with a new, closer guess earns more than stopping.
 	TRLRewards = "trl"
+	// TRLInvalidRewards are TRL's terms and the recipe's −0.1 per failed
+	// tool call: TRL's terms cost nothing for a refused or malformed
+	// call, and a tiny model that keeps guessing then learns to send
+	// more of them.
+	TRLInvalidRewards = "trl-invalid"
 )
 
-// RewardSet returns the reward terms of the set named set (RecipeRewards
-// or TRLRewards) for the env named envName ("" for every rollout, as for
+// RewardSet returns the reward terms of the set named set (RecipeRewards,
+// TRLRewards or TRLInvalidRewards) for the env named envName ("" for every rollout, as for
 // Reward).
 func RewardSet(set, envName string) ([]RewardTerm, error) {
 	switch set {
@@ -106,13 +111,17 @@ func RewardSet(set, envName string) ([]RewardTerm, error) {
 			{"greens", Reward(envName, GreensReward)},
 			{"invalid", Invalid(envName)},
 		}, nil
-	case TRLRewards:
-		return []RewardTerm{
+	case TRLRewards, TRLInvalidRewards:
+		terms := []RewardTerm{
 			{"correct", Reward(envName, CorrectReward)},
 			{"greens", Reward(envName, LastGreensReward)},
 			{"yellows", Reward(envName, LastYellowsReward)},
 			{"repetition", Reward(envName, RepetitionReward)},
-		}, nil
+		}
+		if set == TRLInvalidRewards {
+			terms = append(terms, RewardTerm{"invalid", Invalid(envName)})
+		}
+		return terms, nil
 	}
-	return nil, fmt.Errorf("reward set %q: want %s or %s", set, RecipeRewards, TRLRewards)
+	return nil, fmt.Errorf("reward set %q: want %s, %s or %s", set, TRLRewards, TRLInvalidRewards, RecipeRewards)
 }
