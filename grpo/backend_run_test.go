@@ -165,21 +165,44 @@ func onCopying(be kernels.Backend) *kerneltest.Counting {
 }
 
 // samplingLogpBound bounds sampling/sampling_logp_difference/max, the
-// sampled log-probs against the training forward's on one backend. They
-// are not bit-equal on any backend: the sampler takes the full log-prob
-// of its pick from the decode step's logits (SampleRows, float64 sums,
-// rounded once), the training forward by a float32 log-softmax gather of
-// its own logits (LogSoftmaxGather), and the two passes' logits differ in
-// summation order (kernels/cpu's MatMul takes its direct path for a
-// decode batch and packs weights for a training pass; the CUDA decode
-// reads K/V through the paged cache, the training pass its own layout).
-// The bound is the sum of the two tolerances that cover those: the
-// sampler's against the training arithmetic (SampleFullLogProb) and a
-// model pass's log-probs in another order (ModelLogProbs). Measured:
-// 9.5e-7 to 1.9e-6, one or two float32 ulps of |log p| in [8, 16), on
-// kernels/cpu and on the host build alike.
+// sampled log-probs against the training forward's on one backend, where
+// they are not the same bits. With BatchInvariantRollouts (on in these
+// runs) the sampler's full log-prob is training's arithmetic on the
+// decode step's logits (kerneltest.SampleFullLogProbExact) and training
+// computes as a decode step does (model.Trainable.SetBatchInvariant), so
+// they are equal wherever the backend's attention is batch-invariant too
+// (exactSampling): the host build and kernels/cpu off AVX-512. On
+// AVX-512 kernels/cpu's tiled attention sums a prefill row's scores in
+// an order that depends on the tile's row count, so the decode step's
+// logits and the training pass's differ in summation order; the bound is
+// the sum of the tolerances that cover that: the sampler's against the
+// training arithmetic (SampleFullLogProb) and a model pass's log-probs in
+// another order (ModelLogProbs). Measured there: 9.5e-7, one float32 ulp
+// of |log p| in [8, 16).
 func samplingLogpBound() float64 {
 	return kerneltest.Tolerance("SampleFullLogProb").ATol + kerneltest.Tolerance("ModelLogProbs").ATol
+}
+
+// exactSampling reports whether sampling_logp_difference/max must be 0 on
+// be: whether its attention is batch-invariant (kernels.AttentionInvariant;
+// its MatMul is, in the batch-invariant mode or by construction).
+func exactSampling(be kernels.Backend) bool {
+	a, ok := be.(kernels.AttentionInvariant)
+	return ok && a.AttentionBatchInvariant()
+}
+
+// checkSamplingLogp asserts a run's sampling_logp_difference/max per
+// step: 0 where exact, else within samplingLogpBound.
+func checkSamplingLogp(t *testing.T, what string, ms []Metrics, exact bool) {
+	t.Helper()
+	for s, m := range ms {
+		d := m[MetricSamplingLogpDiffMax]
+		if exact {
+			assert.Zero(t, d, "%s step %d: sampling_logp_difference/max (sampled vs trained log-probs, bit for bit)", what, s)
+		} else {
+			assert.LessOrEqual(t, d, samplingLogpBound(), "%s step %d: sampling_logp_difference/max", what, s)
+		}
+	}
 }
 
 // backendRunSteps is how many generation batches (= optimizer steps) the
@@ -195,21 +218,22 @@ const backendRunSteps = 3
 // the loss, KL and entropy metrics within ModelLogProbs's tolerance; the
 // trained parameters within GRPORunParams's; and on the backend under test
 // each step's sampling/sampling_logp_difference/max (the sampled log-probs
-// against the training forward's on the same backend) within
-// samplingLogpBound.
+// against the training forward's on the same backend) 0 where
+// exactSampling, else within samplingLogpBound, on both backends.
 func backendGRPOVsCPU(t *testing.T, nb newBackend, full bool) {
 	dir := backendCheckpoint(t)
 	c := cpu.New(2)
 	t.Cleanup(c.Close)
 	want := runGRPO(t, backendTrainer(t, dir, c, full, t.TempDir()), backendRunSteps)
-	got := runGRPO(t, backendTrainer(t, dir, onCopying(nb(t)), full, t.TempDir()), backendRunSteps)
+	be := nb(t)
+	got := runGRPO(t, backendTrainer(t, dir, onCopying(be), full, t.TempDir()), backendRunSteps)
 	compareGRPORuns(t, want, got)
 	for s, m := range got.metrics {
-		d := m[MetricSamplingLogpDiffMax]
 		t.Logf("step %d: reward %.4g, loss %.6g (cpu %.6g), sampling_logp_difference/max %.3g (cpu %.3g)",
-			s, m[MetricReward], m[MetricLoss], want.metrics[s][MetricLoss], d, want.metrics[s][MetricSamplingLogpDiffMax])
-		assert.LessOrEqual(t, d, samplingLogpBound(), "step %d: sampling_logp_difference/max", s)
+			s, m[MetricReward], m[MetricLoss], want.metrics[s][MetricLoss], m[MetricSamplingLogpDiffMax], want.metrics[s][MetricSamplingLogpDiffMax])
 	}
+	checkSamplingLogp(t, "backend under test", got.metrics, exactSampling(be))
+	checkSamplingLogp(t, "kernels/cpu", want.metrics, exactSampling(c))
 }
 
 // compareGRPORuns asserts what backendGRPOVsCPU promises.
@@ -358,8 +382,12 @@ func backendSFTVsCPU(t *testing.T, nb newBackend) {
 // copying kerneltest.Counting: the arithmetic is kernels/cpu's on both
 // sides, so the GRPO runs' parameters, the SFT losses and the resume must
 // come out bit for bit equal (the harness's tolerances are then not
-// needed), and the sampled log-probs equal the training forward's within
-// the CPU's own bound.
+// needed), and the sampled log-probs equal the training forward's: bit for
+// bit where kernels/cpu's attention is batch-invariant (off AVX-512: run
+// it with GODEBUG=cpu.avx512f=off on an AVX-512 machine), within
+// samplingLogpBound elsewhere, and within the bound with
+// BatchInvariantRollouts off (where they differ: the training MatMul packs
+// and reads Bᵀ, so the check is not vacuous).
 func TestBackendHarnessCopyingCPU(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains a model")
@@ -373,4 +401,21 @@ func TestBackendHarnessCopyingCPU(t *testing.T) {
 	t.Run("grpo-full", func(t *testing.T) { backendGRPOVsCPU(t, nb, true) })
 	t.Run("resume", func(t *testing.T) { backendResume(t, nb) })
 	t.Run("sft", func(t *testing.T) { backendSFTVsCPU(t, nb) })
+	t.Run("grpo-lora-mode-off", func(t *testing.T) {
+		c := cpu.New(2)
+		t.Cleanup(c.Close)
+		tr := backendTrainer(t, backendCheckpoint(t), c, false, t.TempDir())
+		tr.pol.invariant = false // what BatchInvariantRollouts false sets
+		tr.pol.tr.SetBatchInvariant(false)
+		r := runGRPO(t, tr, backendRunSteps)
+		checkSamplingLogp(t, "mode off", r.metrics, false)
+		worst := 0.0
+		for _, m := range r.metrics {
+			worst = max(worst, m[MetricSamplingLogpDiffMax])
+		}
+		t.Logf("sampling_logp_difference/max without the mode: %.3g", worst)
+		if c.SIMD() != "generic" {
+			assert.Positive(t, worst, "without the mode the training passes sum in other orders")
+		}
+	})
 }

@@ -278,7 +278,13 @@ type Config struct {
 	// decode about 1.5x slower on the tiny model) and in prefills of 112
 	// rows and more (no packing); from 3 to 111 rows MatMul computes as it
 	// does anyway (BENCHMARKS.md, issue 23). A backend without the mode
-	// (not kernels/cpu) gets the chunking only.
+	// (not kernels/cpu) gets the chunking only. Where the backend's
+	// attention is batch-invariant too (kernels.AttentionInvariant: the
+	// GPU, kernels/cpu off AVX-512) the training passes compute as the
+	// decode steps do (kernels/cpu: model.Trainable.SetBatchInvariant; the
+	// GPU's kernels need no mode), so the sampled log-probs are the
+	// trained ones bit for bit (sampling/sampling_logp_difference/max 0),
+	// at a cost to the CPU training step (BENCHMARKS.md, issue 19).
 	BatchInvariantRollouts bool `json:"batch_invariant_rollouts"`
 
 	// --- batch layout (see the type's doc) ---

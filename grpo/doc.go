@@ -91,7 +91,11 @@
 //   - Generation is batch-invariant (Config.BatchInvariantRollouts): a
 //     sequence's log-probs do not depend on which rollouts share its
 //     decoding steps, so identical runs log identical metrics, however
-//     their tool calls are timed.
+//     their tool calls are timed; and where the backend's attention is
+//     batch-invariant too (the GPU, a CPU without AVX-512) the training
+//     passes compute as the decode steps did
+//     (model.Trainable.SetBatchInvariant), so
+//     sampling/sampling_logp_difference/max is exactly 0.
 //
 // A rollout ends when its last turn calls no tool, when
 // Config.MaxToolCallingIterations rounds ran, or when the shared token

@@ -151,6 +151,7 @@ func NewTrainer(policy *model.Model, tok *tokenizer.Tokenizer, cfg Config, opts 
 	}
 	pol.prec, pol.rollout = prec, rp
 	pol.invariant = cfg.BatchInvariantRollouts
+	pol.tr.SetBatchInvariant(cfg.BatchInvariantRollouts) // training's log-probs = sampling's, bit for bit
 	t.pol = pol
 	if prec != nil && !hasBF16Weights(policy) && t.log != nil {
 		t.log.Warn("grpo: rollout_matmul_precision " + cfg.RolloutMatMulPrecision + " changes nothing: the policy has no bf16 weights (full fine-tuning trains float32 masters), yet old log-probs are recomputed as after a RolloutFunc")

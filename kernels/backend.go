@@ -12,8 +12,9 @@ package kernels
 //     F32, BF16 or F16 Buffer.
 //     Buffers may be longer than needed; only the leading elements named
 //     by the shape are read or written. An optional Buffer is absent when
-//     empty (Buffer{}). Per-row scalars (SampleRows's parameters and
-//     uniforms) and op settings stay Go values.
+//     empty (Buffer{}). Op settings stay Go values; per-row ones
+//     (SampleRows's parameters and uniforms) are Buffers too (SampleArgs),
+//     so a recorded step reads them from fixed addresses.
 //   - "out =" overwrites, "+=" accumulates. Activation gradients are written
 //     (=), parameter gradients are accumulated (+=), as in llm.c.
 //   - Shapes that do not fit their slices are programmer errors and panic
@@ -165,22 +166,27 @@ type Backend interface {
 	// the lower index, as torch.argmax): one scalar to the host.
 	Argmax(x Buffer) (int32, error)
 	// SampleRows draws one token for each row r of logits[R,V] under
-	// params[r], with u[r] ∈ [0,1) as its only randomness (so a caller that
+	// row r's SamplingParams in args, with its uniform u[r] ∈ [0,1) there
+	// as its only randomness (so a caller that
 	// owns one seeded stream per sequence gets the same token whatever the
 	// batch layout). It writes ids[r]; logp[r], the token's log-probability
 	// under the distribution it was drawn from (temperature, then top-k,
 	// top-p, min-p; 0 under greedy); and fullLogp[r] =
 	// log_softmax(logits[r]/T)[ids[r]], the log-probability under the
 	// temperature-scaled unfiltered distribution, which is what training
-	// computes (T = params[r].Temperature, or 1 under greedy, as
-	// TrainOptions.Temperature 0 means 1). fullLogp − logp is the log of the
+	// computes (T = the row's Temperature, or 1 under greedy, as
+	// TrainOptions.Temperature 0 means 1), computed as training computes
+	// it: bit for bit what this backend's Scale(row, 1/T) (1/T a float32;
+	// skipped at T = 1) then LogSoftmaxGather give for ids[r]
+	// (kerneltest.SampleFullLogProbExact), so sampled and trained log-probs
+	// of the same logits are equal. fullLogp − logp is the log of the
 	// probability mass the filters kept (0 without filters). Greedy
 	// (Temperature 0) rows take Argmax. A row with no finite logit (every
 	// one NaN or ±Inf) has no distribution: it gets ids[r] = −1 and NaN
 	// log-probabilities, and the other rows are drawn as if it were not
 	// there, so a device backend reports it without the host reading the
 	// logits first (the caller ends that row's request).
-	SampleRows(ids, logp, fullLogp, logits Buffer, params []SamplingParams, u []float64, rows, v int)
+	SampleRows(ids, logp, fullLogp, logits Buffer, args SampleArgs, rows, v int)
 
 	// PolicyLoss evaluates the per-token policy-gradient loss of GRPO and
 	// its relatives (see LossParams, LossInput, LossOutput) over N tokens

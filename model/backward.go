@@ -55,6 +55,7 @@ func (tr *Trainable) backward(ctx context.Context, st *passState) error {
 	m, be := tr.m, tr.be
 	c := m.Config
 	g := &st.grads
+	defer m.batchInvariant(tr.invariant())() // the checkpointed recompute's MatMuls
 	if err := g.fitTo(be, c, st.t, m.maxRank()); err != nil {
 		return err
 	}

@@ -74,6 +74,11 @@ type BatchOptions struct {
 	// budget. Without it, which sequences share a step (in an agent loop,
 	// which ones are waiting on a tool) shows in the last bits.
 	BatchInvariant bool
+	// NoGraphs runs every step op by op even on a backend that can record
+	// a decode step and replay it (kernels.StepGrapher, the CUDA device):
+	// the results are the same bits either way (see graphStep); this is
+	// for comparisons.
+	NoGraphs bool
 }
 
 type slot struct {
@@ -108,6 +113,10 @@ type Batch struct {
 	hidx   []int32        // the forward's row of each sampled row
 	hidxB  kernels.Buffer // I32 hidx in backend memory
 	smp    sampler
+
+	graphs  kernels.StepGraphs // recorded decode steps (nil: the backend has none, or NoGraphs)
+	pad     KVCache            // the padding rows' cache (see graphStep)
+	padFeed [1]int32           // what a padding row feeds: token 0
 }
 
 // NewBatch returns an empty Batch for m.
@@ -120,7 +129,11 @@ func (m *Model) NewBatch(opts BatchOptions) *Batch {
 	}
 	r := m.NewRunner()
 	r.NoAdapters = opts.NoAdapters
-	return &Batch{m: m, opts: opts, r: r}
+	b := &Batch{m: m, opts: opts, r: r}
+	if !opts.NoGraphs {
+		b.graphs = kernels.NewStepGraphs(m.Backend)
+	}
+	return b
 }
 
 // Add queues req and returns its id, the number of Add calls before it
@@ -180,11 +193,13 @@ func (b *Batch) Len() int { return len(b.queue) + len(b.active) }
 // unusable).
 //
 // What crosses between host and backend in one step: one Upload of the
-// fed token ids and their positions; one Upload of the sampled rows'
-// indices unless they are the forward's rows in order (a pure decode
-// step); per chunk of up to 64 sampled rows, the sampled ids and their two
-// log-probs, downloaded together (kernels.DownloadAll: one wait on a
-// device; see sample).
+// sampled rows' parameters and uniforms, the fed token ids and their
+// positions (and the layout and block tables when they changed); one
+// Upload of the sampled rows' indices unless they are the forward's rows
+// in order (a pure decode step); the sampled ids and their two log-probs,
+// downloaded together (kernels.DownloadAll: one wait on a device, whatever
+// the batch; see collect). On a backend that records steps, a pure decode
+// step is replayed from a recording (see graphStep).
 func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -242,31 +257,24 @@ func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 			b.feeds = append(b.feeds, p[:n])
 		}
 	}
-	hidden, err := b.r.forward(b.caches, b.feeds)
-	clear(b.caches) // the batch must not keep a finished sequence reachable
-	clear(b.feeds)
-	if err != nil {
-		return nil, fmt.Errorf("model: batch step: %w", err)
-	}
-
-	// Sample for every sequence whose pending tokens are all in the cache.
-	b.rows, b.hidx = b.rows[:0], b.hidx[:0]
+	// Sample for every sequence whose pending tokens are all fed now.
+	b.rows, b.hidx, b.smp.slots = b.rows[:0], b.hidx[:0], b.smp.slots[:0]
 	row, nsel := 0, 0
 	for i := range b.active {
 		s := &b.active[i]
 		row += s.feed
-		if s.feed > 0 && len(s.req.Seq.Pending()) == 0 {
+		if s.feed > 0 && s.feed == len(s.req.Seq.Pending()) {
 			b.rows = append(b.rows, nsel)
 			b.hidx = append(b.hidx, int32(row-1))
+			b.smp.slots = append(b.smp.slots, i)
 			nsel++
 		} else {
 			b.rows = append(b.rows, -1)
 		}
 	}
-	hsel, err := b.gather(hidden, nsel)
-	if err == nil {
-		err = b.sample(hsel, nsel)
-	}
+	err := b.step(row, nsel)
+	clear(b.caches) // the batch must not keep a finished sequence reachable
+	clear(b.feeds)
 	if err != nil {
 		return nil, fmt.Errorf("model: batch step: %w", err)
 	}
@@ -384,6 +392,12 @@ func (b *Batch) Remove(id int) (Finished, bool) {
 // skipped). Requests still in the batch stay as they are; a later Step
 // allocates again.
 func (b *Batch) Release() {
+	if b.graphs != nil {
+		// Closing frees what the recordings hold; a device that fails to
+		// destroy a graph reports it at its next op.
+		_ = b.graphs.Close()
+	}
+	b.pad.Release()
 	b.r.Release()
 	free(b.m.Backend, &b.hsel, &b.hidxB, &b.smp.idsB, &b.smp.lpsB)
 }

@@ -24,16 +24,24 @@ type Runner struct {
 	acts    layerBufs         // one layer's activations, views of scratch (see ensure)
 	scratch [9]kernels.Buffer // the allocations behind acts
 	out     kernels.Buffer    // [N, C] final normed hidden states
-	ipos    kernels.Buffer    // I32: ids [N], positions [N], the layout's QStart [B+1], block tables [B, W] (one upload)
+	ipos    kernels.Buffer    // I32: pre, ids [N], positions [N], the layout's QStart [B+1], block tables [B, W] (one upload)
 	hostIP  []int32           // host side of ipos
 	upLay   []int32           // QStart and the tables as last uploaded (nil: unknown)
-	lg      kernels.Buffer    // [rows, V] logits chunk
-	hidden  kernels.Buffer    // [rows, C] Logits's upload of host hidden states
-	host    []float32         // host copies for Forward and Logits on a device backend
+	upOff   int               // where upLay sits in ipos
+	// pre are words the next forward uploads ahead of its ids, in the same
+	// Upload (a Batch's sampling arguments, see sampler.pack; even length,
+	// so what follows an even offset in it stays 8-byte aligned); preBuf is
+	// their Buffer after the call.
+	pre    []int32
+	preBuf kernels.Buffer
+	lg     kernels.Buffer // [rows, V] logits chunk
+	hidden kernels.Buffer // [rows, C] Logits's upload of host hidden states
+	host   []float32      // host copies for Forward and Logits on a device backend
 
 	// The call in progress, for attend: its layout and block tables (views
 	// of ipos) and the pool they index.
 	lay    kernels.BatchLayout
+	ids    kernels.Buffer
 	tables kernels.Buffer
 	tw     int
 	pool   *kvPool
@@ -239,47 +247,70 @@ func (r *Runner) reserve(caches []*KVCache, tokens [][]int32) error {
 // the hidden states [N, C] in the backend's memory. What crosses to the
 // backend is one Upload (see upload).
 func (r *Runner) forward(caches []*KVCache, tokens [][]int32) (kernels.Buffer, error) {
-	m, cfg, b := r.m, r.m.Config, r.m.Backend
-	n := 0
-	for _, t := range tokens {
-		n += len(t)
+	n, err := r.prepare(caches, tokens)
+	if err != nil || n == 0 {
+		return r.out.Slice(0, 0), err
 	}
-	if err := r.ensure(n); err != nil {
-		return kernels.Buffer{}, err
-	}
-	if n == 0 {
-		return r.out.Slice(0, 0), nil
-	}
-	if err := r.upload(caches, tokens, n); err != nil {
-		return kernels.Buffer{}, err
-	}
-	C := cfg.HiddenSize
-	x := r.x.Slice(0, n*C)
-	b.Embedding(x, m.devMat(m.Embed), r.ipos.Slice(0, n))
-	var res kernels.Buffer // the previous layer's h, not yet added into x
-	for li := range m.Layers {
-		layerForward(b, m, li, x, res, x, r.lay.Pos, n, &r.acts, !r.NoAdapters, nil, r)
-		res = r.acts.h
-	}
-	for i, t := range tokens {
-		caches[i].Len += len(t)
-	}
-	out := r.out.Slice(0, n*C)
-	kernels.AddRMSNorm(b, out, x, res, m.devVec(m.Norm), n, C, cfg.RMSNormEps)
-	if err := b.Err(); err != nil {
+	out := r.run(n)
+	advance(caches, tokens)
+	if err := r.m.Backend.Err(); err != nil {
 		return kernels.Buffer{}, fmt.Errorf("model: forward: %w", err)
 	}
 	return out, nil
 }
 
-// upload puts the step's token ids, their positions, the batch's layout
-// (QStart) and the caches' block tables ([B, W], W the largest block count
-// rounded up to a power of two, so it changes rarely) into r.ipos with one
-// Upload, and sets r.lay, r.tables and r.tw to views of it. When the
-// layout and tables are what the previous call uploaded (a decode step that
-// neither started a block nor changed the batch), only the ids and
-// positions cross: the same elements as before the block tables moved to
-// the backend.
+// prepare sizes the activations for the tokens and uploads the call's
+// host data (see upload): everything of a forward but its ops, which run
+// queues. It returns the number of tokens.
+func (r *Runner) prepare(caches []*KVCache, tokens [][]int32) (int, error) {
+	n := 0
+	for _, t := range tokens {
+		n += len(t)
+	}
+	if err := r.ensure(n); err != nil {
+		return 0, err
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	return n, r.upload(caches, tokens, n)
+}
+
+// run queues the forward's ops over the n tokens that prepare uploaded and
+// returns the hidden states [N, C]. It reads only what prepare left on the
+// backend, so a backend can record it once and replay it (see
+// Batch.graphStep).
+func (r *Runner) run(n int) kernels.Buffer {
+	m, cfg, b := r.m, r.m.Config, r.m.Backend
+	C := cfg.HiddenSize
+	x := r.x.Slice(0, n*C)
+	b.Embedding(x, m.devMat(m.Embed), r.ids)
+	var res kernels.Buffer // the previous layer's h, not yet added into x
+	for li := range m.Layers {
+		layerForward(b, m, li, x, res, x, r.lay.Pos, n, &r.acts, !r.NoAdapters, nil, r)
+		res = r.acts.h
+	}
+	out := r.out.Slice(0, n*C)
+	kernels.AddRMSNorm(b, out, x, res, m.devVec(m.Norm), n, C, cfg.RMSNormEps)
+	return out
+}
+
+// advance moves each cache past the tokens a forward fed it.
+func advance(caches []*KVCache, tokens [][]int32) {
+	for i, t := range tokens {
+		caches[i].Len += len(t)
+	}
+}
+
+// upload puts r.pre, the step's token ids, their positions, the batch's
+// layout (QStart) and the caches' block tables ([B, W], W the largest
+// block count rounded up to a power of two, so it changes rarely) into
+// r.ipos with one Upload, and sets r.preBuf, r.ids, r.lay, r.tables and
+// r.tw to views of it. When the layout and tables are what the previous
+// call uploaded at the same offset (a decode step that neither started a
+// block nor changed the batch), only r.pre, the ids and the positions
+// cross: the same elements as before the block tables moved to the
+// backend.
 func (r *Runner) upload(caches []*KVCache, tokens [][]int32, n int) error {
 	b := len(caches)
 	r.pool = r.m.kvPool()
@@ -288,7 +319,8 @@ func (r *Runner) upload(caches []*KVCache, tokens [][]int32, n int) error {
 		w, maxT = max(w, c.Blocks()), max(maxT, len(tokens[i]))
 	}
 	w = 1 << bits.Len(uint(w-1))
-	h := r.hostIP[:0]
+	h := append(r.hostIP[:0], r.pre...)
+	p := len(h)
 	for _, t := range tokens {
 		h = append(h, t...)
 	}
@@ -307,7 +339,7 @@ func (r *Runner) upload(caches []*KVCache, tokens [][]int32, n int) error {
 		h = c.table(h, w)
 	}
 	r.hostIP = h
-	total := len(h)
+	total, lay := len(h), p+2*n
 	if r.ipos.Len() < total || r.ipos.DType() != kernels.I32 {
 		r.upLay = nil // a new allocation holds nothing yet
 	}
@@ -316,15 +348,16 @@ func (r *Runner) upload(caches []*KVCache, tokens [][]int32, n int) error {
 		return fmt.Errorf("model: forward: %w", err)
 	}
 	up := total
-	if r.upLay != nil && slices.Equal(r.upLay, h[2*n:]) { // QStart[B] = N: equal layouts sit at the same offset
-		up = 2 * n // the layout and tables on the backend are these
+	if r.upLay != nil && r.upOff == lay && slices.Equal(r.upLay, h[lay:]) {
+		up = lay // the layout and tables on the backend are these
 	}
 	if err := r.m.Backend.Upload(ip.Slice(0, up), kernels.HostI32(h[:up])); err != nil {
 		return fmt.Errorf("model: forward: uploading token ids: %w", err)
 	}
-	r.upLay = append(r.upLay[:0], h[2*n:]...)
-	r.lay = kernels.BatchLayout{QStart: ip.Slice(2*n, 2*n+b+1), Pos: ip.Slice(n, 2*n), B: b, N: n, MaxT: maxT, MaxLen: w * r.pool.bs}
-	r.tables, r.tw = ip.Slice(2*n+b+1, total), w
+	r.upLay, r.upOff = append(r.upLay[:0], h[lay:]...), lay
+	r.preBuf, r.ids = ip.Slice(0, p), ip.Slice(p, p+n)
+	r.lay = kernels.BatchLayout{QStart: ip.Slice(lay, lay+b+1), Pos: ip.Slice(p+n, lay), B: b, N: n, MaxT: maxT, MaxLen: w * r.pool.bs}
+	r.tables, r.tw = ip.Slice(lay+b+1, total), w
 	return nil
 }
 

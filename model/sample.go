@@ -74,74 +74,106 @@ func (s *Sequence) Fork(seed uint64) *Sequence {
 
 // sampler holds a Batch's per-row sampling buffers, reused across steps.
 type sampler struct {
-	slots  []int // [rows] index into Batch.active
-	params []kernels.SamplingParams
-	u      []float64
-	ids    []int32   // [rows] the sampled ids, downloaded
-	lps    []float32 // [2·rows] their log-probs, then full log-probs, downloaded
-	idsB   kernels.Buffer
-	lpsB   kernels.Buffer
+	slots []int     // [rows] index into Batch.active of each sampled row, in row order (padding rows last: not listed)
+	args  []int32   // the rows' kernels.SampleArgs words: params [rows·SampleParamWords], then u [rows·SampleUniformWords]
+	ids   []int32   // [sampled rows] the sampled ids, downloaded
+	lps   []float32 // [2·rows] the log-probs, then full log-probs, downloaded
+	idsB  kernels.Buffer
+	lpsB  kernels.Buffer // [2·rows]: log-probs [rows], then full log-probs [rows]
 }
 
 // sampleChunk is the most rows of [rows, V] logits that exist at once.
 const sampleChunk = 64
 
-// sample draws the next token of every active sequence with a selected
-// hidden row (b.rows[i] ≥ 0, nsel of them in hsel, backend memory):
-// lm_head on chunks of rows, then one batched SampleRows per chunk. Per
-// chunk the host reads only the sampled ids and their log-probs, with one
-// DownloadAll (one wait on a device). A row with no finite logit (SampleRows
-// gives it kernels.NoToken) ends its request with an error, not the batch.
-func (b *Batch) sample(hsel kernels.Buffer, nsel int) error {
-	C, V := b.m.Config.HiddenSize, b.m.Config.VocabSize
-	be := b.m.Backend
+// pack writes the sampling arguments of rows rows into sm.args: the
+// sampled rows' (sm.slots, each drawing its sequence's next uniform), then
+// greedy ones for the padding rows after them. The Runner uploads them
+// ahead of the step's ids (Runner.pre), so they cross in the step's one
+// Upload and a recorded step reads them from the same Buffer.
+func (b *Batch) pack(rows int) {
 	sm := &b.smp
-	for c0 := 0; c0 < nsel; c0 += sampleChunk {
-		c1 := min(c0+sampleChunk, nsel)
+	const pw, uw = kernels.SampleParamWords, kernels.SampleUniformWords
+	sm.args = grow(sm.args, rows*(pw+uw))
+	clear(sm.args)
+	for j, i := range sm.slots {
+		s := &b.active[i]
+		kernels.PutSampleParams(sm.args[j*pw:], s.req.Sampling)
+		kernels.PutUniform(sm.args[rows*pw+j*uw:], s.req.Seq.uniform())
+	}
+}
+
+// sampleArgs is the Buffer view of what pack wrote, after the upload.
+func (b *Batch) sampleArgs(rows int) kernels.SampleArgs {
+	const pw, uw = kernels.SampleParamWords, kernels.SampleUniformWords
+	a := b.r.preBuf
+	return kernels.SampleArgs{Params: a.Slice(0, rows*pw), U: a.Slice(rows*pw, rows*(pw+uw))}
+}
+
+// fitSample sizes the buffers of sampling rows rows (the sampled ids and
+// log-probs, one chunk of logits), so that queueing the sampling allocates
+// nothing (a recorded step must not).
+func (b *Batch) fitSample(rows int) error {
+	be, sm := b.m.Backend, &b.smp
+	if _, err := fit(be, &sm.idsB, kernels.I32, rows); err != nil {
+		return err
+	}
+	if _, err := fit(be, &sm.lpsB, kernels.F32, 2*rows); err != nil {
+		return err
+	}
+	_, err := fit(be, &b.r.lg, kernels.F32, min(rows, sampleChunk)*b.m.Config.VocabSize)
+	return err
+}
+
+// sample queues the draw of the next token of rows hidden rows (hsel
+// [rows, C], backend memory; fitSample sized the buffers): lm_head on
+// chunks of rows, then one batched SampleRows per chunk, each into its
+// rows of sm.idsB and sm.lpsB. Nothing is read back here (see collect).
+func (b *Batch) sample(hsel kernels.Buffer, rows int) error {
+	C, V := b.m.Config.HiddenSize, b.m.Config.VocabSize
+	be, sm := b.m.Backend, &b.smp
+	args := b.sampleArgs(rows)
+	ids, lps := sm.idsB.Slice(0, rows), sm.lpsB.Slice(0, 2*rows)
+	for c0 := 0; c0 < rows; c0 += sampleChunk {
+		c1 := min(c0+sampleChunk, rows)
 		n := c1 - c0
 		logits, err := b.r.logits(hsel.Slice(c0*C, c1*C), n)
 		if err != nil {
 			return err
 		}
-		sm.slots, sm.params, sm.u = sm.slots[:0], sm.params[:0], sm.u[:0]
-		for i := range b.active {
-			if k := b.rows[i]; k >= c0 && k < c1 {
-				// b.rows numbers the selected rows in active order, so
-				// slots are in row order.
-				sm.slots = append(sm.slots, i)
-				s := &b.active[i]
-				sm.params = append(sm.params, s.req.Sampling)
-				sm.u = append(sm.u, s.req.Seq.uniform())
-			}
+		be.SampleRows(ids.Slice(c0, c1), lps.Slice(c0, c1), lps.Slice(rows+c0, rows+c1), logits.Slice(0, n*V), args.Rows(c0, c1), n, V)
+	}
+	return nil
+}
+
+// collect reads the first nsel of rows sampled rows back (their ids, and
+// every row's log-probs: one transfer, the padding rows' included), with
+// one DownloadAll (one wait on a device, whatever the batch), and appends each
+// token and its log-probs to its sequence. A row with no finite logit
+// (SampleRows gives it kernels.NoToken) ends its request with an error,
+// not the batch.
+func (b *Batch) collect(nsel, rows int) error {
+	sm := &b.smp
+	if nsel == 0 {
+		return nil
+	}
+	sm.ids, sm.lps = grow(sm.ids, nsel), grow(sm.lps, 2*rows)
+	if err := kernels.DownloadAll(b.m.Backend, kernels.Transfer{Dst: kernels.HostI32(sm.ids), Src: sm.idsB.Slice(0, nsel)},
+		kernels.Transfer{Dst: kernels.HostF32(sm.lps), Src: sm.lpsB.Slice(0, 2*rows)}); err != nil {
+		return fmt.Errorf("downloading sampled ids and log-probs: %w", err)
+	}
+	for j, i := range sm.slots {
+		s := &b.active[i]
+		id := sm.ids[j]
+		if id == kernels.NoToken {
+			s.err = fmt.Errorf("model: request %d: no finite logit (non-finite weights?)", s.id)
+			continue
 		}
-		ids, err := fit(be, &sm.idsB, kernels.I32, n)
-		if err != nil {
-			return err
-		}
-		lps, err := fit(be, &sm.lpsB, kernels.F32, 2*n)
-		if err != nil {
-			return err
-		}
-		be.SampleRows(ids, lps.Slice(0, n), lps.Slice(n, 2*n), logits.Slice(0, n*V), sm.params, sm.u, n, V)
-		sm.ids, sm.lps = grow(sm.ids, n), grow(sm.lps, 2*n)
-		if err := kernels.DownloadAll(be, kernels.Transfer{Dst: kernels.HostI32(sm.ids), Src: ids},
-			kernels.Transfer{Dst: kernels.HostF32(sm.lps), Src: lps}); err != nil {
-			return fmt.Errorf("downloading sampled ids and log-probs: %w", err)
-		}
-		for j, i := range sm.slots {
-			s := &b.active[i]
-			id := sm.ids[j]
-			if id == kernels.NoToken {
-				s.err = fmt.Errorf("model: request %d: no finite logit (non-finite weights?)", s.id)
-				continue
-			}
-			s.req.Seq.Tokens = append(s.req.Seq.Tokens, id)
-			s.comp.Tokens = append(s.comp.Tokens, id)
-			s.comp.LogProbs = append(s.comp.LogProbs, sm.lps[j])
-			s.comp.FullLogProbs = append(s.comp.FullLogProbs, sm.lps[n+j])
-			if slices.Contains(s.req.Stop, id) {
-				s.comp.Stopped = true
-			}
+		s.req.Seq.Tokens = append(s.req.Seq.Tokens, id)
+		s.comp.Tokens = append(s.comp.Tokens, id)
+		s.comp.LogProbs = append(s.comp.LogProbs, sm.lps[j])
+		s.comp.FullLogProbs = append(s.comp.FullLogProbs, sm.lps[rows+j])
+		if slices.Contains(s.req.Stop, id) {
+			s.comp.Stopped = true
 		}
 	}
 	return nil

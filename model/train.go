@@ -92,6 +92,8 @@ type Trainable struct {
 	lmHeadT kernels.Mat         // [C, V] lm_head transposed (LoRA mode), see headT
 	bT      [][7]kernels.Buffer // [L][proj] adapters' Bᵀ [R, Out] (Backend.Alloc), see refreshBT
 	bTLen   [][7]int            // [L][proj] elements of bT in use
+	// invariantMode: SetBatchInvariant took effect (see invariant).
+	invariantMode bool
 
 	ref *Model // frozen bf16 reference policy (Full mode with Reference)
 

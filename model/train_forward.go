@@ -126,7 +126,8 @@ func (tr *Trainable) forward(ctx context.Context, st *passState, adapters, keep 
 	if err := layoutActs(tr.be, st, m, keep, !tr.opts.KeepActivations); err != nil {
 		return err
 	}
-	if adapters {
+	defer tr.m.batchInvariant(tr.invariant())()
+	if adapters && !tr.invariant() {
 		if err := tr.refreshBT(); err != nil {
 			return err
 		}
@@ -249,9 +250,9 @@ func (st *passState) clear(be kernels.Backend, b kernels.Buffer) {
 // sequence's own keys and values; res is the previous layer's h not yet
 // added into x, or empty.
 func (tr *Trainable) layerForward(st *passState, l int, x, res kernels.Buffer, a *layerActs, out kernels.Buffer, adapters bool) error {
-	var bT [7]kernels.Buffer
+	var bT [7]kernels.Buffer // none in batch-invariant mode: B through MatMul
 	for j := range tr.bT[l] {
-		if n := tr.bTLen[l][j]; n > 0 {
+		if n := tr.bTLen[l][j]; n > 0 && !tr.invariant() {
 			bT[j] = tr.bT[l][j].Slice(0, n)
 		}
 	}
@@ -298,6 +299,7 @@ type chunkGrad func(r0, n int) (dlp, dent kernels.Buffer)
 // buffer outlives its chunk. Nothing crosses to the host per chunk.
 func (tr *Trainable) logits(ctx context.Context, st *passState, grad chunkGrad, download bool) error {
 	m, be := tr.m, tr.be
+	defer m.batchInvariant(tr.invariant())() // the lm_head MatMul, as a decode step's
 	c, v := m.Config.HiddenSize, m.Config.VocabSize
 	k := min(tr.opts.LogitsChunk, max(1, len(st.rows)))
 	cxAll, err := fit(be, &st.cxMem, kernels.F32, k*c)
@@ -398,6 +400,54 @@ func transposeMat(be kernels.Backend, w kernels.Mat) (kernels.Mat, error) {
 	}
 	be.Transpose(buf, w.Data, w.Rows, w.Cols)
 	return kernels.MatOf(buf, w.Cols, w.Rows), nil
+}
+
+// SetBatchInvariant makes the passes compute with the arithmetic of a
+// batch-invariant generation step (BatchOptions.BatchInvariant), or stop:
+// the backend's batch-invariant MatMul (kernels.BatchInvariantSetter)
+// around every forward, the checkpointed recompute included, and each
+// adapter's B read by MatMul as inference reads it rather than as Bᵀ by
+// MatMulNN. A token's log-prob is then the one its sampling recorded
+// (Completion.FullLogProbs), bit for bit (DESIGN.md, "Sampled log-probs
+// are the trained ones"). It applies only where that is the outcome: on a
+// backend with the mode whose attention is batch-invariant too
+// (kernels.AttentionInvariant). On kernels/cpu with AVX-512, whose tiled
+// attention is not, the two passes' logits differ anyway, and the mode
+// would cost a LoRA step a third to two thirds more for nothing
+// (BenchmarkTrainStepInvariant), so it changes nothing there; on a
+// backend without the mode (cuda.Device, batch-invariant by construction)
+// neither. Off by default; grpo turns it on with
+// Config.BatchInvariantRollouts.
+func (tr *Trainable) SetBatchInvariant(on bool) {
+	tr.invariantMode = on && hasBatchInvariantMode(tr.be) && attentionInvariant(tr.be)
+}
+
+// invariant reports whether the passes run in the backend's batch-invariant
+// mode (SetBatchInvariant took effect).
+func (tr *Trainable) invariant() bool { return tr.invariantMode }
+
+// hasBatchInvariantMode reports whether be has a batch-invariant MatMul
+// mode that takes effect: a kernels.BatchInvariantSetter whose setting
+// reads back (a wrapper such as kerneltest.Counting forwards the setter to
+// a backend that may not have one).
+func hasBatchInvariantMode(be kernels.Backend) bool {
+	b, ok := be.(kernels.BatchInvariantSetter)
+	if !ok {
+		return false
+	}
+	if b.BatchInvariant() {
+		return true
+	}
+	b.SetBatchInvariant(true)
+	defer b.SetBatchInvariant(false)
+	return b.BatchInvariant()
+}
+
+// attentionInvariant reports whether be says its attention is
+// batch-invariant (kernels.AttentionInvariant).
+func attentionInvariant(be kernels.Backend) bool {
+	a, ok := be.(kernels.AttentionInvariant)
+	return ok && a.AttentionBatchInvariant()
 }
 
 // refreshBT transposes every adapter's B [Out, R] into tr.bT as Bᵀ [R, Out]

@@ -28,11 +28,13 @@ import (
 // inside an op.
 //
 // Decode steps, two sequences feeding one token each (asserted exactly):
-// one Upload of the token ids and their positions (I32, 2 per token: 4
-// elements), plus, on the first decode step after the prefill (the
-// layout changed: T 3 and 2 became 1 and 1), the sequences' offsets (3)
-// and block tables (2 × 1 entry): 9 elements; the next step, whose layout
-// and tables are unchanged, uploads the 4 ids and positions alone. The
+// one Upload of the sampled rows' parameters and uniforms
+// (kernels.SampleArgs: 6 I32 words a row, 12) and the token ids and their
+// positions (I32, 2 per token: 4), 16 elements, plus, on the first decode
+// step after the prefill (the layout changed: T 3 and 2 became 1 and 1),
+// the sequences' offsets (3) and block tables (2 × 1 entry): 21 elements;
+// the next step, whose layout and tables are unchanged, uploads the 16
+// alone. The
 // sampled rows are the forward's rows in order, so no row-index upload;
 // no scalar (a row with no finite logit comes back from SampleRows as
 // kernels.NoToken instead of the host checking the logits first); two
@@ -90,12 +92,12 @@ func TestTransfers(t *testing.T) {
 	c.Reset()
 	_, err = b.Step(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, kerneltest.Transfers{Uploads: 1, Downloads: 2, UploadElems: 9, DownloadElems: 6}, c.N,
+	assert.Equal(t, kerneltest.Transfers{Uploads: 1, Downloads: 2, UploadElems: 21, DownloadElems: 6}, c.N,
 		"the first decode step (a new layout); host arguments: %v", c.Foreign)
 	c.Reset()
 	_, err = b.Step(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, kerneltest.Transfers{Uploads: 1, Downloads: 2, UploadElems: 4, DownloadElems: 6}, c.N,
+	assert.Equal(t, kerneltest.Transfers{Uploads: 1, Downloads: 2, UploadElems: 16, DownloadElems: 6}, c.N,
 		"a decode step; host arguments: %v", c.Foreign)
 
 	c.Reset()

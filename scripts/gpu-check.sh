@@ -35,7 +35,8 @@
 #                the model end to end on a tiny random bf16 checkpoint (logits, continuous batched
 #                generation through the paged KV cache with forked prefixes, LogProbs) and its
 #                crossings through kerneltest.Counting (a decode step downloads no logits) and
-#                syncs (TestModelE2ESyncsGPU)
+#                syncs (TestModelE2ESyncsGPU); decode steps replayed from CUDA graphs equal op by op
+#                and alone bit for bit, recaptured when the KV pool moves (TestModelE2EGraphsGPU)
 #   train    40  the model's training steps on the GPU vs kernels/cpu: three LoRA steps
 #                (Accumulate with the clipped objective and a KL term, AdamW; loss, log-probs,
 #                gradients, updated adapters) and their crossings (no foreign host memory)
@@ -43,7 +44,8 @@
 #                (M 1, 8) GB/s and % of HBM in weight bytes, GEMM (M 4096) TFLOP/s and %
 #                of the 989 TFLOP/s dense peak; MatMulTN at the LoRA gradients (% of FP32)
 #   decode   40  decode tok/s at batch 1, 64, 256 vs the HBM bandwidth ceiling, and one decode
-#                step's wall and host µs, launches and waits (BenchmarkDecodeStep); attention
+#                step's wall µs and host ns, launches, graph launches and waits, replayed from
+#                CUDA graphs and op by op, interleaved (BenchmarkDecodeStep, one iteration); attention
 #                alone at decode shapes (batch 1/64/256 at context 512, 1 at 4096: µs, K/V GB/s)
 #   prefill  25  prefill tok/s (8 × 512 tokens); attention alone at 8 × 512 and 1 × 4096
 #                (TFLOP/s)
@@ -93,10 +95,10 @@ bins=([info]=cuda.test [kernels]=cuda.test [model]=cuda.test [train]=cuda.test [
 pkgs=([cuda.test]=./kernels/cuda [grpo.test]=./grpo)
 args[info]="-test.run ^TestDeviceInfo$ -test.v"
 args[kernels]="-test.run ^(TestGPU|TestPinnedRoundTrip|TestSeam) -test.v"
-args[model]="-test.run ^(TestModelLogitsGPUvsCPU|TestModelE2EGPUvsCPU|TestModelE2ETransfersGPU|TestModelE2ESyncsGPU|TestModelE2EForwardInvarianceGPU)$ -test.v"
+args[model]="-test.run ^(TestModelLogitsGPUvsCPU|TestModelE2EGPUvsCPU|TestModelE2ETransfersGPU|TestModelE2ESyncsGPU|TestModelE2EGraphsGPU|TestModelE2EForwardInvarianceGPU)$ -test.v"
 args[train]="-test.run ^(TestModelE2ETrainGPUvsCPU|TestModelE2ETrainTransfersGPU)$ -test.v"
 args[gemm]="-test.run ^$ -test.bench ^BenchmarkGEMM(LoRAGrad)?$ -test.benchtime 20x"
-args[decode]="-test.run ^$ -test.bench ^(BenchmarkDecode(Step)?|BenchmarkAttentionDecode)$ -test.benchtime 2x"
+args[decode]="-test.run ^$ -test.bench ^(BenchmarkDecode(Step)?|BenchmarkAttentionDecode)$ -test.benchtime 1x"
 args[prefill]="-test.run ^$ -test.bench ^(BenchmarkPrefill|BenchmarkAttentionPrefill)$ -test.benchtime 2x"
 args[grpo]="-test.run ^(TestGRPOGPUvsCPU|TestGRPOGPUResume|TestSFTGPUvsCPU)$ -test.bench ^BenchmarkGRPOStepMemory$ -test.benchtime 1x -test.v"
 cmds[hf]='python3 hf_interop.py ./hfcheck'

@@ -286,7 +286,7 @@ func BenchmarkSampleRows(b *testing.B) {
 				for r := range u {
 					u[r] = float64((i+r)%100) / 100
 				}
-				be.SampleRows(kernels.HostI32(ids), kernels.HostF32(lp), kernels.HostF32(full), kernels.HostF32(logits), params, u, rows, v)
+				be.SampleRows(kernels.HostI32(ids), kernels.HostF32(lp), kernels.HostF32(full), kernels.HostF32(logits), kernels.HostSampleArgs(params, u), rows, v)
 			}
 			b.ReportMetric(float64(rows*b.N)/b.Elapsed().Seconds(), "rows/s")
 		})

@@ -29,6 +29,9 @@ func TestAttentionPaged(t *testing.T) { conformance(t, kerneltest.AttentionPaged
 func TestAttentionInvariance(t *testing.T) {
 	conformance(t, kerneltest.AttentionInvariance)
 }
+func TestSampleFullLogProbExact(t *testing.T) {
+	conformance(t, kerneltest.SampleFullLogProbExact)
+}
 func TestWriteKV(t *testing.T)          { conformance(t, kerneltest.WriteKV) }
 func TestFused(t *testing.T)            { conformance(t, kerneltest.Fused) }
 func TestSwiGLU(t *testing.T)           { conformance(t, kerneltest.SwiGLU) }

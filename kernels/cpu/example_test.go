@@ -35,7 +35,7 @@ func ExampleBackend_SampleRows() {
 	defer b.Close()
 	logits := []float32{1, 3, 2, -1}
 	ids, logp, full := make([]int32, 1), make([]float32, 1), make([]float32, 1)
-	b.SampleRows(kernels.HostI32(ids), kernels.HostF32(logp), kernels.HostF32(full), kernels.HostF32(logits), []kernels.SamplingParams{{Temperature: 1, TopK: 1}}, []float64{0.42}, 1, 4)
+	b.SampleRows(kernels.HostI32(ids), kernels.HostF32(logp), kernels.HostF32(full), kernels.HostF32(logits), kernels.HostSampleArgs([]kernels.SamplingParams{{Temperature: 1, TopK: 1}}, []float64{0.42}), 1, 4)
 	fmt.Printf("%d %.0f %.4f\n", ids[0], logp[0], full[0])
 	// Output: 1 0 -0.4197
 }

@@ -38,13 +38,14 @@ func (b *Backend) argmax(x []float32) int32 {
 // the row scaled by 1/T in float32 (Backend.Scale) and the row's
 // log-sum-exp as LogSoftmaxGather takes it, so on this backend it equals
 // Scale then LogSoftmaxGather bit for bit.
-func (b *Backend) SampleRows(ids, logp, fullLogp, logits kernels.Buffer, params []kernels.SamplingParams, u []float64, rows, v int) {
-	kernels.CheckSampleRows(ids, logp, fullLogp, logits, params, u, rows, v)
-	b.sampleRows(ids.I32(), logp.F32(), fullLogp.F32(), logits.F32(), params, u, rows, v)
+func (b *Backend) SampleRows(ids, logp, fullLogp, logits kernels.Buffer, args kernels.SampleArgs, rows, v int) {
+	kernels.CheckSampleRows(ids, logp, fullLogp, logits, args, rows, v)
+	b.sampleRows(ids.I32(), logp.F32(), fullLogp.F32(), logits.F32(), args.Params.I32(), args.U.I32(), rows, v)
 }
 
-// sampleRows is SampleRows on host slices.
-func (b *Backend) sampleRows(ids []int32, logp, fullLogp, logits []float32, params []kernels.SamplingParams, u []float64, rows, v int) {
+// sampleRows is SampleRows on host slices (params and u packed as
+// kernels.SampleArgs).
+func (b *Backend) sampleRows(ids []int32, logp, fullLogp, logits []float32, params, u []int32, rows, v int) {
 	b.parallelForWorker(rows, func(w, lo, hi int) {
 		buf := b.scratch(w, 2*v)
 		keep, scaled := buf[:v], buf[v:]
@@ -54,9 +55,10 @@ func (b *Backend) sampleRows(ids []int32, logp, fullLogp, logits []float32, para
 				ids[r], logp[r], fullLogp[r] = kernels.NoToken, float32(math.NaN()), float32(math.NaN())
 				continue
 			}
-			ids[r], logp[r] = b.sampleRow(row, params[r], u[r], buf)
+			p := kernels.SampleParamsAt(params, r)
+			ids[r], logp[r] = b.sampleRow(row, p, kernels.UniformAt(u, r), buf)
 			x := row
-			if t := params[r].Temperature; t != 0 && t != 1 {
+			if t := p.Temperature; t != 0 && t != 1 {
 				invT := 1 / t
 				for i, l := range row {
 					scaled[i] = l * invT

@@ -30,7 +30,7 @@ func TestSampleRowsFullLogProbIsLogSoftmaxGather(t *testing.T) {
 					u[i] = float64(i) / rows
 				}
 				ids, lp, full := make([]int32, rows), make([]float32, rows), make([]float32, rows)
-				b.SampleRows(kernels.HostI32(ids), kernels.HostF32(lp), kernels.HostF32(full), kernels.HostF32(logits), params, u, rows, v)
+				b.SampleRows(kernels.HostI32(ids), kernels.HostF32(lp), kernels.HostF32(full), kernels.HostF32(logits), kernels.HostSampleArgs(params, u), rows, v)
 				x := append([]float32(nil), logits...)
 				if temp != 0 && temp != 1 {
 					b.Scale(kernels.HostF32(x), 1/temp)

@@ -13,7 +13,9 @@ type gemmPart struct {
 	j, tile0   int64
 }
 
-// sampleParams mirrors sample.cu's SampleParams.
+// sampleParams mirrors sample.cu's SampleParams: one row of
+// kernels.SampleArgs.Params as kernels.PutSampleParams writes it, read by
+// sample_rows in place (TestSampleParamsLayout).
 type sampleParams struct {
 	temperature float32
 	topK        int32

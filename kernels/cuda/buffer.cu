@@ -17,6 +17,10 @@
 // then a shared-memory tree; one launch per buffer, so the buffers add in
 // order. all_finite: *out = 0 if any x[i] is NaN or ±Inf (every writer
 // stores the same 0, so the race is benign); elementwisePlan(n).
+// store_words: dst[i] = w_i for i < n ≤ 16 (64-bit words passed by value):
+// how a small descriptor reaches device memory inside a captured graph,
+// where an upload cannot be recorded (the words are the launch's
+// parameters, which the graph keeps). Launch: one block of 32 threads.
 // Assumptions: no aliasing between dst and src; n, rows·cols < 2^63.
 // Checked against: kernels/ref through kerneltest.Copy, GatherRows,
 // ScatterRows, Transpose, SumSquares, AllFinite on the SIMT host build.
@@ -98,4 +102,12 @@ KERNEL void __launch_bounds__(256) all_finite(int32_t* out, const float* x, long
   for (long i = blockIdx.x * long(blockDim.x) + threadIdx.x; i < n; i += long(gridDim.x) * blockDim.x) {
     if ((__float_as_uint(x[i]) & 0x7f800000u) == 0x7f800000u) out[0] = 0;  // exponent all ones: Inf or NaN
   }
+}
+
+KERNEL void __launch_bounds__(32) store_words(uint64_t* dst, int n, long w0, long w1, long w2, long w3, long w4, long w5,
+                                              long w6, long w7, long w8, long w9, long w10, long w11, long w12,
+                                              long w13, long w14, long w15) {
+  const long w[16] = {w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13, w14, w15};
+  int i = threadIdx.x;
+  if (i < n && i < 16) dst[i] = uint64_t(w[i]);
 }

@@ -2,9 +2,6 @@ package cuda
 
 import (
 	"fmt"
-	"math"
-
-	"github.com/x/kernels"
 )
 
 // Argument checks of the host build and the device launcher that kernels'
@@ -37,18 +34,4 @@ func rowIndices(op string, idx []int32, rows int) {
 			panic(fmt.Sprintf("kernels/cuda: %s: idx[%d] = %d outside [0, %d)", op, i, r, rows))
 		}
 	}
-}
-
-// sampleParamsOf packs SampleRows's parameters for the kernel (TopK
-// clamped to int32: it keeps every token either way).
-func sampleParamsOf(params []kernels.SamplingParams, rows int) []sampleParams {
-	prm := make([]sampleParams, rows)
-	for r := range rows {
-		p := params[r]
-		if p.TopK > math.MaxInt32 {
-			p.TopK = math.MaxInt32
-		}
-		prm[r] = sampleParams{temperature: p.Temperature, topK: int32(p.TopK), topP: p.TopP, minP: p.MinP}
-	}
-	return prm
 }

@@ -75,6 +75,7 @@ type shared struct {
 	mu      sync.Mutex
 	kernels map[string]kernelH
 	views   map[*Device]bool
+	graphs  map[*Graph]struct{} // live graphs, made stale when an allocation they use is freed
 	n       counters
 }
 

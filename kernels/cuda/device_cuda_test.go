@@ -97,6 +97,10 @@ func TestGPULogSoftmaxGatherBackward(t *testing.T) {
 func TestGPUSoftmax(t *testing.T)    { gpuConformance(t, kerneltest.Softmax) }
 func TestGPUArgmax(t *testing.T)     { gpuConformance(t, kerneltest.Argmax) }
 func TestGPUSampleRows(t *testing.T) { gpuConformance(t, kerneltest.SampleRows) }
+func TestGPUStepGraphs(t *testing.T) { gpuConformance(t, kerneltest.StepGraphs) }
+func TestGPUSampleFullLogProbExact(t *testing.T) {
+	gpuConformance(t, kerneltest.SampleFullLogProbExact)
+}
 func TestGPUAdamW(t *testing.T)      { gpuConformance(t, kerneltest.AdamW) }
 func TestGPUPolicyLoss(t *testing.T) { gpuConformance(t, kerneltest.PolicyLoss) }
 

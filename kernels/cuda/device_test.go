@@ -7,6 +7,7 @@ package cuda
 // stage (newTestDevice is NewHost or NewDevice(0)).
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -182,11 +183,14 @@ func TestSeamStagingReuse(t *testing.T) {
 	}
 }
 
-// TestSeamGraph: a captured sequence of ops on fixed Buffers replays with
-// one graph launch and no kernel launch from the host, on new inputs
-// uploaded into the same Buffers, and matches the ops run directly; what a
-// replay could not repeat (an upload, a staged host argument, a download,
-// an allocation) is refused while capturing and fails the capture.
+// TestSeamGraph: Graphs.Run runs a key's ops directly the first time,
+// then captures them and replays them with one graph launch and no kernel
+// launch from the host, on new inputs uploaded into the same Buffers,
+// matching the ops run directly; freeing a Buffer the graph uses makes it
+// stale, and the key is run directly and captured again on the new
+// Buffer; what a replay could not repeat (an upload, a staged host
+// argument, a download, an allocation) is refused while capturing and
+// fails the capture.
 func TestSeamGraph(t *testing.T) {
 	d := newTestDevice(t)
 	const n = 1000
@@ -202,7 +206,14 @@ func TestSeamGraph(t *testing.T) {
 	}
 	gs := d.NewGraphs()
 	defer func() { assert.NoError(t, gs.Close()) }()
-	for round := range 3 {
+	for round := range 6 {
+		if round == 3 { // y reallocated: the graph's y is freed memory now
+			d.Free(y)
+			_, err := d.Alloc(kernels.F32, n) // takes y's old memory
+			require.NoError(t, err)
+			y, err = d.Alloc(kernels.F32, n)
+			require.NoError(t, err)
+		}
 		in := make([]float32, n)
 		for i := range in {
 			in[i] = float32(i*(round+1)) - 7
@@ -211,8 +222,13 @@ func TestSeamGraph(t *testing.T) {
 		before := d.Counters()
 		require.NoError(t, gs.Run(Bucket(5), step))
 		after := d.Counters()
-		assert.Equal(t, int64(0), after.Launches-before.Launches, "round %d: kernels launched from the host", round)
-		assert.Equal(t, int64(1), after.GraphLaunches-before.GraphLaunches, "round %d", round)
+		direct := round == 0 || round == 3
+		wantLaunches, wantGraphs := int64(0), int64(1)
+		if direct {
+			wantLaunches, wantGraphs = 3, 0
+		}
+		assert.Equal(t, wantLaunches, after.Launches-before.Launches, "round %d: kernels launched from the host", round)
+		assert.Equal(t, wantGraphs, after.GraphLaunches-before.GraphLaunches, "round %d", round)
 		got := make([]float32, n)
 		require.NoError(t, d.Download(kernels.HostF32(got), y))
 		for i := range got {
@@ -220,6 +236,7 @@ func TestSeamGraph(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, gs.Len())
+	assert.Equal(t, 2, gs.Captures)
 	assert.Equal(t, 8, Bucket(5))
 
 	for _, bad := range []struct {
@@ -251,11 +268,59 @@ func TestSeamGraph(t *testing.T) {
 	}
 }
 
+// TestSeamGraphMatMulMany: MatMulMany's multi launch reads a descriptor
+// of its GEMMs, uploaded per call; while capturing, where an upload cannot
+// be recorded, a store_words launch writes it. Replays on new inputs equal
+// one MatMul per weight bit for bit.
+func TestSeamGraphMatMulMany(t *testing.T) {
+	d := newTestDevice(t)
+	const m, k = 3, 64
+	js := []int{48, 80, 16}
+	rng := rand.New(rand.NewPCG(7, 8))
+	fill := func(n int) []float32 {
+		h := make([]float32, n)
+		for i := range h {
+			h[i] = float32(rng.NormFloat64())
+		}
+		return h
+	}
+	x, err := d.Alloc(kernels.F32, m*k)
+	require.NoError(t, err)
+	var ws []kernels.Mat
+	var outs, want []kernels.Buffer
+	for _, j := range js {
+		w, err := d.Import(kernels.HostRounded(kernels.BF16, fill(j*k)))
+		require.NoError(t, err)
+		ws = append(ws, kernels.MatOf(w, j, k))
+		for _, dst := range []*[]kernels.Buffer{&outs, &want} {
+			o, err := d.Alloc(kernels.F32, m*j)
+			require.NoError(t, err)
+			*dst = append(*dst, o)
+		}
+	}
+	gs := d.NewGraphs()
+	defer func() { assert.NoError(t, gs.Close()) }()
+	for round := range 4 {
+		require.NoError(t, d.Upload(x, kernels.HostF32(fill(m*k))))
+		require.NoError(t, gs.Run(0, func() error { d.MatMulMany(outs, x, ws, m); return nil }))
+		for i := range ws {
+			d.MatMul(want[i], x, ws[i], m, false)
+			got, exp := make([]float32, m*js[i]), make([]float32, m*js[i])
+			require.NoError(t, d.Download(kernels.HostF32(got), outs[i]))
+			require.NoError(t, d.Download(kernels.HostF32(exp), want[i]))
+			require.Equal(t, exp, got, "round %d weight %d", round, i)
+		}
+	}
+	assert.Equal(t, 1, gs.Captures)
+}
+
 // TestSeamGraphScratch: an op's scratch recorded in a graph (here
 // RMSNormBackward's rstd; a split GEMM's workspace is the same) is written
 // again by every replay, so it must stay out of the allocator until the
 // Graph is closed. A Buffer allocated after the capture keeps its contents
-// across replays, and the replay's own results are right.
+// across replays, and the replay's own results are right. The captured
+// ops reuse one another's scratch, as they run one after the other: two
+// captured ops hold one block.
 func TestSeamGraphScratch(t *testing.T) {
 	d := newTestDevice(t)
 	const rows, cols = 4, 64
@@ -270,10 +335,13 @@ func TestSeamGraphScratch(t *testing.T) {
 		return b
 	}
 	dx, dw, dout, x, w := dev(rows*cols), dev(cols), dev(rows*cols), dev(rows*cols), dev(cols)
+	dw2 := dev(cols)
 	require.NoError(t, d.BeginCapture())
 	d.RMSNormBackward(dx, dw, dout, x, w, rows, cols, 1e-6)
+	d.RMSNormBackward(dx, dw2, dout, x, w, rows, cols, 1e-6)
 	g, err := d.EndCapture()
 	require.NoError(t, err)
+	assert.Len(t, g.spare, 1, "scratch blocks the graph holds")
 
 	z, err := d.Alloc(kernels.F32, rows) // the size of the rstd scratch
 	require.NoError(t, err)
@@ -428,4 +496,69 @@ func TestSeamConcurrentStreams(t *testing.T) {
 	}
 	require.NoError(t, <-errs)
 	require.NoError(t, <-errs)
+}
+
+// TestSeamGraphFallback: a step whose recording is refused (here it
+// uploads, which a replay could not repeat; a driver without graph
+// support fails the same way) is done directly instead, that time and
+// every time after, with the right results and no error left on the
+// Device; Fallback says why. A failure the Device had before a recording
+// is returned, not taken for the recording's.
+func TestSeamGraphFallback(t *testing.T) {
+	d := newTestDevice(t)
+	const n = 256
+	x, err := d.Alloc(kernels.F32, n)
+	require.NoError(t, err)
+	y, err := d.Alloc(kernels.F32, n)
+	require.NoError(t, err)
+	in := make([]float32, n)
+	step := func() error {
+		if err := d.Upload(x, kernels.HostF32(in)); err != nil {
+			return err
+		}
+		d.Copy(y, x)
+		d.Scale(y, 2)
+		return nil
+	}
+	gs := d.NewGraphs()
+	defer func() { assert.NoError(t, gs.Close()) }()
+	for round := range 4 {
+		for i := range in {
+			in[i] = float32(i+round) - 3
+		}
+		before := d.Counters()
+		require.NoError(t, gs.Run(1, step), "round %d", round)
+		after := d.Counters()
+		require.NoError(t, d.Err(), "round %d", round)
+		assert.Equal(t, int64(0), after.GraphLaunches-before.GraphLaunches, "round %d", round)
+		assert.Equal(t, int64(2), after.Launches-before.Launches, "round %d: the step's kernels, counted once", round)
+		got := make([]float32, n)
+		require.NoError(t, d.Download(kernels.HostF32(got), y))
+		for i := range got {
+			require.Equal(t, 2*in[i], got[i], "round %d element %d", round, i)
+		}
+		if round == 0 {
+			assert.NoError(t, gs.Fallback, "the first run is direct: nothing recorded yet")
+		}
+	}
+	require.Error(t, gs.Fallback)
+	assert.ErrorContains(t, gs.Fallback, "while capturing a graph")
+	assert.Equal(t, 0, gs.Captures)
+	assert.Equal(t, 0, gs.Len())
+
+	t.Run("an earlier failure is returned", func(t *testing.T) {
+		d := newTestDevice(t)
+		y, err := d.Alloc(kernels.F32, n)
+		require.NoError(t, err)
+		gs := d.NewGraphs()
+		defer func() { _ = gs.Close() }()
+		step := func() error { d.Scale(y, 2); return nil }
+		require.NoError(t, gs.Run(1, step))
+		boom := errors.New("an earlier kernel fault")
+		d.fail("Scale", boom)
+		err = gs.Run(1, step)
+		require.ErrorIs(t, err, boom)
+		assert.NoError(t, gs.Fallback)
+		assert.ErrorIs(t, d.Err(), boom)
+	})
 }

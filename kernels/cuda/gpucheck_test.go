@@ -123,6 +123,6 @@ func TestGPUCheckStages(t *testing.T) {
 	for _, s := range goStages {
 		assert.Contains(t, string(out), "gpu-check: stage "+s+" (")
 	}
-	assert.Contains(t, string(out), "stage model (./kernels/cuda) -test.run selects 5 functions",
-		"TestModelLogitsGPUvsCPU and four TestModelE2E*GPU (logits, transfers, syncs, forward invariance)")
+	assert.Contains(t, string(out), "stage model (./kernels/cuda) -test.run selects 6 functions",
+		"TestModelLogitsGPUvsCPU and five TestModelE2E*GPU (logits, transfers, syncs, graphs, forward invariance)")
 }

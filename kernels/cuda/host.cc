@@ -193,6 +193,7 @@ const Entry entries[] = {
     HOST_KERNEL(transpose_rows),
     HOST_KERNEL(sum_squares),
     HOST_KERNEL(all_finite),
+    HOST_KERNEL(store_words),
 };
 
 constexpr int count = sizeof entries / sizeof entries[0];

@@ -58,6 +58,8 @@ func TestLogSoftmaxGatherBackward(t *testing.T) { conformance(t, kerneltest.LogS
 func TestSoftmax(t *testing.T)                  { conformance(t, kerneltest.Softmax) }
 func TestArgmax(t *testing.T)                   { conformance(t, kerneltest.Argmax) }
 func TestSampleRows(t *testing.T)               { conformance(t, kerneltest.SampleRows) }
+func TestStepGraphs(t *testing.T)               { conformance(t, kerneltest.StepGraphs) }
+func TestSampleFullLogProbExact(t *testing.T)   { conformance(t, kerneltest.SampleFullLogProbExact) }
 func TestAdamW(t *testing.T)                    { conformance(t, kerneltest.AdamW) }
 func TestPolicyLoss(t *testing.T)               { conformance(t, kerneltest.PolicyLoss) }
 func TestMemory(t *testing.T)                   { conformance(t, kerneltest.Memory) }

@@ -5,6 +5,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/x/kernels"
 )
 
 // The kernels' calling convention is written by hand twice: the kernel
@@ -865,4 +868,16 @@ func checkGoSource(src string, k cSig) error {
 		return fmt.Errorf("found launches %v, want one of %s", ls, k.name)
 	}
 	return checkSignature(ls[0].pos, ls[0].args, k)
+}
+
+// TestSampleParamsLayout: the words kernels.PutSampleParams writes are the
+// bytes of sample.cu's SampleParams (sampleParams, whose layout
+// TestKernelABI checks against the C struct), TopK clamped to int32.
+func TestSampleParamsLayout(t *testing.T) {
+	for _, p := range []kernels.SamplingParams{{}, {Temperature: 0.7, TopK: 20, TopP: 0.95, MinP: 0.01}, {Temperature: 1, TopK: math.MaxInt32 + 1}} {
+		w := make([]int32, kernels.SampleParamWords)
+		kernels.PutSampleParams(w, p)
+		want := sampleParams{temperature: p.Temperature, topK: int32(min(p.TopK, math.MaxInt32)), topP: p.TopP, minP: p.MinP}
+		require.Equal(t, bytesOf([]sampleParams{want}), bytesOf(w), "%+v", p)
+	}
 }

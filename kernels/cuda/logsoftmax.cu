@@ -10,24 +10,20 @@
 //     sums and p in float64); dlogits may alias logits (each element is
 //     read then written by the same thread).
 // Launch: block 512, grid R (one block per row); max and sums are float32
-// with a fixed reduction tree (block_max, block_sum): deterministic.
+// with a fixed reduction tree (block_max, block_sum): deterministic. The
+// gather's arithmetic is logsoftmax.cuh's, which sample_rows' full
+// log-prob shares (the same bits on the same logits).
 // A target outside [0,V) skips its row (outputs left alone) and is
 // reported in the status slot (common.cuh, report_bad_index). Assumes a
 // finite max.
 // Checked against: kerneltest.LogSoftmaxGather (V up to 151,936, ±Inf,
 // offsets 5e4), Softmax and LogSoftmaxGatherBackward on the SIMT host build.
-#include "common.cuh"
+#include "logsoftmax.cuh"
 
 namespace logsoftmax_impl {
-__device__ __forceinline__ float row_max(const float* x, int V) {
-  float m = -INFINITY;
-  for (int i = threadIdx.x; i < V; i += blockDim.x) m = fmaxf(m, x[i]);
-  return block_max(m);
-}
+__device__ __forceinline__ float row_max(const float* x, int V) { return logsoftmax_row::row_max(x, V, 1.f); }
 __device__ __forceinline__ float row_sumexp(const float* x, int V, float m) {
-  float s = 0.f;
-  for (int i = threadIdx.x; i < V; i += blockDim.x) s += expf(x[i] - m);
-  return block_sum(s);
+  return logsoftmax_row::row_sumexp(x, V, m, 1.f);
 }
 }  // namespace logsoftmax_impl
 using namespace logsoftmax_impl;
@@ -54,7 +50,7 @@ KERNEL void __launch_bounds__(512) logsoftmax_gather(float* logp, float* entropy
     se = block_sum(se);
     if (threadIdx.x == 0) entropy[r] = lse - se / s;
   }
-  if (threadIdx.x == 0) logp[r] = (x[tg] - m) - lse;
+  if (threadIdx.x == 0) logp[r] = logsoftmax_row::row_logprob(x, tg, m, lse, 1.f);
 }
 
 KERNEL void __launch_bounds__(512) softmax_rows(float* logits, int R, int V) {

@@ -29,6 +29,9 @@ func (d *Device) addr(op string, b kernels.Buffer) devptr {
 	if !ok || buf.owner != d.sh {
 		panic(fmt.Sprintf("kernels/cuda: %s: a %v not allocated by this Device (host: %v)", op, b, b.Host()))
 	}
+	if d.graph != nil {
+		d.graph.use(buf.ptr)
+	}
 	return buf.ptr + devptr(off*b.DType().Size())
 }
 
@@ -91,6 +94,7 @@ func (d *Device) Free(b kernels.Buffer) {
 		d.graph.frees = append(d.graph.frees, buf.ptr)
 		return
 	}
+	d.sh.invalidate(buf.ptr)
 	if err := d.sh.mem.free(buf.ptr, d.stream); err != nil {
 		d.fail("Free", err)
 	}

@@ -110,7 +110,8 @@ const h200Bandwidth = 4.8e12
 // context, 32 positions): GB/s of weights and K/V read and TFLOP/s of the
 // generated tokens (the prompts' prefill is in the time, not the work).
 // Weights are imported and activations live on the device; a step waits
-// for the device once per sampled chunk (the sampled ids and log-probs).
+// for the device once (the sampled ids and log-probs), and from the third
+// decode step of a batch size on is replayed from a CUDA graph.
 func BenchmarkDecode(b *testing.B) {
 	dir, cfg, bytes := randomCheckpoint(b, "qwen3-0.6b")
 	d := newDevice(b)
@@ -145,9 +146,10 @@ func BenchmarkDecode(b *testing.B) {
 }
 
 // BenchmarkDecodeStep: one decode step of the random Qwen3-0.6B shape at
-// batch 1, 64 and 256: wall and host microseconds per step (issue 20's
-// goal: host ≤ 100 µs whatever the batch), launches and waits per step
-// (see benchDecodeStep).
+// batch 1, 64 and 256, replayed from CUDA graphs and op by op,
+// interleaved: wall microseconds and host nanoseconds per step (issue
+// 20's goal: host ≤ 100 µs whatever the batch, with graphs), launches,
+// graph launches and waits per step (see benchDecodeStep).
 func BenchmarkDecodeStep(b *testing.B) {
 	dir, _, _ := randomCheckpoint(b, "qwen3-0.6b")
 	d := newDevice(b)
@@ -267,6 +269,11 @@ func TestModelE2ETrainTransfersGPU(t *testing.T) { e2eTrainTransfers(t, newGPU) 
 // TestModelE2ESyncsGPU: a decode step waits for the GPU once, a training
 // step only where the host reads a value (see e2eSyncs).
 func TestModelE2ESyncsGPU(t *testing.T) { e2eSyncs(t, newGPU) }
+
+// TestModelE2EGraphsGPU: decode steps replayed from CUDA graphs on the
+// real driver give the bits of op-by-op steps and of each sequence alone,
+// and a KV pool that moved is recaptured (see e2eGraphs).
+func TestModelE2EGraphsGPU(t *testing.T) { e2eGraphs(t, newGPU) }
 
 // TestModelE2EForwardInvarianceGPU: on the GPU every position's hidden
 // state is the same bits in a continuous batch as alone (see

@@ -229,8 +229,9 @@ func generate(t *testing.T, ctx context.Context, m *model.Model, vocab int) []mo
 // kernels/cpu, with LoRA adapters attached and imports that copy (as
 // loadPair's): Load imports each weight once (the checkpoint's bf16
 // matrices go to the backend as they are) and moves nothing else; a decode
-// step of a Batch uploads its ids and positions once (with the sequence
-// offsets and block tables when they changed) and downloads the sampled
+// step of a Batch uploads its sampling arguments, ids and positions once
+// (with the sequence offsets and block tables when they changed; the same
+// whether it is replayed from a graph or not) and downloads the sampled
 // ids and their two log-probs (one DownloadAll), never the logits ([rows,
 // V] stays in backend
 // memory); LogProbs moves only its inputs and per-token results; and no
@@ -268,7 +269,7 @@ func e2eTransfers(t *testing.T, nb newBackend) {
 		c.Reset()
 		_, err = b.Step(ctx)
 		require.NoError(t, err)
-		up := 4 // the ids and positions
+		up := 12 + 4 // the sampling arguments (6 words a row), the ids and positions
 		if step == 0 {
 			up += 3 + 2 // the first decode step's new layout: offsets and block tables
 		}
@@ -287,45 +288,59 @@ func e2eTransfers(t *testing.T, nb newBackend) {
 }
 
 // e2eSyncs counts on the Device itself (Counters, at the driver seam) what
-// a decode step and a training step ask of the driver: a decode step of a
+// a decode step and a training step ask of the driver. A decode step of a
 // two-row batch waits for the device exactly once (the sampled ids and
-// log-probs, one DownloadAll) and makes the same launches and staged
-// uploads every step (the ids and positions; the attention descriptors and
-// block tables and the sampling parameters, until those live on the
-// device); a LoRA training step
-// (Accumulate, AdamW.Step) waits only where the host reads a value (its
-// two downloads and the gradient norm), not per op.
+// log-probs, one DownloadAll). Op by op (BatchOptions.NoGraphs) it makes
+// the same launches and staged uploads every step (the step's one Upload
+// of sampling arguments, ids and positions, and MatMulMany's descriptors);
+// with the Device's graphs, the first decode step runs op by op too (it
+// sizes what the ops keep), and every later one makes no kernel launch
+// from the host: one Upload, one graph launch, one wait. A LoRA training
+// step (Accumulate, AdamW.Step) waits only where the host reads a value
+// (its two downloads and the gradient norm), not per op.
 func e2eSyncs(t *testing.T, nb newBackend) {
 	d, ok := nb(t).(*cuda.Device)
 	require.True(t, ok, "the backend under test is not a *cuda.Device")
 	m := loadOn(t, e2eCheckpoint(t), d)
 	require.NoError(t, model.AttachLoRA(m, model.LoRAConfig{R: 2, Alpha: 4}, 3))
 	ctx := t.Context()
-	b := m.NewBatch(model.BatchOptions{MaxBatch: 2})
-	t.Cleanup(b.Release)
-	for i, prompt := range [][]int32{{1, 2, 3}, {4, 5}} {
-		_, err := b.Add(model.Request{Seq: model.NewSequence(uint64(i), prompt...), MaxNewTokens: 8,
-			Sampling: kernels.SamplingParams{Temperature: float32(i)}})
+	decode := func(noGraphs bool) (launches, uploads []int64) {
+		b := m.NewBatch(model.BatchOptions{MaxBatch: 2, NoGraphs: noGraphs})
+		defer b.Release()
+		for i, prompt := range [][]int32{{1, 2, 3}, {4, 5}} {
+			_, err := b.Add(model.Request{Seq: model.NewSequence(uint64(i), prompt...), MaxNewTokens: 8,
+				Sampling: kernels.SamplingParams{Temperature: float32(i)}})
+			require.NoError(t, err)
+		}
+		_, err := b.Step(ctx) // prefill and the first token
 		require.NoError(t, err)
+		for step := range 4 {
+			c0 := d.Counters()
+			_, err := b.Step(ctx)
+			require.NoError(t, err)
+			c1 := d.Counters()
+			assert.Equal(t, int64(1), c1.Syncs-c0.Syncs, "decode step %d: waits for the device", step)
+			assert.Equal(t, int64(2), c1.Downloads-c0.Downloads, "decode step %d: downloads", step)
+			wantGraphs := int64(0)
+			if !noGraphs && step > 0 {
+				wantGraphs = 1
+			}
+			assert.Equal(t, wantGraphs, c1.GraphLaunches-c0.GraphLaunches, "decode step %d: graph launches", step)
+			launches = append(launches, c1.Launches-c0.Launches)
+			uploads = append(uploads, c1.Uploads-c0.Uploads)
+		}
+		return launches, uploads
 	}
-	_, err := b.Step(ctx) // prefill and the first token
-	require.NoError(t, err)
-	var launches, uploads []int64
-	for step := range 4 {
-		c0 := d.Counters()
-		_, err := b.Step(ctx)
-		require.NoError(t, err)
-		c1 := d.Counters()
-		assert.Equal(t, int64(1), c1.Syncs-c0.Syncs, "decode step %d: waits for the device", step)
-		assert.Equal(t, int64(2), c1.Downloads-c0.Downloads, "decode step %d: downloads", step)
-		launches = append(launches, c1.Launches-c0.Launches)
-		uploads = append(uploads, c1.Uploads-c0.Uploads)
-	}
+	launches, uploads := decode(true)
 	for i := range launches {
 		assert.Equal(t, launches[0], launches[i], "launches per decode step %v", launches)
 		assert.Equal(t, uploads[0], uploads[i], "uploads per decode step %v", uploads)
 	}
-	t.Logf("a decode step of %d layers, batch 2: %d launches, %d staged uploads, 1 wait", m.Config.NumLayers, launches[0], uploads[0])
+	t.Logf("a decode step of %d layers, batch 2, op by op: %d launches, %d staged uploads, 1 wait", m.Config.NumLayers, launches[0], uploads[0])
+	gl, gu := decode(false)
+	assert.Equal(t, []int64{launches[0], 0, 0, 0}, gl, "launches per decode step with graphs")
+	assert.Equal(t, []int64{uploads[0], 1, 1, 1}, gu, "uploads per decode step with graphs")
+	t.Logf("with graphs: launches %v, uploads %v, 1 wait each", gl, gu)
 
 	tr, opt, seqs, loss := smallTraining(t, m, d)
 	for step := range 2 {

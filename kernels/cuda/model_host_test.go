@@ -49,11 +49,17 @@ func TestModelHostTrainTransfers(t *testing.T) { e2eTrainTransfers(t, newHost) }
 // the host twin (see e2eSyncs).
 func TestModelHostSyncs(t *testing.T) { e2eSyncs(t, newHost) }
 
+// TestModelHostGraphs: decode steps replayed from graphs on the host build
+// give the bits of op-by-op steps and of each sequence alone, padding rows
+// leak nothing, and a pool that moved is recaptured (see e2eGraphs).
+func TestModelHostGraphs(t *testing.T) { e2eGraphs(t, newHost) }
+
 // BenchmarkDecodeStepHost: a decode step of the tiny e2e model on the host
-// twin at batch 1 and 8: its host time without the kernels' (see
-// benchDecodeStep), launches and waits.
+// twin at batch 1, 8 and 64, replayed from graphs and op by op,
+// interleaved: its host time without the kernels' (see benchDecodeStep),
+// launches and waits.
 func BenchmarkDecodeStepHost(b *testing.B) {
-	for _, batch := range []int{1, 8} {
+	for _, batch := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("batch%d", batch), func(b *testing.B) {
 			d := cuda.NewHost(2)
 			defer d.Close()

@@ -105,6 +105,9 @@ func (d *Device) Attention(a kernels.AttentionBatch, heads, kvHeads, headDim int
 func (s *session) attnPartials(n int64) devptr {
 	d := s.d
 	if s.err != nil || n <= d.attnPartN {
+		if d.graph != nil && d.attnPart != 0 {
+			d.graph.use(d.attnPart)
+		}
 		return d.attnPart
 	}
 	if d.graph != nil {
@@ -112,6 +115,7 @@ func (s *session) attnPartials(n int64) devptr {
 		return 0
 	}
 	if d.attnPart != 0 {
+		d.sh.invalidate(d.attnPart)
 		if err := d.sh.mem.free(d.attnPart, d.stream); err != nil {
 			s.fail(err)
 			return 0

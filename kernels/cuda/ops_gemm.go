@@ -114,7 +114,9 @@ var _ kernels.MatMulManyer = (*Device)(nil)
 // MatMulMany is outs[i] = x·ws[i]ᵀ for every i (kernels.MatMulManyer): with
 // bf16 weights one launch (gemm_bf16_*_multi: the GEMMs' tiles side by
 // side, each output element computed as MatMul computes it), otherwise
-// one MatMul per weight.
+// one MatMul per weight. The multi launch reads a descriptor of its GEMMs
+// (session.value: uploaded, or while a graph is captured written by a
+// store_words launch).
 func (d *Device) MatMulMany(outs []kernels.Buffer, x kernels.Buffer, ws []kernels.Mat, m int) {
 	const op = "MatMulMany"
 	kernels.CheckMatMulMany(outs, x, ws, m)

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"fmt"
 	"unsafe"
 
 	"github.com/x/kernels"
@@ -81,15 +82,21 @@ func (d *Device) Argmax(x kernels.Buffer) (int32, error) {
 }
 
 // SampleRows draws one token per row of logits[R,V] (see kernels.Backend).
-func (d *Device) SampleRows(ids, logp, fullLogp, logits kernels.Buffer, params []kernels.SamplingParams, u []float64, rows, v int) {
+// Its parameters and uniforms are read where they are: a device Buffer in
+// place (a recorded step replays with what was uploaded there since), a
+// host one staged.
+func (d *Device) SampleRows(ids, logp, fullLogp, logits kernels.Buffer, args kernels.SampleArgs, rows, v int) {
 	const op = "SampleRows"
-	kernels.CheckSampleRows(ids, logp, fullLogp, logits, params, u, rows, v)
+	kernels.CheckSampleRows(ids, logp, fullLogp, logits, args, rows, v)
 	if rows == 0 {
 		return
 	}
-	prm := sampleParamsOf(params, rows)
 	s := d.begin(op)
-	pl, pp, pu := s.in(logits.Slice(0, rows*v)), s.value(bytesOf(prm)), s.value(bytesOf(u[:rows]))
+	pl := s.in(logits.Slice(0, rows*v))
+	pp, pu := s.in(args.Params.Slice(0, rows*kernels.SampleParamWords)), s.in(args.U.Slice(0, rows*kernels.SampleUniformWords))
+	if pu%8 != 0 {
+		panic(fmt.Sprintf("kernels/cuda: SampleRows: u at device address %#x, not a multiple of 8 bytes", pu))
+	}
 	pi, plp, pf := s.inout(ids.Slice(0, rows)), s.inout(logp.Slice(0, rows)), s.inout(fullLogp.Slice(0, rows))
 	s.launch("sample_rows", rowPlan(rows, 512), argsOf().ptr(pi).ptr(plp).ptr(pf).ptr(pl).ptr(pp).ptr(pu).i32(rows).i32(v))
 	s.end()

@@ -16,9 +16,14 @@
 // logits' order-preserving 32-bit keys (32 block-wide counts or sums each);
 // the boundary tie group of top-p is walked in index order by one thread;
 // the final pick is a chunked block prefix sum. Writes ids[r], logp[r]
-// (z − zmax − log S) and full[r] (z − zmax − log S_all, S_all over every
-// finite token); a greedy row (temperature 0) takes the argmax, logp 0 and
-// full = logit − logsumexp(logits). A row with no finite logit gets id −1
+// (z − zmax − log S, float64 rounded once) and full[r], which is
+// logsoftmax_gather's arithmetic (logsoftmax.cuh, float32, the same block
+// size) on the row scaled as Scale scales it, logit·(1/T) with 1/T
+// rounded to float32 (T = 1 under greedy): the same bits as Scale then
+// LogSoftmaxGather, which is what training computes, so the sampled
+// log-probs equal the training forward's wherever the logits do
+// (kerneltest.SampleFullLogProbExact). A greedy row (temperature 0) takes
+// the argmax and logp 0. A row with no finite logit gets id −1
 // and NaN log-probabilities (kernels.Backend's SampleRows): a sampled row
 // finds it in its count of finite logits, a greedy row when its argmax is
 // not finite. Launch: one block of 512 threads
@@ -28,7 +33,7 @@
 // differ; exact boundaries of the tests (equal logits) are exact in both.
 // Checked against: kerneltest.Argmax and kerneltest.Sample (ids exact) on
 // the SIMT host build.
-#include "common.cuh"
+#include "logsoftmax.cuh"
 
 namespace sample_impl {
 
@@ -141,15 +146,12 @@ KERNEL void __launch_bounds__(512) sample_rows(int32_t* ids, float* logp, float*
       if (threadIdx.x == 0) dead_row(ids, logp, full, row);
       return;
     }
-    double m = double(x[id]);  // the max (argmax)
-    double se = 0;
-    for (int i = threadIdx.x; i < V; i += blockDim.x)
-      if (finite_logit(x[i])) se += exp(double(x[i]) - m);
-    se = block_sum_d(se);
+    float m = logsoftmax_row::row_max(x, V, 1.f);
+    float lse = logf(logsoftmax_row::row_sumexp(x, V, m, 1.f));
     if (threadIdx.x == 0) {
       ids[row] = id;
       logp[row] = 0.f;
-      full[row] = float(-log(se));
+      full[row] = logsoftmax_row::row_logprob(x, id, m, lse, 1.f);
     }
     return;
   }
@@ -175,10 +177,10 @@ KERNEL void __launch_bounds__(512) sample_rows(int32_t* ids, float* logp, float*
     return;
   }
   f.zmax = double(lmax) * f.inv_t;
-  double s_all = 0;
-  for (int i = threadIdx.x; i < V; i += blockDim.x)
-    if (finite_logit(x[i])) s_all += e_of(f, x[i]);
-  s_all = block_sum_d(s_all);
+  // The full log-prob's max and log S, as logsoftmax_gather takes them.
+  const float inv_t32 = 1.f / temperature;  // Scale's float32 1/T (1 at T = 1)
+  const float full_m = logsoftmax_row::row_max(x, V, inv_t32);
+  const float full_lse = logf(logsoftmax_row::row_sumexp(x, V, full_m, inv_t32));
 
   // Top-k: the largest key K with count(key ≥ K) ≥ k.
   if (top_k > 0 && top_k < nkept) {
@@ -275,6 +277,6 @@ KERNEL void __launch_bounds__(512) sample_rows(int32_t* ids, float* logp, float*
     double zp = double(x[pick]) * f.inv_t - f.zmax;
     ids[row] = pick;
     logp[row] = float(zp - log(total));
-    full[row] = float(zp - log(s_all));
+    full[row] = logsoftmax_row::row_logprob(x, pick, full_m, full_lse, inv_t32);
   }
 }

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"encoding/binary"
 	"fmt"
 	"unsafe"
 
@@ -18,7 +19,7 @@ type session struct {
 	d     *Device
 	op    string
 	err   error
-	temps []devptr
+	temps []scratchBlock
 	outs  []hostCopy
 	slots []unsafe.Pointer // fetch's staging slots
 }
@@ -32,22 +33,31 @@ func (d *Device) begin(op string) *session {
 	return s
 }
 
+// scratchBlock is an op's scratch: its address and size.
+type scratchBlock struct {
+	p devptr
+	n int64
+}
+
 // end finishes the op: staged outputs copied back, scratch freed, the
-// first failure recorded. While a graph is being captured the scratch is
-// kept until the Graph is closed instead: every replay writes it again, so
-// handing it out after the capture would let a replay overwrite whatever
-// was allocated there (TestSeamGraphScratch).
+// first failure recorded. While a graph is being captured the scratch goes
+// to the graph's own spare blocks instead, which later ops of the capture
+// reuse (they run after this one on the stream, in every replay too) and
+// which are freed when the Graph is closed: every replay writes them
+// again, so handing them out after the capture would let a replay
+// overwrite whatever was allocated there (TestSeamGraphScratch). A graph
+// thus holds about the scratch of its largest op, not the sum of all.
 func (s *session) end() {
 	d := s.d
 	if s.err == nil && len(s.outs) > 0 {
 		s.err = d.fetch(s.outs)
 	}
-	for _, p := range s.temps {
+	for _, b := range s.temps {
 		if d.graph != nil {
-			d.graph.frees = append(d.graph.frees, p)
+			d.graph.spare = append(d.graph.spare, b)
 			continue
 		}
-		if err := d.sh.mem.free(p, d.stream); err != nil && s.err == nil {
+		if err := d.sh.mem.free(b.p, d.stream); err != nil && s.err == nil {
 			s.err = err
 		}
 	}
@@ -66,24 +76,49 @@ func (s *session) scratch(n int64) devptr {
 	if s.err != nil || n == 0 {
 		return 0
 	}
+	if g := s.d.graph; g != nil {
+		if b, ok := g.takeSpare(n); ok {
+			s.temps = append(s.temps, b)
+			return b.p
+		}
+	}
 	p, err := s.d.sh.mem.alloc(n, s.d.stream)
 	if err != nil {
 		s.fail(fmt.Errorf("scratch of %d bytes: %w", n, err))
 		return 0
 	}
-	s.temps = append(s.temps, p)
+	s.temps = append(s.temps, scratchBlock{p, n})
 	return p
 }
 
 // value uploads a Go value's bytes (a kernel's descriptor table, per-row
-// parameters) into scratch and returns its device address.
+// parameters) into scratch and returns its device address. While a graph
+// is captured, where an upload cannot be recorded, up to storeWordsMax
+// bytes are written by a store_words launch carrying them as parameters
+// (MatMulMany's descriptor of up to three GEMMs); more fail the capture.
 func (s *session) value(b []byte) devptr {
 	p := s.scratch(int64(len(b)))
-	if p != 0 {
-		s.fail(s.d.upload(p, unsafe.Pointer(unsafe.SliceData(b)), int64(len(b))))
+	if p == 0 {
+		return 0
 	}
+	if s.d.graph == nil || len(b) > storeWordsMax {
+		s.fail(s.d.upload(p, unsafe.Pointer(unsafe.SliceData(b)), int64(len(b))))
+		return p
+	}
+	var w [storeWordsMax / 8]int
+	for i := range w {
+		var x [8]byte
+		copy(x[:], b[min(8*i, len(b)):min(8*i+8, len(b))])
+		w[i] = int(binary.LittleEndian.Uint64(x[:]))
+	}
+	s.launch("store_words", rowPlan(1, 32), argsOf().ptr(p).i32((len(b)+7)/8).i64(w[0]).i64(w[1]).i64(w[2]).i64(w[3]).
+		i64(w[4]).i64(w[5]).i64(w[6]).i64(w[7]).i64(w[8]).i64(w[9]).i64(w[10]).i64(w[11]).i64(w[12]).i64(w[13]).
+		i64(w[14]).i64(w[15]))
 	return p
 }
+
+// storeWordsMax is the most bytes store_words writes (16 64-bit words).
+const storeWordsMax = 128
 
 // bytesOf is the memory of a slice of plain values (no Go pointers).
 func bytesOf[T any](x []T) []byte {

@@ -756,6 +756,10 @@ inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline float __expf(float x) { return std::exp(x); }
 inline float __logf(float x) { return std::log(x); }
 inline float __fdividef(float a, float b) { return a / b; }
+// __fmul_rn, __fadd_rn: a product or sum rounded on its own (the host build
+// never contracts: no FMA in the baseline x86-64 target it compiles for).
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __int_as_float(int i) {
   float f;
   memcpy(&f, &i, 4);

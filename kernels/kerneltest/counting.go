@@ -430,11 +430,10 @@ func (c *Counting) Softmax(x kernels.Buffer, rows, v int) {
 	c.Backend.Softmax(x, rows, v)
 }
 
-// SampleRows checks its Buffers (params and u are per-row host scalars by
-// the API).
-func (c *Counting) SampleRows(ids, logp, fullLogp, logits kernels.Buffer, params []kernels.SamplingParams, u []float64, rows, v int) {
-	c.args("SampleRows", "ids,logp,fullLogp,logits", []kernels.Buffer{ids, logp, fullLogp, logits})
-	c.Backend.SampleRows(ids, logp, fullLogp, logits, params, u, rows, v)
+// SampleRows checks its Buffers, the per-row arguments included.
+func (c *Counting) SampleRows(ids, logp, fullLogp, logits kernels.Buffer, args kernels.SampleArgs, rows, v int) {
+	c.args("SampleRows", "ids,logp,fullLogp,logits,params,u", []kernels.Buffer{ids, logp, fullLogp, logits, args.Params, args.U})
+	c.Backend.SampleRows(ids, logp, fullLogp, logits, args, rows, v)
 }
 
 // PolicyLoss checks every input and output Buffer.
@@ -446,8 +445,43 @@ func (c *Counting) PolicyLoss(out kernels.LossOutput, in kernels.LossInput, p ke
 	c.Backend.PolicyLoss(out, in, p, n)
 }
 
+// NewStepGraphs returns the wrapped backend's recordings
+// (kernels.StepGrapher), or nil when it has none. The ops a recording is
+// made from go through the wrapper and are counted then; a replay crosses
+// nothing.
+func (c *Counting) NewStepGraphs() kernels.StepGraphs { return kernels.NewStepGraphs(c.Backend) }
+
 // AdamW checks its arguments.
 func (c *Counting) AdamW(param, grad, m, v kernels.Buffer, p kernels.AdamWParams, step int) {
 	c.args("AdamW", "param,grad,m,v", []kernels.Buffer{param, grad, m, v})
 	c.Backend.AdamW(param, grad, m, v, p, step)
+}
+
+var (
+	_ kernels.BatchInvariantSetter = (*Counting)(nil)
+	_ kernels.AttentionInvariant   = (*Counting)(nil)
+)
+
+// SetBatchInvariant sets the wrapped backend's batch-invariant mode when it
+// has one (kernels.BatchInvariantSetter), so that a model run through the
+// wrapper computes as it would on the backend itself; on a backend
+// without the mode it does nothing, and BatchInvariant stays false (how
+// model tells that the mode did not take).
+func (c *Counting) SetBatchInvariant(on bool) {
+	if b, ok := c.Backend.(kernels.BatchInvariantSetter); ok {
+		b.SetBatchInvariant(on)
+	}
+}
+
+// AttentionBatchInvariant reports what the wrapped backend says of its
+// attention (kernels.AttentionInvariant; false when it says nothing).
+func (c *Counting) AttentionBatchInvariant() bool {
+	a, ok := c.Backend.(kernels.AttentionInvariant)
+	return ok && a.AttentionBatchInvariant()
+}
+
+// BatchInvariant reports the wrapped backend's mode (false without one).
+func (c *Counting) BatchInvariant() bool {
+	b, ok := c.Backend.(kernels.BatchInvariantSetter)
+	return ok && b.BatchInvariant()
 }

@@ -14,8 +14,10 @@
 // table of justified tolerances in tolerance.go, per element
 // |got−want| ≤ ATol + RTol·|want| and over the whole tensor
 // NMSE = Σ(got−want)²/Σwant² ≤ NMSE; the first 5 mismatches are reported.
-// Integer outputs (Argmax, sampled ids under a fixed u) and repeated calls
-// of the same kernel must match exactly. The reference always gets the same
+// Integer outputs (Argmax, sampled ids under a fixed u), repeated calls
+// of the same kernel and what a backend promises to compute as another of
+// its ops does (SampleRows' full log-prob as Scale then LogSoftmaxGather:
+// SampleFullLogProbExact) must match exactly. The reference always gets the same
 // rounded inputs (bf16/f16 weights are the same Mat), so a test measures the
 // kernel, not input quantization.
 package kerneltest

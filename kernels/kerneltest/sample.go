@@ -118,9 +118,9 @@ func SampleRows(t *testing.T, b kernels.Backend) {
 				uu[i] = u
 			}
 			wantID, wantLP, wantFull := make([]int32, n), make([]float32, n), make([]float32, n)
-			r.SampleRows(kernels.HostI32(wantID), kernels.HostF32(wantLP), kernels.HostF32(wantFull), kernels.HostF32(batch), params, uu, n, v)
+			r.SampleRows(kernels.HostI32(wantID), kernels.HostF32(wantLP), kernels.HostF32(wantFull), kernels.HostF32(batch), kernels.HostSampleArgs(params, uu), n, v)
 			id, lp, full := make([]int32, n), make([]float32, n), make([]float32, n)
-			b.SampleRows(kernels.HostI32(id), kernels.HostF32(lp), kernels.HostF32(full), kernels.HostF32(batch), params, uu, n, v)
+			b.SampleRows(kernels.HostI32(id), kernels.HostF32(lp), kernels.HostF32(full), kernels.HostF32(batch), kernels.HostSampleArgs(params, uu), n, v)
 			for i, p := range params {
 				name := fmt.Sprintf("%s_T%g_K%d_P%g_M%g_u%g", l.name, p.Temperature, p.TopK, p.TopP, p.MinP, u)
 				t.Run(name, func(t *testing.T) {
@@ -131,7 +131,7 @@ func SampleRows(t *testing.T, b kernels.Backend) {
 						assert.LessOrEqual(t, full[i], lp[i]+float32(fullTol.ATol), "filtering only raises a token's log-prob")
 					}
 					id1, lp1, full1 := make([]int32, 1), make([]float32, 1), make([]float32, 1)
-					b.SampleRows(kernels.HostI32(id1), kernels.HostF32(lp1), kernels.HostF32(full1), kernels.HostF32(l.x), params[i:i+1], uu[i:i+1], 1, v)
+					b.SampleRows(kernels.HostI32(id1), kernels.HostF32(lp1), kernels.HostF32(full1), kernels.HostF32(l.x), kernels.HostSampleArgs(params[i:i+1], uu[i:i+1]), 1, v)
 					assert.Equal(t, id[i], id1[0], "id alone")
 					assert.Equal(t, lp[i], lp1[0], "logprob alone")
 					assert.Equal(t, full[i], full1[0], "full logprob alone")
@@ -140,6 +140,44 @@ func SampleRows(t *testing.T, b kernels.Backend) {
 		}
 	}
 	t.Run("no_finite_logit", func(t *testing.T) { sampleDeadRows(t, b) })
+	t.Run("backend_args", func(t *testing.T) { sampleBackendArgs(t, b, params) })
+}
+
+// sampleBackendArgs: parameters and uniforms in the backend's memory
+// (Alloc and Upload, as a decode step keeps them) give the bits they give
+// from host memory, chunk by chunk through SampleArgs.Rows.
+func sampleBackendArgs(t *testing.T, b kernels.Backend, params []kernels.SamplingParams) {
+	const v = 257
+	n := len(params)
+	var logits []float32
+	u := make([]float64, n)
+	for i := range n {
+		logits = append(logits, uniform(newRNG(fmt.Sprint("args", i)), v, 4)...)
+		u[i] = float64(i) / float64(n+1)
+	}
+	host := kernels.HostSampleArgs(params, u)
+	wantID, want := make([]int32, n), [2][]float32{make([]float32, n), make([]float32, n)}
+	b.SampleRows(kernels.HostI32(wantID), kernels.HostF32(want[0]), kernels.HostF32(want[1]), kernels.HostF32(logits), host, n, v)
+	var dev kernels.SampleArgs
+	for _, x := range []struct {
+		dst *kernels.Buffer
+		src kernels.Buffer
+	}{{&dev.Params, host.Params}, {&dev.U, host.U}} {
+		buf, err := b.Alloc(kernels.I32, x.src.Len())
+		require.NoError(t, err)
+		defer b.Free(buf)
+		require.NoError(t, b.Upload(buf, x.src))
+		*x.dst = buf
+	}
+	id, lp, full := make([]int32, n), make([]float32, n), make([]float32, n)
+	for r0 := 0; r0 < n; r0 += 4 {
+		r1 := min(r0+4, n)
+		b.SampleRows(kernels.HostI32(id[r0:r1]), kernels.HostF32(lp[r0:r1]), kernels.HostF32(full[r0:r1]), kernels.HostF32(logits[r0*v:r1*v]), dev.Rows(r0, r1), r1-r0, v)
+	}
+	require.NoError(t, b.Err())
+	assert.Equal(t, wantID, id, "ids")
+	CheckExact(t, "logprobs", lp, want[0])
+	CheckExact(t, "full logprobs", full, want[1])
 }
 
 // sampleDeadRows: rows with no finite logit (all −Inf; NaN, +Inf and −Inf)
@@ -165,9 +203,9 @@ func sampleDeadRows(t *testing.T, b kernels.Backend) {
 			}
 			n := len(rows)
 			id, lp, full := make([]int32, n), make([]float32, n), make([]float32, n)
-			b.SampleRows(kernels.HostI32(id), kernels.HostF32(lp), kernels.HostF32(full), kernels.HostF32(logits), params, u, n, v)
+			b.SampleRows(kernels.HostI32(id), kernels.HostF32(lp), kernels.HostF32(full), kernels.HostF32(logits), kernels.HostSampleArgs(params, u), n, v)
 			wantID, wantLP, wantFull := make([]int32, 1), make([]float32, 1), make([]float32, 1)
-			ref.Backend{}.SampleRows(kernels.HostI32(wantID), kernels.HostF32(wantLP), kernels.HostF32(wantFull), kernels.HostF32(alive), params[:1], u[:1], 1, v)
+			ref.Backend{}.SampleRows(kernels.HostI32(wantID), kernels.HostF32(wantLP), kernels.HostF32(wantFull), kernels.HostF32(alive), kernels.HostSampleArgs(params[:1], u[:1]), 1, v)
 			for i := range rows {
 				if kernels.AnyFinite(rows[i]) {
 					assert.Equal(t, wantID[0], id[i], "row %d id", i)

@@ -66,7 +66,7 @@ func Tolerance(op string) Tol {
 			Why: "sampling follows the reference's float64 arithmetic (the full log-prob's sum over every finite token in another order); only the final float32 rounding differs"}
 	case "SampleFullLogProb":
 		return Tol{ATol: 2e-5, RTol: 2e-6, NMSE: 1e-9,
-			Why: "the full log-prob is a log-softmax gather of logits/T; a backend may take it as training does (logits·(1/T) in float32, then LogSoftmaxGather), so LogSoftmaxGather's tolerance plus one float32 rounding of z; measured max abs 1.5e-5 (V 151936, T 1.3); checked one value at a time, so NMSE is the squared relative error"}
+			Why: "the full log-prob is a log-softmax gather of logits/T, taken as training takes it (logits·(1/T) in float32, then the backend's LogSoftmaxGather, bit for bit: SampleFullLogProbExact), so LogSoftmaxGather's tolerance plus one float32 rounding of z; measured max abs 1.5e-5 (V 151936, T 1.3); checked one value at a time, so NMSE is the squared relative error"}
 	case "PolicyLoss":
 		return Tol{ATol: 1e-9, RTol: 2e-6, NMSE: 1e-12,
 			Why: "per-token float64 arithmetic like the reference, rounded to float32 once (twice for GSPO's spread ratio gradient, where the direct and spread terms cancel); measured max rel 1.0e-7, 1.7e-6 on GSPO DLogP values near 1e-5, max abs 9.3e-10; ATol only admits rounding near 0 (outputs are weight-scaled, often 1e-5, so a larger ATol would hide relative errors of 10%)"}

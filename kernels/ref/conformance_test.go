@@ -19,6 +19,7 @@ func TestConformance(t *testing.T) {
 		"AttentionBackwardPaged": kerneltest.AttentionBackwardPaged, "SwiGLU": kerneltest.SwiGLU, "Add": kerneltest.Add,
 		"Scale": kerneltest.Scale, "LogSoftmaxGather": kerneltest.LogSoftmaxGather,
 		"Softmax": kerneltest.Softmax, "Argmax": kerneltest.Argmax, "SampleRows": kerneltest.SampleRows,
+		"SampleFullLogProbExact":   kerneltest.SampleFullLogProbExact,
 		"LogSoftmaxGatherBackward": kerneltest.LogSoftmaxGatherBackward, "PolicyLoss": kerneltest.PolicyLoss,
 		"Memory": kerneltest.Memory, "Copy": kerneltest.Copy, "GatherRows": kerneltest.GatherRows,
 		"ScatterRows": kerneltest.ScatterRows, "Transpose": kerneltest.Transpose,

@@ -156,7 +156,7 @@ func TestSampleHand(t *testing.T) {
 		params[i], us[i] = tc.p, tc.u
 	}
 	ids, lp, full := make([]int32, n), make([]float32, n), make([]float32, n)
-	b.SampleRows(kernels.HostI32(ids), kernels.HostF32(lp), kernels.HostF32(full), kernels.HostF32(rows), params, us, n, 2)
+	b.SampleRows(kernels.HostI32(ids), kernels.HostF32(lp), kernels.HostF32(full), kernels.HostF32(rows), kernels.HostSampleArgs(params, us), n, 2)
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.id, ids[i])
@@ -166,7 +166,7 @@ func TestSampleHand(t *testing.T) {
 	}
 	one := func(p kernels.SamplingParams, u float64) func() {
 		return func() {
-			b.SampleRows(kernels.HostI32(ids), kernels.HostF32(lp), kernels.HostF32(full), kernels.HostF32(logits), []kernels.SamplingParams{p}, []float64{u}, 1, 2)
+			b.SampleRows(kernels.HostI32(ids), kernels.HostF32(lp), kernels.HostF32(full), kernels.HostF32(logits), kernels.HostSampleArgs([]kernels.SamplingParams{p}, []float64{u}), 1, 2)
 		}
 	}
 	assert.Panics(t, one(kernels.SamplingParams{Temperature: 1}, 1))

@@ -20,7 +20,7 @@ func logSoftmaxGather(logp, entropy, logits []float32, targets []int32, rows, v 
 		row := logits[r*v : (r+1)*v]
 		tg := targets[r]
 		lse := logSumExp(row)
-		logp[r] = float32(float64(row[tg]) - lse)
+		logp[r] = logProbFromLSE(row, tg, lse)
 		if entropy != nil {
 			var h float64
 			for _, x := range row {
@@ -32,6 +32,14 @@ func logSoftmaxGather(logp, entropy, logits []float32, targets []int32, rows, v 
 			entropy[r] = float32(h)
 		}
 	}
+}
+
+// logProbOf is log_softmax(row)[id] as logSoftmaxGather computes it.
+func logProbOf(row []float32, id int32) float32 { return logProbFromLSE(row, id, logSumExp(row)) }
+
+// logProbFromLSE is row[id] − lse in float64, rounded once.
+func logProbFromLSE(row []float32, id int32, lse float64) float32 {
+	return float32(float64(row[id]) - lse)
 }
 
 // logSumExp is log Σ exp(row) in float64, shifted by the row's maximum.

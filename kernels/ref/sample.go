@@ -24,22 +24,23 @@ func argmax(x []float32) int32 {
 	return int32(best)
 }
 
-// SampleRows draws one token per row of logits[R,V] (row r under params[r]
-// with u[r]) by sampleRow, row after row.
-func (b Backend) SampleRows(ids, logp, fullLogp, logits kernels.Buffer, params []kernels.SamplingParams, u []float64, rows, v int) {
-	kernels.CheckSampleRows(ids, logp, fullLogp, logits, params, u, rows, v)
-	b.sampleRows(ids.I32(), logp.F32(), fullLogp.F32(), logits.F32(), params, u, rows, v)
+// SampleRows draws one token per row of logits[R,V] (row r under its
+// parameters and uniform in args) by sampleRow, row after row.
+func (b Backend) SampleRows(ids, logp, fullLogp, logits kernels.Buffer, args kernels.SampleArgs, rows, v int) {
+	kernels.CheckSampleRows(ids, logp, fullLogp, logits, args, rows, v)
+	b.sampleRows(ids.I32(), logp.F32(), fullLogp.F32(), logits.F32(), args.Params.I32(), args.U.I32(), rows, v)
 }
 
-// sampleRows is SampleRows on host slices.
-func (b Backend) sampleRows(ids []int32, logp, fullLogp, logits []float32, params []kernels.SamplingParams, u []float64, rows, v int) {
+// sampleRows is SampleRows on host slices (params and u packed as
+// kernels.SampleArgs).
+func (b Backend) sampleRows(ids []int32, logp, fullLogp, logits []float32, params, u []int32, rows, v int) {
 	for r := range rows {
 		row := logits[r*v : (r+1)*v]
 		if !kernels.AnyFinite(row) {
 			ids[r], logp[r], fullLogp[r] = kernels.NoToken, float32(math.NaN()), float32(math.NaN())
 			continue
 		}
-		ids[r], logp[r], fullLogp[r] = b.sampleRow(row, params[r], u[r])
+		ids[r], logp[r], fullLogp[r] = b.sampleRow(row, kernels.SampleParamsAt(params, r), kernels.UniformAt(u, r))
 	}
 }
 
@@ -59,14 +60,14 @@ func (b Backend) sampleRows(ids []int32, logp, fullLogp, logits []float32, param
 //     the first kept token, in index order, whose running sum of e exceeds
 //     u·S (the last kept token if rounding leaves none).
 //
-// The log-probability is z − max z − log S for the sampled token, and the
-// full log-probability z − max z − log S_all with S_all the sum of e over
-// every finite token (at temperature 1 under greedy).
+// The log-probability is z − max z − log S for the sampled token. The full
+// log-probability is not part of the draw: it is fullLogProb, training's
+// arithmetic (Scale then LogSoftmaxGather) on the same row.
 func (b Backend) sampleRow(logits []float32, p kernels.SamplingParams, u float64) (id int32, logp, full float32) {
 	v := len(logits)
 	if p.Temperature == 0 {
 		id := argmax(logits)
-		return id, 0, float32(float64(logits[id]) - logSumExp(logits))
+		return id, 0, fullLogProb(logits, 1, id)
 	}
 	z := make([]float64, v)
 	keep := make([]bool, v)
@@ -80,12 +81,6 @@ func (b Backend) sampleRow(logits []float32, p kernels.SamplingParams, u float64
 	}
 	if math.IsInf(zmax, -1) {
 		panic("kernels/ref: SampleRows: no token has a finite logit")
-	}
-	var sAll float64
-	for i := range z {
-		if keep[i] {
-			sAll += math.Exp(z[i] - zmax)
-		}
 	}
 	if p.TopK > 0 && p.TopK < v {
 		var kept []float64
@@ -158,5 +153,20 @@ func (b Backend) sampleRow(logits []float32, p kernels.SamplingParams, u float64
 			break
 		}
 	}
-	return int32(pick), float32(z[pick] - zmax - math.Log(s)), float32(z[pick] - zmax - math.Log(sAll))
+	return int32(pick), float32(z[pick] - zmax - math.Log(s)), fullLogProb(logits, p.Temperature, int32(pick))
+}
+
+// fullLogProb is SampleRows' full log-probability of token id: the
+// specification every backend follows is that it is, bit for bit, what
+// that backend's Scale(row, 1/T) (1/T rounded to float32; skipped at T = 1,
+// where it is the identity) then LogSoftmaxGather give for id, the
+// arithmetic training takes the same token's log-prob with. Here that is
+// logSoftmaxGather's float64 log-sum-exp of the float32 products.
+func fullLogProb(logits []float32, temperature float32, id int32) float32 {
+	x := logits
+	if temperature != 1 {
+		x = slices.Clone(logits)
+		scale(x, 1/temperature)
+	}
+	return logProbOf(x, id)
 }
