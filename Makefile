@@ -3,7 +3,7 @@ GO ?= go
 STATICCHECK_VERSION ?= v0.8.2
 FUZZTIME ?= 20000x
 
-.PHONY: all setup test unit lint cudahost quickstart fuzz faults bench demo clean
+.PHONY: all setup test unit lint cudahost quickstart fuzz faults bench demo learn clean
 
 all: test
 
@@ -79,6 +79,12 @@ bench: setup
 ## GRPO, on the CPU with no download (see README, "The Wordle run").
 demo:
 	$(GO) run ./examples/wordle
+
+## learn: the whole learning suite (examples/internal/learning): the short tasks that make test
+## runs and the long ones (Wordle on the demo's ten words, ...), each warm-started, trained by
+## GRPO and required to raise its task success by a stated margin (BENCHMARKS.md, "Issue 21").
+learn:
+	GRPO_LEARN=long $(GO) test -count=1 -timeout 60m -run 'TestLearn' -v ./examples/internal/learning
 
 clean:
 	rm -rf .cache bin

@@ -151,6 +151,14 @@ func (o *runOutput) advance(step int) error {
 	return o.progress.Advance(step)
 }
 
+// warn shows a warning's message on the progress output (nothing
+// without one).
+func (o *runOutput) warn(msg string) {
+	if o.progress != nil {
+		o.progress.Warn(msg)
+	}
+}
+
 // finish ends the progress bar, closes the logs and plots the whole
 // metrics log (resumed runs included).
 func (o *runOutput) finish() error {

@@ -9,18 +9,30 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // runCurves is a synthetic run: a rising reward, two reward functions (one
-// with a missing step), a falling loss and an eval point.
+// with a missing step), tool use, the learning signal, entropy, a falling
+// loss and an eval point.
 func runCurves(n int) []StepMetrics {
 	var steps []StepMetrics
 	for i := 1; i <= n; i++ {
 		m := Metrics{
-			MetricReward:          float64(i) / float64(n),
-			RewardMeanName("win"): float64(i) / float64(2*n),
-			RewardMeanName("fmt"): 0.5,
-			MetricLoss:            1 / float64(i),
+			MetricReward:                float64(i) / float64(n),
+			RewardMeanName("win"):       float64(i) / float64(2*n),
+			RewardMeanName("fmt"):       0.5,
+			MetricLoss:                  1 / float64(i),
+			MetricToolsCallFrequency:    2 - float64(i)/float64(n),
+			MetricToolsFailureFrequency: 0.25,
+			MetricFracRewardZeroStd:     float64(i%3) / 2,
+			MetricEntropy:               0.5,
+			MetricKL:                    0.01 * float64(i),
+			MetricWarnNoSignal:          float64(i % 2),
 		}
 		if i == 3 {
 			m[RewardMeanName("fmt")] = math.NaN()
@@ -40,7 +52,7 @@ func TestWritePlot(t *testing.T) {
 		opts  PlotOptions
 		w, h  int
 	}{
-		{"default size", runCurves(20), PlotOptions{Title: "guess"}, 1200, 900},
+		{"default size", runCurves(20), PlotOptions{Title: "guess"}, 1200, 1200},
 		{"custom size", runCurves(5), PlotOptions{Width: 640, Height: 480}, 640, 480},
 		{"loss only (SFT)", []StepMetrics{{1, Metrics{MetricLoss: 3}}, {2, Metrics{MetricLoss: 2}}}, PlotOptions{Width: 300, Height: 200}, 300, 200},
 		{"one step", runCurves(1), PlotOptions{Width: 320, Height: 240}, 320, 240},
@@ -73,6 +85,59 @@ func TestWritePlot(t *testing.T) {
 			assert.Empty(t, left, "no temp file left behind")
 		})
 	}
+}
+
+// TestPlotLegendsBesideData: every panel's legend is drawn right of every
+// panel's data area, and the panels are stacked in order: reward, tool
+// use, learning signal, entropy, loss.
+func TestPlotLegendsBesideData(t *testing.T) {
+	steps := runCurves(30)
+	var plots []*plot.Plot
+	var legends []plot.Legend
+	for _, pn := range []panel{
+		{"reward", []curve{metricCurve(MetricReward), metricCurve(RewardMeanName("a very long reward function name"))}},
+		{"loss", []curve{metricCurve(MetricLoss)}},
+	} {
+		p, leg, err := linePlot(pn, steps, smoothingWindow(len(steps)))
+		require.NoError(t, err)
+		plots, legends = append(plots, p), append(legends, leg)
+	}
+	img := vgimg.New(8*vg.Inch, 8*vg.Inch)
+	dc := draw.New(img)
+	cs := layoutPanels(dc, plots, legends)
+	require.Len(t, cs, 2)
+	assert.Greater(t, cs[0].data.Min.Y, cs[1].data.Max.Y, "the first panel is above the second")
+	for i, c := range cs {
+		r := legends[i].Rectangle(c.legend)
+		for j := range cs {
+			assert.GreaterOrEqual(t, r.Min.X, cs[j].data.Max.X, "legend %d starts right of panel %d's data", i, j)
+		}
+		assert.LessOrEqual(t, r.Max.X, dc.Max.X, "legend %d fits the image", i)
+		assert.LessOrEqual(t, r.Max.Y, c.data.Max.Y, "legend %d is beside its panel", i)
+		assert.GreaterOrEqual(t, r.Min.Y, c.data.Min.Y, "legend %d is beside its panel", i)
+	}
+	// A panel with no values is left out.
+	p, _, err := linePlot(panel{"x", []curve{metricCurve("absent")}}, steps, 1)
+	require.NoError(t, err)
+	assert.Nil(t, p)
+	assert.Equal(t, []float64{2, 2, 4, 4, 5}, ys(movingAverage(xys(1, 3, 2, 7, 3), 3)))
+	assert.Equal(t, []int{1, 1, 3, 3, 5}, []int{smoothingWindow(1), smoothingWindow(20), smoothingWindow(30), smoothingWindow(45), smoothingWindow(75)})
+}
+
+func xys(v ...float64) plotter.XYs {
+	out := make(plotter.XYs, len(v))
+	for i, y := range v {
+		out[i] = plotter.XY{X: float64(i + 1), Y: y}
+	}
+	return out
+}
+
+func ys(xy plotter.XYs) []float64 {
+	out := make([]float64, len(xy))
+	for i, p := range xy {
+		out[i] = p.Y
+	}
+	return out
 }
 
 func TestWritePlotErrors(t *testing.T) {

@@ -129,6 +129,19 @@ func (p *Progress) Advance(step int) error {
 	return nil
 }
 
+// Warn writes a warning's message on a line of its own: "warning: msg".
+// A bar is cleared first and redrawn at its next update; ProgressOff
+// shows nothing. Write errors are ignored: a warning must not stop a run.
+func (p *Progress) Warn(msg string) {
+	switch p.mode {
+	case ProgressBar:
+		_ = p.bar.Clear()
+		_, _ = io.WriteString(p.w, "warning: "+msg+"\n")
+	case ProgressLines:
+		_, _ = io.WriteString(p.w, "warning: "+msg+"\n")
+	}
+}
+
 // Callback returns p.Update as a Callback.
 func (p *Progress) Callback() Callback { return p.Update }
 
@@ -149,9 +162,10 @@ func (p *Progress) Finish() error {
 	return err
 }
 
-// describe is the bar's description: the name and the key figures.
+// describe is the bar's description: the name, the key figures and the
+// step's warnings.
 func (p *Progress) describe(m Metrics) string {
-	return strings.TrimSpace(p.opts.Description + " " + figures(m))
+	return strings.TrimSpace(p.opts.Description + " " + figures(m) + " " + warningWords(m))
 }
 
 // line is a plain progress line, e.g.
@@ -174,6 +188,9 @@ func (p *Progress) line(step int, m Metrics) string {
 	if p.total > 0 && step > 0 && step < p.total {
 		eta := time.Duration(float64(elapsed) / float64(step) * float64(p.total-step))
 		fmt.Fprintf(&b, " eta %s", eta.Round(time.Second))
+	}
+	if w := warningWords(m); w != "" {
+		b.WriteString(" " + w)
 	}
 	return b.String()
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/x/env"
 	"github.com/x/env/envtest"
+	"github.com/x/model"
 	"github.com/x/tokenizer"
 )
 
@@ -22,6 +23,12 @@ import (
 func newScripted(t *testing.T, cfg Config, script func(rollout, turn int) string, opts ...Option) (*Trainer, *scriptDecoder) {
 	t.Helper()
 	m, tok := tinyModel(t, 1)
+	return newScriptedOn(t, m, tok, cfg, script, opts...)
+}
+
+// newScriptedOn is newScripted over the model m.
+func newScriptedOn(t *testing.T, m *model.Model, tok *tokenizer.Tokenizer, cfg Config, script func(rollout, turn int) string, opts ...Option) (*Trainer, *scriptDecoder) {
+	t.Helper()
 	if len(opts) == 0 {
 		opts = []Option{WithEnv(env.FactoryFunc(func(context.Context) (env.Env, error) { return &counterEnv{}, nil })), WithReward("one", 1, constant(1))}
 	}

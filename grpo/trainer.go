@@ -39,7 +39,9 @@ type Trainer struct {
 	totalSteps int // optimizer steps the learning-rate schedule spans
 
 	logger  stepLogger           // logging_steps: the callbacks get every LoggingSteps-th step
+	watch   watch                // the warnings of each optimizer step (watch.go)
 	advance func(step int) error // Train's progress bar, moved every step; nil outside Train
+	warn    func(msg string)     // Train's progress output for warnings; nil outside Train or without one
 	run     *runSummary          // Train's totals; nil outside Train
 	// stepped, if set, runs after every optimizer step (asynchronous
 	// training publishes the new policy version to its producer).
@@ -136,6 +138,7 @@ func NewTrainer(policy *model.Model, tok *tokenizer.Tokenizer, cfg Config, opts 
 	}
 
 	t := &Trainer{cfg: cfg, layout: cfg.Layout(), o: o, chat: chat, log: o.log, logger: stepLogger{every: cfg.LoggingSteps}}
+	t.watch.tools = o.factory != nil || o.factories != nil
 	if t.log != nil {
 		for _, w := range cfg.Warnings() {
 			t.log.Warn("grpo: " + w)
@@ -416,6 +419,24 @@ func (t *Trainer) FlushMetrics() error {
 		return fmt.Errorf("grpo: %w", err)
 	}
 	return nil
+}
+
+// checkStep adds the warning metrics of optimizer step's metrics m
+// (watch.go) and reports the warnings that are due: to the logger, and
+// to the progress output during Train.
+func (t *Trainer) checkStep(m Metrics) {
+	step := t.state.GlobalStep
+	for _, w := range t.watch.Check(step, m) {
+		if !t.watch.Due(w.Name, step) {
+			continue
+		}
+		if t.log != nil {
+			t.log.Warn("grpo: "+w.Message, "warning", w.Name, "step", step)
+		}
+		if t.warn != nil {
+			t.warn(w.Message)
+		}
+	}
 }
 
 // logStep moves the progress bar and hands optimizer step's metrics m to

@@ -269,6 +269,7 @@ func (t *Trainer) learn(ctx context.Context, sg *scoredGen, gm Metrics, begin ti
 			if err != nil {
 				return out, err
 			}
+			t.checkStep(m)
 			out = append(out, m)
 			mctx = context.WithoutCancel(ctx)
 			if t.stepped != nil {

@@ -57,6 +57,7 @@ func (t *Trainer) Train(ctx context.Context, data Dataset) (err error) {
 	saved := t.o.callbacks
 	t.o.callbacks = append(out.callbacks(), saved...)
 	t.advance = out.advance
+	t.warn = out.warn
 	t.run = &runSummary{start: time.Now(), samplesPerStep: t.cfg.PerDeviceTrainBatchSize * t.cfg.GradientAccumulationSteps}
 	defer func() {
 		if err != nil {
@@ -65,7 +66,7 @@ func (t *Trainer) Train(ctx context.Context, data Dataset) (err error) {
 				err = errors.Join(err, ferr)
 			}
 		}
-		t.o.callbacks, t.advance, t.run = saved, nil, nil
+		t.o.callbacks, t.advance, t.warn, t.run = saved, nil, nil, nil
 	}()
 
 	// after moves the state past a learnt generation: its data position,

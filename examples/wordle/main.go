@@ -1,9 +1,11 @@
 // Command wordle is the Wordle recipe end to end, on a laptop CPU: a small
 // Qwen3 learns to play Wordle through a guess tool, first by supervised
 // fine-tuning on a few games of an expert solver (a short reasoning, then a
-// guess, per turn), then by GRPO with the recipe's rewards. It ends with the
-// recipe's table (wins, guesses per win, invalid guesses) for the model
-// before SFT, after SFT and after GRPO.
+// guess, per turn), then by GRPO with TRL's Wordle reward terms (the
+// recipe's with -rewards recipe). It ends with the recipe's table (wins,
+// greedy and sampled, guesses per win, tool calls and invalid guesses) for
+// the model before SFT, after SFT and after GRPO, and says by how much
+// GRPO changed the wins.
 //
 //	go run ./examples/wordle                      # the embedded default: no download, no GPU
 //	go run ./examples/wordle -model qwen3-0.6b    # a Hugging Face Qwen3 folder
@@ -31,6 +33,7 @@ import (
 	"github.com/x/examples/internal/wordlegame"
 	"github.com/x/grpo"
 	"github.com/x/kernels/device"
+	"github.com/x/model"
 )
 
 func main() { cli.Main("wordle", run) }
@@ -50,6 +53,10 @@ type config struct {
 	Beta      float64 // weight of the KL to the SFT model (the adapters off)
 	Temp      float64 // GRPO's sampling temperature
 	TopK      int     // GRPO's top-k sampling (0: every token)
+	Schedule  string  // GRPO's learning-rate schedule: constant or linear
+	Rewards   string  // the reward set (wordlegame.RewardSet)
+	Scale     string  // GRPO's scale_rewards: group, batch or none
+	Sampled   int     // sampled games per eval word at GRPO's temperature (0: greedy only)
 	LoRARank  int
 	Out       string
 	Seed      uint64
@@ -84,15 +91,19 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&words, "words", demoWords, "the secret words, comma- or space-separated (each must be an allowed guess)")
 	fs.StringVar(&evalWords, "eval-words", "", "words each evaluation plays, greedily, once each (default: all of -words)")
 	fs.IntVar(&c.SFTWords, "sft-words", 0, "the warm start sees games of the first this many words (0: all of -words)")
-	fs.IntVar(&c.SFTSteps, "sft-steps", 50, "supervised fine-tuning steps (0: no warm start); the default stops early, with the model still making invalid guesses, so that its rollouts differ and GRPO has something to learn")
+	fs.IntVar(&c.SFTSteps, "sft-steps", 70, "supervised fine-tuning steps (0: no warm start); the default stops while the model wins about a third of its sampled games, so that a group's rollouts differ and GRPO has wins to reinforce")
 	fs.Float64Var(&c.SFTLR, "sft-lr", 3e-3, "supervised fine-tuning peak learning rate")
-	fs.IntVar(&c.Steps, "steps", 30, "GRPO optimizer steps")
+	fs.IntVar(&c.Steps, "steps", 60, "GRPO optimizer steps")
 	fs.IntVar(&c.Prompts, "prompts", 4, "secret words per GRPO step")
-	fs.IntVar(&c.G, "generations", 8, "rollouts per secret word (GRPO's group size)")
-	fs.Float64Var(&c.LR, "lr", 1e-3, "GRPO peak learning rate, decayed linearly to 0 over -steps")
-	fs.Float64Var(&c.Beta, "beta", 0.1, "weight of GRPO's KL penalty to the SFT model (the model with its LoRA adapters off; needs -lora-rank > 0)")
+	fs.IntVar(&c.G, "generations", 16, "rollouts per secret word (GRPO's group size)")
+	fs.Float64Var(&c.LR, "lr", 2e-3, "GRPO peak learning rate (see -lr-schedule)")
+	fs.Float64Var(&c.Beta, "beta", 0.04, "weight of GRPO's KL penalty to the SFT model (the model with its LoRA adapters off; needs -lora-rank > 0)")
 	fs.Float64Var(&c.Temp, "temperature", 0.5, "GRPO's sampling temperature (the recipe's is 0.8; the tiny model needs less: at 0.8 most of its sampled tool calls were malformed and GRPO learned to stop calling guess)")
 	fs.IntVar(&c.TopK, "top-k", 10, "GRPO samples among the this many likeliest tokens (0: all)")
+	fs.StringVar(&c.Schedule, "lr-schedule", "constant", "GRPO's learning-rate schedule: constant, linear (decaying to 0 over -steps) or cosine")
+	fs.StringVar(&c.Rewards, "rewards", wordlegame.TRLRewards, "reward set: trl (TRL's Wordle terms, each of the last guess: correct, greens, yellows, repetition), trl-invalid (those and -0.1 per failed call) or recipe (win, greens of the best guess, -0.1 per failed call; with a weak warm start GRPO learns to stop after one guess under it)")
+	fs.StringVar(&c.Scale, "scale-rewards", string(grpo.ScaleGroup), "what GRPO divides the group-centred rewards by: group (its std, TRL's default), batch (the whole step's std) or none")
+	fs.IntVar(&c.Sampled, "sampled-eval", 16, "each evaluation also plays every word this many times sampled at GRPO's temperature and top-k (the policy GRPO trains); 0: greedy only")
 	fs.StringVar(&c.RolloutMatMul, "rollout-matmul", grpo.RolloutExact, "matmul precision of generation (GRPO's rollouts and the evaluations; training stays exact): exact, or bf16 (activations rounded to bf16, llama.cpp's arithmetic, faster on AVX512_BF16 CPUs); it changes only bf16 weights, so only a bf16 -model with -sft-steps 0 (the embedded model and a warm-started one are float32)")
 	fs.IntVar(&c.LoRARank, "lora-rank", 16, "LoRA rank for GRPO (0: train every weight)")
 	fs.StringVar(&c.Out, "out", "wordle-out", "output folder")
@@ -153,6 +164,14 @@ func (c config) validate() error {
 		return fmt.Errorf("-top-k %d is negative", c.TopK)
 	case c.RolloutMatMul != grpo.RolloutExact && c.RolloutMatMul != grpo.RolloutBF16:
 		return fmt.Errorf("-rollout-matmul %q: want %s or %s", c.RolloutMatMul, grpo.RolloutExact, grpo.RolloutBF16)
+	case c.Schedule != string(model.ScheduleConstant) && c.Schedule != string(model.ScheduleLinear) && c.Schedule != string(model.ScheduleCosine):
+		return fmt.Errorf("-lr-schedule %q: want constant, linear or cosine", c.Schedule)
+	case c.Rewards != wordlegame.RecipeRewards && c.Rewards != wordlegame.TRLRewards && c.Rewards != wordlegame.TRLInvalidRewards:
+		return fmt.Errorf("-rewards %q: want %s, %s or %s", c.Rewards, wordlegame.TRLRewards, wordlegame.TRLInvalidRewards, wordlegame.RecipeRewards)
+	case c.Scale != string(grpo.ScaleGroup) && c.Scale != string(grpo.ScaleBatch) && c.Scale != string(grpo.ScaleNone):
+		return fmt.Errorf("-scale-rewards %q: want group, batch or none", c.Scale)
+	case c.Sampled < 0:
+		return fmt.Errorf("-sampled-eval %d is negative", c.Sampled)
 	case c.Beta < 0:
 		return fmt.Errorf("-beta %g is negative", c.Beta)
 	case c.Beta > 0 && c.LoRARank == 0:

@@ -16,6 +16,7 @@ import (
 
 	"github.com/x/env/openenv"
 	"github.com/x/env/wordle"
+	"github.com/x/examples/internal/wordlegame"
 	"github.com/x/grpo"
 	"github.com/x/kernels/device"
 )
@@ -49,9 +50,15 @@ func TestRunTiny(t *testing.T) {
 	steps, err := grpo.ReadMetrics(filepath.Join(dir, grpoDir, grpo.MetricsFile))
 	require.NoError(t, err)
 	require.Len(t, steps, 2, "one line per GRPO step")
-	for _, name := range []string{grpo.MetricReward, grpo.RewardMeanName("win"), grpo.RewardMeanName("greens"), grpo.RewardMeanName("invalid")} {
+	terms, err := wordlegame.RewardSet(wordlegame.TRLRewards, "")
+	require.NoError(t, err)
+	names := []string{grpo.MetricReward}
+	for _, term := range terms {
+		names = append(names, grpo.RewardMeanName(term.Name))
+	}
+	for _, name := range names {
 		_, ok := steps[0].Metrics[name]
-		assert.True(t, ok, "metrics.jsonl has %s", name)
+		assert.True(t, ok, "metrics.jsonl has %s (the default reward set is TRL's)", name)
 	}
 	table, err := os.ReadFile(filepath.Join(dir, tableFile))
 	require.NoError(t, err)
@@ -99,6 +106,11 @@ func TestFlags(t *testing.T) {
 		{args: []string{"-top-k", "-1"}, wantErr: "-top-k"},
 		{args: []string{"-rollout-matmul", "fp8"}, wantErr: "-rollout-matmul \"fp8\": want exact or bf16"},
 		{args: []string{"-rollout-matmul", "bf16", "-eval-words", "crane,chart"}},
+		{args: []string{"-rewards", "greens"}, wantErr: "-rewards \"greens\": want trl, trl-invalid or recipe"},
+		{args: []string{"-rewards", "recipe", "-eval-words", "crane,chart"}},
+		{args: []string{"-lr-schedule", "step"}, wantErr: "-lr-schedule"},
+		{args: []string{"-scale-rewards", "token"}, wantErr: "-scale-rewards"},
+		{args: []string{"-sampled-eval", "-1"}, wantErr: "-sampled-eval"},
 		{args: []string{"extra"}, wantErr: "unexpected"},
 		{args: []string{"-device", "gpu"}, wantErr: `-device: device "gpu": want cpu, cuda`},
 		{args: []string{"-device", "cuda:1", "-eval-words", "crane,chart"}}, // a valid name; whether it opens is run's
@@ -180,8 +192,9 @@ func TestRolloutMatMulFlag(t *testing.T) {
 // TestGRPOImprovesOnSFT is the demo's claim at a smaller size: the GRPO
 // phase itself raises the greedy evaluation above the SFT model's. The warm
 // start is deliberately short, so that the SFT model still makes invalid
-// guesses (4 in its 5 greedy games); GRPO runs with the demo's defaults
-// (LoRA, peak lr 1e-3 decaying linearly, KL weight 0.1, temperature 0.5).
+// guesses (4 in its 5 greedy games); GRPO runs with the recipe's rewards
+// and the demo's former settings (LoRA, peak lr 1e-3 decaying linearly, KL
+// weight 0.1, temperature 0.5), which the flags pin.
 // It must remove at least half of the invalid guesses, win no fewer games,
 // and raise the mean reward per game by at least minGain: one invalid
 // guess fewer in every second game. A policy that collapses (stops calling
@@ -194,7 +207,9 @@ func TestGRPOImprovesOnSFT(t *testing.T) {
 	}
 	args := []string{"-words", smallWords, "-sft-words", "5", "-sft-steps", smallSFTSteps,
 		"-steps", smallGRPOSteps, "-prompts", "2", "-generations", "8",
-		"-threads", "1", "-out", t.TempDir()}
+		"-threads", "1", "-out", t.TempDir(),
+		// The recipe's rewards and the run this test was measured with.
+		"-rewards", "recipe", "-lr", "1e-3", "-lr-schedule", "linear", "-beta", "0.1", "-sampled-eval", "0"}
 	cfg, err := parseFlags(args, &bytes.Buffer{})
 	require.NoError(t, err)
 	var out bytes.Buffer

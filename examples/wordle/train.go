@@ -65,12 +65,14 @@ func train(ctx context.Context, cfg config, out io.Writer) (result, error) {
 
 	gcfg := grpoConfig(cfg)
 	lora := model.LoRAConfig{R: max(cfg.LoRARank, 1), Alpha: 2 * float64(max(cfg.LoRARank, 1))}
+	terms, err := wordlegame.RewardSet(cfg.Rewards, "")
+	if err != nil {
+		return res, fmt.Errorf("-rewards: %w", err)
+	}
 	newTrainer := func(withLoRA bool) (*grpo.Trainer, error) {
-		opts := []grpo.Option{
-			grpo.WithEnv(factory),
-			grpo.WithReward("win", 1, wordlegame.Reward("", wordlegame.WinReward)),
-			grpo.WithReward("greens", 1, wordlegame.Reward("", wordlegame.GreensReward)),
-			grpo.WithReward("invalid", 1, wordlegame.Invalid("")),
+		opts := []grpo.Option{grpo.WithEnv(factory)}
+		for _, t := range terms {
+			opts = append(opts, grpo.WithReward(t.Name, 1, t.Fn))
 		}
 		if withLoRA {
 			opts = append(opts, grpo.WithLoRA(lora))
@@ -87,7 +89,7 @@ func train(ctx context.Context, cfg config, out io.Writer) (result, error) {
 	if err != nil {
 		return res, err
 	}
-	res.Before, err = evaluate(ctx, tr, evalRows)
+	res.Before, err = evaluate(ctx, tr, evalRows, 0) // a random model: its sampled games only cost time
 	tr.Close()
 	model.DetachLoRA(pol.Model)
 	if err != nil {
@@ -115,7 +117,7 @@ func train(ctx context.Context, cfg config, out io.Writer) (result, error) {
 		return res, err
 	}
 	defer tr.Close()
-	if res.AfterSFT, err = evaluate(ctx, tr, evalRows); err != nil {
+	if res.AfterSFT, err = evaluate(ctx, tr, evalRows, cfg.Sampled); err != nil {
 		return res, fmt.Errorf("evaluate after SFT: %w", err)
 	}
 	fmt.Fprintf(out, "after SFT:  %s\n", res.AfterSFT)
@@ -129,8 +131,8 @@ func train(ctx context.Context, cfg config, out io.Writer) (result, error) {
 		return res, fmt.Errorf("warm start check: %w", err)
 	}
 
-	fmt.Fprintf(out, "GRPO: %d steps of %d words x %d rollouts, lr %g decaying linearly, beta %g, %s\n",
-		cfg.Steps, cfg.Prompts, cfg.G, cfg.LR, cfg.Beta, loraText(cfg.LoRARank))
+	fmt.Fprintf(out, "GRPO: %d steps of %d words x %d rollouts, lr %g (%s), beta %g, %s, T %g, top-k %d, %s rewards scaled by %s std\n",
+		cfg.Steps, cfg.Prompts, cfg.G, cfg.LR, cfg.Schedule, cfg.Beta, loraText(cfg.LoRARank), cfg.Temp, cfg.TopK, cfg.Rewards, cfg.Scale)
 	if cfg.Steps > 0 {
 		if err := cfg.checkpoints().ResumeGRPO(tr, out); err != nil {
 			return res, fmt.Errorf("GRPO: %w", err)
@@ -139,10 +141,16 @@ func train(ctx context.Context, cfg config, out io.Writer) (result, error) {
 			return res, fmt.Errorf("GRPO: %w", err)
 		}
 	}
-	if res.AfterGRPO, err = evaluate(ctx, tr, evalRows); err != nil {
+	if res.AfterGRPO, err = evaluate(ctx, tr, evalRows, cfg.Sampled); err != nil {
 		return res, fmt.Errorf("evaluate after GRPO: %w", err)
 	}
 	fmt.Fprintf(out, "after GRPO: %s\n", res.AfterGRPO)
+	fmt.Fprintln(out, verdict(res.AfterSFT, res.AfterGRPO))
+	if cfg.Steps > 0 {
+		if err := titlePlot(cfg, res); err != nil {
+			return res, err
+		}
+	}
 
 	if cfg.LoRARank > 0 {
 		abs, err := filepath.Abs(base)
@@ -176,7 +184,8 @@ func grpoConfig(cfg config) grpo.Config {
 	c.MaxSteps = cfg.Steps
 	c.LearningRate = cfg.LR
 	c.Beta = cfg.Beta
-	c.LRSchedule = model.ScheduleLinear
+	c.LRSchedule = model.ScheduleKind(cfg.Schedule)
+	c.ScaleRewards = grpo.ScaleRewards(cfg.Scale)
 	c.Temperature, c.TopK = float32(cfg.Temp), cfg.TopK
 	c.RolloutMatMulPrecision = cfg.RolloutMatMul
 	c.MaxCompletionLength = 400              // a six-guess game is about 330 tokens of the tiny tokenizer
@@ -239,22 +248,53 @@ func warmStart(ctx context.Context, cfg config, gcfg grpo.Config, pol *warmstart
 	return nil
 }
 
-// evaluate plays each row once, greedily, and scores the games.
-func evaluate(ctx context.Context, tr *grpo.Trainer, rows []env.Row) (score, error) {
+// evaluate plays each row once greedily and, when sampled > 0, that
+// many times at GRPO's temperature and top-k, and scores the games.
+func evaluate(ctx context.Context, tr *grpo.Trainer, rows []env.Row, sampled int) (score, error) {
+	var s score
 	rep, err := tr.Evaluate(ctx, rows, grpo.EvalOptions{NumGenerations: 1, Greedy: true})
 	if err != nil {
-		return score{}, err
+		return s, err
 	}
 	defer rep.Release()
-	var s score
-	for _, r := range rep.Rollouts {
+	for i, r := range rep.Rollouts {
 		g, err := wordlegame.GameOf(r)
 		if err != nil {
-			return score{}, err
+			return s, err
 		}
-		s.add(g, r.ToolFailures)
+		s.add(g, r.ToolCalls, r.ToolFailures, rep.Rewards[i])
+	}
+	if sampled == 0 {
+		return s, nil
+	}
+	srep, err := tr.Evaluate(ctx, rows, grpo.EvalOptions{NumGenerations: sampled})
+	if err != nil {
+		return s, err
+	}
+	defer srep.Release()
+	for _, r := range srep.Rollouts {
+		g, err := wordlegame.GameOf(r)
+		if err != nil {
+			return s, err
+		}
+		s.addSampled(g)
 	}
 	return s, nil
+}
+
+// titlePlot redraws GRPO's plot with the evaluation's result in its
+// title.
+func titlePlot(cfg config, res result) error {
+	dir := filepath.Join(cfg.Out, grpoDir)
+	steps, err := grpo.ReadMetrics(filepath.Join(dir, grpo.MetricsFile))
+	if err != nil {
+		return err
+	}
+	title := fmt.Sprintf("Wordle GRPO, seed %d: greedy wins %d/%d after SFT -> %d/%d after GRPO", cfg.Seed, res.AfterSFT.Wins, res.AfterSFT.Games, res.AfterGRPO.Wins, res.AfterGRPO.Games)
+	if res.AfterGRPO.SampledGames > 0 {
+		title += fmt.Sprintf("; sampled %.0f%% -> %.0f%%", res.AfterSFT.sampledRate(), res.AfterGRPO.sampledRate())
+	}
+	return grpo.WritePlot(filepath.Join(dir, grpo.PlotFile), steps, grpo.PlotOptions{Title: title})
 }
 
 func loraText(rank int) string {

@@ -50,8 +50,14 @@ type Game struct {
 	Secret  string         // "" until known (a remote server reveals it at the end)
 	Guesses []wordle.Guess // the accepted guesses with their feedback, in order
 	Invalid int            // invalid moves, including guesses after the game ended
-	Done    bool
-	Won     bool
+	// Attempts are the words of every guess call made before the game
+	// ended, accepted or refused, lower-cased, in order (the repetition
+	// reward reads them). Calls after the end are not attempts: TRL's
+	// episode ends with the game, and counting them paid a policy for
+	// calling guess again after its win (DESIGN.md, issue 21).
+	Attempts []string
+	Done     bool
+	Won      bool
 }
 
 // Wordle is the tool-style Wordle env of this example: one tool, guess,
@@ -122,6 +128,7 @@ func (w *Wordle) Guess(ctx context.Context, a GuessArgs) (string, error) {
 		w.Game.Invalid++
 		return "", ErrGameOver
 	}
+	w.Game.Attempts = append(w.Game.Attempts, strings.ToLower(a.Word))
 	if strings.ContainsAny(a.Word, "[] \n") {
 		w.Game.Invalid++
 		return "", fmt.Errorf("%q is not a word: send one word, no spaces or brackets", a.Word)

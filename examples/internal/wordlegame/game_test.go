@@ -95,6 +95,67 @@ func TestRewards(t *testing.T) {
 	}
 }
 
+// TestTRLRewards plays scripted games and checks TRL's terms, each of
+// the last guess: correct, greens and yellows (of the last accepted guess,
+// over five) and repetition (of the last guess call before the game
+// ended, refused or not: a call after a win earns nothing).
+func TestTRLRewards(t *testing.T) {
+	words := defaultTestWords(t)
+	tests := []struct {
+		name                                 string
+		secret                               string
+		guesses                              []string
+		attempts                             []string // nil: guesses
+		correct, greens, yellows, repetition float64
+	}{
+		{"win in one", "crane", []string{"crane"}, nil, 1, 1, 0, 0},
+		{"win in three", "plant", []string{"crane", "plain", "plant"}, nil, 1, 1, 0, 1},
+		{"a call after a win in one is no attempt", "crane", []string{"crane", "plant"}, []string{"crane"}, 1, 1, 0, 0},
+		{"one guess, then stop", "chart", []string{"charm"}, nil, 0, 0.8, 0, 0},
+		{"a repeat refused", "grain", []string{"brave", "brave"}, nil, 0, 0.4, 0, 0},
+		{"a repeat last of three", "grain", []string{"brick", "crane", "brick"}, nil, 0, 0.4, 0.2, 0.5},
+		{"no call", "grain", nil, nil, 0, 0, 0, 0},
+	}
+	cfg := grpo.DefaultConfig()
+	cfg.MaxCompletionLength = 2048
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := NewLocal(words)
+			var turns []tokenizer.Message
+			for _, g := range tc.guesses {
+				turns = append(turns, grpo.CallTurn("guess", `{"word": "`+g+`"}`))
+			}
+			r, err := grpo.PlayScript(context.Background(), w, env.Row{"secret_word": tc.secret}, grpo.Turns(append(turns, grpo.TextTurn("Done."))...), grpo.PlayOptions{Config: &cfg})
+			require.NoError(t, err)
+			attempts := tc.attempts
+			if attempts == nil {
+				attempts = tc.guesses
+			}
+			assert.Equal(t, attempts, w.Game.Attempts)
+			terms, err := RewardSet(TRLRewards, "")
+			require.NoError(t, err)
+			want := map[string]float64{"correct": tc.correct, "greens": tc.greens, "yellows": tc.yellows, "repetition": tc.repetition}
+			require.Len(t, terms, len(want))
+			for _, term := range terms {
+				got, err := term.Fn(context.Background(), r)
+				require.NoError(t, err)
+				assert.InDelta(t, want[term.Name], got, 1e-12, term.Name)
+			}
+		})
+	}
+	recipe, err := RewardSet(RecipeRewards, "wordle")
+	require.NoError(t, err)
+	assert.Len(t, recipe, 3)
+	_, err = recipe[0].Fn(context.Background(), &grpo.Rollout{EnvName: "catch"})
+	assert.ErrorIs(t, err, grpo.ErrNoScore, "a set scores only its env's rollouts")
+	withInvalid, err := RewardSet(TRLInvalidRewards, "")
+	require.NoError(t, err)
+	require.Len(t, withInvalid, 5)
+	assert.Equal(t, "invalid", withInvalid[4].Name, "trl-invalid is TRL's terms and the recipe's penalty")
+	_, err = RewardSet("greens", "")
+	assert.ErrorContains(t, err, `reward set "greens"`)
+}
+
 // TestGameOverText checks the recipe's wording of a guess after the end.
 func TestGameOverText(t *testing.T) {
 	w := NewLocal(defaultTestWords(t))

@@ -72,3 +72,56 @@ func Rows(words []string) []env.Row {
 	}
 	return rows
 }
+
+// RewardTerm is one reward function of a set, with its name in the
+// metrics (rewards/<name>/mean); every term weighs 1.
+type RewardTerm struct {
+	Name string
+	Fn   grpo.RewardFunc
+}
+
+// Reward sets, the values of RewardSet's name.
+const (
+	// RecipeRewards are the recipe's three terms: win (WinReward), greens
+	// of the best guess of a lost game (GreensReward) and −0.1 per failed
+	// tool call (Invalid). A model that rarely wins earns more by
+	// stopping after its opening guess than by playing on, so GRPO learns
+	// to stop (DESIGN.md, "Why policies collapsed to doing less").
+	RecipeRewards = "recipe"
+	// TRLRewards are TRL's Wordle terms, each of the last guess: correct
+	// (CorrectReward), greens (LastGreensReward), yellows
+	// (LastYellowsReward) and repetition (RepetitionReward). Playing on
+	// with a new, closer guess earns more than stopping.
+	TRLRewards = "trl"
+	// TRLInvalidRewards are TRL's terms and the recipe's −0.1 per failed
+	// tool call: TRL's terms cost nothing for a refused or malformed
+	// call, and a tiny model that keeps guessing then learns to send
+	// more of them.
+	TRLInvalidRewards = "trl-invalid"
+)
+
+// RewardSet returns the reward terms of the set named set (RecipeRewards,
+// TRLRewards or TRLInvalidRewards) for the env named envName ("" for every rollout, as for
+// Reward).
+func RewardSet(set, envName string) ([]RewardTerm, error) {
+	switch set {
+	case RecipeRewards:
+		return []RewardTerm{
+			{"win", Reward(envName, WinReward)},
+			{"greens", Reward(envName, GreensReward)},
+			{"invalid", Invalid(envName)},
+		}, nil
+	case TRLRewards, TRLInvalidRewards:
+		terms := []RewardTerm{
+			{"correct", Reward(envName, CorrectReward)},
+			{"greens", Reward(envName, LastGreensReward)},
+			{"yellows", Reward(envName, LastYellowsReward)},
+			{"repetition", Reward(envName, RepetitionReward)},
+		}
+		if set == TRLInvalidRewards {
+			terms = append(terms, RewardTerm{"invalid", Invalid(envName)})
+		}
+		return terms, nil
+	}
+	return nil, fmt.Errorf("reward set %q: want %s, %s or %s", set, TRLRewards, TRLInvalidRewards, RecipeRewards)
+}

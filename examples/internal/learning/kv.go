@@ -1,0 +1,128 @@
+package learning
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+
+	"github.com/x/env"
+)
+
+// kvKeys are the key-value store's keys; every row's store has them all.
+var kvKeys = []string{"red", "blue", "green", "gold", "pink", "gray"}
+
+// kvValues are the values a store draws from (one token each in the tiny
+// tokenizer, so a lookup's answer is copied as one token).
+var kvValues = []string{"apple", "lemon", "mango", "peach", "plum", "kiwi", "grape", "melon"}
+
+// KV is the two-tool key-value task: the prompt names a key of a small
+// store; lookup(key) returns its value and submit(value) ends the episode,
+// right or wrong. Values are the first Values fruit names, so a submit
+// without a lookup is right one time in Values. The optimal policy is lookup(the key), then submit what
+// it returned: two calls. A policy that does less (submits a guess, or
+// calls nothing) almost never succeeds, so the task shows whether GRPO
+// learns to use the tools or to avoid them.
+type KV struct {
+	// Values is how many fruit names the store draws from (2..8); it
+	// survives Reset.
+	Values int
+
+	store map[string]string
+	key   string
+	// Episode state, for reward functions.
+	Submitted   bool // submit was called
+	Correct     bool // ... with the key's value
+	LookedUp    bool // lookup was called with the prompt's key
+	Lookups     int  // lookup calls
+	Invalid     int  // refused calls (unknown key, submit after the end)
+	RightLookup bool // the submitted value was read by a lookup of the key before
+}
+
+// KVArgs are lookup's arguments.
+type KVArgs struct {
+	Key string `json:"key" desc:"a key of the store"`
+}
+
+// SubmitArgs are submit's arguments.
+type SubmitArgs struct {
+	Value string `json:"value" desc:"the value you found"`
+}
+
+// ToolDescriptions describes the two tools.
+func (k *KV) ToolDescriptions() map[string]string {
+	return map[string]string{
+		"Lookup": "Read the value stored under a key.",
+		"Submit": "Submit the value you were asked for; this ends the task.",
+	}
+}
+
+// Reset builds the row's store (from its "seed") and asks for its "key".
+func (k *KV) Reset(ctx context.Context, row env.Row) (string, error) {
+	seed, ok, err := row.Int("seed")
+	if err != nil || !ok {
+		return "", fmt.Errorf("kv: the row needs an integer seed: %v", err)
+	}
+	key, _, err := row.String("key")
+	if err != nil {
+		return "", err
+	}
+	if k.Values < 2 || k.Values > len(kvValues) {
+		return "", fmt.Errorf("kv: %d values: want 2..%d", k.Values, len(kvValues))
+	}
+	// PCG's first draws from neighbouring seeds are alike; mixing the
+	// seed first keeps a store's values from being guessable by its row.
+	rng := rand.New(rand.NewPCG(splitmix(uint64(seed)), 7))
+	store := map[string]string{}
+	for _, name := range kvKeys {
+		store[name] = kvValues[rng.IntN(k.Values)]
+	}
+	if _, ok := store[key]; !ok {
+		return "", fmt.Errorf("kv: key %q is not one of %v", key, kvKeys)
+	}
+	*k = KV{Values: k.Values, store: store, key: key}
+	return fmt.Sprintf("The store has the keys %s. Find the value of %s and submit it.", strings.Join(kvKeys, ", "), key), nil
+}
+
+// Lookup is the first tool.
+func (k *KV) Lookup(ctx context.Context, a KVArgs) (string, error) {
+	if k.Submitted {
+		k.Invalid++
+		return "", errors.New("the task is over")
+	}
+	v, ok := k.store[a.Key]
+	if !ok {
+		k.Invalid++
+		return "", fmt.Errorf("no key %q", a.Key)
+	}
+	k.Lookups++
+	if a.Key == k.key {
+		k.LookedUp = true
+	}
+	return v, nil
+}
+
+// Submit is the second tool.
+func (k *KV) Submit(ctx context.Context, a SubmitArgs) (string, error) {
+	if k.Submitted {
+		k.Invalid++
+		return "", errors.New("the task is over")
+	}
+	k.Submitted = true
+	k.Correct = strings.TrimSpace(a.Value) == k.store[k.key]
+	k.RightLookup = k.Correct && k.LookedUp
+	if k.Correct {
+		return "Correct.", nil
+	}
+	return "Wrong.", nil
+}
+
+// splitmix is SplitMix64's output function: neighbouring inputs give
+// unrelated outputs.
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
