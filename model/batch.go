@@ -208,6 +208,7 @@ func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 		return nil, err
 	}
 	var done []Finished
+	admitted := false
 	// Admit queued requests; those asking for nothing finish at once.
 	for len(b.queue) > 0 && len(b.active) < b.opts.MaxBatch {
 		s := b.queue[0]
@@ -222,9 +223,13 @@ func (b *Batch) Step(ctx context.Context) ([]Finished, error) {
 		// every few steps.
 		s.req.Seq.Tokens = slices.Grow(s.req.Seq.Tokens, min(s.req.MaxNewTokens, 4096))
 		b.active = append(b.active, s)
+		admitted = true
 	}
 	if len(b.active) == 0 {
 		return done, nil
+	}
+	if admitted && b.graphs != nil {
+		b.reserveKV()
 	}
 	defer b.m.batchInvariant(b.opts.BatchInvariant)()
 	// Decoding sequences (one pending token) always run; prompts share
@@ -473,4 +478,27 @@ func (m *Model) Prefill(ctx context.Context, seqs []*Sequence, opts BatchOptions
 			return fmt.Errorf("model: prefill: %w", err)
 		}
 	}
+}
+
+// reserveKV grows the KV pool, when the active sequences are admitted, to
+// hold every block they can still take (prompt and MaxNewTokens, within
+// the context), so the pool does not move during their decode steps: a
+// move makes the recorded steps stale, and each key is then run directly
+// and recorded again (two steps without a replay) every time the pool
+// grows by a rung of its ladder, dozens of times in a long generation.
+// Sequences that stop early give their blocks back as before. It is best
+// effort: a pool at its limit, or an allocation that fails, leaves the
+// decode steps to grow it on demand, where a real shortage is reported.
+func (b *Batch) reserveKV() {
+	pool := b.m.kvPool()
+	need := 0
+	for i := range b.active {
+		s := &b.active[i]
+		n := len(s.req.Seq.Tokens) + s.req.MaxNewTokens - len(s.comp.Tokens)
+		if mp := b.m.Config.MaxPositions; mp > 0 {
+			n = min(n, mp)
+		}
+		need += max((n+pool.bs-1)/pool.bs-s.req.Seq.Cache.heldIn(pool), 0)
+	}
+	_ = pool.reserveFree(b.m.Backend, need) // best effort (see above)
 }

@@ -128,6 +128,14 @@ func (c *KVCache) reserve(be kernels.Backend, p *kvPool, n int) error {
 	return nil
 }
 
+// heldIn is the number of blocks c holds in p.
+func (c *KVCache) heldIn(p *kvPool) int {
+	if c.st == nil || c.st.own.pool != p {
+		return 0
+	}
+	return len(c.st.own.ids)
+}
+
 // stale reports whether c holds blocks of a pool other than p (one
 // SetKVOptions replaced).
 func (c *KVCache) stale(p *kvPool) bool {

@@ -181,6 +181,35 @@ func (p *kvPool) grow(be kernels.Backend) error {
 	return nil
 }
 
+// reserveFree grows the pool's memory, within its limit, until at least n
+// blocks are free, so that the caches it serves can take n more blocks
+// without the pool moving (a move makes every recorded decode step stale).
+// At the limit it grows as far as the limit allows and leaves the rest to
+// alloc, which reports a real shortage when a block is taken.
+func (p *kvPool) reserveFree(be kernels.Backend, n int) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	short := n - p.free.Len()
+	if short <= 0 {
+		return nil
+	}
+	old := p.capBlocks()
+	want := growLadder(old + short)
+	if p.maxBlocks != 0 {
+		want = min(want, max(p.maxBlocks, 0))
+	}
+	if want <= old {
+		return nil
+	}
+	if err := p.resize(be, want); err != nil {
+		return err
+	}
+	for id := old; id < want; id++ {
+		p.free.push(int32(id))
+	}
+	return nil
+}
+
 // growLadder is the smallest pool size of at least n blocks: n itself up
 // to 8, then multiples of a quarter of the power of two below n (4, 5, 6,
 // 7 times 2^k), so a growing pool reallocates O(log n) times and holds at
