@@ -28,15 +28,19 @@ import (
 // more per launch, which a replay does not pay).
 func benchDecodeStep(b *testing.B, d *cuda.Device, m *model.Model, batch int) {
 	const warm, round = 2, 32 // untimed and timed decode steps per Batch
+	const promptLen = 16
 	type tally struct{ wall, wait, launches, graphs, syncs, steps, rows int64 }
 	var t [2]tally // [0] graphs, [1] op by op
 	rng := rand.New(rand.NewPCG(8, uint64(batch)))
 	one := func(v int) {
-		bt := m.NewBatch(model.BatchOptions{MaxBatch: batch, NoGraphs: v == 1})
+		// Every prompt in one prefill step, so the timed steps are all decode
+		// steps (at the default budget of 512 tokens, batch 256's 4,096
+		// prompt tokens spilled into five timed steps, run op by op).
+		bt := m.NewBatch(model.BatchOptions{MaxBatch: batch, NoGraphs: v == 1, PrefillTokens: batch * promptLen})
 		defer bt.Release()
 		var seqs []*model.Sequence
 		for i := range batch {
-			ids := make([]int32, 16)
+			ids := make([]int32, promptLen)
 			for j := range ids {
 				ids[j] = int32(rng.IntN(m.Config.VocabSize))
 			}
