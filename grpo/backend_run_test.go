@@ -20,8 +20,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -271,37 +269,8 @@ func compareGRPORuns(t *testing.T, want, got grpoRun) {
 // logits with the backend model's.
 func backendResume(t *testing.T, nb newBackend) {
 	dir := backendCheckpoint(t)
-	const gens, stopAt = 3, 2
-	whole := backendTrainer(t, dir, onCopying(nb(t)), false, t.TempDir())
-	ctx := context.Background()
-	var ck string
-	for g := range gens {
-		_, err := whole.Step(ctx, backendRows(g))
-		require.NoError(t, err)
-		if g+1 == stopAt {
-			var err error
-			ck, err = whole.SaveCheckpoint()
-			require.NoError(t, err)
-		}
-	}
-	want, err := whole.SaveCheckpoint()
-	require.NoError(t, err)
-
-	resumed := backendTrainer(t, dir, onCopying(nb(t)), false, t.TempDir())
-	require.NoError(t, resumed.Resume(ck))
-	for g := stopAt; g < gens; g++ {
-		_, err := resumed.Step(ctx, backendRows(g))
-		require.NoError(t, err)
-	}
-	assert.Equal(t, whole.State(), resumed.State())
-	got, err := resumed.SaveCheckpoint()
-	require.NoError(t, err)
-	assertSameCheckpointFiles(t, want, got, "the resumed run equals the uninterrupted one on the backend under test")
-	a, err := os.ReadFile(filepath.Join(ck, model.AdapterWeightsFile))
-	require.NoError(t, err)
-	b, err := os.ReadFile(filepath.Join(want, model.AdapterWeightsFile))
-	require.NoError(t, err)
-	assert.False(t, string(a) == string(b), "the last batch changed the adapters")
+	fresh := func() *Trainer { return backendTrainer(t, dir, onCopying(nb(t)), false, t.TempDir()) }
+	resumed, want := checkResumeBitExact(t, fresh(), fresh, backendRows, 3, 2)
 
 	// The checkpoint's adapter is a PEFT folder: on kernels/cpu it gives
 	// the backend model's logits.

@@ -66,13 +66,21 @@ func TestResumeBitExact(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains a model")
 	}
-	ctx := context.Background()
-	const gens, stopAt = 4, 2
+	checkResumeBitExact(t, newResumeTrainer(t, t.TempDir()), func() *Trainer { return newResumeTrainer(t, t.TempDir()) }, resumeRows, 4, 2)
+}
 
-	whole := newResumeTrainer(t, t.TempDir())
+// checkResumeBitExact steps whole through gens generation batches of
+// rows, checkpointing after the first stopAt; a fresh trainer resumed
+// from that checkpoint steps through the rest, and the two must end in
+// the same state with byte-identical checkpoint files, the adapters having
+// moved since the checkpoint (so the comparison is not of two idle runs).
+// It returns the resumed trainer and its final checkpoint's folder.
+func checkResumeBitExact(t *testing.T, whole *Trainer, fresh func() *Trainer, rows func(int) []env.Row, gens, stopAt int) (*Trainer, string) {
+	t.Helper()
+	ctx := context.Background()
 	var ck string
 	for g := range gens {
-		_, err := whole.Step(ctx, resumeRows(g))
+		_, err := whole.Step(ctx, rows(g))
 		require.NoError(t, err)
 		if g+1 == stopAt {
 			var err error
@@ -83,23 +91,23 @@ func TestResumeBitExact(t *testing.T) {
 	want, err := whole.SaveCheckpoint()
 	require.NoError(t, err)
 
-	resumed := newResumeTrainer(t, t.TempDir())
+	resumed := fresh()
 	require.NoError(t, resumed.Resume(ck))
 	assert.Equal(t, stopAt, resumed.State().Generation)
 	for g := stopAt; g < gens; g++ {
-		_, err := resumed.Step(ctx, resumeRows(g))
+		_, err := resumed.Step(ctx, rows(g))
 		require.NoError(t, err)
 	}
 	assert.Equal(t, whole.State(), resumed.State())
 	got, err := resumed.SaveCheckpoint()
 	require.NoError(t, err)
 	assertSameCheckpointFiles(t, want, got, "the resumed run equals the uninterrupted run")
-	// And the run moved: the adapters differ from those at the checkpoint.
 	a, err := os.ReadFile(filepath.Join(ck, model.AdapterWeightsFile))
 	require.NoError(t, err)
 	b, err := os.ReadFile(filepath.Join(want, model.AdapterWeightsFile))
 	require.NoError(t, err)
-	assert.False(t, string(a) == string(b), "the last two batches changed the adapters")
+	assert.False(t, string(a) == string(b), "the batches after the checkpoint changed the adapters")
+	return resumed, want
 }
 
 // TestTrainResumeBitExact is the same through Train: a run of 4 optimizer
@@ -112,10 +120,7 @@ func TestTrainResumeBitExact(t *testing.T) {
 		t.Skip("trains a model")
 	}
 	ctx := context.Background()
-	data := NewDataset([]env.Row{{"target": 1}, {"target": 3}, {"target": 5}, {"target": 7}, {"target": 8}})
-	setup := func(c *Config) {
-		c.MaxSteps, c.SaveSteps, c.ShuffleDataset, c.LogCompletions = 4, 2, true, true
-	}
+	data, setup := trainResumeRun()
 
 	a := newResumeTrainer(t, t.TempDir(), setup)
 	require.NoError(t, a.Train(ctx, data))
@@ -166,10 +171,7 @@ func TestTrainResumeAfterKill(t *testing.T) {
 		t.Skip("trains a model")
 	}
 	ctx := context.Background()
-	data := NewDataset([]env.Row{{"target": 1}, {"target": 3}, {"target": 5}, {"target": 7}, {"target": 8}})
-	setup := func(c *Config) {
-		c.MaxSteps, c.SaveSteps, c.ShuffleDataset, c.LogCompletions = 4, 2, true, true
-	}
+	data, setup := trainResumeRun()
 	a := newResumeTrainer(t, t.TempDir(), setup)
 	require.NoError(t, a.Train(ctx, data))
 	whole := a.cfg.OutputDir
@@ -236,5 +238,15 @@ func assertSameCheckpointFiles(t *testing.T, want, got, what string) {
 		b, err := os.ReadFile(filepath.Join(got, name))
 		require.NoError(t, err)
 		assert.True(t, string(a) == string(b), "%s: %s byte for byte", name, what)
+	}
+}
+
+// trainResumeRun is the Train run the resume tests interrupt: 4 optimizer
+// steps over a shuffled 5-row dataset (so the data order crosses an
+// epoch), a checkpoint every 2, completions logged.
+func trainResumeRun() (Dataset, func(*Config)) {
+	data := NewDataset([]env.Row{{"target": 1}, {"target": 3}, {"target": 5}, {"target": 7}, {"target": 8}})
+	return data, func(c *Config) {
+		c.MaxSteps, c.SaveSteps, c.ShuffleDataset, c.LogCompletions = 4, 2, true, true
 	}
 }
