@@ -118,29 +118,7 @@ func BenchmarkDecodeBatchInvariant(b *testing.B) {
 	for _, batch := range []int{1, 8, 64} {
 		for _, inv := range []bool{false, true} {
 			b.Run(fmt.Sprintf("tiny_BF16_B%d/invariant=%v", batch, inv), func(b *testing.B) {
-				m := benchModel(b, "tiny", kernels.BF16)
-				bt := m.NewBatch(BatchOptions{MaxBatch: batch, BatchInvariant: inv})
-				start := func() {
-					for i := range batch {
-						_, err := bt.Add(Request{Seq: NewSequence(uint64(i), int32(i+1)), MaxNewTokens: 65})
-						require.NoError(b, err)
-					}
-					_, err := bt.Step(b.Context())
-					require.NoError(b, err)
-				}
-				start()
-				b.ResetTimer()
-				for range b.N {
-					if bt.Len() == 0 {
-						b.StopTimer()
-						start()
-						b.StartTimer()
-					}
-					if _, err := bt.Step(b.Context()); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "tok/s")
+				benchDecodeBatch(b, BatchOptions{MaxBatch: batch, BatchInvariant: inv})
 			})
 		}
 	}

@@ -57,30 +57,38 @@ func BenchmarkPrefill(b *testing.B) {
 func BenchmarkDecode(b *testing.B) {
 	for _, batch := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("tiny_BF16_B%d", batch), func(b *testing.B) {
-			m := benchModel(b, "tiny", kernels.BF16)
-			bt := m.NewBatch(BatchOptions{MaxBatch: batch})
-			start := func() {
-				for i := range batch {
-					_, err := bt.Add(Request{Seq: NewSequence(uint64(i), int32(i+1)), MaxNewTokens: 65})
-					require.NoError(b, err)
-				}
-				_, err := bt.Step(b.Context())
-				require.NoError(b, err)
-			}
-			start()
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				if bt.Len() == 0 {
-					b.StopTimer()
-					start()
-					b.StartTimer()
-				}
-				if _, err := bt.Step(b.Context()); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "tok/s")
+			benchDecodeBatch(b, BatchOptions{MaxBatch: batch})
 		})
 	}
+}
+
+// benchDecodeBatch times decode steps of opts.MaxBatch sequences on the
+// tiny bf16 model, sampling included, at depths 1..64: every 64 steps the
+// sequences restart (untimed).
+func benchDecodeBatch(b *testing.B, opts BatchOptions) {
+	batch := opts.MaxBatch
+	m := benchModel(b, "tiny", kernels.BF16)
+	bt := m.NewBatch(opts)
+	start := func() {
+		for i := range batch {
+			_, err := bt.Add(Request{Seq: NewSequence(uint64(i), int32(i+1)), MaxNewTokens: 65})
+			require.NoError(b, err)
+		}
+		_, err := bt.Step(b.Context())
+		require.NoError(b, err)
+	}
+	start()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if bt.Len() == 0 {
+			b.StopTimer()
+			start()
+			b.StartTimer()
+		}
+		if _, err := bt.Step(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "tok/s")
 }
