@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/x/kernels"
+	"github.com/x/kernels/kerneltest"
 )
 
 // invariantWeights is w as an F32, BF16 or F16 Mat of n×k random values.
@@ -18,21 +19,7 @@ func invariantWeights(r *rand.Rand, dt kernels.DType, n, k int) kernels.Mat {
 	for i := range f {
 		f[i] = r.Float32() - 0.5
 	}
-	switch dt {
-	case kernels.BF16:
-		u := make([]uint16, len(f))
-		for i, v := range f {
-			u[i] = kernels.F32ToBF16(v)
-		}
-		return kernels.MatBF16(u, n, k)
-	case kernels.F16:
-		u := make([]uint16, len(f))
-		for i, v := range f {
-			u[i] = kernels.F32ToF16(v)
-		}
-		return kernels.MatF16(u, n, k)
-	}
-	return kernels.MatF32(f, n, k)
+	return kerneltest.ToMat(dt, f, n, k)
 }
 
 // TestMatMulBatchInvariant: in batch-invariant mode a row of x gives the
