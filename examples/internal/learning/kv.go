@@ -2,6 +2,7 @@ package learning
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -20,10 +21,13 @@ var kvValues = []string{"apple", "lemon", "mango", "peach", "plum", "kiwi", "gra
 // KV is the two-tool key-value task: the prompt names a key of a small
 // store; lookup(key) returns its value and submit(value) ends the episode,
 // right or wrong. Values are the first Values fruit names, so a submit
-// without a lookup is right one time in Values. The optimal policy is lookup(the key), then submit what
-// it returned: two calls. A policy that does less (submits a guess, or
-// calls nothing) almost never succeeds, so the task shows whether GRPO
-// learns to use the tools or to avoid them.
+// without a lookup is right one time in Values. The optimal policy is
+// lookup(the key), then submit what it returned: two calls. A policy that
+// does less (submits a guess, or calls nothing) is right one time in
+// Values at best, so the task shows whether GRPO learns to use the tools
+// or to avoid them. Every key and value is written as a call's arguments
+// write it (quote, lookupAnswer), so that the copies the task needs are
+// copies of token ids.
 type KV struct {
 	// Values is how many fruit names the store draws from (2..8); it
 	// survives Reset.
@@ -38,6 +42,10 @@ type KV struct {
 	Lookups     int  // lookup calls
 	Invalid     int  // refused calls (unknown key, submit after the end)
 	RightLookup bool // the submitted value was read by a lookup of the key before
+	// Read is the value the last lookup returned; Copied reports that the
+	// submitted value is it (right or wrong: the copy the task needs).
+	Read   string
+	Copied bool
 }
 
 // KVArgs are lookup's arguments.
@@ -82,7 +90,21 @@ func (k *KV) Reset(ctx context.Context, row env.Row) (string, error) {
 		return "", fmt.Errorf("kv: key %q is not one of %v", key, kvKeys)
 	}
 	*k = KV{Values: k.Values, store: store, key: key}
-	return fmt.Sprintf("The store has the keys %s. Find the value of %s and submit it.", strings.Join(kvKeys, ", "), key), nil
+	quoted := make([]string, len(kvKeys))
+	for i, name := range kvKeys {
+		quoted[i] = quote(name)
+	}
+	return fmt.Sprintf("The store has the keys %s. Find the value of %s and submit it.", strings.Join(quoted, ", "), quote(key)), nil
+}
+
+// quote writes a key or value as the prompt and the expert's text name
+// it: in double quotes, as a tool call's JSON arguments write it. The tiny
+// tokenizer splits a word by what precedes it (" green" is one token,
+// "green" after a quote three), and a tiny model copies token ids far
+// more easily than it maps one tokenization onto another; quoted, every
+// mention of a word is the same ids as the call's (TestKVCopiesAreTheSameTokens).
+func quote(w string) string {
+	return `"` + w + `"`
 }
 
 // Lookup is the first tool.
@@ -97,10 +119,23 @@ func (k *KV) Lookup(ctx context.Context, a KVArgs) (string, error) {
 		return "", fmt.Errorf("no key %q", a.Key)
 	}
 	k.Lookups++
+	k.Read = v
 	if a.Key == k.key {
 		k.LookedUp = true
 	}
-	return v, nil
+	return lookupAnswer(a.Key, v), nil
+}
+
+// lookupAnswer is lookup's answer, {"key": "green", "value": "grape"}:
+// JSON written as a tool call's arguments are (Python's json.dumps, a
+// space after ':' and ','), so that the value's tokens, and the tokens
+// before them, are those of submit's {"value": "grape"}.
+func lookupAnswer(key, value string) string {
+	js := func(s string) string {
+		b, _ := json.Marshal(s) // a string always marshals
+		return string(b)
+	}
+	return `{"key": ` + js(key) + `, "value": ` + js(value) + `}`
 }
 
 // Submit is the second tool.
@@ -111,6 +146,7 @@ func (k *KV) Submit(ctx context.Context, a SubmitArgs) (string, error) {
 	}
 	k.Submitted = true
 	k.Correct = strings.TrimSpace(a.Value) == k.store[k.key]
+	k.Copied = k.Read != "" && strings.TrimSpace(a.Value) == k.Read
 	k.RightLookup = k.Correct && k.LookedUp
 	if k.Correct {
 		return "Correct.", nil

@@ -71,9 +71,11 @@ type KVOptions struct {
 	Rows   int // training rows (evaluation plays 24 others)
 	Values int // the stores draw from this many fruit names (2..8)
 	// Keys is how many of the store's keys the rows ask for (1..6; 0:
-	// all). The tiny model does not learn to copy a key from the prompt
-	// into lookup's arguments, so the suite asks for one.
-	Keys    int
+	// all).
+	Keys int
+	// Games is how many expert games the warm start learns from (0:
+	// 2048): on fewer the tiny model memorises instead of learning to copy.
+	Games   int
 	Partial bool // the partial credit a newcomer's environment gave
 	// Guessing makes the expert submit a guess without a lookup in every
 	// second game (the odd seeds), so the warm start does both and GRPO
@@ -82,9 +84,12 @@ type KVOptions struct {
 }
 
 // KVTask is the two-tool key-value lookup (KV) with the expert's games on
-// 256 rows. Its reward is 1 for submitting the right value; Partial adds
-// the kind of partial credit a newcomer's environment gave: 0.2 for
-// looking the right key up, 0.1 for submitting anything.
+// o.Games rows. Its reward is 1 for submitting the right value; Partial
+// adds the kind of partial credit a newcomer's environment gave: 0.2 for
+// looking the right key up, 0.1 for submitting anything. Success is
+// stricter than the reward: the right value, read by a lookup of the key
+// asked before the submit (KV.RightLookup), so a lucky guess, which the
+// reward pays one time in Values, is no success.
 func KVTask(o KVOptions) Task {
 	keys := o.Keys
 	if keys <= 0 || keys > len(kvKeys) {
@@ -115,13 +120,16 @@ func KVTask(o KVOptions) Task {
 	if o.Guessing {
 		expert = kvGuessingExpert
 	}
-	values := o.Values
+	values, games := o.Values, o.Games
+	if games <= 0 {
+		games = 2048
+	}
 	return Task{
 		Name:       name,
 		Factory:    env.FactoryFunc(func(context.Context) (env.Env, error) { return &KV{Values: values}, nil }),
 		Train:      mk(0, o.Rows),
 		Eval:       mk(10_000, 24),
-		ExpertRows: mk(20_000, 256),
+		ExpertRows: mk(20_000, games),
 		Expert:     expert,
 		Rewards:    rewards,
 		Success: func(r *grpo.Rollout) (bool, error) {
@@ -129,7 +137,7 @@ func KVTask(o KVOptions) Task {
 			if err != nil {
 				return false, err
 			}
-			return k.Correct, nil
+			return k.RightLookup, nil
 		},
 		MaxCompletion: 200,
 		MaxTurns:      4,
@@ -172,18 +180,20 @@ func kvExpert(ctx context.Context, r *grpo.Rollout) (tokenizer.Message, error) {
 	}
 	switch {
 	case k.Submitted:
-		return grpo.TextTurn("Done: " + k.store[k.key] + "."), nil
+		return grpo.TextTurn("Done: " + quote(k.store[k.key]) + "."), nil
 	case k.LookedUp:
 		v := k.store[k.key]
-		return tokenizer.Message{Role: "assistant", Content: "Submit " + v + ".",
+		return tokenizer.Message{Role: "assistant", Content: "Submit " + quote(v) + ".",
 			ToolCalls: []tokenizer.ToolCall{{Name: "submit", Arguments: json.RawMessage(`{"value": "` + v + `"}`)}}}, nil
 	}
-	return tokenizer.Message{Role: "assistant", Content: "Look up " + k.key + ".",
+	return tokenizer.Message{Role: "assistant", Content: "Look up " + quote(k.key) + ".",
 		ToolCalls: []tokenizer.ToolCall{{Name: "lookup", Arguments: json.RawMessage(`{"key": "` + k.key + `"}`)}}}, nil
 }
 
-// kvGuessingExpert submits a guess, without a lookup, in the games of odd
-// seeds (the value the seed names), and plays kvExpert's game otherwise.
+// kvGuessingExpert submits a guess, without a lookup, in about half the
+// games (drawn by the seed, independently of the key asked: a guess on
+// odd seeds taught the model to guess for every second key, as the rows
+// ask key seed mod 6), and plays kvExpert's game otherwise.
 func kvGuessingExpert(ctx context.Context, r *grpo.Rollout) (tokenizer.Message, error) {
 	k, ok := r.Env.(*KV)
 	if !ok {
@@ -193,14 +203,14 @@ func kvGuessingExpert(ctx context.Context, r *grpo.Rollout) (tokenizer.Message, 
 	if err != nil {
 		return tokenizer.Message{}, err
 	}
-	if seed%2 == 0 || k.LookedUp {
+	if splitmix(uint64(seed))%2 == 0 || k.LookedUp {
 		return kvExpert(ctx, r)
 	}
 	if k.Submitted {
 		return grpo.TextTurn("Done."), nil
 	}
 	v := kvValues[(seed/2)%int64(k.Values)]
-	return tokenizer.Message{Role: "assistant", Content: "Submit " + v + ".",
+	return tokenizer.Message{Role: "assistant", Content: "Submit " + quote(v) + ".",
 		ToolCalls: []tokenizer.ToolCall{{Name: "submit", Arguments: json.RawMessage(`{"value": "` + v + `"}`)}}}, nil
 }
 

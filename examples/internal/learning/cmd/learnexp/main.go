@@ -34,6 +34,7 @@ func run(ctx context.Context, args []string) error {
 	task := fs.String("task", "kv", "guess16, guess8, button, kv, kv-guessing, kv-partial, wordleN (the first N words of the demo's list)")
 	kvValues := fs.Int("kv-values", 2, "the kv tasks' stores draw from this many values (2..8)")
 	kvKeys := fs.Int("kv-keys", 0, "the kv tasks' rows ask for this many keys (0: all six)")
+	kvGames := fs.Int("kv-games", 0, "the kv tasks' expert games (0: 2048)")
 	tag := fs.String("tag", "", "label printed with the summary")
 	s := learning.Settings{}
 	fs.Uint64Var(&s.Seed, "seed", 1, "seed")
@@ -65,7 +66,7 @@ func run(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	t, err := pickTask(*task, *words, *rewards, *kvValues, *kvKeys)
+	t, err := pickTask(*task, *words, *rewards, learning.KVOptions{Rows: 48, Values: *kvValues, Keys: *kvKeys, Games: *kvGames})
 	if err != nil {
 		return err
 	}
@@ -103,7 +104,7 @@ func run(ctx context.Context, args []string) error {
 	return nil
 }
 
-func pickTask(name, words, rewards string, kvValues, kvKeys int) (learning.Task, error) {
+func pickTask(name, words, rewards string, kv learning.KVOptions) (learning.Task, error) {
 	switch {
 	case name == "guess16":
 		return learning.GuessTask(16), nil
@@ -112,11 +113,13 @@ func pickTask(name, words, rewards string, kvValues, kvKeys int) (learning.Task,
 	case name == "button":
 		return learning.ButtonTask(32), nil
 	case name == "kv":
-		return learning.KVTask(learning.KVOptions{Rows: 48, Values: kvValues, Keys: kvKeys}), nil
+		return learning.KVTask(kv), nil
 	case name == "kv-guessing":
-		return learning.KVTask(learning.KVOptions{Rows: 48, Values: kvValues, Keys: kvKeys, Guessing: true}), nil
+		kv.Guessing = true
+		return learning.KVTask(kv), nil
 	case name == "kv-partial":
-		return learning.KVTask(learning.KVOptions{Rows: 48, Values: kvValues, Keys: kvKeys, Partial: true}), nil
+		kv.Partial = true
+		return learning.KVTask(kv), nil
 	case strings.HasPrefix(name, "wordle"):
 		var n int
 		if _, err := fmt.Sscanf(name, "wordle%d", &n); err != nil {
