@@ -198,8 +198,14 @@ type Config struct {
 
 	// LearningRate is the peak rate (learning_rate, 1e-6).
 	LearningRate float64 `json:"learning_rate"`
-	// LRSchedule is the rate's schedule (lr_scheduler_type, "linear").
+	// LRSchedule is the rate's schedule (lr_scheduler_type, "linear"):
+	// constant, linear, cosine or warmup_stable_decay.
 	LRSchedule model.ScheduleKind `json:"lr_scheduler_type"`
+	// DecaySteps is warmup_stable_decay's decay: the rate stays at its
+	// peak until the last DecaySteps optimizer steps, then falls along a
+	// cosine to 0 (transformers' lr_scheduler_kwargs num_decay_steps).
+	// Only that schedule reads it.
+	DecaySteps int `json:"num_decay_steps"`
 	// WarmupSteps ramps the rate from 0 over this many optimizer steps
 	// (warmup_steps, 0). Set it or WarmupRatio, not both.
 	WarmupSteps int `json:"warmup_steps"`
@@ -649,7 +655,7 @@ func (c Config) Warmup(totalSteps int) int { return c.optimizer().warmup(totalSt
 func (c Config) AdamW(totalSteps int) model.AdamWConfig { return c.optimizer().adamW(totalSteps) }
 
 func (c Config) optimizer() optimizerConfig {
-	return optimizerConfig{lr: c.LearningRate, schedule: c.LRSchedule, warmupSteps: c.WarmupSteps, warmupRatio: c.WarmupRatio,
+	return optimizerConfig{lr: c.LearningRate, schedule: c.LRSchedule, warmupSteps: c.WarmupSteps, warmupRatio: c.WarmupRatio, decaySteps: c.DecaySteps,
 		weightDecay: c.WeightDecay, maxGradNorm: c.MaxGradNorm, beta1: c.AdamBeta1, beta2: c.AdamBeta2, eps: c.AdamEpsilon}
 }
 
@@ -739,8 +745,12 @@ func (c Config) Validate() error {
 	}
 	switch c.LRSchedule {
 	case model.ScheduleConstant, model.ScheduleLinear, model.ScheduleCosine:
+	case model.ScheduleWSD:
+		if c.DecaySteps < 1 {
+			bad("DecaySteps", "num_decay_steps", "%d with lr_scheduler_type %s: want at least 1 step of decay", c.DecaySteps, c.LRSchedule)
+		}
 	default:
-		bad("LRSchedule", "lr_scheduler_type", "%q: use %q, %q or %q", c.LRSchedule, model.ScheduleConstant, model.ScheduleLinear, model.ScheduleCosine)
+		bad("LRSchedule", "lr_scheduler_type", "%q: use %q, %q, %q or %q", c.LRSchedule, model.ScheduleConstant, model.ScheduleLinear, model.ScheduleCosine, model.ScheduleWSD)
 	}
 	if c.WarmupSteps < 0 {
 		bad("WarmupSteps", "warmup_steps", "%d: must be ≥ 0", c.WarmupSteps)

@@ -145,6 +145,8 @@ func TestConfigValidate(t *testing.T) {
 		{"tool iterations 0 ok", func(c *Config) { c.MaxToolCallingIterations = 0 }, nil},
 		{"completion length 0", func(c *Config) { c.MaxCompletionLength = 0 }, []string{"MaxCompletionLength"}},
 		{"unknown schedule", func(c *Config) { c.LRSchedule = "step" }, []string{"LRSchedule"}},
+		{"wsd without decay", func(c *Config) { c.LRSchedule = model.ScheduleWSD }, []string{"DecaySteps"}},
+		{"wsd ok", func(c *Config) { c.LRSchedule = model.ScheduleWSD; c.DecaySteps = 3 }, nil},
 		{"warmup steps and ratio", func(c *Config) { c.WarmupSteps = 10; c.WarmupRatio = 0.1 }, []string{"WarmupRatio"}},
 		{"adam beta2 1", func(c *Config) { c.AdamBeta2 = 1 }, []string{"AdamBeta2"}},
 		{"infinite lr", func(c *Config) { c.LearningRate = math.Inf(1) }, []string{"LearningRate"}},
@@ -254,6 +256,15 @@ func TestConfigSchedule(t *testing.T) {
 	c.WarmupRatio = 0
 	c.WarmupSteps = 5
 	assert.Equal(t, 5, c.Warmup(100))
+
+	// warmup_stable_decay: the peak until the last DecaySteps, then down to 0.
+	c.LRSchedule, c.DecaySteps = model.ScheduleWSD, 30
+	w := c.AdamW(100)
+	require.NoError(t, w.Validate())
+	assert.Equal(t, 30, w.Schedule.DecaySteps)
+	assert.Equal(t, 1e-4, w.Schedule.At(69), "stable until step 100 − 30")
+	assert.InDelta(t, 0.5e-4, w.Schedule.At(85), 1e-12, "half way down the cosine")
+	assert.Error(t, c.AdamW(20).Validate(), "5 warm-up and 30 decay steps do not fit a 20-step run")
 	s := c.Sampling()
 	assert.Equal(t, float32(1), s.Temperature)
 	assert.Equal(t, float32(1), s.TopP)

@@ -14,6 +14,7 @@ type optimizerConfig struct {
 	schedule          model.ScheduleKind
 	warmupSteps       int
 	warmupRatio       float64
+	decaySteps        int // warmup_stable_decay's decay
 	weightDecay       float64
 	maxGradNorm       float64 // 0 = no clipping
 	beta1, beta2, eps float64
@@ -45,6 +46,7 @@ func (o optimizerConfig) adamW(total int) model.AdamWConfig {
 			LR:          o.lr,
 			WarmupSteps: o.warmup(total),
 			TotalSteps:  total,
+			DecaySteps:  o.decaySteps,
 		},
 	}
 }

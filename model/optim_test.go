@@ -26,13 +26,16 @@ func TestScheduleValues(t *testing.T) {
 		{Schedule{Kind: ScheduleConstant, LR: 2, WarmupSteps: 4}, []int{0, 1, 3, 4, 50}, []float64{0, 0.5, 1.5, 2, 2}},
 		{Schedule{Kind: ScheduleLinear, LR: 1, WarmupSteps: 2, TotalSteps: 10}, []int{0, 1, 2, 6, 10, 12}, []float64{0, 0.5, 1, 0.5, 0, 0}},
 		{Schedule{Kind: ScheduleCosine, LR: 1, WarmupSteps: 0, TotalSteps: 4}, []int{0, 1, 2, 3, 4, 9}, []float64{1, 0.5 * (1 + math.Cos(math.Pi/4)), 0.5, 0.5 * (1 + math.Cos(3*math.Pi/4)), 0, 0.5 * (1 + math.Cos(math.Pi*9/4))}},
+		// Warm up over 2, stable until 10-4 = 6, a cosine to 0 at 10, 0 after (transformers' get_wsd_schedule).
+		{Schedule{Kind: ScheduleWSD, LR: 2, WarmupSteps: 2, TotalSteps: 10, DecaySteps: 4}, []int{0, 1, 2, 5, 6, 7, 8, 10, 12}, []float64{0, 1, 2, 2, 2, 1 + math.Cos(math.Pi/4), 1, 0, 0}},
 	} {
 		require.NoError(t, tc.s.Validate())
 		for i, step := range tc.steps {
 			assert.InDelta(t, tc.want[i], tc.s.At(step), 1e-12, "%+v step %d", tc.s, step)
 		}
 	}
-	for _, bad := range []Schedule{{LR: -1}, {LR: math.NaN()}, {LR: 1, WarmupSteps: -1}, {Kind: "poly", LR: 1}, {Kind: ScheduleCosine, LR: 1, WarmupSteps: 5, TotalSteps: 5}} {
+	for _, bad := range []Schedule{{LR: -1}, {LR: math.NaN()}, {LR: 1, WarmupSteps: -1}, {Kind: "poly", LR: 1}, {Kind: ScheduleCosine, LR: 1, WarmupSteps: 5, TotalSteps: 5},
+		{Kind: ScheduleWSD, LR: 1, TotalSteps: 10}, {Kind: ScheduleWSD, LR: 1, WarmupSteps: 5, DecaySteps: 6, TotalSteps: 10}} {
 		assert.Error(t, bad.Validate(), "%+v", bad)
 	}
 }

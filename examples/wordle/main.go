@@ -47,16 +47,18 @@ type config struct {
 	SFTSteps  int
 	SFTLR     float64
 	Steps     int // GRPO optimizer steps
-	Prompts   int // secrets per GRPO step
+	Prompts   int // secrets per GRPO step (0: every word)
 	G         int // rollouts per secret
 	LR        float64
 	Beta      float64 // weight of the KL to the SFT model (the adapters off)
 	Temp      float64 // GRPO's sampling temperature
 	TopK      int     // GRPO's top-k sampling (0: every token)
-	Schedule  string  // GRPO's learning-rate schedule: constant or linear
+	Schedule  string  // GRPO's learning-rate schedule (model.ScheduleKind)
+	Decay     float64 // warmup_stable_decay's decay, a share of Steps
 	Rewards   string  // the reward set (wordlegame.RewardSet)
 	Scale     string  // GRPO's scale_rewards: group, batch or none
 	Sampled   int     // sampled games per eval word at GRPO's temperature (0: greedy only)
+	EvalEvery int     // evaluate every this many GRPO steps too (0: only after SFT and after GRPO)
 	LoRARank  int
 	Out       string
 	Seed      uint64
@@ -94,15 +96,17 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.SFTSteps, "sft-steps", 70, "supervised fine-tuning steps (0: no warm start); the default stops while the model wins about a third of its sampled games, so that a group's rollouts differ and GRPO has wins to reinforce")
 	fs.Float64Var(&c.SFTLR, "sft-lr", 3e-3, "supervised fine-tuning peak learning rate")
 	fs.IntVar(&c.Steps, "steps", 60, "GRPO optimizer steps")
-	fs.IntVar(&c.Prompts, "prompts", 4, "secret words per GRPO step")
+	fs.IntVar(&c.Prompts, "prompts", 4, "secret words per GRPO step (0: every word of -words, so that each step's update weighs every secret; DESIGN.md, \"Where the Wordle demo's learning stops\")")
 	fs.IntVar(&c.G, "generations", 16, "rollouts per secret word (GRPO's group size)")
 	fs.Float64Var(&c.LR, "lr", 2e-3, "GRPO peak learning rate (see -lr-schedule)")
 	fs.Float64Var(&c.Beta, "beta", 0.04, "weight of GRPO's KL penalty to the SFT model (the model with its LoRA adapters off; needs -lora-rank > 0)")
 	fs.Float64Var(&c.Temp, "temperature", 0.5, "GRPO's sampling temperature (the recipe's is 0.8; the tiny model needs less: at 0.8 most of its sampled tool calls were malformed and GRPO learned to stop calling guess)")
 	fs.IntVar(&c.TopK, "top-k", 10, "GRPO samples among the this many likeliest tokens (0: all)")
-	fs.StringVar(&c.Schedule, "lr-schedule", "constant", "GRPO's learning-rate schedule: constant, linear (decaying to 0 over -steps) or cosine")
+	fs.StringVar(&c.Schedule, "lr-schedule", string(model.ScheduleConstant), "GRPO's learning-rate schedule: constant, linear (decaying to 0 over -steps), cosine, or warmup_stable_decay (the peak rate, then a cosine to 0 over the last -lr-decay of the steps, so that the last updates cannot move the policy far)")
+	fs.Float64Var(&c.Decay, "lr-decay", 0.3, "warmup_stable_decay's decay, as a share of -steps")
 	fs.StringVar(&c.Rewards, "rewards", wordlegame.TRLRewards, "reward set: trl (TRL's Wordle terms, each of the last guess: correct, greens, yellows, repetition), trl-invalid (those and -0.1 per failed call) or recipe (win, greens of the best guess, -0.1 per failed call; with a weak warm start GRPO learns to stop after one guess under it)")
 	fs.StringVar(&c.Scale, "scale-rewards", string(grpo.ScaleGroup), "what GRPO divides the group-centred rewards by: group (its std, TRL's default), batch (the whole step's std) or none")
+	fs.IntVar(&c.EvalEvery, "eval-every", 20, "evaluate every this many GRPO steps too, a row of the table each (0: only after SFT and after GRPO)")
 	fs.IntVar(&c.Sampled, "sampled-eval", 16, "each evaluation also plays every word this many times sampled at GRPO's temperature and top-k (the policy GRPO trains); 0: greedy only")
 	fs.StringVar(&c.RolloutMatMul, "rollout-matmul", grpo.RolloutExact, "matmul precision of generation (GRPO's rollouts and the evaluations; training stays exact): exact, or bf16 (activations rounded to bf16, llama.cpp's arithmetic, faster on AVX512_BF16 CPUs); it changes only bf16 weights, so only a bf16 -model with -sft-steps 0 (the embedded model and a warm-started one are float32)")
 	fs.IntVar(&c.LoRARank, "lora-rank", 16, "LoRA rank for GRPO (0: train every weight)")
@@ -131,6 +135,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.SFTWords == 0 {
 		c.SFTWords = len(c.Words)
 	}
+	if c.Prompts == 0 {
+		c.Prompts = len(c.Words)
+	}
 	c.EvalWords = c.Words
 	if evalWords != "" {
 		if c.EvalWords, err = wordlegame.ParseWords(evalWords); err != nil {
@@ -151,7 +158,7 @@ func (c config) validate() error {
 	case c.Steps < 0:
 		return fmt.Errorf("-steps %d is negative", c.Steps)
 	case c.Prompts < 1:
-		return fmt.Errorf("-prompts %d: want at least 1", c.Prompts)
+		return fmt.Errorf("-prompts %d: want at least 1, or 0 for every word of -words", c.Prompts)
 	case c.G < 2:
 		return fmt.Errorf("-generations %d: GRPO needs at least 2 rollouts per word", c.G)
 	case c.LR <= 0:
@@ -164,12 +171,16 @@ func (c config) validate() error {
 		return fmt.Errorf("-top-k %d is negative", c.TopK)
 	case c.RolloutMatMul != grpo.RolloutExact && c.RolloutMatMul != grpo.RolloutBF16:
 		return fmt.Errorf("-rollout-matmul %q: want %s or %s", c.RolloutMatMul, grpo.RolloutExact, grpo.RolloutBF16)
-	case c.Schedule != string(model.ScheduleConstant) && c.Schedule != string(model.ScheduleLinear) && c.Schedule != string(model.ScheduleCosine):
-		return fmt.Errorf("-lr-schedule %q: want constant, linear or cosine", c.Schedule)
+	case c.Schedule != string(model.ScheduleConstant) && c.Schedule != string(model.ScheduleLinear) && c.Schedule != string(model.ScheduleCosine) && c.Schedule != string(model.ScheduleWSD):
+		return fmt.Errorf("-lr-schedule %q: want warmup_stable_decay, constant, linear or cosine", c.Schedule)
+	case !(c.Decay > 0 && c.Decay <= 1):
+		return fmt.Errorf("-lr-decay %g: want a share of the steps in (0, 1]", c.Decay)
 	case c.Rewards != wordlegame.RecipeRewards && c.Rewards != wordlegame.TRLRewards && c.Rewards != wordlegame.TRLInvalidRewards:
 		return fmt.Errorf("-rewards %q: want %s, %s or %s", c.Rewards, wordlegame.TRLRewards, wordlegame.TRLInvalidRewards, wordlegame.RecipeRewards)
 	case c.Scale != string(grpo.ScaleGroup) && c.Scale != string(grpo.ScaleBatch) && c.Scale != string(grpo.ScaleNone):
 		return fmt.Errorf("-scale-rewards %q: want group, batch or none", c.Scale)
+	case c.EvalEvery < 0:
+		return fmt.Errorf("-eval-every %d is negative", c.EvalEvery)
 	case c.Sampled < 0:
 		return fmt.Errorf("-sampled-eval %d is negative", c.Sampled)
 	case c.Beta < 0:

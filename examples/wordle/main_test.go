@@ -34,7 +34,8 @@ func tinyArgs(out string) []string {
 func TestRunTiny(t *testing.T) {
 	dir := t.TempDir()
 	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), tinyArgs(dir), &out), out.String())
+	// With an evaluation after GRPO's first step too, through the callback.
+	require.NoError(t, run(context.Background(), append(tinyArgs(dir), "-eval-every", "1", "-lr-schedule", "warmup_stable_decay"), &out), out.String())
 	for _, f := range []string{
 		filepath.Join(sftDir, grpo.MetricsFile), filepath.Join(sftDir, grpo.PlotFile),
 		filepath.Join(grpoDir, grpo.MetricsFile), filepath.Join(grpoDir, grpo.PlotFile), filepath.Join(grpoDir, grpo.CompletionsFile),
@@ -62,11 +63,13 @@ func TestRunTiny(t *testing.T) {
 	}
 	table, err := os.ReadFile(filepath.Join(dir, tableFile))
 	require.NoError(t, err)
-	for _, row := range []string{"| before SFT | ", "| after SFT | ", "| after GRPO | "} {
+	for _, row := range []string{"| before SFT | ", "| after SFT | ", "| GRPO step 1 | ", "| after GRPO | "} {
 		assert.Contains(t, string(table), row)
 		assert.Contains(t, out.String(), row)
 	}
 	assert.Contains(t, out.String(), "grpo step 2/2")
+	assert.NotContains(t, string(table), "| GRPO step 2 | ", "the last step's evaluation is the after-GRPO row")
+	assert.Contains(t, out.String(), "lr 0.002 (warmup_stable_decay)")
 }
 
 // TestRemoteEnvRun is the README's remote run on loopback: a Wordle server
@@ -104,6 +107,10 @@ func TestFlags(t *testing.T) {
 		{args: []string{"-lora-rank", "0", "-beta", "0", "-eval-words", "crane,chart"}},
 		{args: []string{"-temperature", "0"}, wantErr: "-temperature"},
 		{args: []string{"-top-k", "-1"}, wantErr: "-top-k"},
+		{args: []string{"-eval-every", "-1"}, wantErr: "-eval-every"},
+		{args: []string{"-prompts", "-1"}, wantErr: "-prompts"},
+		{args: []string{"-lr-schedule", "step"}, wantErr: "want warmup_stable_decay"},
+		{args: []string{"-lr-decay", "0"}, wantErr: "-lr-decay"},
 		{args: []string{"-rollout-matmul", "fp8"}, wantErr: "-rollout-matmul \"fp8\": want exact or bf16"},
 		{args: []string{"-rollout-matmul", "bf16", "-eval-words", "crane,chart"}},
 		{args: []string{"-rewards", "greens"}, wantErr: "-rewards \"greens\": want trl, trl-invalid or recipe"},
@@ -298,4 +305,13 @@ func TestResume(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPromptsZeroMeansEveryWord: -prompts 0 puts every secret in every
+// GRPO step.
+func TestPromptsZeroMeansEveryWord(t *testing.T) {
+	cfg, err := parseFlags([]string{"-prompts", "0", "-words", "crane,plant,brick"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, 3, cfg.Prompts)
+	assert.Equal(t, 3*cfg.G, grpoConfig(cfg).PerDeviceTrainBatchSize)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,6 +24,7 @@ import (
 // result is what a run measured.
 type result struct {
 	Before, AfterSFT, AfterGRPO score
+	During                      []namedScore // the evaluations every -eval-every GRPO steps
 	Elapsed                     time.Duration
 }
 
@@ -69,8 +71,8 @@ func train(ctx context.Context, cfg config, out io.Writer) (result, error) {
 	if err != nil {
 		return res, fmt.Errorf("-rewards: %w", err)
 	}
-	newTrainer := func(withLoRA bool) (*grpo.Trainer, error) {
-		opts := []grpo.Option{grpo.WithEnv(factory)}
+	newTrainer := func(withLoRA bool, extra ...grpo.Option) (*grpo.Trainer, error) {
+		opts := append([]grpo.Option{grpo.WithEnv(factory)}, extra...)
 		for _, t := range terms {
 			opts = append(opts, grpo.WithReward(t.Name, 1, t.Fn))
 		}
@@ -112,10 +114,27 @@ func train(ctx context.Context, cfg config, out io.Writer) (result, error) {
 		}
 	}
 
-	tr, err = newTrainer(cfg.LoRARank > 0)
+	// The GRPO trainer evaluates itself every -eval-every steps (through a
+	// callback, which runs between optimizer steps), so that the table
+	// shows the wins along the run, not only where it stopped.
+	var during *grpo.Trainer
+	midEval := grpo.WithCallback(func(step int, _ grpo.Metrics) error {
+		if cfg.EvalEvery == 0 || step%cfg.EvalEvery != 0 || step == cfg.Steps {
+			return nil
+		}
+		s, err := evaluate(ctx, during, evalRows, cfg.Sampled)
+		if err != nil {
+			return fmt.Errorf("evaluate at step %d: %w", step, err)
+		}
+		res.During = append(res.During, namedScore{fmt.Sprintf("GRPO step %d", step), s})
+		fmt.Fprintf(out, "GRPO step %d: %s\n", step, s)
+		return nil
+	})
+	tr, err = newTrainer(cfg.LoRARank > 0, midEval)
 	if err != nil {
 		return res, err
 	}
+	during = tr
 	defer tr.Close()
 	if res.AfterSFT, err = evaluate(ctx, tr, evalRows, cfg.Sampled); err != nil {
 		return res, fmt.Errorf("evaluate after SFT: %w", err)
@@ -166,7 +185,8 @@ func train(ctx context.Context, cfg config, out io.Writer) (result, error) {
 
 	res.Elapsed = time.Since(begin)
 	var table strings.Builder
-	writeTable(&table, []namedScore{{"before SFT", res.Before}, {"after SFT", res.AfterSFT}, {"after GRPO", res.AfterGRPO}})
+	rows := append([]namedScore{{"before SFT", res.Before}, {"after SFT", res.AfterSFT}}, res.During...)
+	writeTable(&table, append(rows, namedScore{"after GRPO", res.AfterGRPO}))
 	fmt.Fprintf(out, "\n%s\n", table.String())
 	if err := os.WriteFile(filepath.Join(cfg.Out, tableFile), []byte(table.String()), 0o644); err != nil {
 		return res, fmt.Errorf("write the table: %w", err)
@@ -185,6 +205,9 @@ func grpoConfig(cfg config) grpo.Config {
 	c.LearningRate = cfg.LR
 	c.Beta = cfg.Beta
 	c.LRSchedule = model.ScheduleKind(cfg.Schedule)
+	if c.LRSchedule == model.ScheduleWSD {
+		c.DecaySteps = max(1, int(math.Round(cfg.Decay*float64(cfg.Steps))))
+	}
 	c.ScaleRewards = grpo.ScaleRewards(cfg.Scale)
 	c.Temperature, c.TopK = float32(cfg.Temp), cfg.TopK
 	c.RolloutMatMulPrecision = cfg.RolloutMatMul
