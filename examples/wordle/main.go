@@ -4,8 +4,8 @@
 // guess, per turn), then by GRPO with TRL's Wordle reward terms (the
 // recipe's with -rewards recipe). It ends with the recipe's table (wins,
 // greedy and sampled, guesses per win, tool calls and invalid guesses) for
-// the model before SFT, after SFT and after GRPO, and says by how much
-// GRPO changed the wins.
+// the model before SFT, after SFT, every 20 GRPO steps and after GRPO, and
+// says by how much GRPO changed the wins.
 //
 //	go run ./examples/wordle                      # the embedded default: no download, no GPU
 //	go run ./examples/wordle -model qwen3-0.6b    # a Hugging Face Qwen3 folder
@@ -77,8 +77,8 @@ type config struct {
 
 // demoWords is the default run's secret words: the first ten of
 // wordlegame.DefaultWordList. With ten words the warm start covers every
-// secret and a GRPO step takes a few seconds, so the run fits 30 GRPO
-// steps in minutes; with sixteen, six secrets the SFT model never saw made
+// secret, every step can hold every secret, and a GRPO step of 80 rollouts
+// takes a few seconds, so the run fits 100 GRPO steps in minutes; with sixteen, six secrets the SFT model never saw made
 // GRPO's groups mostly all-lose or all-win (BENCHMARKS-log.md, "Examples: the
 // Wordle demo").
 const demoWords = "brave brick bride chair charm chart crane crash grace grade"
@@ -95,14 +95,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.SFTWords, "sft-words", 0, "the warm start sees games of the first this many words (0: all of -words)")
 	fs.IntVar(&c.SFTSteps, "sft-steps", 70, "supervised fine-tuning steps (0: no warm start); the default stops while the model wins about a third of its sampled games, so that a group's rollouts differ and GRPO has wins to reinforce")
 	fs.Float64Var(&c.SFTLR, "sft-lr", 3e-3, "supervised fine-tuning peak learning rate")
-	fs.IntVar(&c.Steps, "steps", 60, "GRPO optimizer steps")
-	fs.IntVar(&c.Prompts, "prompts", 4, "secret words per GRPO step (0: every word of -words, so that each step's update weighs every secret; DESIGN.md, \"Where the Wordle demo's learning stops\")")
-	fs.IntVar(&c.G, "generations", 16, "rollouts per secret word (GRPO's group size)")
+	fs.IntVar(&c.Steps, "steps", 100, "GRPO optimizer steps")
+	fs.IntVar(&c.Prompts, "prompts", 0, "secret words per GRPO step (0: every word of -words, so that each step's update weighs every secret: with 4 of 10 per step the wins of one secret rose as another's fell; DESIGN.md, \"Where the Wordle demo's learning stops\")")
+	fs.IntVar(&c.G, "generations", 8, "rollouts per secret word (GRPO's group size)")
 	fs.Float64Var(&c.LR, "lr", 2e-3, "GRPO peak learning rate (see -lr-schedule)")
 	fs.Float64Var(&c.Beta, "beta", 0.04, "weight of GRPO's KL penalty to the SFT model (the model with its LoRA adapters off; needs -lora-rank > 0)")
 	fs.Float64Var(&c.Temp, "temperature", 0.5, "GRPO's sampling temperature (the recipe's is 0.8; the tiny model needs less: at 0.8 most of its sampled tool calls were malformed and GRPO learned to stop calling guess)")
 	fs.IntVar(&c.TopK, "top-k", 10, "GRPO samples among the this many likeliest tokens (0: all)")
-	fs.StringVar(&c.Schedule, "lr-schedule", string(model.ScheduleConstant), "GRPO's learning-rate schedule: constant, linear (decaying to 0 over -steps), cosine, or warmup_stable_decay (the peak rate, then a cosine to 0 over the last -lr-decay of the steps, so that the last updates cannot move the policy far)")
+	fs.StringVar(&c.Schedule, "lr-schedule", string(model.ScheduleWSD), "GRPO's learning-rate schedule: warmup_stable_decay (the peak rate, then a cosine to 0 over the last -lr-decay of the steps, so that the last updates cannot move the policy far: at a constant rate one update moved the sampled wins by 17 points), constant, linear (decaying to 0 over -steps) or cosine")
 	fs.Float64Var(&c.Decay, "lr-decay", 0.3, "warmup_stable_decay's decay, as a share of -steps")
 	fs.StringVar(&c.Rewards, "rewards", wordlegame.TRLRewards, "reward set: trl (TRL's Wordle terms, each of the last guess: correct, greens, yellows, repetition), trl-invalid (those and -0.1 per failed call) or recipe (win, greens of the best guess, -0.1 per failed call; with a weak warm start GRPO learns to stop after one guess under it)")
 	fs.StringVar(&c.Scale, "scale-rewards", string(grpo.ScaleGroup), "what GRPO divides the group-centred rewards by: group (its std, TRL's default), batch (the whole step's std) or none")

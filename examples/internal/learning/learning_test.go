@@ -88,8 +88,9 @@ func TestLearn(t *testing.T) {
 		},
 		{
 			// The demo's Wordle: ten words, TRL's reward terms, the demo's
-			// warm start and GRPO budget; lr 2e-3 decaying linearly (the
-			// trainer's default schedule; the demo keeps it constant).
+			// warm start, and its former GRPO layout (60 steps of 4 words
+			// × 16; the demo now plays every word in each of 100 steps);
+			// lr 2e-3 decaying linearly (the trainer's default schedule).
 			// Measured on AVX-512: sampled 36 % -> 45 % of 80 games,
 			// greedy 5/10 -> 5/10, calls per greedy game 2.10 -> 2.00.
 			name: "wordle10", long: true,
