@@ -24,8 +24,10 @@ import (
 // and so its trajectory, depends only on the kernels' SIMD path. The
 // button case gives the same figures on the AVX-512, AVX2-only
 // (GODEBUG=cpu.avx512f=off) and no-SIMD (GODEBUG=cpu.avx512f=off,cpu.avx2=off)
-// paths; the long cases were measured on AVX-512, their margins about half
-// the gain measured there (BENCHMARKS.md, "Issue 21").
+// paths; the long cases' margins are about half the gain measured on
+// AVX-512. guess8 passes on all three paths; wordle10 lost a greedy win on
+// AVX2 (36 -> 41 %, 5 -> 4) and fails there, its no-SIMD run not made
+// (BENCHMARKS.md, "Issue 21, third session").
 
 // longSuite reports whether the long learning cases run.
 func longSuite() bool { return os.Getenv("GRPO_LEARN") == "long" }
