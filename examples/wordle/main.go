@@ -78,7 +78,7 @@ type config struct {
 // demoWords is the default run's secret words: the first ten of
 // wordlegame.DefaultWordList. With ten words the warm start covers every
 // secret, every step can hold every secret, and a GRPO step of 80 rollouts
-// takes a few seconds, so the run fits 100 GRPO steps in minutes; with sixteen, six secrets the SFT model never saw made
+// takes a few seconds, so the run fits 120 GRPO steps in minutes; with sixteen, six secrets the SFT model never saw made
 // GRPO's groups mostly all-lose or all-win (BENCHMARKS-log.md, "Examples: the
 // Wordle demo").
 const demoWords = "brave brick bride chair charm chart crane crash grace grade"
@@ -95,7 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.SFTWords, "sft-words", 0, "the warm start sees games of the first this many words (0: all of -words)")
 	fs.IntVar(&c.SFTSteps, "sft-steps", 70, "supervised fine-tuning steps (0: no warm start); the default stops while the model wins about a third of its sampled games, so that a group's rollouts differ and GRPO has wins to reinforce")
 	fs.Float64Var(&c.SFTLR, "sft-lr", 3e-3, "supervised fine-tuning peak learning rate")
-	fs.IntVar(&c.Steps, "steps", 100, "GRPO optimizer steps")
+	fs.IntVar(&c.Steps, "steps", 120, "GRPO optimizer steps")
 	fs.IntVar(&c.Prompts, "prompts", 0, "secret words per GRPO step (0: every word of -words, so that each step's update weighs every secret: with 4 of 10 per step the wins of one secret rose as another's fell; DESIGN.md, \"Where the Wordle demo's learning stops\")")
 	fs.IntVar(&c.G, "generations", 8, "rollouts per secret word (GRPO's group size)")
 	fs.Float64Var(&c.LR, "lr", 2e-3, "GRPO peak learning rate (see -lr-schedule)")

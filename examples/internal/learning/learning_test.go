@@ -91,7 +91,7 @@ func TestLearn(t *testing.T) {
 		{
 			// The demo's Wordle: ten words, TRL's reward terms, the demo's
 			// warm start, and its former GRPO layout (60 steps of 4 words
-			// × 16; the demo now plays every word in each of 100 steps);
+			// × 16; the demo now plays every word in each of 120 steps);
 			// lr 2e-3 decaying linearly (the trainer's default schedule).
 			// Measured on AVX-512: sampled 36 % -> 45 % of 80 games,
 			// greedy 5/10 -> 5/10, calls per greedy game 2.10 -> 2.00.
