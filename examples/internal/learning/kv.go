@@ -2,7 +2,6 @@ package learning
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -42,10 +41,6 @@ type KV struct {
 	Lookups     int  // lookup calls
 	Invalid     int  // refused calls (unknown key, submit after the end)
 	RightLookup bool // the submitted value was read by a lookup of the key before
-	// Read is the value the last lookup returned; Copied reports that the
-	// submitted value is it (right or wrong: the copy the task needs).
-	Read   string
-	Copied bool
 }
 
 // KVArgs are lookup's arguments.
@@ -119,7 +114,6 @@ func (k *KV) Lookup(ctx context.Context, a KVArgs) (string, error) {
 		return "", fmt.Errorf("no key %q", a.Key)
 	}
 	k.Lookups++
-	k.Read = v
 	if a.Key == k.key {
 		k.LookedUp = true
 	}
@@ -129,13 +123,10 @@ func (k *KV) Lookup(ctx context.Context, a KVArgs) (string, error) {
 // lookupAnswer is lookup's answer, {"key": "green", "value": "grape"}:
 // JSON written as a tool call's arguments are (Python's json.dumps, a
 // space after ':' and ','), so that the value's tokens, and the tokens
-// before them, are those of submit's {"value": "grape"}.
+// before them, are those of submit's {"value": "grape"}. Keys and values
+// are plain words of kvKeys and kvValues, so quote is their JSON string.
 func lookupAnswer(key, value string) string {
-	js := func(s string) string {
-		b, _ := json.Marshal(s) // a string always marshals
-		return string(b)
-	}
-	return `{"key": ` + js(key) + `, "value": ` + js(value) + `}`
+	return `{"key": ` + quote(key) + `, "value": ` + quote(value) + `}`
 }
 
 // Submit is the second tool.
@@ -146,7 +137,6 @@ func (k *KV) Submit(ctx context.Context, a SubmitArgs) (string, error) {
 	}
 	k.Submitted = true
 	k.Correct = strings.TrimSpace(a.Value) == k.store[k.key]
-	k.Copied = k.Read != "" && strings.TrimSpace(a.Value) == k.Read
 	k.RightLookup = k.Correct && k.LookedUp
 	if k.Correct {
 		return "Correct.", nil
