@@ -19,6 +19,7 @@ func FuzzParseMetrics(f *testing.F) {
 	f.Add("{\"step\":3,\"step\":4}")
 	f.Add("[]\n")
 	f.Add("{\"step\":1,\"x\":1e400}")
+	f.Add("{\"step\":9223372036854775808}")
 	f.Fuzz(func(t *testing.T, in string) {
 		steps, err := ParseMetrics(strings.NewReader(in), "fuzz.jsonl")
 		if err != nil {

@@ -155,6 +155,10 @@ func (s *StepMetrics) UnmarshalJSON(data []byte) error {
 	if !ok || step == nil || *step != math.Trunc(*step) || *step < 0 {
 		return errors.New(`no integer "step"`)
 	}
+	// float64(math.MaxInt) rounds up to 2^63, which int cannot hold.
+	if *step >= float64(math.MaxInt) {
+		return fmt.Errorf(`"step" %g is too large`, *step)
+	}
 	delete(raw, metricStep)
 	s.Step, s.Metrics = int(*step), make(Metrics, len(raw))
 	for k, v := range raw {

@@ -91,6 +91,8 @@ func TestReadMetricsErrors(t *testing.T) {
 		{"bad json", "{\"step\":1}\n{oops\n", "metrics.jsonl:2"},
 		{"no step", "{\"reward\":1}\n", `no integer "step"`},
 		{"fractional step", "{\"step\":1.5}\n", `no integer "step"`},
+		{"step past int", "{\"step\":9223372036854775808}\n", `"step" 9.223372036854776e+18 is too large`},
+		{"step far past int", "{\"step\":1e300}\n", `is too large`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
