@@ -17,6 +17,11 @@ var kvKeys = []string{"red", "blue", "green", "gold", "pink", "gray"}
 // tokenizer, so a lookup's answer is copied as one token).
 var kvValues = []string{"apple", "lemon", "mango", "peach", "plum", "kiwi", "grape", "melon"}
 
+// kvSplitValues are values the tiny tokenizer writes as two pieces each
+// (after a quote: "ti"+"ger", "ze"+"bra", ...), with a different first
+// piece each, pieces that other words share: KV.Split's values.
+var kvSplitValues = []string{"tiger", "zebra", "otter", "stone", "river", "seven", "cloud", "amber"}
+
 // KV is the two-tool key-value task: the prompt names a key of a small
 // store; lookup(key) returns its value and submit(value) ends the episode,
 // right or wrong. Values are the first Values fruit names, so a submit
@@ -31,6 +36,9 @@ type KV struct {
 	// Values is how many fruit names the store draws from (2..8); it
 	// survives Reset.
 	Values int
+	// Split draws the values from kvSplitValues, not kvValues; it
+	// survives Reset.
+	Split bool
 
 	store map[string]string
 	key   string
@@ -71,25 +79,35 @@ func (k *KV) Reset(ctx context.Context, row env.Row) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if k.Values < 2 || k.Values > len(kvValues) {
-		return "", fmt.Errorf("kv: %d values: want 2..%d", k.Values, len(kvValues))
+	names := k.names()
+	if k.Values < 2 || k.Values > len(names) {
+		return "", fmt.Errorf("kv: %d values: want 2..%d", k.Values, len(names))
 	}
 	// PCG's first draws from neighbouring seeds are alike; mixing the
 	// seed first keeps a store's values from being guessable by its row.
 	rng := rand.New(rand.NewPCG(splitmix(uint64(seed)), 7))
 	store := map[string]string{}
 	for _, name := range kvKeys {
-		store[name] = kvValues[rng.IntN(k.Values)]
+		store[name] = names[rng.IntN(k.Values)]
 	}
 	if _, ok := store[key]; !ok {
 		return "", fmt.Errorf("kv: key %q is not one of %v", key, kvKeys)
 	}
-	*k = KV{Values: k.Values, store: store, key: key}
+	*k = KV{Values: k.Values, Split: k.Split, store: store, key: key}
 	quoted := make([]string, len(kvKeys))
 	for i, name := range kvKeys {
 		quoted[i] = quote(name)
 	}
 	return fmt.Sprintf("The store has the keys %s. Find the value of %s and submit it.", strings.Join(quoted, ", "), quote(key)), nil
+}
+
+// names are the words the store's values are drawn from (the first
+// Values of them).
+func (k *KV) names() []string {
+	if k.Split {
+		return kvSplitValues
+	}
+	return kvValues
 }
 
 // quote writes a key or value as the prompt and the expert's text name

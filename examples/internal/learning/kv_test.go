@@ -24,11 +24,26 @@ import (
 // a mapping of one tokenization onto another (" green" is one token,
 // "green" after a quote three), which the tiny model does not learn.
 func TestKVCopiesAreTheSameTokens(t *testing.T) {
+	for _, o := range []KVOptions{
+		{Values: len(kvValues)},
+		{Values: len(kvValues), Echo: true},
+		{Values: len(kvSplitValues), Split: true},
+		{Values: len(kvSplitValues), Split: true, Echo: true, Guessing: true},
+	} {
+		t.Run(KVTask(o).Name, func(t *testing.T) { kvCopiesAreTheSameTokens(t, o) })
+	}
+}
+
+func kvCopiesAreTheSameTokens(t *testing.T, o KVOptions) {
 	ctx := context.Background()
 	tok := tokenizer.Tiny()
 	chat, err := tokenizer.NewChat(tok)
 	require.NoError(t, err)
-	task := KVTask(KVOptions{Values: len(kvValues)})
+	task := KVTask(o)
+	values := kvValues
+	if o.Split {
+		values = kvSplitValues
+	}
 	cfg := grpoConfig(task, Settings{G: 1, Prompts: 1})
 	// Every key asked, every value looked up.
 	var rows []env.Row
@@ -55,7 +70,7 @@ func TestKVCopiesAreTheSameTokens(t *testing.T) {
 		// The words after the system prompt (its tool schemas name none).
 		from := strings.Index(s, "<|im_start|>user")
 		require.GreaterOrEqual(t, from, 0)
-		for _, w := range append(slices.Clone(kvKeys), kvValues...) {
+		for _, w := range append(slices.Clone(kvKeys), values...) {
 			for at := from; ; {
 				k := strings.Index(s[at:], w)
 				if k < 0 {
@@ -77,7 +92,7 @@ func TestKVCopiesAreTheSameTokens(t *testing.T) {
 		}
 	}
 	require.Empty(t, split[:min(len(split), 5)], "%d mentions share a token with their neighbours (the first 5 shown)", len(split))
-	for _, w := range append(slices.Clone(kvKeys), kvValues...) {
+	for _, w := range append(slices.Clone(kvKeys), values...) {
 		m := mentions[w]
 		// A key is in the prompt twice, the expert's text and the lookup's
 		// call and answer; a value in the answer, the text, the submit
