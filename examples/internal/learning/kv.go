@@ -18,14 +18,22 @@ var kvKeys = []string{"red", "blue", "green", "gold", "pink", "gray"}
 var kvValues = []string{"apple", "lemon", "mango", "peach", "plum", "kiwi", "grape", "melon"}
 
 // kvSplitValues are values the tiny tokenizer writes as two pieces each
-// (after a quote: "ti"+"ger", "ze"+"bra", ...), with a different first
-// piece each, pieces that other words share: KV.Split's values.
+// after a quote ("ti"+"ger", "ze"+"bra", ...), each with its own first
+// piece: KV.Split's values. The embedded model starts from random
+// weights, and a one-token fruit is always followed by the same closing
+// quote, so until the copy itself is learnt nothing in the loss tells the
+// values' embeddings apart: the warm start sat on a plateau with the value
+// at chance for 1000 SFT steps and more. A two-piece value's first piece
+// must predict its own second piece, which sets the values apart from the
+// first steps, and the copy is learnt in a few hundred (results.md, "kv,
+// fourth session").
 var kvSplitValues = []string{"tiger", "zebra", "otter", "stone", "river", "seven", "cloud", "amber"}
 
 // KV is the two-tool key-value task: the prompt names a key of a small
 // store; lookup(key) returns its value and submit(value) ends the episode,
-// right or wrong. Values are the first Values fruit names, so a submit
-// without a lookup is right one time in Values. The optimal policy is
+// right or wrong. Values are the first Values fruit names (or, Split, of
+// kvSplitValues), so a submit without a lookup is right one time in
+// Values. The optimal policy is
 // lookup(the key), then submit what it returned: two calls. A policy that
 // does less (submits a guess, or calls nothing) is right one time in
 // Values at best, so the task shows whether GRPO learns to use the tools
@@ -33,8 +41,8 @@ var kvSplitValues = []string{"tiger", "zebra", "otter", "stone", "river", "seven
 // write it (quote, lookupAnswer), so that the copies the task needs are
 // copies of token ids.
 type KV struct {
-	// Values is how many fruit names the store draws from (2..8); it
-	// survives Reset.
+	// Values is how many names the store draws its values from (2..8);
+	// it survives Reset.
 	Values int
 	// Split draws the values from kvSplitValues, not kvValues; it
 	// survives Reset.

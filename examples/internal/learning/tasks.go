@@ -69,7 +69,7 @@ func guessExpert(ctx context.Context, r *grpo.Rollout) (tokenizer.Message, error
 // KVOptions shape a KVTask.
 type KVOptions struct {
 	Rows   int // training rows (evaluation plays 24 others)
-	Values int // the stores draw from this many fruit names (2..8)
+	Values int // the stores draw from this many names (2..8)
 	// Keys is how many of the store's keys the rows ask for (1..6; 0:
 	// all).
 	Keys int
@@ -82,8 +82,9 @@ type KVOptions struct {
 	// must learn that the lookup pays: more tool calls, not fewer.
 	Guessing bool
 	// Split draws the values from words the tiny tokenizer writes as
-	// two pieces shared with other words (KV.Split), not from the
-	// one-token fruit names.
+	// two pieces (KV.Split, kvSplitValues), not from the one-token fruit
+	// names: the warm start then learns to copy the value in a few
+	// hundred SFT steps instead of thousands.
 	Split bool
 	// Echo makes the expert's submit after a lookup name the value
 	// twice (`The value is "peach". Submit "peach".`): two copies of the
