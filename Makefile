@@ -125,3 +125,10 @@ cuda-check: cuda-setup cudahost cudabuild
 .PHONY: gpu-check
 gpu-check: cuda-setup
 	./scripts/gpu-check.sh build bin/gpu-check
+
+## gpu-wordle: build the Wordle demo for the GPU (bin/gpu-wordle: examples/wordle with -tags cuda);
+## on the GPU machine `scripts/gpu-wordle.sh run` plays the demo's defaults and a bigger model on
+## 16 words with -device cuda (issue 21's GPU figures); see the script.
+.PHONY: gpu-wordle
+gpu-wordle: cuda-setup
+	./scripts/gpu-wordle.sh build bin/gpu-wordle
