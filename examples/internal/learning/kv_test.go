@@ -105,3 +105,37 @@ func kvCopiesAreTheSameTokens(t *testing.T, o KVOptions) {
 }
 
 func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
+// TestKVValuePieces pins the tokenizations the warm start depends on
+// (results.md, "kv, fourth session"): after a quote, as every mention
+// writes it, a fruit is one token, and a split value two, whose first
+// pieces all differ, so that each value's first piece predicts its own
+// second piece and the values' embeddings come apart.
+func TestKVValuePieces(t *testing.T) {
+	tok := tokenizer.Tiny()
+	for _, c := range []struct {
+		name   string
+		values []string
+		pieces int
+	}{
+		{"fruits", kvValues, 1},
+		{"split", kvSplitValues, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			firsts := map[int32]string{}
+			for _, v := range c.values {
+				ids := tok.Encode(`": "` + v + `"`)
+				prefix := tok.Encode(`": "`)
+				require.Greater(t, len(ids), len(prefix), "%q", v)
+				require.Equal(t, prefix, ids[:len(prefix)], "%q: the quote before it merged with it", v)
+				word := ids[len(prefix) : len(ids)-1]
+				require.Equal(t, tok.Encode(`"`), ids[len(ids)-1:], "%q: the closing quote merged with it", v)
+				assert.Len(t, word, c.pieces, "%q is %d tokens", v, len(word))
+				if other, ok := firsts[word[0]]; ok {
+					t.Errorf("%q and %q begin with the same token", v, other)
+				}
+				firsts[word[0]] = v
+			}
+		})
+	}
+}
