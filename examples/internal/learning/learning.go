@@ -291,7 +291,11 @@ func warmStarted(ctx context.Context, task Task, s Settings, be *cpu.Backend, lo
 		}
 		sc.WarmupRatio = 0.1
 		sc.BatchSize = 8
-		if s.SFTBatch > 0 {
+		switch {
+		case s.SFTBatch < 0:
+			pol.Close()
+			return nil, fmt.Errorf("%s: SFT batch %d: want > 0, or 0 for 8", task.Name, s.SFTBatch)
+		case s.SFTBatch > 0:
 			sc.BatchSize = s.SFTBatch
 		}
 		sc.MaxLength = 512

@@ -156,3 +156,23 @@ func runCase(t *testing.T, c learnCase) {
 	assert.GreaterOrEqual(t, a.Greedy, c.minGreedy, "greedy wins after GRPO")
 	assert.GreaterOrEqual(t, a.Calls, c.minCalls, "tool calls per greedy game after GRPO")
 }
+
+// TestRunRejectsBadSettings: a setting out of range is an error that
+// names it, before any training.
+func TestRunRejectsBadSettings(t *testing.T) {
+	task := KVTask(KVOptions{Rows: 2, Values: 4, Split: true, Games: 2})
+	for _, c := range []struct {
+		name string
+		s    Settings
+		want string
+	}{
+		{"negative SFT batch", Settings{Seed: 1, Threads: 1, SFTSteps: 1, SFTLR: 1e-3, SFTBatch: -1}, "SFT batch -1"},
+		{"unknown SFT schedule", Settings{Seed: 1, Threads: 1, SFTSteps: 1, SFTLR: 1e-3, SFTSchedule: "sawtooth"}, "sawtooth"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Run(context.Background(), task, c.s)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.want)
+		})
+	}
+}

@@ -88,7 +88,8 @@ type KVOptions struct {
 	Split bool
 	// Echo makes the expert's submit after a lookup name the value
 	// twice (`The value is "peach". Submit "peach".`): two copies of the
-	// lookup's answer in its text, not one.
+	// lookup's answer in its text, not one. (It did not end the warm
+	// start's plateau on one-token values: results.md.)
 	Echo bool
 }
 
