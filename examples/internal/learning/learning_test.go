@@ -29,8 +29,8 @@ import (
 // AVX-512. guess8 passes on all three paths; wordle10 lost a greedy win on
 // AVX2 (36 -> 41 %, 5 -> 4) and fails there, its no-SIMD run not made
 // (BENCHMARKS.md, "Issue 21, third session"); kv4-guessing passes on
-// AVX-512 and AVX2, its no-SIMD run not made (BENCHMARKS.md, "Issue 21:
-// kv").
+// AVX-512 and AVX2, its no-SIMD run did not finish in 40 minutes
+// (BENCHMARKS.md, "Issue 21: kv").
 
 // longSuite reports whether the long learning cases run.
 func longSuite() bool { return os.Getenv("GRPO_LEARN") == "long" }
