@@ -17,10 +17,23 @@ var kvKeys = []string{"red", "blue", "green", "gold", "pink", "gray"}
 // tokenizer, so a lookup's answer is copied as one token).
 var kvValues = []string{"apple", "lemon", "mango", "peach", "plum", "kiwi", "grape", "melon"}
 
+// kvSplitValues are values the tiny tokenizer writes as two pieces each
+// after a quote ("ti"+"ger", "ze"+"bra", ...), each with its own first
+// piece: KV.Split's values. The embedded model starts from random
+// weights, and a one-token fruit is always followed by the same closing
+// quote, so until the copy itself is learnt nothing in the loss tells the
+// values' embeddings apart: the warm start sat on a plateau with the value
+// at chance for 1000 SFT steps and more. A two-piece value's first piece
+// must predict its own second piece, which sets the values apart from the
+// first steps, and the copy is learnt in a few hundred (results.md, "kv,
+// fourth session").
+var kvSplitValues = []string{"tiger", "zebra", "otter", "stone", "river", "seven", "cloud", "amber"}
+
 // KV is the two-tool key-value task: the prompt names a key of a small
 // store; lookup(key) returns its value and submit(value) ends the episode,
-// right or wrong. Values are the first Values fruit names, so a submit
-// without a lookup is right one time in Values. The optimal policy is
+// right or wrong. Values are the first Values fruit names (or, Split, of
+// kvSplitValues), so a submit without a lookup is right one time in
+// Values. The optimal policy is
 // lookup(the key), then submit what it returned: two calls. A policy that
 // does less (submits a guess, or calls nothing) is right one time in
 // Values at best, so the task shows whether GRPO learns to use the tools
@@ -28,9 +41,12 @@ var kvValues = []string{"apple", "lemon", "mango", "peach", "plum", "kiwi", "gra
 // write it (quote, lookupAnswer), so that the copies the task needs are
 // copies of token ids.
 type KV struct {
-	// Values is how many fruit names the store draws from (2..8); it
-	// survives Reset.
+	// Values is how many names the store draws its values from (2..8);
+	// it survives Reset.
 	Values int
+	// Split draws the values from kvSplitValues, not kvValues; it
+	// survives Reset.
+	Split bool
 
 	store map[string]string
 	key   string
@@ -71,25 +87,35 @@ func (k *KV) Reset(ctx context.Context, row env.Row) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if k.Values < 2 || k.Values > len(kvValues) {
-		return "", fmt.Errorf("kv: %d values: want 2..%d", k.Values, len(kvValues))
+	names := k.names()
+	if k.Values < 2 || k.Values > len(names) {
+		return "", fmt.Errorf("kv: %d values: want 2..%d", k.Values, len(names))
 	}
 	// PCG's first draws from neighbouring seeds are alike; mixing the
 	// seed first keeps a store's values from being guessable by its row.
 	rng := rand.New(rand.NewPCG(splitmix(uint64(seed)), 7))
 	store := map[string]string{}
 	for _, name := range kvKeys {
-		store[name] = kvValues[rng.IntN(k.Values)]
+		store[name] = names[rng.IntN(k.Values)]
 	}
 	if _, ok := store[key]; !ok {
 		return "", fmt.Errorf("kv: key %q is not one of %v", key, kvKeys)
 	}
-	*k = KV{Values: k.Values, store: store, key: key}
+	*k = KV{Values: k.Values, Split: k.Split, store: store, key: key}
 	quoted := make([]string, len(kvKeys))
 	for i, name := range kvKeys {
 		quoted[i] = quote(name)
 	}
 	return fmt.Sprintf("The store has the keys %s. Find the value of %s and submit it.", strings.Join(quoted, ", "), quote(key)), nil
+}
+
+// names are the words the store's values are drawn from (the first
+// Values of them).
+func (k *KV) names() []string {
+	if k.Split {
+		return kvSplitValues
+	}
+	return kvValues
 }
 
 // quote writes a key or value as the prompt and the expert's text name

@@ -24,11 +24,26 @@ import (
 // a mapping of one tokenization onto another (" green" is one token,
 // "green" after a quote three), which the tiny model does not learn.
 func TestKVCopiesAreTheSameTokens(t *testing.T) {
+	for _, o := range []KVOptions{
+		{Values: len(kvValues)},
+		{Values: len(kvValues), Echo: true},
+		{Values: len(kvSplitValues), Split: true},
+		{Values: len(kvSplitValues), Split: true, Echo: true, Guessing: true},
+	} {
+		t.Run(KVTask(o).Name, func(t *testing.T) { kvCopiesAreTheSameTokens(t, o) })
+	}
+}
+
+func kvCopiesAreTheSameTokens(t *testing.T, o KVOptions) {
 	ctx := context.Background()
 	tok := tokenizer.Tiny()
 	chat, err := tokenizer.NewChat(tok)
 	require.NoError(t, err)
-	task := KVTask(KVOptions{Values: len(kvValues)})
+	task := KVTask(o)
+	values := kvValues
+	if o.Split {
+		values = kvSplitValues
+	}
 	cfg := grpoConfig(task, Settings{G: 1, Prompts: 1})
 	// Every key asked, every value looked up.
 	var rows []env.Row
@@ -55,7 +70,7 @@ func TestKVCopiesAreTheSameTokens(t *testing.T) {
 		// The words after the system prompt (its tool schemas name none).
 		from := strings.Index(s, "<|im_start|>user")
 		require.GreaterOrEqual(t, from, 0)
-		for _, w := range append(slices.Clone(kvKeys), kvValues...) {
+		for _, w := range append(slices.Clone(kvKeys), values...) {
 			for at := from; ; {
 				k := strings.Index(s[at:], w)
 				if k < 0 {
@@ -77,7 +92,7 @@ func TestKVCopiesAreTheSameTokens(t *testing.T) {
 		}
 	}
 	require.Empty(t, split[:min(len(split), 5)], "%d mentions share a token with their neighbours (the first 5 shown)", len(split))
-	for _, w := range append(slices.Clone(kvKeys), kvValues...) {
+	for _, w := range append(slices.Clone(kvKeys), values...) {
 		m := mentions[w]
 		// A key is in the prompt twice, the expert's text and the lookup's
 		// call and answer; a value in the answer, the text, the submit
@@ -90,3 +105,37 @@ func TestKVCopiesAreTheSameTokens(t *testing.T) {
 }
 
 func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
+// TestKVValuePieces pins the tokenizations the warm start depends on
+// (results.md, "kv, fourth session"): after a quote, as every mention
+// writes it, a fruit is one token, and a split value two, whose first
+// pieces all differ, so that each value's first piece predicts its own
+// second piece and the values' embeddings come apart.
+func TestKVValuePieces(t *testing.T) {
+	tok := tokenizer.Tiny()
+	for _, c := range []struct {
+		name   string
+		values []string
+		pieces int
+	}{
+		{"fruits", kvValues, 1},
+		{"split", kvSplitValues, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			firsts := map[int32]string{}
+			for _, v := range c.values {
+				ids := tok.Encode(`": "` + v + `"`)
+				prefix := tok.Encode(`": "`)
+				require.Greater(t, len(ids), len(prefix), "%q", v)
+				require.Equal(t, prefix, ids[:len(prefix)], "%q: the quote before it merged with it", v)
+				word := ids[len(prefix) : len(ids)-1]
+				require.Equal(t, tok.Encode(`"`), ids[len(ids)-1:], "%q: the closing quote merged with it", v)
+				assert.Len(t, word, c.pieces, "%q is %d tokens", v, len(word))
+				if other, ok := firsts[word[0]]; ok {
+					t.Errorf("%q and %q begin with the same token", v, other)
+				}
+				firsts[word[0]] = v
+			}
+		})
+	}
+}

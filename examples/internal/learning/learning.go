@@ -67,6 +67,15 @@ type Settings struct {
 
 	SFTSteps int
 	SFTLR    float64
+	// SFTBatch is expert games per SFT step (0: 8).
+	SFTBatch int
+	// SFTSchedule is the SFT learning rate's schedule after its warmup
+	// (the first 10 % of the steps; "": cosine).
+	SFTSchedule model.ScheduleKind
+	// SFTLogEvery, if set, writes the SFT loss (the mean over the last
+	// SFTLogEvery steps) to Log every SFTLogEvery steps: where it leaves
+	// a plateau.
+	SFTLogEvery int
 
 	Steps   int // GRPO optimizer steps (one per generation)
 	Prompts int // rows per step
@@ -251,9 +260,13 @@ func grpoConfig(task Task, s Settings) grpo.Config {
 // warmStarted loads the embedded model and fine-tunes every weight on the
 // expert's games (or loads that model from the cache).
 func warmStarted(ctx context.Context, task Task, s Settings, be *cpu.Backend, log io.Writer) (*warmstart.Policy, error) {
+	begin := time.Now()
 	var cached string
 	if s.CacheDir != "" {
 		cached = filepath.Join(s.CacheDir, fmt.Sprintf("%s-seed%d-sft%d-lr%g", task.Name, s.Seed, s.SFTSteps, s.SFTLR))
+		if s.SFTBatch != 0 || s.SFTSchedule != "" {
+			cached += fmt.Sprintf("-b%d-%s", s.SFTBatch, s.SFTSchedule)
+		}
 		if _, err := os.Stat(filepath.Join(cached, "config.json")); err == nil {
 			return warmstart.Load(warmstart.Options{Dir: cached}, be)
 		}
@@ -273,19 +286,37 @@ func warmStarted(ctx context.Context, task Task, s Settings, be *cpu.Backend, lo
 		sc.MaxSteps = s.SFTSteps
 		sc.LearningRate = s.SFTLR
 		sc.LRSchedule = model.ScheduleCosine
+		if s.SFTSchedule != "" {
+			sc.LRSchedule = s.SFTSchedule
+		}
 		sc.WarmupRatio = 0.1
 		sc.BatchSize = 8
+		switch {
+		case s.SFTBatch < 0:
+			pol.Close()
+			return nil, fmt.Errorf("%s: SFT batch %d: want > 0, or 0 for 8", task.Name, s.SFTBatch)
+		case s.SFTBatch > 0:
+			sc.BatchSize = s.SFTBatch
+		}
 		sc.MaxLength = 512
 		sc.EnableThinking = tokenizer.ThinkingOff
 		sc.GradientCheckpointing = false
 		sc.Seed = s.Seed
-		rep, err := warmstart.SFT(ctx, pol, convs, sc)
+		var cbs []grpo.Callback
+		if s.SFTLogEvery > 0 {
+			sc.LoggingSteps = s.SFTLogEvery
+			cbs = append(cbs, func(step int, m grpo.Metrics) error {
+				fmt.Fprintf(log, "%s SFT step %5d loss %.4f lr %.2e\n", task.Name, step, m[grpo.MetricLoss], m[grpo.MetricLearningRate])
+				return nil
+			})
+		}
+		rep, err := warmstart.SFT(ctx, pol, convs, sc, cbs...)
 		if err != nil {
 			pol.Close()
 			return nil, fmt.Errorf("%s: SFT: %w", task.Name, err)
 		}
 		if n := len(rep.History); n > 0 {
-			fmt.Fprintf(log, "%s SFT: %d steps on %d expert games, final loss %.4f\n", task.Name, s.SFTSteps, len(convs), rep.History[n-1].Metrics[grpo.MetricLoss])
+			fmt.Fprintf(log, "%s SFT: %d steps on %d expert games, final loss %.4f (%s)\n", task.Name, s.SFTSteps, len(convs), rep.History[n-1].Metrics[grpo.MetricLoss], time.Since(begin).Round(time.Second))
 		}
 	}
 	if cached != "" {

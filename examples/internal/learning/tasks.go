@@ -69,7 +69,7 @@ func guessExpert(ctx context.Context, r *grpo.Rollout) (tokenizer.Message, error
 // KVOptions shape a KVTask.
 type KVOptions struct {
 	Rows   int // training rows (evaluation plays 24 others)
-	Values int // the stores draw from this many fruit names (2..8)
+	Values int // the stores draw from this many names (2..8)
 	// Keys is how many of the store's keys the rows ask for (1..6; 0:
 	// all).
 	Keys int
@@ -81,6 +81,16 @@ type KVOptions struct {
 	// second game (the odd seeds), so the warm start does both and GRPO
 	// must learn that the lookup pays: more tool calls, not fewer.
 	Guessing bool
+	// Split draws the values from words the tiny tokenizer writes as
+	// two pieces (KV.Split, kvSplitValues), not from the one-token fruit
+	// names: the warm start then learns to copy the value in a few
+	// hundred SFT steps instead of thousands.
+	Split bool
+	// Echo makes the expert's submit after a lookup name the value
+	// twice (`The value is "peach". Submit "peach".`): two copies of the
+	// lookup's answer in its text, not one. (It did not end the warm
+	// start's plateau on one-token values: results.md.)
+	Echo bool
 }
 
 // KVTask is the two-tool key-value lookup (KV) with the expert's games on
@@ -110,23 +120,29 @@ func KVTask(o KVOptions) Task {
 	if o.Guessing {
 		name += "-guessing"
 	}
+	if o.Split {
+		name += "-split"
+	}
+	if o.Echo {
+		name += "-echo"
+	}
 	if o.Partial {
 		name += "-partial"
 		rewards = append(rewards,
 			Reward{Name: "looked_up", Weight: 0.2, Fn: kvTerm(func(k *KV) float64 { return b2f(k.LookedUp) })},
 			Reward{Name: "submitted", Weight: 0.1, Fn: kvTerm(func(k *KV) float64 { return b2f(k.Submitted) })})
 	}
-	expert := kvExpert
+	expert := kvExpert(o.Echo)
 	if o.Guessing {
-		expert = kvGuessingExpert
+		expert = kvGuessingExpert(expert)
 	}
-	values, games := o.Values, o.Games
+	values, split, games := o.Values, o.Split, o.Games
 	if games <= 0 {
 		games = 2048
 	}
 	return Task{
 		Name:       name,
-		Factory:    env.FactoryFunc(func(context.Context) (env.Env, error) { return &KV{Values: values}, nil }),
+		Factory:    env.FactoryFunc(func(context.Context) (env.Env, error) { return &KV{Values: values, Split: split}, nil }),
 		Train:      mk(0, o.Rows),
 		Eval:       mk(10_000, 24),
 		ExpertRows: mk(20_000, games),
@@ -172,46 +188,55 @@ func kvTerm(f func(*KV) float64) grpo.RewardFunc {
 	}
 }
 
-// kvExpert looks the key up and submits its value.
-func kvExpert(ctx context.Context, r *grpo.Rollout) (tokenizer.Message, error) {
-	k, ok := r.Env.(*KV)
-	if !ok {
-		return tokenizer.Message{}, fmt.Errorf("the kv expert plays KV, not %T", r.Env)
+// kvExpert looks the key up and submits its value; echo names the value
+// twice before the submit.
+func kvExpert(echo bool) grpo.Script {
+	return func(ctx context.Context, r *grpo.Rollout) (tokenizer.Message, error) {
+		k, ok := r.Env.(*KV)
+		if !ok {
+			return tokenizer.Message{}, fmt.Errorf("the kv expert plays KV, not %T", r.Env)
+		}
+		switch {
+		case k.Submitted:
+			return grpo.TextTurn("Done: " + quote(k.store[k.key]) + "."), nil
+		case k.LookedUp:
+			v := k.store[k.key]
+			text := "Submit " + quote(v) + "."
+			if echo {
+				text = "The value is " + quote(v) + ". " + text
+			}
+			return tokenizer.Message{Role: "assistant", Content: text,
+				ToolCalls: []tokenizer.ToolCall{{Name: "submit", Arguments: json.RawMessage(`{"value": "` + v + `"}`)}}}, nil
+		}
+		return tokenizer.Message{Role: "assistant", Content: "Look up " + quote(k.key) + ".",
+			ToolCalls: []tokenizer.ToolCall{{Name: "lookup", Arguments: json.RawMessage(`{"key": "` + k.key + `"}`)}}}, nil
 	}
-	switch {
-	case k.Submitted:
-		return grpo.TextTurn("Done: " + quote(k.store[k.key]) + "."), nil
-	case k.LookedUp:
-		v := k.store[k.key]
-		return tokenizer.Message{Role: "assistant", Content: "Submit " + quote(v) + ".",
-			ToolCalls: []tokenizer.ToolCall{{Name: "submit", Arguments: json.RawMessage(`{"value": "` + v + `"}`)}}}, nil
-	}
-	return tokenizer.Message{Role: "assistant", Content: "Look up " + quote(k.key) + ".",
-		ToolCalls: []tokenizer.ToolCall{{Name: "lookup", Arguments: json.RawMessage(`{"key": "` + k.key + `"}`)}}}, nil
 }
 
 // kvGuessingExpert submits a guess, without a lookup, in about half the
 // games (drawn by the seed, independently of the key asked: a guess on
 // odd seeds taught the model to guess for every second key, as the rows
-// ask key seed mod 6), and plays kvExpert's game otherwise.
-func kvGuessingExpert(ctx context.Context, r *grpo.Rollout) (tokenizer.Message, error) {
-	k, ok := r.Env.(*KV)
-	if !ok {
-		return tokenizer.Message{}, fmt.Errorf("the kv expert plays KV, not %T", r.Env)
+// ask key seed mod 6), and plays expert's game otherwise.
+func kvGuessingExpert(expert grpo.Script) grpo.Script {
+	return func(ctx context.Context, r *grpo.Rollout) (tokenizer.Message, error) {
+		k, ok := r.Env.(*KV)
+		if !ok {
+			return tokenizer.Message{}, fmt.Errorf("the kv expert plays KV, not %T", r.Env)
+		}
+		seed, _, err := r.Row.Int("seed")
+		if err != nil {
+			return tokenizer.Message{}, err
+		}
+		if splitmix(uint64(seed))%2 == 0 || k.LookedUp {
+			return expert(ctx, r)
+		}
+		if k.Submitted {
+			return grpo.TextTurn("Done."), nil
+		}
+		v := k.names()[(seed/2)%int64(k.Values)]
+		return tokenizer.Message{Role: "assistant", Content: "Submit " + quote(v) + ".",
+			ToolCalls: []tokenizer.ToolCall{{Name: "submit", Arguments: json.RawMessage(`{"value": "` + v + `"}`)}}}, nil
 	}
-	seed, _, err := r.Row.Int("seed")
-	if err != nil {
-		return tokenizer.Message{}, err
-	}
-	if splitmix(uint64(seed))%2 == 0 || k.LookedUp {
-		return kvExpert(ctx, r)
-	}
-	if k.Submitted {
-		return grpo.TextTurn("Done."), nil
-	}
-	v := kvValues[(seed/2)%int64(k.Values)]
-	return tokenizer.Message{Role: "assistant", Content: "Submit " + quote(v) + ".",
-		ToolCalls: []tokenizer.ToolCall{{Name: "submit", Arguments: json.RawMessage(`{"value": "` + v + `"}`)}}}, nil
 }
 
 // WordleRewards are the Wordle task's reward sets by name:

@@ -35,12 +35,17 @@ func run(ctx context.Context, args []string) error {
 	kvValues := fs.Int("kv-values", 2, "the kv tasks' stores draw from this many values (2..8)")
 	kvKeys := fs.Int("kv-keys", 0, "the kv tasks' rows ask for this many keys (0: all six)")
 	kvGames := fs.Int("kv-games", 0, "the kv tasks' expert games (0: 2048)")
+	kvSplit := fs.Bool("kv-split", false, "the kv tasks' values are two-piece words (KVOptions.Split)")
+	kvEcho := fs.Bool("kv-echo", false, "the kv expert names the value twice before its submit (KVOptions.Echo)")
 	tag := fs.String("tag", "", "label printed with the summary")
 	s := learning.Settings{}
 	fs.Uint64Var(&s.Seed, "seed", 1, "seed")
 	fs.IntVar(&s.Threads, "threads", 2, "threads")
 	fs.IntVar(&s.SFTSteps, "sft-steps", 30, "SFT steps")
 	fs.Float64Var(&s.SFTLR, "sft-lr", 3e-3, "SFT lr")
+	fs.IntVar(&s.SFTBatch, "sft-batch", 8, "expert games per SFT step")
+	sftSched := fs.String("sft-schedule", "cosine", "SFT lr schedule after its 10 % warmup (constant, linear, cosine)")
+	fs.IntVar(&s.SFTLogEvery, "sft-log", 0, "print the SFT loss every this many steps (with -v)")
 	fs.IntVar(&s.Steps, "steps", 20, "GRPO steps")
 	fs.IntVar(&s.Prompts, "prompts", 4, "rows per step")
 	fs.IntVar(&s.G, "g", 8, "rollouts per row")
@@ -66,10 +71,11 @@ func run(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	t, err := pickTask(*task, *words, *rewards, learning.KVOptions{Rows: 48, Values: *kvValues, Keys: *kvKeys, Games: *kvGames})
+	t, err := pickTask(*task, *words, *rewards, learning.KVOptions{Rows: 48, Values: *kvValues, Keys: *kvKeys, Games: *kvGames, Split: *kvSplit, Echo: *kvEcho})
 	if err != nil {
 		return err
 	}
+	s.SFTSchedule = model.ScheduleKind(*sftSched)
 	if *penalty != 0 {
 		p := *penalty
 		t.Rewards = append(t.Rewards, learning.Reward{Name: "failures", Weight: 1, Fn: func(_ context.Context, r *grpo.Rollout) (float64, error) {
