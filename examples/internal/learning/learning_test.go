@@ -96,7 +96,8 @@ func TestLearn(t *testing.T) {
 			// the last 36 steps (warmup_stable_decay), β 0.04. Measured:
 			// sampled 36 % -> 59 % of 80 games, greedy 5/10 -> 6/10, calls
 			// per greedy game 2.10 -> 2.00 on AVX-512 (5.1 min on 2
-			// threads); 36 % -> 57 %, 5 -> 6 on AVX2.
+			// threads); 36 % -> 57 %, 5 -> 6 on AVX2; 36 % -> 59 %, 5 -> 6
+			// with no SIMD (93 min, loaded).
 			name: "wordle10", long: true,
 			task: WordleTask(words[:10], wordlegame.TRLRewards),
 			s: Settings{Seed: 1, SFTSteps: 70, SFTLR: 3e-3, Steps: 120, Prompts: 10, G: 8, LoRARank: 16, SampledEval: 8,
