@@ -260,6 +260,9 @@ func grpoConfig(task Task, s Settings) grpo.Config {
 // warmStarted loads the embedded model and fine-tunes every weight on the
 // expert's games (or loads that model from the cache).
 func warmStarted(ctx context.Context, task Task, s Settings, be *cpu.Backend, log io.Writer) (*warmstart.Policy, error) {
+	if s.SFTBatch < 0 {
+		return nil, fmt.Errorf("%s: SFT batch %d: want > 0, or 0 for 8", task.Name, s.SFTBatch)
+	}
 	begin := time.Now()
 	var cached string
 	if s.CacheDir != "" {
@@ -291,11 +294,7 @@ func warmStarted(ctx context.Context, task Task, s Settings, be *cpu.Backend, lo
 		}
 		sc.WarmupRatio = 0.1
 		sc.BatchSize = 8
-		switch {
-		case s.SFTBatch < 0:
-			pol.Close()
-			return nil, fmt.Errorf("%s: SFT batch %d: want > 0, or 0 for 8", task.Name, s.SFTBatch)
-		case s.SFTBatch > 0:
+		if s.SFTBatch > 0 {
 			sc.BatchSize = s.SFTBatch
 		}
 		sc.MaxLength = 512
